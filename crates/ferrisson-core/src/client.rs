@@ -1,0 +1,292 @@
+//! The client: one command connection, one subscriber connection, one watchdog.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, Value};
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::keys::validate_name;
+use crate::owner::Owner;
+use crate::pubsub::{Hub, Subscription, WakePolicy};
+use crate::script::{Script, ScriptCall};
+use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
+
+/// The command connection, shaped so that cluster and sentinel deployments become more
+/// variants here without any change in the synchronizer crates, which only ever call
+/// [`Client::eval`] and [`Client::query`].
+#[derive(Clone)]
+pub(crate) enum Connection {
+    /// One multiplexed connection to a standalone server, reconnecting by itself.
+    Standalone(ConnectionManager),
+}
+
+impl Connection {
+    pub(crate) async fn eval(&self, script: &Script, call: &ScriptCall) -> redis::RedisResult<Value> {
+        match self {
+            Connection::Standalone(manager) => {
+                let mut manager = manager.clone();
+                let mut invocation = script.compiled().prepare_invoke();
+                for key in &call.keys {
+                    invocation.key(key);
+                }
+                for arg in &call.args {
+                    invocation.arg(arg.as_slice());
+                }
+                invocation.invoke_async(&mut manager).await
+            }
+        }
+    }
+
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Connection::Standalone(manager) => {
+                let mut manager = manager.clone();
+                cmd.query_async(&mut manager).await
+            }
+        }
+    }
+}
+
+struct Inner {
+    id: String,
+    config: ClientConfig,
+    conn: Connection,
+    hub: Hub,
+    watchdog: Watchdog,
+}
+
+/// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
+/// share the connections, the watchdog and the client id.
+///
+/// A client holds one multiplexed command connection (reconnecting by itself), one subscriber
+/// connection shared by all of its waiters, and one watchdog task renewing all of its leases.
+/// Its background tasks run on the Tokio runtime it was created on and stop when the last
+/// clone is dropped; holds still kept then end when their lease runs out.
+///
+/// ```no_run
+/// # async fn demo() -> ferrisson_core::Result<()> {
+/// let client = ferrisson_core::Client::connect("redis://127.0.0.1:6379").await?;
+/// assert_eq!(client.id().len(), 36);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("namespace", &self.inner.config.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the server at `url` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when the URL is malformed or the server cannot be reached;
+    /// [`Error::Closed`] outside a Tokio runtime.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::with_config(ClientConfig::new(url)).await
+    }
+
+    /// Connects with the given settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for inconsistent settings, [`Error::Redis`] when the URL is
+    /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
+    pub async fn with_config(config: ClientConfig) -> Result<Self> {
+        config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::Closed("a client must be created inside a Tokio runtime"));
+        }
+        let redis_client = redis::Client::open(config.url.as_str())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(config.response_timeout))
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(config.retry.max_backoff);
+        let manager = ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
+        let conn = Connection::Standalone(manager);
+        let hub = Hub::start(
+            redis_client,
+            config.connect_timeout,
+            config.response_timeout,
+            config.retry,
+        );
+        let watchdog = Watchdog::start(conn.clone(), config.watchdog_period(), config.response_timeout);
+        let id = uuid::Uuid::new_v4().hyphenated().to_string();
+        tracing::debug!(client_id = %id, "client connected");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id,
+                config,
+                conn,
+                hub,
+                watchdog,
+            }),
+        })
+    }
+
+    /// The client id: a random UUID v4, the first part of every owner of this client.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The settings the client runs with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// The Redis key of the object the user named `name`: the namespace prefix, then `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn object_key(&self, name: &str) -> Result<String> {
+        validate_name(name)?;
+        Ok(format!("{}{name}", self.inner.config.namespace))
+    }
+
+    /// The owner of the calling task (or thread, outside a task).
+    pub fn current_owner(&self) -> Owner {
+        Owner::current(&self.inner.id)
+    }
+
+    /// A new explicit owner, for holds that move between tasks.
+    pub fn new_owner(&self) -> Owner {
+        Owner::fresh(&self.inner.id)
+    }
+
+    /// Runs `script` once: `EVALSHA`, loading the script when the server answers `NOSCRIPT`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] (naming the call's first key) when a key holds another type,
+    /// [`Error::Redis`] for any other failure, transient or not.
+    pub async fn eval_once<T: FromRedisValue>(&self, script: &Script, call: &ScriptCall) -> Result<T> {
+        let value = self
+            .inner
+            .conn
+            .eval(script, call)
+            .await
+            .map_err(|e| script_error(e, call))?;
+        redis::from_redis_value(value)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", script.name())))
+    }
+
+    /// Runs `script`, retrying per the client's [`RetryPolicy`](crate::RetryPolicy) when the
+    /// connection broke. Only for scripts that are idempotent with the same arguments.
+    ///
+    /// # Errors
+    ///
+    /// As [`eval_once`](Self::eval_once), after the last retry.
+    pub async fn eval<T: FromRedisValue>(&self, script: &Script, call: &ScriptCall) -> Result<T> {
+        self.retrying(|_| self.eval_once(script, call)).await
+    }
+
+    /// Sends a plain command, retrying when the connection broke. Only for idempotent commands.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] (naming the command's first argument) when the key holds another
+    /// type, [`Error::Redis`] otherwise.
+    pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.retrying(|_| async {
+            let value = self.inner.conn.query(cmd).await.map_err(|e| {
+                if e.code() == Some("WRONGTYPE") {
+                    let key = cmd
+                        .args_iter()
+                        .nth(1)
+                        .and_then(|a| match a {
+                            redis::Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    Error::WrongType { key }
+                } else {
+                    Error::Redis(e)
+                }
+            })?;
+            redis::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+        })
+        .await
+    }
+
+    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error,
+    /// or the retry policy is used up. Synchronizers use the attempt number to make a retried
+    /// call idempotent (an acquire retried after a lost reply must not count twice).
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error.
+    pub async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let policy = self.inner.config.retry;
+        let mut n = 0;
+        loop {
+            match attempt(n).await {
+                Err(e) if e.is_connection_error() && n < policy.retries => {
+                    n += 1;
+                    tracing::debug!(error = %e, retry = n, "retrying after a connection error");
+                    tokio::time::sleep(policy.backoff(n)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
+    /// The channel is subscribed on the first waiter and unsubscribed after the last one.
+    pub fn subscribe(&self, channel: &str, policy: WakePolicy) -> Subscription {
+        self.inner.hub.subscribe(channel, policy)
+    }
+
+    /// Channels currently subscribed (or being subscribed) and waiters on them.
+    pub fn waiter_stats(&self) -> (usize, usize) {
+        self.inner.hub.stats()
+    }
+
+    /// Registers a hold with the client's watchdog.
+    pub fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {
+        self.inner.watchdog.hold(spec)
+    }
+
+    /// What the client knows locally about the holds of `owner` on `key`.
+    pub fn lease_state(&self, script: &Script, key: &str, owner: &str) -> Option<LeaseState> {
+        self.inner.watchdog.state(script, key, owner)
+    }
+
+    /// How many renewal script calls the watchdog has sent.
+    pub fn renewal_calls(&self) -> u64 {
+        self.inner.watchdog.renew_calls()
+    }
+
+    /// How long an unlock result is kept for a retried release: the retry window of a call.
+    pub fn retry_window(&self) -> Duration {
+        let config = &self.inner.config;
+        config.retry.window(config.response_timeout)
+    }
+}
+
+fn script_error(e: redis::RedisError, call: &ScriptCall) -> Error {
+    if e.code() == Some("WRONGTYPE") {
+        Error::WrongType {
+            key: call.keys.first().cloned().unwrap_or_default(),
+        }
+    } else {
+        Error::Redis(e)
+    }
+}

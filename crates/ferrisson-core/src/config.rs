@@ -1,0 +1,220 @@
+//! Client configuration.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Which command scripts use to publish wake-up messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PublishCommand {
+    /// `PUBLISH`: a standalone server (or a cluster with classic pub/sub). Sharded pub/sub
+    /// (`SPUBLISH`) comes with the cluster connection layer.
+    #[default]
+    Publish,
+}
+
+impl PublishCommand {
+    /// The command name as scripts receive it in `ARGV`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PublishCommand::Publish => "publish",
+        }
+    }
+}
+
+/// How calls that failed on a broken connection are retried.
+///
+/// Every call the synchronizers make is idempotent (acquires carry the hold count the client
+/// believes it has, releases carry a request id), so a call whose reply was lost can be sent
+/// again safely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after the first one.
+    pub retries: u32,
+    /// Pause before the first retry; doubled for each further one.
+    pub min_backoff: Duration,
+    /// Longest pause between two attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            retries: 3,
+            min_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Pause before retry number `retry` (1-based).
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.min_backoff
+            .checked_mul(factor)
+            .unwrap_or(self.max_backoff)
+            .min(self.max_backoff)
+    }
+
+    /// An upper bound of the time a call and all its retries can take.
+    pub fn window(&self, response_timeout: Duration) -> Duration {
+        let attempts = self.retries.saturating_add(1);
+        (response_timeout + self.max_backoff)
+            .checked_mul(attempts)
+            .unwrap_or(Duration::from_secs(3600))
+    }
+}
+
+/// Settings of a [`Client`](crate::Client).
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson_core::ClientConfig;
+///
+/// let config = ClientConfig::new("redis://127.0.0.1:6379")
+///     .namespace("billing:")
+///     .lease(Duration::from_secs(9));
+/// assert_eq!(config.watchdog_period(), Duration::from_secs(3));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) lease: Duration,
+    pub(crate) watchdog_period: Option<Duration>,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) publish: PublishCommand,
+    pub(crate) wait_outage_limit: Duration,
+}
+
+impl ClientConfig {
+    /// Settings for the server at `url` (`redis://`, `rediss://` or `unix://`), with defaults
+    /// for everything else: a 30 s lease renewed every 10 s, a 3 s response timeout, three
+    /// retries of calls that failed on a broken connection.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            namespace: String::new(),
+            lease: Duration::from_secs(30),
+            watchdog_period: None,
+            response_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            retry: RetryPolicy::default(),
+            publish: PublishCommand::Publish,
+            wait_outage_limit: Duration::from_secs(60),
+        }
+    }
+
+    /// A prefix put before every object name (e.g. `"billing:"`), so that several applications
+    /// can share one Redis. Redisson clients must use the same full names to interoperate.
+    pub fn namespace(mut self, prefix: impl Into<String>) -> Self {
+        self.namespace = prefix.into();
+        self
+    }
+
+    /// The lease of holds kept alive by the watchdog (Redisson's `lockWatchdogTimeout`, 30 s by
+    /// default). If the client dies, its holds end at most this long after the last renewal.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often the watchdog renews leases; a third of the lease by default. Must be shorter
+    /// than the lease.
+    pub fn watchdog_period(&self) -> Duration {
+        self.watchdog_period.unwrap_or(self.lease / 3)
+    }
+
+    /// Sets how often the watchdog renews leases (see [`watchdog_period`](Self::watchdog_period)).
+    pub fn with_watchdog_period(mut self, period: Duration) -> Self {
+        self.watchdog_period = Some(period);
+        self
+    }
+
+    /// How long to wait for a reply before the call counts as failed (and is retried).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt may take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How calls that failed on a broken connection are retried.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The command scripts publish wake-up messages with.
+    pub fn publish_command(mut self, command: PublishCommand) -> Self {
+        self.publish = command;
+        self
+    }
+
+    /// How long a call that is already waiting (for a lock, a permit, a latch) keeps waiting
+    /// through a Redis outage before it returns the connection error. 60 s by default.
+    pub fn wait_outage_limit(mut self, limit: Duration) -> Self {
+        self.wait_outage_limit = limit;
+        self
+    }
+
+    /// The configured lease of watchdog-kept holds.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease
+    }
+
+    /// The configured response timeout.
+    pub fn response_timeout_duration(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// The configured retry policy.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// The configured publish command.
+    pub fn publish(&self) -> PublishCommand {
+        self.publish
+    }
+
+    /// The configured outage limit of waiting calls.
+    pub fn outage_limit(&self) -> Duration {
+        self.wait_outage_limit
+    }
+
+    /// The configured namespace prefix.
+    pub fn namespace_prefix(&self) -> &str {
+        &self.namespace
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.lease < Duration::from_millis(10) {
+            return Err(Error::InvalidArgument(format!(
+                "lease must be at least 10ms, got {:?}",
+                self.lease
+            )));
+        }
+        let period = self.watchdog_period();
+        if period.is_zero() || period >= self.lease {
+            return Err(Error::InvalidArgument(format!(
+                "watchdog period must be above zero and below the lease ({:?}), got {period:?}",
+                self.lease
+            )));
+        }
+        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::InvalidArgument(
+                "response and connect timeouts must be above zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! The one error type of the suite.
+
+use std::time::Duration;
+
+/// A `Result` whose error defaults to [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a synchronizer call failed.
+///
+/// Contention is not an error: `try_*` calls return `Ok(None)` (or `Ok(false)`) when the
+/// synchronizer is taken, so that callers can tell "busy" from "broken".
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller does not hold what it tried to release or renew.
+    #[error("not the owner: {0}")]
+    NotOwner(String),
+
+    /// A wait ran out of time before the synchronizer could be taken.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+
+    /// The lease of a hold ended (renewal failed, key deleted, Redis restarted or the process
+    /// stalled past the lease) before the holder released it: another holder may have run.
+    #[error("lease lost: {0}")]
+    LeaseLost(LossReason),
+
+    /// An argument was out of range or malformed; nothing was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The key exists but holds another Redis data type than the synchronizer uses.
+    #[error("key `{key}` holds a value of another type than this synchronizer uses")]
+    WrongType {
+        /// The key that holds the unexpected type.
+        key: String,
+    },
+
+    /// Redis answered with something this protocol version does not expect.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+
+    /// The client could not reach Redis, or Redis returned an error.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// The client was shut down or its background tasks are gone (the Tokio runtime that ran
+    /// them was dropped).
+    #[error("client closed: {0}")]
+    Closed(&'static str),
+}
+
+impl Error {
+    /// Whether this error may be transient: a retry after the connection comes back can succeed.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            Error::Redis(e) => is_transient(e),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a redis error is one the client retries (the connection broke or timed out, or the
+/// server is loading or not yet ready).
+pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+    {
+        return true;
+    }
+    matches!(
+        e.code(),
+        Some("LOADING") | Some("TRYAGAIN") | Some("MASTERDOWN") | Some("CLUSTERDOWN")
+    )
+}
+
+/// Why a hold was lost. Carried by [`Error::LeaseLost`] and by the loss signal on guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A renewal reached Redis and Redis answered that this owner no longer holds the key
+    /// (deleted, expired, force-unlocked or lost in a restart or failover).
+    NotHeld,
+    /// Renewals kept failing (Redis unreachable) until the lease could have run out.
+    RenewalFailed,
+    /// The watchdog ran too late to renew in time (the process or runtime stalled past the
+    /// lease): the lease may have run out on the server.
+    Stalled,
+    /// A hold taken with a fixed lease reached the end of that lease.
+    LeaseExpired,
+}
+
+impl std::fmt::Display for LossReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LossReason::NotHeld => "redis no longer has this owner's hold",
+            LossReason::RenewalFailed => "renewals failed until the lease could have expired",
+            LossReason::Stalled => "the watchdog ran too late to renew before the lease ended",
+            LossReason::LeaseExpired => "the fixed lease ran out",
+        })
+    }
+}
+
+/// Turn a redis error into ours, naming `key` when the server reports a wrong type.
+pub fn map_redis_error(e: redis::RedisError, key: &str) -> Error {
+    if e.code() == Some("WRONGTYPE") {
+        Error::WrongType {
+            key: key.to_owned(),
+        }
+    } else {
+        Error::Redis(e)
+    }
+}

@@ -1,0 +1,36 @@
+//! The shared core of [ferrisson](https://docs.rs/ferrisson): Redisson's distributed
+//! synchronizers for Rust.
+//!
+//! This crate holds what every synchronizer needs and nothing specific to any of them:
+//!
+//! - [`Client`]: the command connection (reconnecting by itself), the client id and settings;
+//! - [`Script`]: the Lua script registry, run by `EVALSHA` with a `NOSCRIPT` fallback;
+//! - [`keys`]: key and channel naming of the Redis state protocol;
+//! - [`Owner`]: who holds what, per Tokio task by default;
+//! - the watchdog ([`LeaseSpec`], [`LeaseHandle`]): lease renewal by batches and the loss
+//!   signal;
+//! - pub/sub waiters ([`Subscription`]): one subscriber connection per client;
+//! - [`Error`], the one error type.
+//!
+//! Users normally depend on the `ferrisson` facade or on one synchronizer crate
+//! (`ferrisson-lock`, …), which re-export what they need from here.
+
+mod client;
+mod config;
+mod error;
+pub mod keys;
+mod owner;
+mod pubsub;
+mod script;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{ClientConfig, PublishCommand, RetryPolicy};
+pub use error::{Error, LossReason, Result, map_redis_error};
+pub use owner::Owner;
+pub use pubsub::{Subscription, Wake, WakePolicy};
+pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
+pub use watchdog::{BATCH, LeaseHandle, LeaseSpec, LeaseState};
+
+/// Re-exported for synchronizer crates: `tokio::time::Instant`, the clock of [`LeaseSpec`].
+pub use tokio::time::Instant;

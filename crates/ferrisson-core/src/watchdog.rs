@@ -1,0 +1,440 @@
+//! Leases and the watchdog: one per client, renewing every hold of that client by batches.
+//!
+//! # Implementation details
+//!
+//! Every hold a synchronizer takes is registered as a *lease entry*, keyed by (renewal script,
+//! key, owner) and reference-counted by the holds (guards) that share it: a reentrant lock held
+//! three times by one task is one entry with three holds. Each entry knows its *deadline*: the
+//! send time of the last command that set its TTL (the acquire, or the last successful
+//! renewal) plus the lease. The server received that command after it was sent, so the server's
+//! expiry is never earlier than the deadline: a loss signalled at the deadline comes before the
+//! lease can have expired on the server.
+//!
+//! Entries whose holds asked for the watchdog are renewed every `period` (a third of the lease
+//! by default). Due entries are grouped by renewal script and lease and sent as one script call
+//! per batch of up to [`BATCH`] keys, whose reply says, key by key, whether the owner still
+//! holds it. The calls run in their own tasks, so a slow call never delays the deadline check of
+//! another entry. An entry is lost when
+//!
+//! - a renewal reaches Redis and Redis answers that the owner no longer holds the key
+//!   ([`LossReason::NotHeld`]: deleted, expired, force-unlocked, lost in a restart);
+//! - its deadline passes while renewals fail ([`LossReason::RenewalFailed`]); failed renewals
+//!   are retried every `period / 5` until then;
+//! - its deadline passes with no failure seen: the watchdog itself ran too late, the process
+//!   or runtime stalled ([`LossReason::Stalled`]);
+//! - it holds a fixed lease and the lease ran out ([`LossReason::LeaseExpired`]).
+//!
+//! A lost entry leaves the table, so a later acquisition starts a fresh entry; the guards of
+//! the lost one keep their signal.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::client::Connection;
+use crate::error::LossReason;
+use crate::script::{Script, ScriptCall};
+
+/// Most keys renewed by one script call.
+pub const BATCH: usize = 256;
+
+/// What a synchronizer registers when it takes a hold.
+///
+/// The renewal `script` must take `KEYS[i]` = a key, `ARGV[1]` = the lease in milliseconds,
+/// `ARGV[i + 1]` = the owner argument of `KEYS[i]`, extend each key the owner still holds, and
+/// return an array with `1` (renewed) or `0` (not held) per key.
+#[derive(Debug, Clone)]
+pub struct LeaseSpec {
+    /// The batch renewal script.
+    pub script: &'static Script,
+    /// The key holding the hold.
+    pub key: String,
+    /// The owner argument the renewal script receives for this key.
+    pub owner: String,
+    /// The lease the acquisition set.
+    pub lease: Duration,
+    /// Whether the watchdog renews the hold (false: a fixed lease that simply runs out).
+    pub renew: bool,
+    /// When the command that set the lease was sent.
+    pub sent_at: Instant,
+}
+
+/// What the client knows locally about the holds of one (script, key, owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseState {
+    /// Live holds (guards) on the entry.
+    pub holds: u32,
+    /// Whether the watchdog renews the entry.
+    pub renewing: bool,
+    /// The lease of the entry.
+    pub lease: Duration,
+}
+
+type EntryKey = (&'static str, String, String);
+
+struct Entry {
+    id: u64,
+    script: &'static Script,
+    lease: Duration,
+    holds: u32,
+    renewing: bool,
+    deadline: Instant,
+    next_renew: Instant,
+    in_flight: bool,
+    last_failed: bool,
+    lost: watch::Sender<Option<LossReason>>,
+}
+
+#[derive(Default)]
+struct WatchdogState {
+    entries: HashMap<EntryKey, Entry>,
+    next_id: u64,
+    closed: bool,
+    renew_calls: u64,
+}
+
+pub(crate) struct WatchdogShared {
+    state: Mutex<WatchdogState>,
+    kick: Notify,
+    conn: Connection,
+    period: Duration,
+    response_timeout: Duration,
+}
+
+impl WatchdogShared {
+    fn state(&self) -> MutexGuard<'_, WatchdogState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The client's lease table and the task that renews it.
+pub(crate) struct Watchdog {
+    shared: Arc<WatchdogShared>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(conn: Connection, period: Duration, response_timeout: Duration) -> Self {
+        let shared = Arc::new(WatchdogShared {
+            state: Mutex::new(WatchdogState::default()),
+            kick: Notify::new(),
+            conn,
+            period,
+            response_timeout,
+        });
+        tokio::spawn(run(shared.clone()));
+        Self { shared }
+    }
+
+    pub(crate) fn hold(&self, spec: LeaseSpec) -> LeaseHandle {
+        let mut state = self.shared.state();
+        state.next_id += 1;
+        let fresh_id = state.next_id;
+        let key = (spec.script.name(), spec.key, spec.owner);
+        let period = self.shared.period;
+        let expiry = spec.sent_at + spec.lease;
+        let entry = state.entries.entry(key.clone()).or_insert_with(|| Entry {
+            id: fresh_id,
+            script: spec.script,
+            lease: spec.lease,
+            holds: 0,
+            renewing: spec.renew,
+            deadline: expiry,
+            next_renew: spec.sent_at + period,
+            in_flight: false,
+            last_failed: false,
+            lost: watch::Sender::new(None),
+        });
+        if entry.holds > 0 {
+            // The acquisition reset the TTL to `spec.lease` when it ran.
+            if entry.renewing || spec.renew {
+                entry.deadline = entry.deadline.max(expiry);
+            } else {
+                entry.deadline = expiry;
+            }
+            if spec.renew && !entry.renewing {
+                entry.renewing = true;
+                entry.next_renew = spec.sent_at + period;
+            }
+            entry.lease = spec.lease;
+        }
+        entry.holds += 1;
+        let handle = LeaseHandle {
+            shared: self.shared.clone(),
+            key,
+            id: entry.id,
+            lost: entry.lost.subscribe(),
+            renewing: entry.renewing,
+        };
+        drop(state);
+        self.shared.kick.notify_one();
+        handle
+    }
+
+    pub(crate) fn state(&self, script: &Script, key: &str, owner: &str) -> Option<LeaseState> {
+        let state = self.shared.state();
+        state
+            .entries
+            .get(&(script.name(), key.to_owned(), owner.to_owned()))
+            .map(|e| LeaseState {
+                holds: e.holds,
+                renewing: e.renewing,
+                lease: e.lease,
+            })
+    }
+
+    pub(crate) fn renew_calls(&self) -> u64 {
+        self.shared.state().renew_calls
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.kick.notify_one();
+    }
+}
+
+/// One hold's registration with the watchdog, and its loss signal. Dropping it ends the hold
+/// locally (the watchdog stops renewing once the entry has no holds left).
+pub struct LeaseHandle {
+    shared: Arc<WatchdogShared>,
+    key: EntryKey,
+    id: u64,
+    lost: watch::Receiver<Option<LossReason>>,
+    renewing: bool,
+}
+
+impl std::fmt::Debug for LeaseHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseHandle")
+            .field("key", &self.key.1)
+            .field("owner", &self.key.2)
+            .field("renewing", &self.renewing)
+            .field("lost", &*self.lost.borrow())
+            .finish()
+    }
+}
+
+impl LeaseHandle {
+    /// Why the hold was lost, or `None` while it is believed held.
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        *self.lost.borrow()
+    }
+
+    /// Resolves when the hold is lost, with the reason. Pending for as long as it is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LossReason {
+        let mut rx = self.lost.clone();
+        loop {
+            if let Some(reason) = *rx.borrow_and_update() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                // The entry is gone without a loss: the watchdog stopped (client dropped).
+                return (*rx.borrow()).unwrap_or(LossReason::RenewalFailed);
+            }
+        }
+    }
+
+    /// Whether the watchdog renews this hold.
+    pub fn is_renewed(&self) -> bool {
+        self.renewing
+    }
+
+    /// The earliest moment the lease can end on the server, as known now.
+    pub fn deadline(&self) -> Option<Instant> {
+        let state = self.shared.state();
+        state
+            .entries
+            .get(&self.key)
+            .filter(|e| e.id == self.id)
+            .map(|e| e.deadline)
+    }
+}
+
+impl Drop for LeaseHandle {
+    fn drop(&mut self) {
+        let mut state = self.shared.state();
+        if let Some(entry) = state.entries.get_mut(&self.key)
+            && entry.id == self.id
+        {
+            entry.holds = entry.holds.saturating_sub(1);
+            if entry.holds == 0 {
+                state.entries.remove(&self.key);
+            }
+        }
+    }
+}
+
+struct Batch {
+    script: &'static Script,
+    lease: Duration,
+    members: Vec<(EntryKey, u64)>,
+    earliest_deadline: Instant,
+}
+
+async fn run(shared: Arc<WatchdogShared>) {
+    let retry_interval = (shared.period / 5).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        let now = Instant::now();
+        let (batches, next_wake) = {
+            let mut state = shared.state();
+            if state.closed {
+                return;
+            }
+            expire(&mut state, now);
+            let batches = due_batches(&mut state, now);
+            let next_wake = state
+                .entries
+                .values()
+                .map(|e| {
+                    if e.renewing && !e.in_flight {
+                        e.next_renew.min(e.deadline)
+                    } else {
+                        e.deadline
+                    }
+                })
+                .min();
+            state.renew_calls += batches.len() as u64;
+            (batches, next_wake)
+        };
+        for batch in batches {
+            tokio::spawn(renew(shared.clone(), batch, retry_interval));
+        }
+        match next_wake {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = shared.kick.notified() => {}
+                }
+            }
+            None => shared.kick.notified().await,
+        }
+    }
+}
+
+fn expire(state: &mut WatchdogState, now: Instant) {
+    let lost: Vec<EntryKey> = state
+        .entries
+        .iter()
+        .filter(|(_, e)| e.deadline <= now)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in lost {
+        if let Some(entry) = state.entries.remove(&key) {
+            let reason = if !entry.renewing {
+                LossReason::LeaseExpired
+            } else if entry.last_failed {
+                LossReason::RenewalFailed
+            } else {
+                LossReason::Stalled
+            };
+            signal_loss(&key, &entry, reason, now);
+        }
+    }
+}
+
+fn signal_loss(key: &EntryKey, entry: &Entry, reason: LossReason, now: Instant) {
+    if reason == LossReason::LeaseExpired {
+        tracing::debug!(key = %key.1, owner = %key.2, "fixed lease ran out");
+    } else {
+        tracing::warn!(
+            key = %key.1,
+            owner = %key.2,
+            late_ms = now.saturating_duration_since(entry.deadline).as_millis() as u64,
+            %reason,
+            "hold lost: the holder must stop relying on it"
+        );
+    }
+    entry.lost.send_replace(Some(reason));
+}
+
+fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {
+    let mut groups: HashMap<(&'static str, Duration), Vec<Batch>> = HashMap::new();
+    for (key, entry) in state.entries.iter_mut() {
+        if !entry.renewing || entry.in_flight || entry.next_renew > now {
+            continue;
+        }
+        entry.in_flight = true;
+        let batches = groups.entry((entry.script.name(), entry.lease)).or_default();
+        if batches.last().is_none_or(|b| b.members.len() >= BATCH) {
+            batches.push(Batch {
+                script: entry.script,
+                lease: entry.lease,
+                members: Vec::new(),
+                earliest_deadline: entry.deadline,
+            });
+        }
+        if let Some(batch) = batches.last_mut() {
+            batch.members.push((key.clone(), entry.id));
+            batch.earliest_deadline = batch.earliest_deadline.min(entry.deadline);
+        }
+    }
+    groups.into_values().flatten().collect()
+}
+
+async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Duration) {
+    let mut call = ScriptCall::new().arg(batch.lease.as_millis() as u64);
+    for ((_, key, owner), _) in &batch.members {
+        call = call.key(key.clone()).arg(owner.as_str());
+    }
+    let sent_at = Instant::now();
+    let budget = shared
+        .response_timeout
+        .min(batch.earliest_deadline.saturating_duration_since(sent_at))
+        .max(Duration::from_millis(1));
+    let reply = tokio::time::timeout(budget, shared.conn.eval(batch.script, &call)).await;
+    let results: Option<Vec<i64>> = match reply {
+        Ok(Ok(value)) => match redis::from_redis_value::<Vec<i64>>(value) {
+            Ok(v) if v.len() == batch.members.len() => Some(v),
+            Ok(v) => {
+                tracing::warn!(expected = batch.members.len(), got = v.len(), "renewal reply of the wrong length");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewal reply not understood");
+                None
+            }
+        },
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, keys = batch.members.len(), "renewal failed; retrying");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(keys = batch.members.len(), "renewal timed out; retrying");
+            None
+        }
+    };
+    let now = Instant::now();
+    let mut state = shared.state();
+    for (i, (key, id)) in batch.members.iter().enumerate() {
+        let Some(entry) = state.entries.get_mut(key).filter(|e| e.id == *id) else {
+            continue;
+        };
+        entry.in_flight = false;
+        match results.as_ref().and_then(|r| r.get(i).copied()) {
+            Some(1) => {
+                entry.deadline = entry.deadline.max(sent_at + batch.lease);
+                entry.next_renew = sent_at + shared.period;
+                entry.last_failed = false;
+            }
+            Some(_) => {
+                if let Some(entry) = state.entries.remove(key) {
+                    signal_loss(key, &entry, LossReason::NotHeld, now);
+                }
+            }
+            None => {
+                entry.last_failed = true;
+                entry.next_renew = now + retry_interval;
+            }
+        }
+    }
+    drop(state);
+    shared.kick.notify_one();
+}

@@ -1,0 +1,170 @@
+//! The guard of a held reentrant lock.
+
+use std::sync::Arc;
+
+use ferrisson_core::{Error, Instant, LeaseHandle, LossReason, Owner, Result};
+
+use crate::lock::LockShared;
+
+/// One hold of a [`ReentrantLock`](crate::ReentrantLock).
+///
+/// Release it with [`unlock`](Self::unlock) to learn the outcome. Dropping it releases the
+/// hold in the background (never blocking); without a Tokio runtime to run that release, the
+/// hold ends when its lease runs out, since the watchdog stops renewing it at once.
+///
+/// While held, watch [`lost`](Self::lost): it resolves if the hold cannot be kept, before the
+/// lease can have run out on the server, so the holder can stop before another holder gets in.
+#[must_use = "dropping the guard releases the lock at once (in the background)"]
+pub struct LockGuard {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Option<LeaseHandle>,
+    token: Option<u64>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.shared.key)
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("lost", &self.loss_reason())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        shared: Arc<LockShared>,
+        owner: Owner,
+        lease: LeaseHandle,
+        token: Option<u64>,
+    ) -> Self {
+        Self {
+            shared,
+            owner,
+            lease: Some(lease),
+            token,
+        }
+    }
+
+    /// The fencing token of this acquisition (fenced locks only): strictly greater than the
+    /// token of every earlier acquisition of the lock, by any owner. Pass it to the protected
+    /// resource, which rejects a write whose token is below the highest it has seen.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The owner the hold is recorded under.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Why the hold was lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.lease.as_ref().and_then(LeaseHandle::lost_reason)
+    }
+
+    /// Whether the hold was lost.
+    pub fn is_lost(&self) -> bool {
+        self.loss_reason().is_some()
+    }
+
+    /// `Ok(())` while the hold is believed held; [`Error::LeaseLost`] once it is lost.
+    /// Call it before each step that must run under the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        match self.loss_reason() {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves when the hold is lost, with the reason; pending while it is held. Use it in a
+    /// `tokio::select!` beside the work the lock protects.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LossReason {
+        match &self.lease {
+            Some(lease) => lease.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The earliest moment the lease can end on the server as known now (the watchdog moves it
+    /// forward with each renewal); `None` once lost.
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.lease.as_ref().and_then(LeaseHandle::deadline)
+    }
+
+    /// Releases this hold (one level of re-entry), waking a waiter when the lock becomes free.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release runs in a task of its own: dropping this future does not stop it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then: the
+    /// lock was not held continuously), [`Error::NotOwner`] when Redis says this owner holds
+    /// nothing, [`Error::Redis`] when Redis could not be reached (the hold then ends with its
+    /// lease: the watchdog no longer renews it).
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        let lost = lease.lost_reason();
+        let renew_lease = lease.is_renewed().then(|| self.shared.client.config().lease_duration());
+        // Leave the watchdog first, so it does not renew a hold being released.
+        drop(lease);
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        let released = tokio::spawn(async move { shared.release(&owner, renew_lease).await })
+            .await
+            .map_err(|_| Error::Closed("the release task was cancelled (runtime shutting down)"))??;
+        match (released, lost) {
+            (_, Some(reason)) => Err(Error::LeaseLost(reason)),
+            (None, None) => Err(Error::NotOwner(format!(
+                "lock `{}` is not held by {}",
+                self.shared.key, self.owner
+            ))),
+            (Some(_), None) => Ok(()),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let renew_lease = lease.is_renewed().then(|| self.shared.client.config().lease_duration());
+        drop(lease);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let shared = self.shared.clone();
+                let owner = self.owner.clone();
+                runtime.spawn(async move {
+                    if let Err(e) = shared.release(&owner, renew_lease).await {
+                        tracing::warn!(key = %shared.key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                key = %self.shared.key,
+                owner = %self.owner,
+                "lock guard dropped outside a Tokio runtime; the hold ends with its lease"
+            ),
+        }
+    }
+}

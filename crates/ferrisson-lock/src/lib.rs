@@ -1,0 +1,31 @@
+//! A reentrant distributed lock on Redis with Redisson's semantics and data layout, a lease
+//! watchdog whose failures are never silent, and fencing tokens.
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson_core::Result<()> {
+//! use ferrisson_core::Client;
+//! use ferrisson_lock::ReentrantLock;
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = ReentrantLock::new(&client, "invoices:2026-11")?;
+//! let guard = lock.lock().await?;
+//! tokio::select! {
+//!     reason = guard.lost() => eprintln!("lock lost ({reason}): stop, another holder may run"),
+//!     () = async { /* the protected work */ } => {}
+//! }
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! See [`ReentrantLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
+//! promise (failover, pauses) and what to do about it.
+
+mod guard;
+mod lock;
+mod options;
+mod scripts;
+
+pub use guard::LockGuard;
+pub use lock::ReentrantLock;
+pub use options::LockOptions;
+pub use scripts::scripts;

@@ -1,0 +1,449 @@
+//! The reentrant lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::prefixed;
+use ferrisson_core::{Client, Error, Instant, LeaseSpec, Owner, Result, ScriptCall, Wake};
+use tokio::sync::oneshot;
+
+use crate::guard::LockGuard;
+use crate::options::LockOptions;
+use crate::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE, RENEW};
+
+/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
+const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
+
+/// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
+///
+/// - **Reentrant per owner.** The owner is the calling Tokio task by default: the same task
+///   locking twice holds the lock twice and must release it twice; another task (or another
+///   client) waits. [`owned_by`](Self::owned_by) binds the lock to an explicit [`Owner`] for
+///   code that moves a hold between tasks.
+/// - **Leases.** A hold taken without a fixed lease is kept alive by the client's watchdog,
+///   which renews it every third of the lease (30 s by default). If the process dies, the lock
+///   ends by itself at most one lease after the last renewal. A hold taken with a fixed lease
+///   ends when the lease runs out, released or not.
+/// - **Loss is never silent.** When a hold cannot be kept (Redis lost the key in a restart or
+///   failover, renewals failed, the process stalled past the lease), the guard's
+///   [`lost`](LockGuard::lost) signal fires before the lease can have run out on the server.
+/// - **Fencing.** A lock made with [`fenced`](Self::fenced) hands out a strictly increasing
+///   token with every acquisition ([`LockGuard::token`]) so that the protected resource can
+///   reject writes of a holder that lost the lock without knowing it.
+/// - **Interop.** The key layout and messages are Redisson's: a Java service using
+///   `redisson.getLock(name)` and this lock on the same name exclude and wake each other.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson_core::Client) -> ferrisson_core::Result<()> {
+/// use ferrisson_lock::ReentrantLock;
+///
+/// let lock = ReentrantLock::new(&client, "orders:42")?;
+/// let guard = lock.lock().await?;
+/// // ... work on order 42; `guard.lost()` fires if the lock cannot be kept ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ReentrantLock {
+    shared: Arc<LockShared>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for ReentrantLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReentrantLock")
+            .field("key", &self.shared.key)
+            .field("fenced", &self.shared.fenced)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+pub(crate) struct LockShared {
+    pub(crate) client: Client,
+    pub(crate) key: String,
+    channel: String,
+    token_key: String,
+    fenced: bool,
+}
+
+enum Attempt {
+    Acquired(LockGuard),
+    Held(i64),
+}
+
+fn wake_policy(payload: &[u8]) -> Wake {
+    // `0`: released, one waiter may take it. Anything else (Redisson's read-unlock `1`): all.
+    if payload == b"0" { Wake::One } else { Wake::All }
+}
+
+impl ReentrantLock {
+    /// A handle to the lock named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, false)
+    }
+
+    /// A handle to the lock named `name` that hands out fencing tokens (Redisson `RFencedLock`
+    /// layout): every acquisition, re-entries included, increments the counter
+    /// `redisson_lock_token:{name}`, which never expires.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn fenced(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, true)
+    }
+
+    fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(LockShared {
+                client: client.clone(),
+                channel: prefixed("redisson_lock__channel", &key),
+                token_key: prefixed("redisson_lock_token", &key),
+                key,
+                fenced,
+            }),
+            owner: None,
+        })
+    }
+
+    /// This lock, acquired and queried as `owner` instead of the calling task.
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Whether acquisitions hand out fencing tokens.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced
+    }
+
+    /// The owner calls on this handle act as: the bound owner, or the calling task's.
+    pub fn owner(&self) -> Owner {
+        self.owner
+            .clone()
+            .unwrap_or_else(|| self.shared.client.current_owner())
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog keeps the hold.
+    ///
+    /// Waiting costs Redis nothing while the lock does not change hands: the waiter sleeps on
+    /// the client's one subscriber connection until a release message (or the holder's lease
+    /// ending) wakes it. Through a Redis outage it keeps waiting, for up to the client's
+    /// `wait_outage_limit`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, and nothing leaks: each attempt runs in a task of its own, and an attempt
+    /// that succeeds after this future was dropped releases the lock at once. A dropped waiter
+    /// hands any wake-up it received to the next local waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`]
+    /// when Redis cannot be reached (at the first attempt, or for longer than the outage limit
+    /// while waiting).
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.lock_with(LockOptions::new()).await
+    }
+
+    /// Acquires the lock with options: a wait limit, a fixed lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when the wait limit passed, [`Error::InvalidArgument`] for a lease
+    /// under one millisecond, and the errors of [`lock`](Self::lock).
+    pub async fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
+        match self.acquire(options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
+        }
+    }
+
+    /// Acquires the lock if it is free (or held by this owner) right now; `Ok(None)` if another
+    /// owner holds it. One script call.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(LockOptions::new().wait(Duration::ZERO)).await
+    }
+
+    /// Acquires the lock, waiting up to the options' wait limit (none given: try once);
+    /// `Ok(None)` when it is still held by another owner then.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+        let wait = options.wait_time().unwrap_or(Duration::ZERO);
+        self.acquire(options.wait(wait)).await
+    }
+
+    async fn acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+        options.validate()?;
+        let owner = self.owner();
+        let lease = options.lease_time();
+        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        match self.attempt(&owner, lease).await? {
+            Attempt::Acquired(guard) => return Ok(Some(guard)),
+            Attempt::Held(_) if options.wait_time() == Some(Duration::ZERO) => return Ok(None),
+            Attempt::Held(_) => {}
+        }
+        let client = &self.shared.client;
+        let subscription = client.subscribe(&self.shared.channel, wake_policy);
+        let confirm_within = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => client.config().response_timeout_duration(),
+        };
+        subscription
+            .confirmed(confirm_within.min(client.config().response_timeout_duration()))
+            .await;
+        let mut outage_since: Option<Instant> = None;
+        let mut failures = 0u32;
+        loop {
+            // Subscribed first, then tried again: a release between the first try and the
+            // subscription cannot be missed.
+            let bound = match self.attempt(&owner, lease).await {
+                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Held(ttl)) => {
+                    outage_since = None;
+                    failures = 0;
+                    ttl_bound(ttl, client.config().lease_duration())
+                }
+                Err(e) if e.is_connection_error() => {
+                    let since = *outage_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > client.config().outage_limit() {
+                        return Err(e);
+                    }
+                    failures += 1;
+                    tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
+                    client.config().retry_policy().backoff(failures)
+                }
+                Err(e) => return Err(e),
+            };
+            let bound = if subscription.is_confirmed() {
+                bound
+            } else {
+                bound.min(UNCONFIRMED_RECHECK)
+            };
+            let bound = match deadline {
+                Some(deadline) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Ok(None);
+                    }
+                    bound.min(remaining)
+                }
+                None => bound,
+            };
+            subscription.wait(bound).await;
+        }
+    }
+
+    /// One acquire script call, run in a task of its own so that a caller dropping its future
+    /// cannot lose a hold the script took: the task releases it instead.
+    async fn attempt(&self, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
+        let shared = self.shared.clone();
+        let owner = owner.clone();
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let result = shared.attempt(owner, lease).await;
+            // If the caller is gone, dropping the result drops its guard, which releases.
+            let _ = tx.send(result);
+        });
+        rx.await
+            .map_err(|_| Error::Closed("the acquire task was cancelled (runtime shutting down)"))?
+    }
+
+    /// Releases the lock whoever holds it, and wakes a waiter. Returns whether it was locked.
+    /// Holders lose their hold; their guards' loss signal fires at the next renewal.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release happens or not, as a whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let client = &self.shared.client;
+        let call = ScriptCall::new()
+            .key(self.shared.key.as_str())
+            .key(self.shared.channel.as_str())
+            .arg(client.config().publish().as_str());
+        let released: i64 = client.eval(&FORCE_RELEASE, &call).await?;
+        Ok(released == 1)
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn is_locked(&self) -> Result<bool> {
+        let exists: i64 = self
+            .shared
+            .client
+            .query(redis::cmd("EXISTS").arg(&self.shared.key))
+            .await?;
+        Ok(exists == 1)
+    }
+
+    /// Whether this handle's owner holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many times this handle's owner holds the lock (0: not at all).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn hold_count(&self) -> Result<u32> {
+        let count: Option<u32> = self
+            .shared
+            .client
+            .query(redis::cmd("HGET").arg(&self.shared.key).arg(self.owner().as_str()))
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let ttl: i64 = self
+            .shared
+            .client
+            .query(redis::cmd("PTTL").arg(&self.shared.key))
+            .await?;
+        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+    }
+}
+
+fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
+    match u64::try_from(ttl_ms) {
+        Ok(0) => Duration::from_millis(1),
+        Ok(ms) => Duration::from_millis(ms),
+        // -1: held without expiry (not one of ours); re-check once a lease.
+        Err(_) => recheck,
+    }
+}
+
+impl LockShared {
+    async fn attempt(self: Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
+        let client = &self.client;
+        let state = client.lease_state(&RENEW, &self.key, owner.as_str());
+        let believed = state.map_or(0, |s| s.holds);
+        // Once a hold is kept by the watchdog it stays so until its last release: a shorter
+        // fixed lease on re-entry would cut the TTL under the watchdog's feet.
+        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
+        let lease = match lease {
+            Some(lease) if !watched => lease,
+            _ => client.config().lease_duration(),
+        };
+        let mut sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .retrying(|n| {
+                sent_at = Instant::now();
+                let call = ScriptCall::new()
+                    .key(self.key.as_str())
+                    .key(self.token_key.as_str())
+                    .arg(lease.as_millis() as u64)
+                    .arg(owner.as_str())
+                    .arg(believed)
+                    .arg(if n > 0 { "1" } else { "0" })
+                    .arg(if self.fenced { "1" } else { "0" });
+                async move { client.eval_once(&ACQUIRE, &call).await }
+            })
+            .await?;
+        match reply.as_slice() {
+            [1, held, token] => {
+                if u32::try_from(*held).ok() != Some(believed + 1) {
+                    tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
+                }
+                let handle = client.hold_lease(LeaseSpec {
+                    script: &RENEW,
+                    key: self.key.clone(),
+                    owner: owner.as_str().to_owned(),
+                    lease,
+                    renew: watched,
+                    sent_at,
+                });
+                let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
+                Ok(Attempt::Acquired(LockGuard::new(self.clone(), owner, handle, token)))
+            }
+            [0, ttl] => Ok(Attempt::Held(*ttl)),
+            other => Err(Error::Protocol(format!("lock/acquire replied {other:?}"))),
+        }
+    }
+
+    /// Releases one hold of `owner`: `Some(true)` when the lock is now free, `Some(false)` when
+    /// holds remain, `None` when the owner held nothing. Retried with one request id, so a
+    /// retry after a lost reply cannot release twice.
+    pub(crate) async fn release(&self, owner: &Owner, renew_lease: Option<Duration>) -> Result<Option<bool>> {
+        let client = &self.client;
+        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        let latch = format!("{}:{request_id}", prefixed("redisson_unlock_latch", &self.key));
+        let call = ScriptCall::new()
+            .key(self.key.as_str())
+            .key(self.channel.as_str())
+            .key(latch)
+            .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+            .arg(owner.as_str())
+            .arg(client.retry_window().as_millis() as u64)
+            .arg(client.config().publish().as_str());
+        let released: Option<i64> = client.eval(&RELEASE, &call).await?;
+        Ok(released.map(|r| r == 1))
+    }
+}

@@ -1,0 +1,329 @@
+//! Test support for ferrisson: throwaway `redis-server` instances on free loopback ports.
+//!
+//! Every test that needs Redis gets a real server, never a mock:
+//!
+//! - [`RedisServer::spawn`] starts `redis-server` (from `REDIS_SERVER_BIN`, the `PATH`, or
+//!   `/usr/bin`) on a free loopback port with persistence off and its log in a temp dir, and
+//!   kills it on drop. It can be stopped, restarted on the same port, paused and resumed.
+//! - [`TestRedis::any`] is for tests that only need *some* server: the one at `REDIS_URL` when
+//!   that is set, else a spawned one.
+//!
+//! With no binary and no `REDIS_URL` these panic with instructions: a test that cannot reach
+//! a server fails, it never passes silently.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What to do when no server can be had.
+pub const INSTRUCTIONS: &str = "no Redis server for the tests: install one \
+(`apt-get install -y redis-server` on Debian/Ubuntu, `brew install redis` on macOS), \
+or point REDIS_SERVER_BIN at a redis-server binary, or set REDIS_URL=redis://host:port \
+for tests that only need some server";
+
+/// How long a spawned server may take to answer its first PING.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `redis-server` child process on a loopback port, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    binary: PathBuf,
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+/// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
+pub fn find_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("REDIS_SERVER_BIN") {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let from_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("redis-server"))
+            .find(|p| p.is_file())
+    });
+    from_path.or_else(|| {
+        ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+    })
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl RedisServer {
+    /// Starts a server, panicking with the server log or with [`INSTRUCTIONS`] when it cannot.
+    #[allow(clippy::panic)]
+    pub fn spawn() -> Self {
+        match Self::try_spawn() {
+            Ok(server) => server,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Starts a server on a free loopback port.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what went wrong (no binary: [`INSTRUCTIONS`]; a failed start: the log).
+    pub fn try_spawn() -> Result<Self, String> {
+        let binary = find_binary().ok_or_else(|| INSTRUCTIONS.to_owned())?;
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+        let mut last_error = String::new();
+        // Another process can take the free port between our probe and the server's bind.
+        for _ in 0..8 {
+            let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+            let mut server = Self {
+                binary: binary.clone(),
+                port,
+                dir: tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?,
+                child: None,
+            };
+            match server.start_process() {
+                Ok(()) => return Ok(server),
+                Err(e) => last_error = e,
+            }
+        }
+        drop(dir);
+        Err(last_error)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn start_process(&mut self) -> Result<(), String> {
+        let _ = std::fs::remove_file(self.log_path());
+        let child = Command::new(&self.binary)
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}\n{INSTRUCTIONS}", self.binary.display()))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if self.ping() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                self.child = None;
+                return Err(format!(
+                    "redis-server on port {} exited with {status}\nstderr: {stderr}\nlog:\n{}",
+                    self.port,
+                    self.log()
+                ));
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return Err(format!(
+                    "redis-server on port {} did not answer within {START_TIMEOUT:?}\nlog:\n{}",
+                    self.port,
+                    self.log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        use std::io::Write;
+        if stream.write_all(b"PING\r\n").is_err() {
+            return false;
+        }
+        let mut reply = [0u8; 7];
+        stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the server process is running.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server (SIGKILL, like a crash: with persistence off, all data is gone).
+    pub fn stop(&mut self) {
+        self.kill();
+    }
+
+    /// Starts the server again on the same port (after [`stop`](Self::stop)).
+    #[allow(clippy::panic)]
+    pub fn start(&mut self) {
+        if self.child.is_some() {
+            return;
+        }
+        if let Err(e) = self.start_process() {
+            panic!("restarting redis-server: {e}");
+        }
+    }
+
+    /// Stops and starts the server: every key, client and subscription is gone.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start();
+    }
+
+    /// Freezes the server process (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    #[allow(clippy::panic)]
+    fn signal(&self, signal: &str) {
+        let Some(pid) = self.pid() else {
+            panic!("redis-server is not running");
+        };
+        let status = Command::new("kill").arg(signal).arg(pid.to_string()).status();
+        if !status.is_ok_and(|s| s.success()) {
+            panic!("kill {signal} {pid} failed");
+        }
+    }
+
+    /// A plain (synchronous) connection for test set-up and inspection.
+    #[allow(clippy::panic)]
+    pub fn connection(&self) -> redis::Connection {
+        connect(&self.url())
+    }
+
+    /// `SCRIPT FLUSH`: the next `EVALSHA` of every script answers `NOSCRIPT`.
+    pub fn flush_scripts(&self) {
+        let mut con = self.connection();
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap_or(());
+    }
+
+    /// The data directory (the log lives there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        // A paused server would ignore SIGKILL only until resumed; SIGKILL works on stopped
+        // processes, so kill directly.
+        self.kill();
+    }
+}
+
+#[allow(clippy::panic)]
+fn connect(url: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}\n{INSTRUCTIONS}"))
+}
+
+/// Some Redis server for a test: an external one or a spawned one.
+#[derive(Debug)]
+pub enum TestRedis {
+    /// The server at `REDIS_URL`; tests must use keys of their own on it.
+    External(String),
+    /// A server spawned for this test.
+    Spawned(RedisServer),
+}
+
+impl TestRedis {
+    /// The server at `REDIS_URL` when set, else a spawned one; panics with [`INSTRUCTIONS`]
+    /// when neither can be had.
+    pub fn any() -> Self {
+        match std::env::var("REDIS_URL") {
+            Ok(url) if !url.is_empty() => TestRedis::External(url),
+            _ => TestRedis::Spawned(RedisServer::spawn()),
+        }
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> String {
+        match self {
+            TestRedis::External(url) => url.clone(),
+            TestRedis::Spawned(server) => server.url(),
+        }
+    }
+
+    /// A plain (synchronous) connection for test set-up and inspection.
+    pub fn connection(&self) -> redis::Connection {
+        connect(&self.url())
+    }
+}
+
+/// A name no other test uses, for keys on a shared server.
+pub fn unique_name(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawned_server_answers_and_restarts_on_the_same_port() {
+        let mut server = RedisServer::spawn();
+        let port = server.port();
+        let mut con = server.connection();
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).expect("set");
+        server.restart();
+        assert_eq!(server.port(), port);
+        let mut con = server.connection();
+        let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).expect("get");
+        assert_eq!(v, None, "persistence is off: a restart loses the data");
+    }
+}

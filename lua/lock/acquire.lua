@@ -1,0 +1,35 @@
+-- ferrisson script
+-- operation: lock/acquire
+-- protocol: 1
+-- Take or re-enter a reentrant lock (Redisson RLock layout), optionally with a fencing token.
+-- KEYS[1] lock hash (field = owner, value = hold count)
+-- KEYS[2] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[5] = "1"
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner, "<client-id>:<n>"
+-- ARGV[3] hold count the client believes the owner has
+-- ARGV[4] "1" when this call retries one whose reply was lost, else "0"
+-- ARGV[5] "1" for a fenced lock, else "0"
+-- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
+--         {0, PTTL of the lock} when another owner holds it
+if ARGV[4] == '1' then
+  -- The lost attempt may have run: then the owner holds one more than it believes.
+  local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+  if held == tonumber(ARGV[3]) + 1 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    local token = 0
+    if ARGV[5] == '1' then
+      token = tonumber(redis.call('get', KEYS[2]) or '0')
+    end
+    return {1, held, token}
+  end
+end
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local held = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  local token = 0
+  if ARGV[5] == '1' then
+    token = redis.call('incr', KEYS[2])
+  end
+  return {1, held, token}
+end
+return {0, redis.call('pttl', KEYS[1])}

@@ -1,0 +1,18 @@
+-- ferrisson script
+-- operation: lock/force_release
+-- protocol: 1
+-- Release a reentrant lock whoever holds it, and wake a waiter.
+-- KEYS[1] lock hash
+-- KEYS[2] release channel
+-- ARGV[1] publish command ("publish")
+-- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error for another type
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  return 0
+end
+if kind ~= 'hash' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[1], KEYS[2], '0')
+return 1

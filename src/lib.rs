@@ -1,0 +1,41 @@
+//! # ferrisson
+//!
+//! Redisson's distributed synchronizers, done right in Rust: locks that never fail silently,
+//! on the same Redis data layout as Redisson so that Java and Rust services share them by name.
+//!
+//! This crate is the facade: one dependency with a feature per synchronizer (`lock`, …, and
+//! `full`). Each synchronizer is also its own crate (`ferrisson-lock`, …) depending only on
+//! `ferrisson-core`, for users who want just one.
+//!
+//! | feature | type | Redisson |
+//! |---|---|---|
+//! | `lock` | [`ReentrantLock`] (and fenced) | `RLock`, `RFencedLock` |
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson::Result<()> {
+//! use ferrisson::{Client, ReentrantLock};
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = ReentrantLock::fenced(&client, "ledger")?;
+//! let guard = lock.lock().await?;
+//! let token = guard.token().expect("fenced locks hand out tokens");
+//! // ... write to the ledger with `token`, so it can reject stale holders ...
+//! # let _ = token;
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Read `docs/guarantees.md` for what Redis cannot promise (failover, pauses) and what the
+//! library and you do about it.
+
+#[doc(inline)]
+pub use ferrisson_core::{
+    Client, ClientConfig, Error, LossReason, Owner, PublishCommand, Result, RetryPolicy,
+};
+
+/// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.
+pub use ferrisson_core as core;
+
+#[cfg(feature = "lock")]
+#[doc(inline)]
+pub use ferrisson_lock::{LockGuard, LockOptions, ReentrantLock};

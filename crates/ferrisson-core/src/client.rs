@@ -25,7 +25,11 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
-    pub(crate) async fn eval(&self, script: &Script, call: &ScriptCall) -> redis::RedisResult<Value> {
+    pub(crate) async fn eval(
+        &self,
+        script: &Script,
+        call: &ScriptCall,
+    ) -> redis::RedisResult<Value> {
         match self {
             Connection::Standalone(manager) => {
                 let mut manager = manager.clone();
@@ -107,7 +111,9 @@ impl Client {
     pub async fn with_config(config: ClientConfig) -> Result<Self> {
         config.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(Error::Closed("a client must be created inside a Tokio runtime"));
+            return Err(Error::Closed(
+                "a client must be created inside a Tokio runtime",
+            ));
         }
         let redis_client = redis::Client::open(config.url.as_str())?;
         let manager_config = ConnectionManagerConfig::new()
@@ -115,7 +121,8 @@ impl Client {
             .set_connection_timeout(Some(config.connect_timeout))
             .set_number_of_retries(1)
             .set_max_delay(config.retry.max_backoff);
-        let manager = ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
+        let manager =
+            ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
         let conn = Connection::Standalone(manager);
         let hub = Hub::start(
             redis_client,
@@ -123,7 +130,11 @@ impl Client {
             config.response_timeout,
             config.retry,
         );
-        let watchdog = Watchdog::start(conn.clone(), config.watchdog_period(), config.response_timeout);
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            config.watchdog_period(),
+            config.response_timeout,
+        );
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         tracing::debug!(client_id = %id, "client connected");
         Ok(Self {
@@ -173,7 +184,11 @@ impl Client {
     ///
     /// [`Error::WrongType`] (naming the call's first key) when a key holds another type,
     /// [`Error::Redis`] for any other failure, transient or not.
-    pub async fn eval_once<T: FromRedisValue>(&self, script: &Script, call: &ScriptCall) -> Result<T> {
+    pub async fn eval_once<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        call: &ScriptCall,
+    ) -> Result<T> {
         let value = self
             .inner
             .conn
@@ -208,7 +223,9 @@ impl Client {
                         .args_iter()
                         .nth(1)
                         .and_then(|a| match a {
-                            redis::Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                            redis::Arg::Simple(bytes) => {
+                                Some(String::from_utf8_lossy(bytes).into_owned())
+                            }
                             _ => None,
                         })
                         .unwrap_or_default();

@@ -51,7 +51,9 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// Pause before retry number `retry` (1-based).
     pub fn backoff(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(retry.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.min_backoff
             .checked_mul(factor)
             .unwrap_or(self.max_backoff)

@@ -63,8 +63,7 @@ impl Error {
 /// Whether a redis error is one the client retries (the connection broke or timed out, or the
 /// server is loading or not yet ready).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
-    {
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
         return true;
     }
     matches!(

@@ -399,8 +399,7 @@ impl Driver {
             (add, remove)
         };
         if !to_subscribe.is_empty() {
-            match tokio::time::timeout(self.response_timeout, sink.subscribe(&to_subscribe)).await
-            {
+            match tokio::time::timeout(self.response_timeout, sink.subscribe(&to_subscribe)).await {
                 Ok(Ok(())) => subscribed.extend(to_subscribe),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "subscribe failed");

@@ -60,7 +60,8 @@ impl Script {
     }
 
     pub(crate) fn compiled(&self) -> &redis::Script {
-        self.compiled.get_or_init(|| redis::Script::new(self.source))
+        self.compiled
+            .get_or_init(|| redis::Script::new(self.source))
     }
 
     /// Reads the `operation` and `protocol` lines of the header (the leading `--` comments).

@@ -18,8 +18,8 @@
 //!
 //! - a renewal reaches Redis and Redis answers that the owner no longer holds the key
 //!   ([`LossReason::NotHeld`]: deleted, expired, force-unlocked, lost in a restart);
-//! - its deadline passes while renewals fail ([`LossReason::RenewalFailed`]); failed renewals
-//!   are retried every `period / 5` until then;
+//! - its deadline passes while renewals fail or go unanswered ([`LossReason::RenewalFailed`]);
+//!   failed renewals are retried every `period / 5` until then;
 //! - its deadline passes with no failure seen: the watchdog itself ran too late, the process
 //!   or runtime stalled ([`LossReason::Stalled`]);
 //! - it holds a fixed lease and the lease ran out ([`LossReason::LeaseExpired`]).
@@ -280,7 +280,8 @@ struct Batch {
 }
 
 async fn run(shared: Arc<WatchdogShared>) {
-    let retry_interval = (shared.period / 5).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let retry_interval =
+        (shared.period / 5).clamp(Duration::from_millis(10), Duration::from_secs(1));
     loop {
         let now = Instant::now();
         let (batches, next_wake) = {
@@ -330,7 +331,8 @@ fn expire(state: &mut WatchdogState, now: Instant) {
         if let Some(entry) = state.entries.remove(&key) {
             let reason = if !entry.renewing {
                 LossReason::LeaseExpired
-            } else if entry.last_failed {
+            } else if entry.last_failed || entry.in_flight {
+                // The last renewal failed, or is still unanswered at the deadline.
                 LossReason::RenewalFailed
             } else {
                 LossReason::Stalled
@@ -362,7 +364,9 @@ fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {
             continue;
         }
         entry.in_flight = true;
-        let batches = groups.entry((entry.script.name(), entry.lease)).or_default();
+        let batches = groups
+            .entry((entry.script.name(), entry.lease))
+            .or_default();
         if batches.last().is_none_or(|b| b.members.len() >= BATCH) {
             batches.push(Batch {
                 script: entry.script,
@@ -394,7 +398,11 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         Ok(Ok(value)) => match redis::from_redis_value::<Vec<i64>>(value) {
             Ok(v) if v.len() == batch.members.len() => Some(v),
             Ok(v) => {
-                tracing::warn!(expected = batch.members.len(), got = v.len(), "renewal reply of the wrong length");
+                tracing::warn!(
+                    expected = batch.members.len(),
+                    got = v.len(),
+                    "renewal reply of the wrong length"
+                );
                 None
             }
             Err(e) => {

@@ -124,14 +124,18 @@ impl LockGuard {
             return Ok(());
         };
         let lost = lease.lost_reason();
-        let renew_lease = lease.is_renewed().then(|| self.shared.client.config().lease_duration());
+        let renew_lease = lease
+            .is_renewed()
+            .then(|| self.shared.client.config().lease_duration());
         // Leave the watchdog first, so it does not renew a hold being released.
         drop(lease);
         let shared = self.shared.clone();
         let owner = self.owner.clone();
         let released = tokio::spawn(async move { shared.release(&owner, renew_lease).await })
             .await
-            .map_err(|_| Error::Closed("the release task was cancelled (runtime shutting down)"))??;
+            .map_err(|_| {
+                Error::Closed("the release task was cancelled (runtime shutting down)")
+            })??;
         match (released, lost) {
             (_, Some(reason)) => Err(Error::LeaseLost(reason)),
             (None, None) => Err(Error::NotOwner(format!(
@@ -148,7 +152,9 @@ impl Drop for LockGuard {
         let Some(lease) = self.lease.take() else {
             return;
         };
-        let renew_lease = lease.is_renewed().then(|| self.shared.client.config().lease_duration());
+        let renew_lease = lease
+            .is_renewed()
+            .then(|| self.shared.client.config().lease_duration());
         drop(lease);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {

@@ -76,7 +76,11 @@ enum Attempt {
 
 fn wake_policy(payload: &[u8]) -> Wake {
     // `0`: released, one waiter may take it. Anything else (Redisson's read-unlock `1`): all.
-    if payload == b"0" { Wake::One } else { Wake::All }
+    if payload == b"0" {
+        Wake::One
+    } else {
+        Wake::All
+    }
 }
 
 impl ReentrantLock {
@@ -347,7 +351,11 @@ impl ReentrantLock {
         let count: Option<u32> = self
             .shared
             .client
-            .query(redis::cmd("HGET").arg(&self.shared.key).arg(self.owner().as_str()))
+            .query(
+                redis::cmd("HGET")
+                    .arg(&self.shared.key)
+                    .arg(self.owner().as_str()),
+            )
             .await?;
         Ok(count.unwrap_or(0))
     }
@@ -421,7 +429,12 @@ impl LockShared {
                     sent_at,
                 });
                 let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
-                Ok(Attempt::Acquired(LockGuard::new(self.clone(), owner, handle, token)))
+                Ok(Attempt::Acquired(LockGuard::new(
+                    self.clone(),
+                    owner,
+                    handle,
+                    token,
+                )))
             }
             [0, ttl] => Ok(Attempt::Held(*ttl)),
             other => Err(Error::Protocol(format!("lock/acquire replied {other:?}"))),
@@ -431,10 +444,17 @@ impl LockShared {
     /// Releases one hold of `owner`: `Some(true)` when the lock is now free, `Some(false)` when
     /// holds remain, `None` when the owner held nothing. Retried with one request id, so a
     /// retry after a lost reply cannot release twice.
-    pub(crate) async fn release(&self, owner: &Owner, renew_lease: Option<Duration>) -> Result<Option<bool>> {
+    pub(crate) async fn release(
+        &self,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+    ) -> Result<Option<bool>> {
         let client = &self.client;
         let request_id = uuid::Uuid::new_v4().simple().to_string();
-        let latch = format!("{}:{request_id}", prefixed("redisson_unlock_latch", &self.key));
+        let latch = format!(
+            "{}:{request_id}",
+            prefixed("redisson_unlock_latch", &self.key)
+        );
         let call = ScriptCall::new()
             .key(self.key.as_str())
             .key(self.channel.as_str())

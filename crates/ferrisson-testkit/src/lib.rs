@@ -47,10 +47,14 @@ pub fn find_binary() -> Option<PathBuf> {
             .find(|p| p.is_file())
     });
     from_path.or_else(|| {
-        ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
+        [
+            "/usr/bin/redis-server",
+            "/usr/local/bin/redis-server",
+            "/opt/homebrew/bin/redis-server",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
     })
 }
 
@@ -231,7 +235,10 @@ impl RedisServer {
         let Some(pid) = self.pid() else {
             panic!("redis-server is not running");
         };
-        let status = Command::new("kill").arg(signal).arg(pid.to_string()).status();
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status();
         if !status.is_ok_and(|s| s.success()) {
             panic!("kill {signal} {pid} failed");
         }
@@ -246,7 +253,10 @@ impl RedisServer {
     /// `SCRIPT FLUSH`: the next `EVALSHA` of every script answers `NOSCRIPT`.
     pub fn flush_scripts(&self) {
         let mut con = self.connection();
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap_or(());
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut con)
+            .unwrap_or(());
     }
 
     /// The data directory (the log lives there).
@@ -305,7 +315,11 @@ impl TestRedis {
 
 /// A name no other test uses, for keys on a shared server.
 pub fn unique_name(prefix: &str) -> String {
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -319,7 +333,11 @@ mod tests {
         let mut server = RedisServer::spawn();
         let port = server.port();
         let mut con = server.connection();
-        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).expect("set");
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut con)
+            .expect("set");
         server.restart();
         assert_eq!(server.port(), port);
         let mut con = server.connection();

@@ -1,0 +1,103 @@
+//! Helpers shared by the integration tests. Every test talks to a real `redis-server`.
+#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use ferrisson::{Client, ClientConfig};
+pub use ferrisson_testkit::{RedisServer, TestRedis, unique_name};
+
+/// A client of `url` with the given watchdog lease.
+pub async fn client_with_lease(url: &str, lease: Duration) -> Client {
+    Client::with_config(ClientConfig::new(url).lease(lease))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+}
+
+/// A client of `url` with default settings.
+pub async fn client(url: &str) -> Client {
+    Client::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+}
+
+/// Polls `check` until it returns true or `within` passes; panics with `what` then.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("not within {within:?}: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `INFO commandstats` as command → calls.
+pub fn command_calls(con: &mut redis::Connection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Calls of `command` between two snapshots.
+pub fn delta(before: &HashMap<String, u64>, after: &HashMap<String, u64>, command: &str) -> u64 {
+    after.get(command).copied().unwrap_or(0) - before.get(command).copied().unwrap_or(0)
+}
+
+/// Connections with at least one channel or pattern subscription (`CLIENT LIST`).
+pub fn subscriber_connections(con: &mut redis::Connection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ').any(|kv| {
+                (kv.starts_with("sub=") || kv.starts_with("psub=") || kv.starts_with("ssub="))
+                    && !kv.ends_with("=0")
+            })
+        })
+        .count()
+}
+
+/// Commands other than `INFO` in a snapshot.
+pub fn total_calls(calls: &HashMap<String, u64>) -> u64 {
+    calls
+        .iter()
+        .filter(|(k, _)| k.as_str() != "info")
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// `INFO commandstats` once the server has stopped receiving commands (other than `INFO`)
+/// for a moment: what clients had in flight has landed.
+pub async fn settled_command_calls(con: &mut redis::Connection) -> HashMap<String, u64> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut last = command_calls(con);
+    loop {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = command_calls(con);
+        if total_calls(&now) == total_calls(&last) {
+            return now;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("the server never went quiet");
+        }
+        last = now;
+    }
+}

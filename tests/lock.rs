@@ -1,0 +1,746 @@
+//! The reentrant lock against a real Redis.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use ferrisson::{Error, LockOptions, LossReason, ReentrantLock};
+use redis::Commands;
+use tokio::time::Instant;
+
+const SOON: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_hold_counts_up_and_down() {
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let lock = ReentrantLock::new(&client, &unique_name("reentrant")).unwrap();
+
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    let third = lock
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("the holder re-enters");
+    assert_eq!(lock.hold_count().await.unwrap(), 3);
+    assert!(lock.is_held_by_current().await.unwrap());
+
+    third.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    second.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert!(lock.is_locked().await.unwrap());
+    first.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_owner_cannot_take_a_held_lock() {
+    let redis = TestRedis::any();
+    let name = unique_name("exclusive");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock_a = ReentrantLock::new(&a, &name).unwrap();
+    let lock_b = ReentrantLock::new(&b, &name).unwrap();
+
+    let guard = lock_a.lock().await.unwrap();
+    assert!(lock_b.try_lock().await.unwrap().is_none(), "another client");
+    let same_client_other_task = {
+        let lock_a = lock_a.clone();
+        tokio::spawn(async move { lock_a.try_lock().await.unwrap().is_none() })
+    };
+    assert!(
+        same_client_other_task.await.unwrap(),
+        "another task of the same client"
+    );
+    assert!(!lock_b.is_held_by_current().await.unwrap());
+
+    guard.unlock().await.unwrap();
+    let guard_b = lock_b.try_lock().await.unwrap().expect("free after unlock");
+    guard_b.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_with_a_wait_gives_up_after_about_the_wait() {
+    let redis = TestRedis::any();
+    let name = unique_name("wait");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let lock_b = ReentrantLock::new(&b, &name).unwrap();
+
+    let wait = Duration::from_millis(300);
+    let started = Instant::now();
+    let got = lock_b
+        .try_lock_with(LockOptions::new().wait(wait))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(got.is_none());
+    assert!(waited >= wait, "gave up early: {waited:?}");
+    assert!(
+        waited < wait + Duration::from_secs(3),
+        "gave up late: {waited:?}"
+    );
+
+    let err = lock_b
+        .lock_with(LockOptions::new().wait(wait))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout(w) if w == wait), "{err:?}");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_lock_when_it_is_released() {
+    let redis = TestRedis::any();
+    let name = unique_name("handoff");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let lock_b = ReentrantLock::new(&b, &name).unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = lock_b.lock().await.unwrap();
+        guard.unlock().await.unwrap();
+    });
+    eventually(SOON, "the waiter subscribes", || async {
+        b.waiter_stats() == (1, 1)
+    })
+    .await;
+    guard.unlock().await.unwrap();
+    // The lease is 30 s: getting in well before means the release message woke the waiter.
+    tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("woken by the release")
+        .unwrap();
+    eventually(SOON, "the subscription is dropped", || async {
+        b.waiter_stats() == (0, 0)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_expires_and_another_owner_gets_in() {
+    let redis = TestRedis::any();
+    let name = unique_name("lease");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lease = Duration::from_millis(400);
+    let guard = ReentrantLock::new(&a, &name)
+        .unwrap()
+        .lock_with(LockOptions::new().lease(lease))
+        .await
+        .unwrap();
+    let ttl = ReentrantLock::new(&a, &name)
+        .unwrap()
+        .remaining_ttl()
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(ttl <= lease);
+
+    let started = Instant::now();
+    let guard_b = ReentrantLock::new(&b, &name).unwrap().lock().await.unwrap();
+    assert!(started.elapsed() >= lease - Duration::from_millis(50));
+    assert_eq!(guard.lost().await, LossReason::LeaseExpired);
+    let err = guard.unlock().await.unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseLost(LossReason::LeaseExpired)),
+        "{err:?}"
+    );
+    assert!(
+        ReentrantLock::new(&b, &name)
+            .unwrap()
+            .is_locked()
+            .await
+            .unwrap(),
+        "b still holds it"
+    );
+    guard_b.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_by_a_non_owner_is_a_not_owner_error() {
+    let redis = TestRedis::any();
+    let name = unique_name("not-owner");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock_a = ReentrantLock::new(&a, &name).unwrap();
+    let guard = lock_a.lock().await.unwrap();
+    // Someone force-unlocks, and another owner takes it before a's watchdog notices.
+    assert!(
+        ReentrantLock::new(&b, &name)
+            .unwrap()
+            .force_unlock()
+            .await
+            .unwrap()
+    );
+    let guard_b = ReentrantLock::new(&b, &name).unwrap().lock().await.unwrap();
+
+    let err = guard.unlock().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotOwner(_) | Error::LeaseLost(LossReason::NotHeld)
+        ),
+        "{err:?}"
+    );
+    assert!(lock_a.is_locked().await.unwrap(), "b's hold is untouched");
+    guard_b.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_of_a_hold_that_redis_no_longer_has_is_not_owner() {
+    let redis = TestRedis::any();
+    let name = unique_name("not-owner-direct");
+    let a = client(&redis.url()).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let mut con = redis.connection();
+    let _: () = con.del(&name).unwrap();
+    // The watchdog renews every 10 s: the loss is not known locally yet.
+    let err = guard.unlock().await.unwrap_err();
+    assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_frees_the_lock_and_wakes_a_waiter() {
+    let redis = TestRedis::any();
+    let name = unique_name("force");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock_a = ReentrantLock::new(&a, &name).unwrap();
+    assert!(!lock_a.force_unlock().await.unwrap(), "nothing to force");
+    let guard = lock_a.lock().await.unwrap();
+    let lock_b = ReentrantLock::new(&b, &name).unwrap();
+    let waiter = tokio::spawn(async move { lock_b.lock().await.unwrap().unlock().await.unwrap() });
+    eventually(SOON, "the waiter subscribes", || async {
+        b.waiter_stats().1 == 1
+    })
+    .await;
+    assert!(
+        ReentrantLock::new(&b, &name)
+            .unwrap()
+            .force_unlock()
+            .await
+            .unwrap()
+    );
+    tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("woken")
+        .unwrap();
+    assert!(guard.unlock().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_lock_held_for_several_leases() {
+    let redis = TestRedis::any();
+    let name = unique_name("watchdog");
+    let lease = Duration::from_millis(600);
+    let a = client_with_lease(&redis.url(), lease).await;
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    let guard = lock.lock().await.unwrap();
+    let renewals_before = a.renewal_calls();
+    let held_until = Instant::now() + lease * 4;
+    while Instant::now() < held_until {
+        assert!(
+            lock.is_held_by_current().await.unwrap(),
+            "lost while the watchdog runs"
+        );
+        assert!(!guard.is_lost());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        a.renewal_calls() >= renewals_before + 6,
+        "renewed every third of the lease"
+    );
+    let ttl = lock.remaining_ttl().await.unwrap().unwrap();
+    assert!(ttl <= lease && ttl > Duration::ZERO);
+    guard.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[test]
+fn a_holder_whose_client_is_gone_frees_the_lock_within_one_lease() {
+    let redis = TestRedis::any();
+    let url = redis.url();
+    let name = unique_name("crash");
+    let lease = Duration::from_millis(800);
+    // The holder's runtime is dropped with the guard forgotten: no unlock, no watchdog.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async {
+                let client = client_with_lease(&url, lease).await;
+                let guard = ReentrantLock::new(&client, &name)
+                    .unwrap()
+                    .lock()
+                    .await
+                    .unwrap();
+                std::mem::forget(guard);
+            });
+        });
+    });
+    let gone_at = std::time::Instant::now();
+    let mut con = redis.connection();
+    assert!(
+        con.exists::<_, bool>(&name).unwrap(),
+        "still held right after the crash"
+    );
+    while con.exists::<_, bool>(&name).unwrap() {
+        assert!(
+            gone_at.elapsed() < lease + Duration::from_secs(2),
+            "not freed within one lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_signal_fires_when_the_key_is_deleted_behind_the_holders_back() {
+    let redis = TestRedis::any();
+    let name = unique_name("deleted");
+    let lease = Duration::from_millis(600);
+    let a = client_with_lease(&redis.url(), lease).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    assert!(guard.ensure_held().is_ok());
+    let mut con = redis.connection();
+    let _: () = con.del(&name).unwrap();
+    let reason = tokio::time::timeout(lease * 2, guard.lost())
+        .await
+        .expect("signalled within a lease");
+    assert_eq!(reason, LossReason::NotHeld);
+    assert!(matches!(
+        guard.ensure_held(),
+        Err(Error::LeaseLost(LossReason::NotHeld))
+    ));
+    assert!(matches!(guard.unlock().await, Err(Error::LeaseLost(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_signal_fires_when_redis_restarts() {
+    let mut server = RedisServer::spawn();
+    let name = unique_name("restart-loss");
+    let lease = Duration::from_millis(600);
+    let a = client_with_lease(&server.url(), lease).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    server.restart();
+    let reason = tokio::time::timeout(lease * 3, guard.lost())
+        .await
+        .expect("signalled");
+    assert!(
+        matches!(reason, LossReason::NotHeld | LossReason::RenewalFailed),
+        "{reason:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_signal_fires_before_the_lease_ends_when_redis_is_unreachable() {
+    let server = RedisServer::spawn();
+    let name = unique_name("down-loss");
+    let lease = Duration::from_millis(900);
+    let a = client_with_lease(&server.url(), lease).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let deadline = guard.lease_deadline().unwrap();
+    server.pause();
+    let reason = tokio::time::timeout(lease * 3, guard.lost())
+        .await
+        .expect("signalled");
+    let signalled_at = Instant::now();
+    server.resume();
+    assert_eq!(reason, LossReason::RenewalFailed);
+    // The deadline only moves forward with renewals that were answered, none here after the
+    // pause: so the signal came no later than the last known deadline (plus scheduling).
+    let latest = guard_deadline_or(deadline, &guard);
+    assert!(
+        signalled_at <= latest + Duration::from_millis(100),
+        "late by {:?}",
+        signalled_at - latest
+    );
+}
+
+fn guard_deadline_or(fallback: Instant, guard: &ferrisson::LockGuard) -> Instant {
+    guard.lease_deadline().unwrap_or(fallback).max(fallback)
+}
+
+#[test]
+fn a_stalled_runtime_marks_the_hold_lost() {
+    let redis = TestRedis::any();
+    let name = unique_name("stall");
+    let lease = Duration::from_millis(500);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let a = client_with_lease(&redis.url(), lease).await;
+        let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+        // Block the only runtime thread past the lease: the watchdog cannot run.
+        std::thread::sleep(lease * 2);
+        let reason = tokio::time::timeout(lease, guard.lost())
+            .await
+            .expect("signalled on wake-up");
+        assert_eq!(reason, LossReason::Stalled);
+        drop(guard);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_strictly_increase_across_owners() {
+    let redis = TestRedis::any();
+    let name = unique_name("fenced");
+    let clients = [client(&redis.url()).await, client(&redis.url()).await];
+    let mut last = 0;
+    for round in 0..6 {
+        let lock = ReentrantLock::fenced(&clients[round % 2], &name).unwrap();
+        let guard = lock.lock().await.unwrap();
+        let token = guard.token().unwrap();
+        assert!(token > last, "{token} after {last}");
+        let inner = lock.lock().await.unwrap();
+        assert!(
+            inner.token().unwrap() > token,
+            "re-entry gets a new token too"
+        );
+        last = inner.token().unwrap();
+        inner.unlock().await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+    let plain = ReentrantLock::new(&clients[0], &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    assert_eq!(plain.token(), None);
+    plain.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plain_counter_under_the_lock_loses_no_update() {
+    const CLIENTS: usize = 4;
+    const TASKS: usize = 16;
+    const ROUNDS: u64 = 5;
+    let redis = TestRedis::any();
+    let name = unique_name("counter");
+    let counter_key = format!("{name}:counter");
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let client = client(&redis.url()).await;
+        for _ in 0..TASKS {
+            let lock = ReentrantLock::new(&client, &name).unwrap();
+            let counter = redis::Client::open(redis.url()).unwrap();
+            let counter_key = counter_key.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut con = counter.get_multiplexed_async_connection().await.unwrap();
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.unwrap();
+                    // Read, then write: not atomic, so only the lock keeps updates apart.
+                    let n: u64 = redis::cmd("GET")
+                        .arg(&counter_key)
+                        .query_async::<Option<u64>>(&mut con)
+                        .await
+                        .unwrap()
+                        .unwrap_or(0);
+                    tokio::task::yield_now().await;
+                    let _: () = redis::cmd("SET")
+                        .arg(&counter_key)
+                        .arg(n + 1)
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("no task hangs")
+            .unwrap();
+    }
+    let mut con = redis.connection();
+    let total: u64 = con.get(&counter_key).unwrap();
+    assert_eq!(total, (CLIENTS * TASKS) as u64 * ROUNDS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_survive_a_redis_restart() {
+    let mut server = RedisServer::spawn();
+    let name = unique_name("restart-wait");
+    let a = client(&server.url()).await;
+    let b = client(&server.url()).await;
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        let lock = ReentrantLock::new(&b, &name).unwrap();
+        let done = done.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            done.fetch_add(1, Ordering::SeqCst);
+            guard.unlock().await.unwrap();
+        }));
+    }
+    eventually(SOON, "all four wait", || async { b.waiter_stats().1 == 4 }).await;
+    server.restart();
+    // The lock vanished with the restart: the waiters get in without the holder's release.
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("nobody hangs")
+            .unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 4);
+    assert!(
+        guard.unlock().await.is_err(),
+        "the old holder lost its hold"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_lock_future_leaks_nothing() {
+    let redis = TestRedis::any();
+    let name = unique_name("cancel");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock_b = ReentrantLock::new(&b, &name).unwrap();
+
+    // Dropped while waiting: no subscription, no queue entry remains.
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), lock_b.lock())
+            .await
+            .is_err()
+    );
+    eventually(SOON, "the waiter leaves", || async {
+        b.waiter_stats() == (0, 0)
+    })
+    .await;
+    guard.unlock().await.unwrap();
+
+    // Dropped at every point of an uncontended acquire, script in flight included: a hold
+    // taken by an abandoned attempt is released at once, not after the 30 s lease.
+    for micros in (0..2_000).step_by(50) {
+        let _ = tokio::time::timeout(Duration::from_micros(micros), lock_b.lock()).await;
+        let lock = lock_b.clone();
+        eventually(SOON, "an abandoned acquisition is released", move || {
+            let lock = lock.clone();
+            async move { !lock.is_locked().await.unwrap() }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_subscriber_connection_serves_a_thousand_waiters() {
+    const WAITERS: usize = 1_000;
+    let redis = TestRedis::Spawned(RedisServer::spawn());
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let names: Vec<String> = (0..4).map(|i| unique_name(&format!("many-{i}"))).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(ReentrantLock::new(&a, name).unwrap().lock().await.unwrap());
+    }
+    let acquired = Arc::new(AtomicU64::new(0));
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let lock = ReentrantLock::new(&b, &names[i % names.len()]).unwrap();
+        let acquired = acquired.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            acquired.fetch_add(1, Ordering::SeqCst);
+            guard.unlock().await.unwrap();
+        }));
+    }
+    eventually(SOON, "all waiters wait", || async {
+        b.waiter_stats() == (names.len(), WAITERS)
+    })
+    .await;
+    let mut con = redis.connection();
+    // a's client has no waiters, so its subscriber connection holds no subscription.
+    assert_eq!(subscriber_connections(&mut con), 1);
+
+    // Nothing changes, so Redis hears nothing from a thousand waiters (once each has made the
+    // try that follows its subscription).
+    let before = settled_command_calls(&mut con).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let after = command_calls(&mut con);
+    assert_eq!(
+        total_calls(&after),
+        total_calls(&before),
+        "idle waiters send commands"
+    );
+
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("every waiter gets in")
+            .unwrap();
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), WAITERS as u64);
+    eventually(SOON, "all channels unsubscribed", || async {
+        b.waiter_stats() == (0, 0)
+    })
+    .await;
+    let mut con = redis.connection();
+    eventually(SOON, "no subscription left", || {
+        let n = subscriber_connections(&mut con);
+        async move { n == 0 }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_exactly_one_local_waiter() {
+    let redis = TestRedis::Spawned(RedisServer::spawn());
+    let name = unique_name("wake-one");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    // Load the scripts, so that no NOSCRIPT round shows in the counts below.
+    let warm_up = ReentrantLock::new(&a, &unique_name("warm-up")).unwrap();
+    warm_up.lock().await.unwrap().unlock().await.unwrap();
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..10 {
+        let lock = ReentrantLock::new(&b, &name).unwrap();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(guard);
+        }));
+    }
+    eventually(SOON, "ten waiters", || async { b.waiter_stats().1 == 10 }).await;
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    guard.unlock().await.unwrap();
+    eventually(SOON, "one waiter gets in", || async {
+        b.waiter_stats().1 == 9
+    })
+    .await;
+    // An observation window for stray wake-ups: each would show as one more script call.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = command_calls(&mut con);
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        2,
+        "the unlock and the one woken waiter's try"
+    );
+    assert_eq!(delta(&before, &after, "script|load"), 0);
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_lock_and_unlock_cost_two_script_calls() {
+    let redis = TestRedis::Spawned(RedisServer::spawn());
+    let a = client(&redis.url()).await;
+    let lock = ReentrantLock::new(&a, &unique_name("two-calls")).unwrap();
+    // Warm up: the first calls load the scripts (NOSCRIPT, SCRIPT LOAD).
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let mut con = redis.connection();
+    let before = command_calls(&mut con);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let after = command_calls(&mut con);
+    assert_eq!(delta(&before, &after, "evalsha"), 2);
+    // (Commands a script runs count too: only ones that no script runs are checked here.)
+    for command in ["eval", "script|load", "subscribe", "unsubscribe", "ping"] {
+        assert_eq!(delta(&before, &after, command), 0, "{command}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_error() {
+    let mut server = RedisServer::spawn();
+    let a = client(&server.url()).await;
+
+    let err = ReentrantLock::new(&a, "").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(err.to_string().contains("empty"));
+
+    let lock = ReentrantLock::new(&a, &unique_name("bad")).unwrap();
+    let err = lock
+        .lock_with(LockOptions::new().lease(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(!lock.is_locked().await.unwrap(), "nothing was sent");
+
+    let string_key = unique_name("a-string");
+    let mut con = server.connection();
+    let _: () = con.set(&string_key, "not a lock").unwrap();
+    let lock = ReentrantLock::new(&a, &string_key).unwrap();
+    for err in [
+        lock.try_lock().await.unwrap_err(),
+        lock.force_unlock().await.unwrap_err(),
+        lock.hold_count().await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, Error::WrongType { key } if *key == string_key),
+            "{err:?}"
+        );
+    }
+    let value: String = con.get(&string_key).unwrap();
+    assert_eq!(value, "not a lock", "the foreign key is untouched");
+
+    server.stop();
+    let err = ReentrantLock::new(&a, "down")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap_err();
+    assert!(err.is_connection_error(), "{err:?}");
+    let err = ferrisson::Client::connect(&server.url()).await.unwrap_err();
+    assert!(matches!(err, Error::Redis(_)), "{err:?}");
+    let err = ferrisson::Client::connect("not a url").await.unwrap_err();
+    assert!(matches!(err, Error::Redis(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redisson_holder_excludes_ours_and_its_release_wakes_ours() {
+    let redis = TestRedis::any();
+    let name = unique_name("redisson");
+    let mut con = redis.connection();
+    // What Redisson's RLock.lock() writes: hash field "<uuid>:<thread id>" → hold count.
+    let _: () = con
+        .hset(&name, "6c6d4bcb-7e0b-4d0e-9f6b-0f6b5d6a0c1e:57", 1)
+        .unwrap();
+    let _: () = con.pexpire(&name, 60_000).unwrap();
+
+    let a = client(&redis.url()).await;
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    assert!(
+        lock.try_lock().await.unwrap().is_none(),
+        "the Redisson hold excludes ours"
+    );
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(SOON, "ours waits", || async { a.waiter_stats().1 == 1 }).await;
+    // What Redisson's unlock does when the count reaches zero: delete, publish 0.
+    let _: () = con.del(&name).unwrap();
+    let _: () = con
+        .publish(format!("redisson_lock__channel:{{{name}}}"), 0)
+        .unwrap();
+    let guard = tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("woken well before the 60 s TTL")
+        .unwrap();
+    let fields: std::collections::HashMap<String, u32> = con.hgetall(&name).unwrap();
+    assert_eq!(
+        fields.get(guard.owner().as_str()),
+        Some(&1),
+        "Redisson reads our hold the same way"
+    );
+    guard.unlock().await.unwrap();
+}

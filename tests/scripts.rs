@@ -1,0 +1,74 @@
+//! The Lua script registry against the `lua/` tree and a real Redis.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::*;
+use ferrisson::ReentrantLock;
+use ferrisson::core::{PROTOCOL_VERSION, Script};
+
+fn registered() -> Vec<&'static Script> {
+    ferrisson_lock::scripts().to_vec()
+}
+
+fn lua_files(dir: &Path, prefix: &str, found: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if path.is_dir() {
+            lua_files(&path, &format!("{prefix}{name}/"), found);
+        } else if let Some(op) = name.strip_suffix(".lua") {
+            found.insert(format!("{prefix}{op}"));
+        }
+    }
+}
+
+#[test]
+fn every_lua_file_is_registered_with_a_matching_header() {
+    let mut files = BTreeSet::new();
+    lua_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("lua"),
+        "",
+        &mut files,
+    );
+    let names: BTreeSet<String> = registered().iter().map(|s| s.name().to_owned()).collect();
+    assert_eq!(files, names, "lua/ and the registries differ");
+    for script in registered() {
+        let header = script.header().unwrap();
+        assert_eq!(header.operation, script.name());
+        assert_eq!(header.protocol, PROTOCOL_VERSION, "{}", script.name());
+    }
+}
+
+#[test]
+fn every_script_loads_on_a_real_server_under_its_sha() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    for script in registered() {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source())
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("{} does not load: {e}", script.name()));
+        assert_eq!(sha, script.sha1(), "{}", script.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_keep_working_across_a_script_flush() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let lock = ReentrantLock::new(&client, &unique_name("flush")).unwrap();
+    let guard = lock.lock().await.unwrap();
+    server.flush_scripts();
+    let inner = lock.lock().await.unwrap();
+    server.flush_scripts();
+    inner.unlock().await.unwrap();
+    server.flush_scripts();
+    guard.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

@@ -382,9 +382,15 @@ fn a_stalled_runtime_marks_the_hold_lost() {
         let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
         // Block the only runtime thread past the lease: the watchdog cannot run.
         std::thread::sleep(lease * 2);
+        // Checked before the watchdog had any chance to run: the deadline alone tells.
+        assert_eq!(guard.loss_reason(), Some(LossReason::Stalled));
+        assert!(matches!(
+            guard.ensure_held(),
+            Err(Error::LeaseLost(LossReason::Stalled))
+        ));
         let reason = tokio::time::timeout(lease, guard.lost())
             .await
-            .expect("signalled on wake-up");
+            .expect("signalled");
         assert_eq!(reason, LossReason::Stalled);
         drop(guard);
     });

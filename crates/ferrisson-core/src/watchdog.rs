@@ -220,7 +220,24 @@ impl std::fmt::Debug for LeaseHandle {
 
 impl LeaseHandle {
     /// Why the hold was lost, or `None` while it is believed held.
+    ///
+    /// This does not wait for the watchdog: a hold whose deadline has passed counts as lost
+    /// right away, so a holder checking after a stall (when the watchdog has not run yet) is
+    /// told the truth.
     pub fn lost_reason(&self) -> Option<LossReason> {
+        if let Some(reason) = *self.lost.borrow() {
+            return Some(reason);
+        }
+        let now = Instant::now();
+        let mut state = self.shared.state();
+        let overdue = state
+            .entries
+            .get(&self.key)
+            .is_some_and(|e| e.id == self.id && e.deadline <= now);
+        if overdue && let Some(entry) = state.entries.remove(&self.key) {
+            signal_loss(&self.key, &entry, loss_reason_at_deadline(&entry), now);
+        }
+        drop(state);
         *self.lost.borrow()
     }
 
@@ -329,16 +346,21 @@ fn expire(state: &mut WatchdogState, now: Instant) {
         .collect();
     for key in lost {
         if let Some(entry) = state.entries.remove(&key) {
-            let reason = if !entry.renewing {
-                LossReason::LeaseExpired
-            } else if entry.last_failed || entry.in_flight {
-                // The last renewal failed, or is still unanswered at the deadline.
-                LossReason::RenewalFailed
-            } else {
-                LossReason::Stalled
-            };
-            signal_loss(&key, &entry, reason, now);
+            signal_loss(&key, &entry, loss_reason_at_deadline(&entry), now);
         }
+    }
+}
+
+/// Why an entry whose deadline passed is lost.
+fn loss_reason_at_deadline(entry: &Entry) -> LossReason {
+    if !entry.renewing {
+        LossReason::LeaseExpired
+    } else if entry.last_failed || entry.in_flight {
+        // The last renewal failed, or is still unanswered at the deadline.
+        LossReason::RenewalFailed
+    } else {
+        // No renewal was even tried in time: the watchdog itself ran late.
+        LossReason::Stalled
     }
 }
 

@@ -235,9 +235,10 @@ impl RedisServer {
         let Some(pid) = self.pid() else {
             panic!("redis-server is not running");
         };
-        let status = Command::new("kill")
-            .arg(signal)
-            .arg(pid.to_string())
+        // The shell's built-in `kill`: no procps package needed.
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill {signal} {pid}"))
             .status();
         if !status.is_ok_and(|s| s.success()) {
             panic!("kill {signal} {pid} failed");

@@ -1,0 +1,135 @@
+//! The double deduction, replayed and stopped.
+//!
+//! With Redisson, a holder whose lease ran out while it was paused (a GC pause, a stalled
+//! runtime) only gets "Can't update lock expiration" in a log and goes on: a second holder
+//! gets in, and the money is deducted twice. Here:
+//!
+//! 1. worker A takes a fenced lock (token t1) and reads the balance;
+//! 2. A's process stalls past its lease, so Redis lets the lock go;
+//! 3. worker B takes the lock (token t2 > t1), deducts, and releases;
+//! 4. A wakes up: its guard says the lock was lost, and when A writes anyway, the ledger
+//!    rejects the write because t1 is older than the token it has already seen.
+//!
+//! ```text
+//! cargo run --example fenced_update      # starts a throwaway redis-server unless REDIS_URL is set
+//! ```
+#![allow(clippy::print_stdout)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrisson::{Client, ClientConfig, ReentrantLock};
+use ferrisson_testkit::RedisServer;
+
+const LEASE: Duration = Duration::from_millis(1_000);
+
+/// The protected resource: it remembers the highest fencing token it has accepted and rejects
+/// writes carrying an older one. (A database row with a `fence` column works the same way:
+/// `UPDATE … SET balance = ?, fence = ? WHERE id = ? AND fence < ?`.)
+#[derive(Debug)]
+struct Ledger {
+    balance: i64,
+    highest_token: u64,
+}
+
+impl Ledger {
+    fn deduct(&mut self, who: &str, amount: i64, seen_balance: i64, token: u64) -> bool {
+        if token < self.highest_token {
+            println!(
+                "  ledger: REJECTED {who}'s write with token {token} (already saw {})",
+                self.highest_token
+            );
+            return false;
+        }
+        self.highest_token = token;
+        self.balance = seen_balance - amount;
+        println!(
+            "  ledger: {who} deducted {amount} with token {token}; balance {}",
+            self.balance
+        );
+        true
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (_server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => (None, url),
+        _ => {
+            let server = RedisServer::try_spawn()?;
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
+    let name = format!("fenced-update:{}", std::process::id());
+    let ledger = Arc::new(Mutex::new(Ledger {
+        balance: 100,
+        highest_token: 0,
+    }));
+
+    // Worker A runs on a single-threaded runtime of its own, so that blocking its thread
+    // stalls everything in it, its watchdog included: the Rust cousin of a GC pause.
+    let a = {
+        let (url, name, ledger) = (url.clone(), name.clone(), ledger.clone());
+        std::thread::spawn(move || -> Result<bool, String> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async move {
+                let client = Client::with_config(ClientConfig::new(&url).lease(LEASE))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let lock = ReentrantLock::fenced(&client, &name).map_err(|e| e.to_string())?;
+                let guard = lock.lock().await.map_err(|e| e.to_string())?;
+                let token = guard.token().unwrap_or(0);
+                let seen = ledger.lock().map_err(|e| e.to_string())?.balance;
+                println!(
+                    "A: took the lock with token {token}, read balance {seen}; now stalling..."
+                );
+                std::thread::sleep(LEASE * 3);
+                println!("A: awake again");
+                // The check a careful holder makes before writing...
+                match guard.ensure_held() {
+                    Ok(()) => println!("A: guard says the lock is still held"),
+                    Err(e) => println!("A: guard says: {e}"),
+                }
+                let lost = guard.is_lost();
+                // ...and the fence that protects even a careless one.
+                let accepted = ledger
+                    .lock()
+                    .map_err(|e| e.to_string())?
+                    .deduct("A", 30, seen, token);
+                let _ = guard.unlock().await;
+                Ok(lost && !accepted)
+            })
+        })
+    };
+
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let client = Client::connect(&url).await?;
+        let lock = ReentrantLock::fenced(&client, &name)?;
+        // Wait until A holds the lock, then queue up behind it.
+        while !lock.is_locked().await? {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let guard = lock.lock().await?;
+        let token = guard.token().unwrap_or(0);
+        println!("B: got the lock after A's lease ran out, token {token}");
+        let seen = ledger.lock().map_err(|e| e.to_string())?.balance;
+        ledger
+            .lock()
+            .map_err(|e| e.to_string())?
+            .deduct("B", 30, seen, token);
+        guard.unlock().await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+
+    let a_stopped = a.join().map_err(|_| "worker A panicked")??;
+    let balance = ledger.lock().map_err(|e| e.to_string())?.balance;
+    println!("final balance: {balance} (deducted once)");
+    if !a_stopped || balance != 70 {
+        return Err("the stale holder was not stopped".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! The reentrant lock in five minutes.
+//!
+//! ```text
+//! cargo run --example quickstart                          # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example quickstart
+//! ```
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use ferrisson::{Client, LockOptions, ReentrantLock};
+use ferrisson_testkit::RedisServer;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Use the server at REDIS_URL, or start a throwaway one (killed when `_server` drops).
+    let (_server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => (None, url),
+        _ => {
+            let server = RedisServer::try_spawn()?;
+            let url = server.url();
+            println!("started a throwaway redis-server at {url}");
+            (Some(server), url)
+        }
+    };
+
+    let client = Client::connect(&url).await?;
+    let lock = ReentrantLock::new(&client, "quickstart:monthly-report")?;
+
+    // Take the lock. The watchdog keeps it for as long as we hold the guard.
+    let guard = lock.lock().await?;
+    println!("holding `{}` as {}", lock.key(), guard.owner());
+
+    // The same task re-enters; each hold is released on its own.
+    let inner = lock.lock().await?;
+    println!("re-entered: hold count {}", lock.hold_count().await?);
+    inner.unlock().await?;
+
+    // Another task (or another process, or a Java service on Redisson) waits its turn.
+    let other = lock.clone();
+    let waiter = tokio::spawn(async move {
+        let guard = other.lock().await?;
+        println!("the second task got the lock once the first let go");
+        guard.unlock().await
+    });
+
+    // Work under the lock, watching for its loss: if Redis loses the lock or renewals fail,
+    // `lost()` fires before the lease can have run out, so the work stops in time.
+    tokio::select! {
+        reason = guard.lost() => return Err(format!("lock lost: {reason}").into()),
+        () = tokio::time::sleep(Duration::from_millis(200)) => println!("report written"),
+    }
+    guard.unlock().await?;
+    waiter.await??;
+
+    // try_lock with a wait and a fixed lease: no watchdog, the lock ends by itself.
+    let options = LockOptions::new()
+        .wait(Duration::from_secs(1))
+        .lease(Duration::from_secs(5));
+    match lock.try_lock_with(options).await? {
+        Some(guard) => {
+            println!(
+                "took it for a fixed 5 s lease ({:?} left)",
+                lock.remaining_ttl().await?
+            );
+            guard.unlock().await?;
+        }
+        None => println!("still busy after a second"),
+    }
+
+    // A fenced lock hands out a strictly increasing token with every acquisition.
+    let fenced = ReentrantLock::fenced(&client, "quickstart:ledger")?;
+    let first = fenced.lock().await?;
+    let first_token = first.token();
+    first.unlock().await?;
+    let second = fenced.lock().await?;
+    println!("fencing tokens {first_token:?} then {:?}", second.token());
+    second.unlock().await?;
+
+    println!(
+        "done: `{}` is locked: {}",
+        lock.key(),
+        lock.is_locked().await?
+    );
+    Ok(())
+}

@@ -750,3 +750,60 @@ async fn a_redisson_holder_excludes_ours_and_its_release_wakes_ours() {
     );
     guard.unlock().await.unwrap();
 }
+
+#[test]
+fn bounds() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<ReentrantLock>();
+    send_sync::<ferrisson::LockGuard>();
+    send_sync::<ferrisson::Client>();
+    send_sync::<ferrisson::Owner>();
+    send_sync::<Error>();
+}
+
+/// Compiled, never run: every future the lock hands out can move between threads.
+#[allow(dead_code)]
+fn futures_are_send(lock: &ReentrantLock, guard: ferrisson::LockGuard) {
+    fn send<T: Send>(_: T) {}
+    send(lock.lock());
+    send(lock.lock_with(LockOptions::new()));
+    send(lock.try_lock());
+    send(lock.try_lock_with(LockOptions::new()));
+    send(lock.force_unlock());
+    send(lock.is_locked());
+    send(lock.hold_count());
+    send(lock.remaining_ttl());
+    send(guard.lost());
+    send(guard.unlock());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_owner_moves_a_hold_between_tasks() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("explicit-owner");
+    let owner = a.new_owner();
+    let lock = ReentrantLock::new(&a, &name)
+        .unwrap()
+        .owned_by(owner.clone());
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.owner(), &owner);
+    // Another task without the owner handle is another owner: it must wait.
+    let plain = ReentrantLock::new(&a, &name).unwrap();
+    assert!(
+        tokio::spawn(async move { plain.try_lock().await.unwrap().is_none() })
+            .await
+            .unwrap()
+    );
+    // With the handle, it re-enters, and can release the first task's hold.
+    let moved = lock.clone();
+    tokio::spawn(async move {
+        let inner = moved.lock().await.unwrap();
+        assert_eq!(moved.hold_count().await.unwrap(), 2);
+        inner.unlock().await.unwrap();
+        guard.unlock().await.unwrap();
+    })
+    .await
+    .unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

@@ -91,6 +91,23 @@ impl LockGuard {
     /// Resolves when the hold is lost, with the reason; pending while it is held. Use it in a
     /// `tokio::select!` beside the work the lock protects.
     ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    /// use ferrisson_core::LossReason;
+    /// use ferrisson_lock::{LockOptions, ReentrantLock};
+    ///
+    /// let lock = ReentrantLock::new(&client, "short")?;
+    /// let guard = lock.lock_with(LockOptions::new().lease(Duration::from_millis(50))).await?;
+    /// // A fixed lease simply runs out, and the guard says so.
+    /// assert_eq!(guard.lost().await, LossReason::LeaseExpired);
+    /// assert!(guard.ensure_held().is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.

@@ -35,13 +35,63 @@ const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn demo(client: ferrisson_core::Client) -> ferrisson_core::Result<()> {
+/// Take it, check it, release it:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use ferrisson_lock::ReentrantLock;
 ///
 /// let lock = ReentrantLock::new(&client, "orders:42")?;
 /// let guard = lock.lock().await?;
-/// // ... work on order 42; `guard.lost()` fires if the lock cannot be kept ...
+/// assert!(lock.is_locked().await?);
+/// assert_eq!(lock.hold_count().await?, 1);
+/// guard.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+///
+/// ## Run a job on one instance at a time
+///
+/// Every instance of a service tries; the one that gets the lock runs the job, the others skip
+/// this round instead of queueing up:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_lock::ReentrantLock;
+///
+/// let lock = ReentrantLock::new(&client, "jobs:nightly-invoices")?;
+/// match lock.try_lock().await? {
+///     Some(guard) => {
+///         // ... run the job, watching guard.lost() ...
+///         guard.unlock().await?;
+///     }
+///     None => { /* another instance runs it */ }
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// ## Stop the work when the lock is lost
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_lock::ReentrantLock;
+///
+/// let lock = ReentrantLock::new(&client, "ledger")?;
+/// let guard = lock.lock().await?;
+/// let outcome = tokio::select! {
+///     reason = guard.lost() => Err(format!("lock lost: {reason}")),
+///     () = async { /* the protected work */ } => Ok(()),
+/// };
+/// assert!(outcome.is_ok());
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
@@ -97,6 +147,23 @@ impl ReentrantLock {
     /// layout): every acquisition, re-entries included, increments the counter
     /// `redisson_lock_token:{name}`, which never expires.
     ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use ferrisson_lock::ReentrantLock;
+    ///
+    /// let lock = ReentrantLock::fenced(&client, "ledger")?;
+    /// let first = lock.lock().await?;
+    /// let token = first.token().expect("fenced");
+    /// first.unlock().await?;
+    /// let second = lock.lock().await?;
+    /// assert!(second.token() > Some(token));
+    /// second.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
@@ -118,7 +185,30 @@ impl ReentrantLock {
         })
     }
 
-    /// This lock, acquired and queried as `owner` instead of the calling task.
+    /// This lock, acquired and queried as `owner` instead of the calling task: for a hold that
+    /// one task takes and another releases or re-enters.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use ferrisson_lock::ReentrantLock;
+    ///
+    /// let owner = client.new_owner();
+    /// let lock = ReentrantLock::new(&client, "batch:7")?.owned_by(owner);
+    /// let guard = lock.lock().await?;
+    /// let lock2 = lock.clone();
+    /// tokio::spawn(async move {
+    ///     let again = lock2.lock().await?; // the same owner re-enters from another task
+    ///     assert_eq!(lock2.hold_count().await?, 2);
+    ///     again.unlock().await?;
+    ///     guard.unlock().await // and releases the first hold there too
+    /// })
+    /// .await??;
+    /// assert!(!lock.is_locked().await?);
+    /// # Ok(()) }
+    /// ```
     pub fn owned_by(&self, owner: Owner) -> Self {
         Self {
             shared: self.shared.clone(),
@@ -198,6 +288,29 @@ impl ReentrantLock {
 
     /// Acquires the lock, waiting up to the options' wait limit (none given: try once);
     /// `Ok(None)` when it is still held by another owner then.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    /// use ferrisson_lock::{LockOptions, ReentrantLock};
+    ///
+    /// let lock = ReentrantLock::new(&client, "reports")?;
+    /// let options = LockOptions::new()
+    ///     .wait(Duration::from_millis(500))
+    ///     .lease(Duration::from_secs(10));
+    /// let guard = lock.try_lock_with(options).await?.expect("free");
+    /// assert!(lock.remaining_ttl().await?.unwrap() <= Duration::from_secs(10));
+    ///
+    /// // Another task waits half a second, then gives up.
+    /// let other = lock.clone();
+    /// let got = tokio::spawn(async move { other.try_lock_with(options).await }).await??;
+    /// assert!(got.is_none());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     ///

@@ -6,10 +6,11 @@
 //!   `/usr/bin`) on a free loopback port with persistence off and its log in a temp dir, and
 //!   kills it on drop. It can be stopped, restarted on the same port, paused and resumed.
 //! - [`TestRedis::any`] is for tests that only need *some* server: the one at `REDIS_URL` when
-//!   that is set, else a spawned one.
+//!   that is set, else a spawned one, else (feature `docker`, on by default) a `redis:7.0`
+//!   container when a Docker engine answers.
 //!
-//! With no binary and no `REDIS_URL` these panic with instructions: a test that cannot reach
-//! a server fails, it never passes silently.
+//! With no binary, no Docker engine and no `REDIS_URL` these panic with instructions: a test
+//! that cannot reach a server fails, it never passes silently.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -281,23 +282,46 @@ fn connect(url: &str) -> redis::Connection {
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}\n{INSTRUCTIONS}"))
 }
 
-/// Some Redis server for a test: an external one or a spawned one.
+/// Some Redis server for a test: an external one, a spawned one or a container.
 #[derive(Debug)]
 pub enum TestRedis {
     /// The server at `REDIS_URL`; tests must use keys of their own on it.
     External(String),
     /// A server spawned for this test.
     Spawned(RedisServer),
+    /// A `redis` container started through a Docker engine (no binary on the machine).
+    #[cfg(feature = "docker")]
+    Container(Box<docker::RedisContainer>),
 }
 
 impl TestRedis {
-    /// The server at `REDIS_URL` when set, else a spawned one; panics with [`INSTRUCTIONS`]
-    /// when neither can be had.
+    /// The server at `REDIS_URL` when set; else a spawned `redis-server`; else, with a Docker
+    /// engine answering, a container. Panics with [`INSTRUCTIONS`] when none can be had.
+    #[allow(clippy::panic)]
     pub fn any() -> Self {
         match std::env::var("REDIS_URL") {
-            Ok(url) if !url.is_empty() => TestRedis::External(url),
-            _ => TestRedis::Spawned(RedisServer::spawn()),
+            Ok(url) if !url.is_empty() => return TestRedis::External(url),
+            _ => {}
         }
+        if find_binary().is_some() {
+            return TestRedis::Spawned(RedisServer::spawn());
+        }
+        Self::container()
+    }
+
+    #[cfg(feature = "docker")]
+    #[allow(clippy::panic)]
+    fn container() -> Self {
+        match docker::RedisContainer::start() {
+            Ok(container) => TestRedis::Container(Box::new(container)),
+            Err(e) => panic!("{INSTRUCTIONS}\n(no Docker engine either: {e})"),
+        }
+    }
+
+    #[cfg(not(feature = "docker"))]
+    #[allow(clippy::panic)]
+    fn container() -> Self {
+        panic!("{INSTRUCTIONS}");
     }
 
     /// The server's URL.
@@ -305,12 +329,56 @@ impl TestRedis {
         match self {
             TestRedis::External(url) => url.clone(),
             TestRedis::Spawned(server) => server.url(),
+            #[cfg(feature = "docker")]
+            TestRedis::Container(container) => container.url(),
         }
     }
 
     /// A plain (synchronous) connection for test set-up and inspection.
     pub fn connection(&self) -> redis::Connection {
         connect(&self.url())
+    }
+}
+
+#[cfg(feature = "docker")]
+mod docker {
+    use testcontainers::core::{IntoContainerPort, WaitFor};
+    use testcontainers::runners::SyncRunner;
+    use testcontainers::{Container, GenericImage};
+
+    /// A `redis:7.0` container, removed on drop.
+    pub struct RedisContainer {
+        container: Container<GenericImage>,
+        port: u16,
+    }
+
+    impl std::fmt::Debug for RedisContainer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RedisContainer")
+                .field("id", &self.container.id())
+                .field("port", &self.port)
+                .finish()
+        }
+    }
+
+    impl RedisContainer {
+        /// Starts the container; fails when no Docker engine answers.
+        pub fn start() -> Result<Self, String> {
+            let container = GenericImage::new("redis", "7.0")
+                .with_exposed_port(6379.tcp())
+                .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+                .start()
+                .map_err(|e| e.to_string())?;
+            let port = container
+                .get_host_port_ipv4(6379.tcp())
+                .map_err(|e| e.to_string())?;
+            Ok(Self { container, port })
+        }
+
+        /// `redis://127.0.0.1:<mapped port>`.
+        pub fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 }
 

@@ -358,7 +358,7 @@ async fn the_loss_signal_fires_before_the_lease_ends_when_redis_is_unreachable()
     // pause: so the signal came no later than the last known deadline (plus scheduling).
     let latest = guard_deadline_or(deadline, &guard);
     assert!(
-        signalled_at <= latest + Duration::from_millis(100),
+        signalled_at <= latest + Duration::from_millis(250),
         "late by {:?}",
         signalled_at - latest
     );
@@ -463,12 +463,7 @@ async fn a_plain_counter_under_the_lock_loses_no_update() {
             }));
         }
     }
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(60), task)
-            .await
-            .expect("no task hangs")
-            .unwrap();
-    }
+    join_within(Duration::from_secs(60), "no task hangs", tasks).await;
     let mut con = redis.connection();
     let total: u64 = con.get(&counter_key).unwrap();
     assert_eq!(total, (CLIENTS * TASKS) as u64 * ROUNDS);
@@ -495,12 +490,7 @@ async fn waiters_survive_a_redis_restart() {
     eventually(SOON, "all four wait", || async { b.waiter_stats().1 == 4 }).await;
     server.restart();
     // The lock vanished with the restart: the waiters get in without the holder's release.
-    for waiter in waiters {
-        tokio::time::timeout(Duration::from_secs(20), waiter)
-            .await
-            .expect("nobody hangs")
-            .unwrap();
-    }
+    join_within(Duration::from_secs(20), "nobody hangs", waiters).await;
     assert_eq!(done.load(Ordering::SeqCst), 4);
     assert!(
         guard.unlock().await.is_err(),
@@ -586,12 +576,7 @@ async fn one_subscriber_connection_serves_a_thousand_waiters() {
     for guard in guards {
         guard.unlock().await.unwrap();
     }
-    for waiter in waiters {
-        tokio::time::timeout(Duration::from_secs(60), waiter)
-            .await
-            .expect("every waiter gets in")
-            .unwrap();
-    }
+    join_within(Duration::from_secs(60), "every waiter gets in", waiters).await;
     assert_eq!(acquired.load(Ordering::SeqCst), WAITERS as u64);
     eventually(SOON, "all channels unsubscribed", || async {
         b.waiter_stats() == (0, 0)

@@ -101,3 +101,16 @@ pub async fn settled_command_calls(con: &mut redis::Connection) -> HashMap<Strin
         last = now;
     }
 }
+
+/// Awaits every task, failing with `what` if they are not all done within `within`.
+pub async fn join_within<T>(
+    within: Duration,
+    what: &str,
+    tasks: Vec<tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    let all = futures::future::join_all(tasks);
+    match tokio::time::timeout(within, all).await {
+        Ok(results) => results.into_iter().map(|r| r.unwrap()).collect(),
+        Err(_) => panic!("not within {within:?}: {what}"),
+    }
+}

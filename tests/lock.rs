@@ -792,3 +792,153 @@ async fn an_explicit_owner_moves_a_hold_between_tasks() {
     .unwrap();
     assert!(!lock.is_locked().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_a_local_waiter_in_one_script_call() {
+    let redis = TestRedis::Spawned(RedisServer::spawn());
+    let a = client(&redis.url()).await;
+    let name = unique_name("handoff-local");
+    let warm_up = ReentrantLock::new(&a, &unique_name("warm-up")).unwrap();
+    warm_up.lock().await.unwrap().unlock().await.unwrap();
+    let guard = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let lock = ReentrantLock::new(&a, &name).unwrap();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            let owner = guard.owner().clone();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop((guard, owner));
+        }));
+    }
+    eventually(SOON, "five local waiters", || async {
+        a.waiter_stats().1 == 5
+    })
+    .await;
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    guard.unlock().await.unwrap();
+    eventually(SOON, "one waiter holds it", || async {
+        a.waiter_stats().1 == 4
+    })
+    .await;
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(delta(&before, &after, "evalsha"), 1, "the release alone");
+    assert_eq!(
+        delta(&before, &after, "publish"),
+        0,
+        "nobody else needed waking"
+    );
+    let fields: std::collections::HashMap<String, u32> = con.hgetall(&name).unwrap();
+    assert_eq!(fields.len(), 1, "one holder: {fields:?}");
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_hand_offs_do_not_starve_other_clients() {
+    let redis = TestRedis::any();
+    let name = unique_name("handoff-fair");
+    let busy = client(&redis.url()).await;
+    let other = client(&redis.url()).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut hammering = Vec::new();
+    for _ in 0..8 {
+        let lock = ReentrantLock::new(&busy, &name).unwrap();
+        let stop = stop.clone();
+        hammering.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let guard = lock.lock().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    eventually(SOON, "the busy client queues up", || async {
+        busy.waiter_stats().1 >= 4
+    })
+    .await;
+    // The busy client always has a local waiter to hand to; the other client still gets in.
+    let lock = ReentrantLock::new(&other, &name).unwrap();
+    for _ in 0..3 {
+        let guard = tokio::time::timeout(SOON, lock.lock())
+            .await
+            .expect("not starved by hand-offs")
+            .unwrap();
+        guard.unlock().await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    join_within(SOON, "the busy tasks stop", hammering).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_keep_fencing_tokens_increasing() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("handoff-fenced");
+    let guard = ReentrantLock::fenced(&a, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let first = guard.token().unwrap();
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for _ in 0..6 {
+        let lock = ReentrantLock::fenced(&a, &name).unwrap();
+        let tokens = tokens.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            tokens.lock().unwrap().push(guard.token().unwrap());
+            guard.unlock().await.unwrap();
+        }));
+    }
+    eventually(SOON, "six waiters", || async { a.waiter_stats().1 == 6 }).await;
+    guard.unlock().await.unwrap();
+    join_within(SOON, "every waiter gets in", waiters).await;
+    let tokens = tokens.lock().unwrap().clone();
+    assert_eq!(tokens.len(), 6);
+    let mut last = first;
+    for token in tokens {
+        assert!(token > last, "{token} after {last}");
+        last = token;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_cancelled_around_a_hand_off_leak_nothing() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("handoff-cancel");
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    for round in 0..40u64 {
+        let guard = lock.lock().await.unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|i| {
+                let lock = lock.clone();
+                tokio::spawn(async move {
+                    // Cancelled at scattered moments around the release below.
+                    let cancel_after = Duration::from_micros(200 * (round % 7) + 150 * i);
+                    let wait = cancel_after + Duration::from_millis(2);
+                    if let Ok(guard) = tokio::time::timeout(wait, lock.lock()).await {
+                        guard.unwrap().unlock().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        guard.unlock().await.unwrap();
+        join_within(SOON, "the waiters finish", waiters).await;
+        let lock = lock.clone();
+        eventually(SOON, "nothing is left held", move || {
+            let lock = lock.clone();
+            async move { !lock.is_locked().await.unwrap() }
+        })
+        .await;
+    }
+    eventually(SOON, "no waiter is left registered", || async {
+        a.waiter_stats() == (0, 0)
+    })
+    .await;
+}

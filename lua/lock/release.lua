@@ -1,32 +1,48 @@
 -- ferrisson script
 -- operation: lock/release
 -- protocol: 1
--- Release one hold of a reentrant lock; a retry with the same request id gets the first result.
+-- Release one hold of a reentrant lock, freeing it (and waking a waiter) or handing it to a
+-- waiter of the releasing client; a retry with the same request id gets the first result.
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_lock__channel", name)
 -- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name); touched only for a fenced hand-off
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] how long the latch keeps the result, in milliseconds
 -- ARGV[4] publish command ("publish")
--- returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was released
+-- ARGV[5] successor owner to hand the lock to when the last hold goes, or "" to free it
+-- ARGV[6] the successor's lease in milliseconds
+-- ARGV[7] "1" for a fenced lock, else "0"
+-- returns {code, token}: code -1 = the owner holds nothing, 0 = holds remain, 1 = released
+--         (and "0" published), 2 = handed to the successor; token = the successor's fencing
+--         token on a fenced hand-off, else 0
 local done = redis.call('get', KEYS[3])
 if done then
-  return tonumber(done)
+  local sep = string.find(done, ':', 1, true)
+  return {tonumber(string.sub(done, 1, sep - 1)), tonumber(string.sub(done, sep + 1))}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-  return nil
+  return {-1, 0}
 end
-local result
+local code = 0
+local token = 0
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   if ARGV[1] ~= '0' then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
-  result = 0
+elseif ARGV[5] ~= '' then
+  redis.call('hdel', KEYS[1], ARGV[2])
+  redis.call('hincrby', KEYS[1], ARGV[5], 1)
+  redis.call('pexpire', KEYS[1], ARGV[6])
+  if ARGV[7] == '1' then
+    token = redis.call('incr', KEYS[4])
+  end
+  code = 2
 else
   redis.call('del', KEYS[1])
   redis.call(ARGV[4], KEYS[2], '0')
-  result = 1
+  code = 1
 end
-redis.call('set', KEYS[3], result, 'px', ARGV[3])
-return result
+redis.call('set', KEYS[3], code .. ':' .. token, 'px', ARGV[3])
+return {code, token}

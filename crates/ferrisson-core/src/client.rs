@@ -11,7 +11,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::keys::validate_name;
 use crate::owner::Owner;
-use crate::pubsub::{Hub, Subscription, WakePolicy};
+use crate::pubsub::{Claim, Hub, Subscription, Tag, WakePolicy};
 use crate::script::{Script, ScriptCall};
 use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
 
@@ -266,9 +266,23 @@ impl Client {
     }
 
     /// Registers `channel` for the calling waiter on the client's one subscriber connection.
-    /// The channel is subscribed on the first waiter and unsubscribed after the last one.
-    pub fn subscribe(&self, channel: &str, policy: WakePolicy) -> Subscription {
-        self.inner.hub.subscribe(channel, policy)
+    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
+    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
+    pub fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription {
+        self.inner.hub.subscribe(channel, policy, tag)
+    }
+
+    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
+    /// and confirmed: then the caller need not try again after registering, since no message
+    /// published from now on can be missed.
+    pub fn subscribe_if_confirmed(&self, channel: &str, tag: Option<Tag>) -> Option<Subscription> {
+        self.inner.hub.subscribe_if_confirmed(channel, tag)
+    }
+
+    /// Reserves the longest-waiting tagged local waiter of `channel` for a hand-off, unless
+    /// `max_streak` hand-offs in a row have happened since the last public message.
+    pub fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        self.inner.hub.claim(channel, max_streak)
     }
 
     /// Channels currently subscribed (or being subscribed) and waiters on them.

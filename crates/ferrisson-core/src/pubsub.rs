@@ -16,6 +16,17 @@
 //! the next slot of the channel, so a cancelled waiter never swallows the one wake-up a lock
 //! release sends.
 //!
+//! **Local hand-off.** A holder releasing a lock that local waiters wait for can hand it to
+//! the first of them in the release script itself, instead of freeing it and publishing: one
+//! script call per acquisition instead of a release, a message and a try, and no wake-up race
+//! with the other waiters. The releaser [`claims`](Hub::claim) the waiter (its slot carries a
+//! [`Tag`] saying who it is), runs the release, and [`delivers`](Claim::deliver) the result
+//! (the new guard) into the slot, where the waiter's [`Subscription::wait`] finds it. A waiter
+//! that left in between is detected under the hub's lock, and the result is handed back to the
+//! releaser, which releases it. To keep other clients from starving, a channel allows only a
+//! bounded streak of hand-offs before the next release is a public one; any message seen on the
+//! channel ends the streak.
+//!
 //! Messages can still be lost (a reconnect, a publisher on another connection failing). So
 //! waiters never wait on a message alone: they subscribe, wait until the subscription is
 //! confirmed, *then* try again (no lost wake-up between a failed try and the wait), and bound
@@ -24,6 +35,7 @@
 //! anything may have happened while it was away. While nothing changes, Redis sees no command
 //! from any waiter.
 
+use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,9 +63,31 @@ pub enum Wake {
 /// Turns the payload of a message into a [`Wake`]. One policy per channel.
 pub type WakePolicy = fn(&[u8]) -> Wake;
 
+/// What a waiter says about itself to a releaser that may hand it the synchronizer
+/// (the lock crate puts the waiter's owner and lease there).
+pub type Tag = Arc<dyn Any + Send + Sync>;
+
+/// What a releaser hands a waiter (the lock crate hands a guard).
+pub type Handoff = Box<dyn Any + Send>;
+
+/// How a [`Subscription::wait`] ended.
+#[derive(Debug)]
+pub enum Woken {
+    /// A message (or a reconnect) says: try again.
+    Notified,
+    /// The bound passed without a wake-up.
+    TimedOut,
+    /// A local releaser handed this waiter the synchronizer.
+    Handed(Handoff),
+}
+
 struct Slot {
     pending: AtomicBool,
     notify: Notify,
+    tag: Option<Tag>,
+    /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
+    claimed: AtomicBool,
+    handoff: Mutex<Option<Handoff>>,
 }
 
 impl Slot {
@@ -65,6 +99,13 @@ impl Slot {
         self.notify.notify_one();
         true
     }
+
+    fn take_handoff(&self) -> Option<Handoff> {
+        self.handoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
 }
 
 struct Channel {
@@ -72,6 +113,8 @@ struct Channel {
     policy: WakePolicy,
     /// The connection epoch in which the server confirmed the subscription (0: not yet).
     confirmed_epoch: u64,
+    /// Hand-offs since the last public message on the channel.
+    streak: u32,
 }
 
 impl Channel {
@@ -87,7 +130,7 @@ impl Channel {
             if woken >= limit {
                 break;
             }
-            if slot.wake() {
+            if !slot.claimed.load(Ordering::Acquire) && slot.wake() {
                 woken += 1;
             }
         }
@@ -148,11 +191,13 @@ impl Hub {
     }
 
     /// Registers a waiter on `channel`; the channel is subscribed if it was not.
-    pub(crate) fn subscribe(&self, channel: &str, policy: WakePolicy) -> Subscription {
-        let slot = Arc::new(Slot {
-            pending: AtomicBool::new(false),
-            notify: Notify::new(),
-        });
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: Option<Tag>,
+    ) -> Subscription {
+        let slot = new_slot(tag);
         let mut state = self.shared.state();
         let mut kick = false;
         state
@@ -164,6 +209,7 @@ impl Hub {
                     slots: VecDeque::new(),
                     policy,
                     confirmed_epoch: 0,
+                    streak: 0,
                 }
             })
             .slots
@@ -179,11 +225,137 @@ impl Hub {
         }
     }
 
+    /// Registers a waiter on `channel` only if the channel is already subscribed and confirmed
+    /// on the live connection (other local waiters are on it): then no message published from
+    /// now on can be missed, and the waiter need not try again after registering.
+    pub(crate) fn subscribe_if_confirmed(
+        &self,
+        channel: &str,
+        tag: Option<Tag>,
+    ) -> Option<Subscription> {
+        let mut state = self.shared.state();
+        let epoch = state.epoch;
+        if !state.connected {
+            return None;
+        }
+        let entry = state.channels.get_mut(channel)?;
+        if entry.confirmed_epoch != epoch {
+            return None;
+        }
+        let slot = new_slot(tag);
+        entry.slots.push_back(slot.clone());
+        drop(state);
+        Some(Subscription {
+            shared: self.shared.clone(),
+            channel: channel.to_owned(),
+            slot,
+        })
+    }
+
+    /// Reserves the longest-waiting tagged waiter of `channel` for a hand-off, unless the
+    /// channel's hand-off streak has reached `max_streak` (then the streak restarts and the
+    /// caller should release publicly).
+    pub(crate) fn claim(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        let mut state = self.shared.state();
+        let entry = state.channels.get_mut(channel)?;
+        if entry.streak >= max_streak {
+            entry.streak = 0;
+            return None;
+        }
+        let slot = entry
+            .slots
+            .iter()
+            .find(|s| {
+                s.tag.is_some()
+                    && !s.claimed.load(Ordering::Acquire)
+                    && !s.pending.load(Ordering::Acquire)
+            })?
+            .clone();
+        slot.claimed.store(true, Ordering::Release);
+        entry.streak += 1;
+        drop(state);
+        Some(Claim {
+            shared: self.shared.clone(),
+            channel: channel.to_owned(),
+            slot,
+            settled: false,
+        })
+    }
+
     /// How many channels are subscribed (or about to be) and how many waiters wait on them.
     pub(crate) fn stats(&self) -> (usize, usize) {
         let state = self.shared.state();
         let waiters = state.channels.values().map(|c| c.slots.len()).sum();
         (state.channels.len(), waiters)
+    }
+}
+
+fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
+    Arc::new(Slot {
+        pending: AtomicBool::new(false),
+        notify: Notify::new(),
+        tag,
+        claimed: AtomicBool::new(false),
+        handoff: Mutex::new(None),
+    })
+}
+
+/// A waiter reserved by a releaser for a hand-off. Dropped without
+/// [`deliver`](Self::deliver), it frees the waiter and wakes it to try again.
+pub struct Claim {
+    shared: Arc<HubShared>,
+    channel: String,
+    slot: Arc<Slot>,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Claim {
+    /// What the waiter said about itself.
+    pub fn tag(&self) -> Option<&Tag> {
+        self.slot.tag.as_ref()
+    }
+
+    /// Hands `payload` to the waiter. If the waiter has left meanwhile, the payload comes
+    /// back, and the caller must undo what it stands for.
+    ///
+    /// # Errors
+    ///
+    /// The payload, when the waiter is gone.
+    pub fn deliver(mut self, payload: Handoff) -> Result<(), Handoff> {
+        self.settled = true;
+        let state = self.shared.state();
+        let present = state
+            .channels
+            .get(&self.channel)
+            .is_some_and(|c| c.slots.iter().any(|s| Arc::ptr_eq(s, &self.slot)));
+        if !present {
+            return Err(payload);
+        }
+        *self.slot.handoff.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+        self.slot.claimed.store(false, Ordering::Release);
+        drop(state);
+        self.slot.notify.notify_one();
+        Ok(())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let _state = self.shared.state();
+        self.slot.claimed.store(false, Ordering::Release);
+        // A release message may have skipped it while it was claimed.
+        self.slot.wake();
     }
 }
 
@@ -247,22 +419,35 @@ impl Subscription {
         }
     }
 
-    /// Waits until this waiter is woken by a message (or a reconnect), or `bound` has passed.
-    /// Returns whether it was woken. A wake-up that arrived since the last wait returns at once.
+    /// Waits until this waiter is woken by a message (or a reconnect), handed the
+    /// synchronizer by a local releaser, or `bound` has passed. A wake-up or hand-off that
+    /// arrived since the last wait returns at once.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a wake-up that arrives after the future is dropped stays pending for the
-    /// next wait, or passes to another waiter when the subscription is dropped.
-    pub async fn wait(&self, bound: Duration) -> bool {
+    /// next wait, or passes to another waiter when the subscription is dropped; a hand-off
+    /// stays in the slot for the next wait, or is dropped with the subscription (which undoes
+    /// it: the lock crate's hand-off is a guard, whose drop releases).
+    pub async fn wait(&self, bound: Duration) -> Woken {
+        if let Some(handoff) = self.slot.take_handoff() {
+            return Woken::Handed(handoff);
+        }
         if self.slot.pending.swap(false, Ordering::AcqRel) {
-            return true;
+            return Woken::Notified;
         }
         let woken = tokio::time::timeout(bound, self.slot.notify.notified())
             .await
             .is_ok();
+        if let Some(handoff) = self.slot.take_handoff() {
+            return Woken::Handed(handoff);
+        }
         // Consume the flag whichever way the wait ended: the caller tries again now anyway.
-        self.slot.pending.swap(false, Ordering::AcqRel) || woken
+        if self.slot.pending.swap(false, Ordering::AcqRel) || woken {
+            Woken::Notified
+        } else {
+            Woken::TimedOut
+        }
     }
 }
 
@@ -281,7 +466,11 @@ impl Drop for Subscription {
                 kick = true;
             }
         }
+        // A hand-off that arrived and was never taken is dropped here, outside the hub's
+        // lock: dropping it undoes it (the lock crate's guard releases).
+        let unused = self.slot.take_handoff();
         drop(state);
+        drop(unused);
         if kick {
             self.shared.kick.notify_one();
         }
@@ -369,8 +558,10 @@ impl Driver {
     }
 
     fn dispatch(&self, message: &redis::Msg) {
-        let state = self.shared.state();
-        if let Some(channel) = state.channels.get(message.get_channel_name()) {
+        let mut state = self.shared.state();
+        if let Some(channel) = state.channels.get_mut(message.get_channel_name()) {
+            // Someone released publicly: the hand-off streak starts over.
+            channel.streak = 0;
             let wake = (channel.policy)(message.get_payload_bytes());
             channel.wake(wake);
         }

@@ -94,6 +94,8 @@ struct WatchdogState {
     next_id: u64,
     closed: bool,
     renew_calls: u64,
+    /// When the watchdog task will wake next on its own (`None`: not before a kick).
+    scheduled: Option<Instant>,
 }
 
 pub(crate) struct WatchdogShared {
@@ -168,8 +170,21 @@ impl Watchdog {
             lost: entry.lost.subscribe(),
             renewing: entry.renewing,
         };
+        let wake = if entry.renewing {
+            entry.next_renew.min(entry.deadline)
+        } else {
+            entry.deadline
+        };
+        // Wake the task only when this entry needs it sooner than it will wake anyway: on a
+        // busy client, holds come and go far more often than renewals are due.
+        let kick = state.scheduled.is_none_or(|at| wake < at);
+        if kick {
+            state.scheduled = Some(wake);
+        }
         drop(state);
-        self.shared.kick.notify_one();
+        if kick {
+            self.shared.kick.notify_one();
+        }
         handle
     }
 
@@ -259,6 +274,17 @@ impl LeaseHandle {
         }
     }
 
+    /// Live holds on this hold's entry (re-entries of the same owner share one entry); 0 once
+    /// the entry is lost.
+    pub fn holds(&self) -> u32 {
+        let state = self.shared.state();
+        state
+            .entries
+            .get(&self.key)
+            .filter(|e| e.id == self.id)
+            .map_or(0, |e| e.holds)
+    }
+
     /// Whether the watchdog renews this hold.
     pub fn is_renewed(&self) -> bool {
         self.renewing
@@ -320,6 +346,7 @@ async fn run(shared: Arc<WatchdogShared>) {
                 })
                 .min();
             state.renew_calls += batches.len() as u64;
+            state.scheduled = next_wake;
             (batches, next_wake)
         };
         for batch in batches {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ferrisson_core::{Error, Instant, LeaseHandle, LossReason, Owner, Result};
 
-use crate::lock::LockShared;
+use crate::lock::{LockShared, Released};
 
 /// One hold of a [`ReentrantLock`](crate::ReentrantLock).
 ///
@@ -128,7 +128,9 @@ impl LockGuard {
     ///
     /// # Cancel safety
     ///
-    /// The release runs in a task of its own: dropping this future does not stop it.
+    /// Dropping this future does not undo the unlock: a release that may have been sent is
+    /// sent again in the background with the same request id (Redis counts it once), and one
+    /// that was not sent yet is sent then.
     ///
     /// # Errors
     ///
@@ -144,22 +146,20 @@ impl LockGuard {
         let renew_lease = lease
             .is_renewed()
             .then(|| self.shared.client.config().lease_duration());
+        // Only the last local hold of a live lock can go straight to a local waiter.
+        let handoff = lost.is_none() && lease.holds() == 1;
         // Leave the watchdog first, so it does not renew a hold being released.
         drop(lease);
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        let released = tokio::spawn(async move { shared.release(&owner, renew_lease).await })
-            .await
-            .map_err(|_| {
-                Error::Closed("the release task was cancelled (runtime shutting down)")
-            })??;
+        // Boxed: the call's state is on the heap only while it runs, so the futures of tasks
+        // that will unlock later stay small while they wait.
+        let released = Box::pin(self.shared.release(&self.owner, renew_lease, handoff)).await?;
         match (released, lost) {
             (_, Some(reason)) => Err(Error::LeaseLost(reason)),
-            (None, None) => Err(Error::NotOwner(format!(
+            (Released::NotOwner, None) => Err(Error::NotOwner(format!(
                 "lock `{}` is not held by {}",
                 self.shared.key, self.owner
             ))),
-            (Some(_), None) => Ok(()),
+            (_, None) => Ok(()),
         }
     }
 }
@@ -172,13 +172,14 @@ impl Drop for LockGuard {
         let renew_lease = lease
             .is_renewed()
             .then(|| self.shared.client.config().lease_duration());
+        let handoff = lease.lost_reason().is_none() && lease.holds() == 1;
         drop(lease);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 let shared = self.shared.clone();
                 let owner = self.owner.clone();
                 runtime.spawn(async move {
-                    if let Err(e) = shared.release(&owner, renew_lease).await {
+                    if let Err(e) = shared.release(&owner, renew_lease, handoff).await {
                         tracing::warn!(key = %shared.key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
                     }
                 });

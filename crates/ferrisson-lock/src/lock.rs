@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::keys::prefixed;
-use ferrisson_core::{Client, Error, Instant, LeaseSpec, Owner, Result, ScriptCall, Wake};
-use tokio::sync::oneshot;
+use ferrisson_core::{Client, Error, Instant, LeaseSpec, Owner, Result, ScriptCall, Wake, Woken};
 
 use crate::guard::LockGuard;
 use crate::options::LockOptions;
@@ -13,6 +12,31 @@ use crate::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE, RENEW};
 
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
 const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
+
+/// Hand-offs to local waiters in a row before a release frees the lock publicly, so that
+/// waiters of other clients (and Redisson) get their chance.
+pub(crate) const MAX_HANDOFF_STREAK: u32 = 8;
+
+/// What a waiter tells a local releaser that may hand it the lock.
+#[derive(Debug)]
+struct WaiterInfo {
+    owner: Owner,
+    /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
+    lease: Option<Duration>,
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The owner held nothing.
+    NotOwner,
+    /// Holds of the owner remain.
+    StillHeld,
+    /// The lock is free; a waiter was woken.
+    Freed,
+    /// The lock went straight to a local waiter.
+    HandedOff,
+}
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
@@ -329,43 +353,71 @@ impl ReentrantLock {
         let owner = self.owner();
         let lease = options.lease_time();
         let deadline = options.wait_time().map(|w| Instant::now() + w);
-        match self.attempt(&owner, lease).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held(_) if options.wait_time() == Some(Duration::ZERO) => return Ok(None),
-            Attempt::Held(_) => {}
-        }
         let client = &self.shared.client;
-        let subscription = client.subscribe(&self.shared.channel, wake_policy);
-        let confirm_within = match deadline {
-            Some(d) => d.saturating_duration_since(Instant::now()),
-            None => client.config().response_timeout_duration(),
+        let waits = options.wait_time() != Some(Duration::ZERO);
+        // When other local waiters keep the channel subscribed, register before the first try:
+        // then that try is the only one needed before waiting.
+        let tag = || -> ferrisson_core::Tag {
+            Arc::new(WaiterInfo {
+                owner: owner.clone(),
+                lease,
+            })
         };
-        subscription
-            .confirmed(confirm_within.min(client.config().response_timeout_duration()))
-            .await;
+        let early = if waits {
+            client.subscribe_if_confirmed(&self.shared.channel, Some(tag()))
+        } else {
+            None
+        };
+        let mut ttl = match self.attempt(&owner, lease).await? {
+            Attempt::Acquired(guard) => return Ok(Some(guard)),
+            Attempt::Held(_) if !waits => return Ok(None),
+            Attempt::Held(ttl) => ttl,
+        };
+        let (subscription, mut try_first) = match early {
+            Some(subscription) => (subscription, false),
+            None => {
+                let subscription = client.subscribe(&self.shared.channel, wake_policy, Some(tag()));
+                let confirm_within = match deadline {
+                    Some(d) => d.saturating_duration_since(Instant::now()),
+                    None => client.config().response_timeout_duration(),
+                };
+                Box::pin(
+                    subscription
+                        .confirmed(confirm_within.min(client.config().response_timeout_duration())),
+                )
+                .await;
+                // Subscribed first, then tried again: a release between the first try and the
+                // subscription cannot be missed.
+                (subscription, true)
+            }
+        };
         let mut outage_since: Option<Instant> = None;
         let mut failures = 0u32;
         loop {
-            // Subscribed first, then tried again: a release between the first try and the
-            // subscription cannot be missed.
-            let bound = match self.attempt(&owner, lease).await {
-                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
-                Ok(Attempt::Held(ttl)) => {
-                    outage_since = None;
-                    failures = 0;
-                    ttl_bound(ttl, client.config().lease_duration())
-                }
-                Err(e) if e.is_connection_error() => {
-                    let since = *outage_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > client.config().outage_limit() {
-                        return Err(e);
+            let bound = if try_first {
+                match self.attempt(&owner, lease).await {
+                    Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+                    Ok(Attempt::Held(held_ttl)) => {
+                        outage_since = None;
+                        failures = 0;
+                        ttl = held_ttl;
+                        ttl_bound(ttl, client.config().lease_duration())
                     }
-                    failures += 1;
-                    tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
-                    client.config().retry_policy().backoff(failures)
+                    Err(e) if e.is_connection_error() => {
+                        let since = *outage_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > client.config().outage_limit() {
+                            return Err(e);
+                        }
+                        failures += 1;
+                        tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
+                        client.config().retry_policy().backoff(failures)
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
+            } else {
+                ttl_bound(ttl, client.config().lease_duration())
             };
+            try_first = true;
             let bound = if subscription.is_confirmed() {
                 bound
             } else {
@@ -381,23 +433,35 @@ impl ReentrantLock {
                 }
                 None => bound,
             };
-            subscription.wait(bound).await;
+            if let Woken::Handed(handoff) = subscription.wait(bound).await {
+                match handoff.downcast::<LockGuard>() {
+                    Ok(guard) => return Ok(Some(*guard)),
+                    Err(_) => {
+                        return Err(Error::Protocol(
+                            "a local hand-off carried something else than a lock guard".into(),
+                        ));
+                    }
+                }
+            }
         }
     }
 
-    /// One acquire script call, run in a task of its own so that a caller dropping its future
-    /// cannot lose a hold the script took: the task releases it instead.
+    /// One acquire script call (with its retries). If the caller drops the future while the
+    /// call may have run, a release of one hold of `owner` follows it on the same connection,
+    /// so Redis runs it after the acquire: a hold the abandoned call took is given back at once.
+    /// (A call that did not take a hold makes that release a no-op: a re-entrant acquire always
+    /// succeeds, and a first acquire that failed leaves the owner holding nothing.)
     async fn attempt(&self, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
-        let shared = self.shared.clone();
-        let owner = owner.clone();
-        let (tx, rx) = oneshot::channel();
-        tokio::spawn(async move {
-            let result = shared.attempt(owner, lease).await;
-            // If the caller is gone, dropping the result drops its guard, which releases.
-            let _ = tx.send(result);
-        });
-        rx.await
-            .map_err(|_| Error::Closed("the acquire task was cancelled (runtime shutting down)"))?
+        let mut abandoned = Abandoned {
+            shared: &self.shared,
+            owner,
+            armed: true,
+        };
+        // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
+        // stays small for as long as it waits.
+        let result = Box::pin(self.shared.attempt(owner.clone(), lease)).await;
+        abandoned.armed = false;
+        result
     }
 
     /// Releases the lock whoever holds it, and wakes a waiter. Returns whether it was locked.
@@ -501,8 +565,78 @@ fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
     }
 }
 
+/// Armed while an acquire call is in flight; dropped armed, it releases what the call may
+/// have taken.
+struct Abandoned<'a> {
+    shared: &'a Arc<LockShared>,
+    owner: &'a Owner,
+    armed: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        runtime.spawn(async move {
+            if let Err(e) = shared.release(&owner, None, false).await {
+                tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+            }
+        });
+    }
+}
+
+/// Armed while a release call is in flight; dropped armed, it sends the release again with
+/// the same request id (so it counts once), and undoes a hand-off whose guard was never built.
+struct Resend {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    renew_lease: Option<Duration>,
+    request_id: String,
+    successor: Option<Owner>,
+    armed: bool,
+}
+
+impl Drop for Resend {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        let renew_lease = self.renew_lease;
+        let request_id = std::mem::take(&mut self.request_id);
+        let successor = self.successor.take();
+        runtime.spawn(async move {
+            let outcome = shared.release_call(&owner, renew_lease, None, &request_id).await;
+            let undo = match outcome {
+                Ok((2, _)) => successor,
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                    None
+                }
+            };
+            // The lock went to a waiter that was never told: give its hold back.
+            if let Some(successor) = undo
+                && let Err(e) = shared.release(&successor, None, false).await
+            {
+                tracing::warn!(key = %shared.key, %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
+            }
+        });
+    }
+}
+
 impl LockShared {
-    async fn attempt(self: Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
+    async fn attempt(self: &Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
         let client = &self.client;
         let state = client.lease_state(&RENEW, &self.key, owner.as_str());
         let believed = state.map_or(0, |s| s.holds);
@@ -554,16 +688,93 @@ impl LockShared {
         }
     }
 
-    /// Releases one hold of `owner`: `Some(true)` when the lock is now free, `Some(false)` when
-    /// holds remain, `None` when the owner held nothing. Retried with one request id, so a
-    /// retry after a lost reply cannot release twice.
+    /// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows
+    /// and one waits (then it builds that waiter's guard and delivers it). Retried with one
+    /// request id, so a retry after a lost reply cannot release twice.
+    ///
+    /// Cancel safe: dropped while the call is in flight, it sends the release again in the
+    /// background with the same request id, and undoes a hand-off it could not deliver.
     pub(crate) async fn release(
+        self: &Arc<Self>,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+        handoff: bool,
+    ) -> Result<Released> {
+        let client = &self.client;
+        let claim = if handoff {
+            client.claim_waiter(&self.channel, MAX_HANDOFF_STREAK)
+        } else {
+            None
+        };
+        // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
+        let successor: Option<(Owner, Duration, bool)> = claim
+            .as_ref()
+            .and_then(|c| c.tag())
+            .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
+            .map(|waiter| match waiter.lease {
+                Some(lease) => (waiter.owner.clone(), lease, false),
+                None => (waiter.owner.clone(), client.config().lease_duration(), true),
+            });
+        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut resend = Resend {
+            shared: self.clone(),
+            owner: owner.clone(),
+            renew_lease,
+            request_id: request_id.clone(),
+            successor: successor.as_ref().map(|(o, _, _)| o.clone()),
+            armed: true,
+        };
+        let sent_at = Instant::now();
+        let reply = self
+            .release_call(
+                owner,
+                renew_lease,
+                successor.as_ref().map(|(o, lease, _)| (o, *lease)),
+                &request_id,
+            )
+            .await;
+        resend.armed = false;
+        match reply? {
+            (-1, _) => Ok(Released::NotOwner),
+            (0, _) => Ok(Released::StillHeld),
+            (1, _) => Ok(Released::Freed),
+            (2, token) => {
+                let (Some(claim), Some((successor_owner, lease, renew))) = (claim, successor)
+                else {
+                    return Err(Error::Protocol(
+                        "lock/release handed off without a successor".into(),
+                    ));
+                };
+                let handle = client.hold_lease(LeaseSpec {
+                    script: &RENEW,
+                    key: self.key.clone(),
+                    owner: successor_owner.as_str().to_owned(),
+                    lease,
+                    renew,
+                    sent_at,
+                });
+                let token = self.fenced.then(|| u64::try_from(token).unwrap_or(0));
+                let guard = LockGuard::new(self.clone(), successor_owner, handle, token);
+                // A waiter that left meanwhile gets nothing: its guard comes back and is
+                // dropped, which releases the lock.
+                if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
+                    drop(unclaimed);
+                }
+                Ok(Released::HandedOff)
+            }
+            (code, _) => Err(Error::Protocol(format!("lock/release replied code {code}"))),
+        }
+    }
+
+    /// The `lock/release` script call: `(code, token)` as the script documents.
+    async fn release_call(
         &self,
         owner: &Owner,
         renew_lease: Option<Duration>,
-    ) -> Result<Option<bool>> {
+        successor: Option<(&Owner, Duration)>,
+        request_id: &str,
+    ) -> Result<(i64, i64)> {
         let client = &self.client;
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
         let latch = format!(
             "{}:{request_id}",
             prefixed("redisson_unlock_latch", &self.key)
@@ -572,11 +783,18 @@ impl LockShared {
             .key(self.key.as_str())
             .key(self.channel.as_str())
             .key(latch)
+            .key(self.token_key.as_str())
             .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
             .arg(owner.as_str())
             .arg(client.retry_window().as_millis() as u64)
-            .arg(client.config().publish().as_str());
-        let released: Option<i64> = client.eval(&RELEASE, &call).await?;
-        Ok(released.map(|r| r == 1))
+            .arg(client.config().publish().as_str())
+            .arg(successor.map_or("", |(o, _)| o.as_str()))
+            .arg(successor.map_or(0, |(_, lease)| lease.as_millis() as u64))
+            .arg(if self.fenced { "1" } else { "0" });
+        let reply: Vec<i64> = client.eval(&RELEASE, &call).await?;
+        match reply.as_slice() {
+            [code, token] => Ok((*code, *token)),
+            other => Err(Error::Protocol(format!("lock/release replied {other:?}"))),
+        }
     }
 }

@@ -1,0 +1,141 @@
+//! `contended`: one lock, 4 clients × 16 tasks, hold 0 and 1 ms.
+
+use std::future::Future;
+use std::time::Duration;
+
+use ferrisson::{Client, ReentrantLock};
+
+use super::uncontended::FerrissonCycle;
+use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, hold_variant};
+use crate::record::Records;
+use crate::workload::{self, Cycle};
+
+/// What one library's contended run measured.
+#[derive(Debug, Default)]
+pub struct Figures {
+    pub acquisitions_per_sec: f64,
+    pub p50_wait_us: f64,
+    pub p99_wait_us: f64,
+    pub min_per_task: u64,
+    pub max_per_task: u64,
+    pub commands_per_acquisition: Option<f64>,
+    pub subscriber_connections: Option<usize>,
+}
+
+pub fn record(records: &mut Records, hold: Duration, library: &str, f: &Figures) {
+    let variant = hold_variant(hold);
+    let v = variant.as_str();
+    records.push(
+        "contended",
+        v,
+        library,
+        "acquisitions_per_sec",
+        f.acquisitions_per_sec,
+        "acq/s",
+    );
+    records.push("contended", v, library, "p50_wait_us", f.p50_wait_us, "us");
+    records.push("contended", v, library, "p99_wait_us", f.p99_wait_us, "us");
+    records.push(
+        "contended",
+        v,
+        library,
+        "fairness_min",
+        f.min_per_task as f64,
+        "acq/task",
+    );
+    records.push(
+        "contended",
+        v,
+        library,
+        "fairness_max",
+        f.max_per_task as f64,
+        "acq/task",
+    );
+    if let Some(c) = f.commands_per_acquisition {
+        records.push(
+            "contended",
+            v,
+            library,
+            "commands_per_acquisition",
+            c,
+            "cmd/acq",
+        );
+    }
+    if let Some(s) = f.subscriber_connections {
+        records.push(
+            "contended",
+            v,
+            library,
+            "subscriber_connections",
+            s as f64,
+            "conn",
+        );
+    }
+    // The serial ceiling: one lock is held by one owner at a time, so at best acquisitions
+    // follow each other at the rate of a raw acquire + release pair, plus the hold time.
+    if let Some(raw) = records.get("raw", "sequential", "redis-rs", "ops_per_sec") {
+        let ceiling = 1.0 / (1.0 / raw + hold.as_secs_f64());
+        records.push(
+            "contended",
+            v,
+            library,
+            "ratio_to_serial_ceiling",
+            f.acquisitions_per_sec / ceiling,
+            "x",
+        );
+    }
+}
+
+/// Runs an in-process library's cycles: a throughput phase, then a command-counting phase
+/// with fresh clients under `MONITOR`.
+pub async fn measure<F, Fut>(ctx: &Ctx, hold: Duration, make: F) -> Result<Figures, String>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Vec<Box<dyn Cycle>>, String>>,
+{
+    let cycles = make().await?;
+    let phase = ctx.phase();
+    let sample = async {
+        tokio::time::sleep(phase / 2).await;
+        ctx.probe.subscriber_connections().await
+    };
+    let (result, subscribers) = tokio::join!(workload::run(cycles, phase, hold), sample);
+    let mut result = result?;
+    let mut figures = Figures {
+        acquisitions_per_sec: result.per_sec(),
+        p50_wait_us: result.waits.percentile(50.0),
+        p99_wait_us: result.waits.percentile(99.0),
+        min_per_task: result.cycles_per_task.iter().copied().min().unwrap_or(0),
+        max_per_task: result.cycles_per_task.iter().copied().max().unwrap_or(0),
+        subscriber_connections: Some(subscribers?),
+        ..Figures::default()
+    };
+    let cycles = make().await?;
+    let counter = ctx.probe.monitor().await?;
+    let result = workload::run(cycles, ctx.count_phase(), hold).await?;
+    let commands = counter.finish().await;
+    figures.commands_per_acquisition = Some(commands as f64 / result.total().max(1) as f64);
+    ctx.probe.flushall().await?;
+    Ok(figures)
+}
+
+async fn ferrisson_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, String> {
+    let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
+    for _ in 0..CONTENDED_CLIENTS {
+        let client = Client::connect(url).await.map_err(|e| e.to_string())?;
+        for _ in 0..CONTENDED_TASKS {
+            let lock = ReentrantLock::new(&client, name).map_err(|e| e.to_string())?;
+            cycles.push(Box::new(FerrissonCycle(lock)));
+        }
+    }
+    Ok(cycles)
+}
+
+pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
+    for hold in HOLDS {
+        let name = format!("bench:contended:{}", hold_variant(hold));
+        let figures = measure(ctx, hold, || ferrisson_cycles(&ctx.url, &name)).await?;
+        record(records, hold, "ferrisson", &figures);
+    }
+    Ok(())
+}

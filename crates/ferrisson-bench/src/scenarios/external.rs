@@ -1,0 +1,240 @@
+//! Peers in other languages, driven by the small scripts under `peers/`: npm
+//! `redis-semaphore` (its `Mutex`) and PyPI `python-redis-lock`. Each is set up on first use
+//! (`npm install`, a Python venv) and skipped, with the reason printed, when its runtime or
+//! its packages cannot be had.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::process::Command;
+
+use super::contended::{self, Figures};
+use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, UNCONTENDED, hold_variant};
+use crate::record::Records;
+
+const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("peers")
+}
+
+/// A peer ready to run: the program and the arguments before the workload's.
+struct Peer {
+    library: &'static str,
+    program: PathBuf,
+    script: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+struct PeerReport {
+    total: u64,
+    elapsed_s: f64,
+    per_task: Vec<u64>,
+    wait_p50_us: f64,
+    wait_p99_us: f64,
+    cycle_p50_us: f64,
+    cycle_p99_us: f64,
+}
+
+async fn run_command(cmd: &mut Command, timeout: Duration) -> Result<String, String> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| format!("did not finish within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+        return Err(format!("exited with {}: {tail}", output.status));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+async fn node_peer() -> Result<Peer, String> {
+    let dir = peers_dir().join("node");
+    run_command(
+        Command::new("node").arg("--version"),
+        Duration::from_secs(20),
+    )
+    .await
+    .map_err(|e| format!("node is not available ({e})"))?;
+    if !dir.join("node_modules/redis-semaphore").is_dir() {
+        run_command(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir),
+            SETUP_TIMEOUT,
+        )
+        .await
+        .map_err(|e| format!("npm install failed ({e})"))?;
+    }
+    Ok(Peer {
+        library: "redis-semaphore (npm)",
+        program: PathBuf::from("node"),
+        script: dir.join("bench.mjs"),
+    })
+}
+
+async fn python_peer() -> Result<Peer, String> {
+    let dir = peers_dir().join("python");
+    let venv = dir.join(".venv");
+    let python = venv.join("bin/python");
+    let ready = run_command(
+        Command::new(&python).args(["-c", "import redis, redis_lock"]),
+        Duration::from_secs(20),
+    )
+    .await
+    .is_ok();
+    if !ready {
+        run_command(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            SETUP_TIMEOUT,
+        )
+        .await
+        .map_err(|e| format!("python3 with venv is not available ({e})"))?;
+        run_command(
+            Command::new(&python)
+                .args(["-m", "pip", "install", "-q", "-r"])
+                .arg(dir.join("requirements.txt")),
+            SETUP_TIMEOUT,
+        )
+        .await
+        .map_err(|e| format!("pip install failed ({e})"))?;
+    }
+    Ok(Peer {
+        library: "python-redis-lock (PyPI)",
+        program: python,
+        script: dir.join("bench.py"),
+    })
+}
+
+/// One run of a peer script.
+struct PeerWorkload<'a> {
+    mode: &'a str,
+    clients: usize,
+    tasks: usize,
+    duration: Duration,
+    hold: Duration,
+    prefix: &'a str,
+}
+
+impl Peer {
+    async fn run(&self, url: &str, workload: &PeerWorkload<'_>) -> Result<PeerReport, String> {
+        let out = run_command(
+            Command::new(&self.program)
+                .arg(&self.script)
+                .arg(url)
+                .arg(workload.mode)
+                .arg(workload.clients.to_string())
+                .arg(workload.tasks.to_string())
+                .arg(workload.duration.as_millis().to_string())
+                .arg(workload.hold.as_millis().to_string())
+                .arg(workload.prefix),
+            workload.duration + Duration::from_secs(120),
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", self.library))?;
+        let line = out.lines().last().unwrap_or_default();
+        serde_json::from_str(line)
+            .map_err(|e| format!("{}: unreadable report `{line}`: {e}", self.library))
+    }
+}
+
+async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), String> {
+    let slug = peer.library.split(' ').next().unwrap_or("peer");
+    for (variant, tasks) in UNCONTENDED {
+        let prefix = format!("bench:{slug}:{variant}");
+        let report = peer
+            .run(
+                &ctx.url,
+                &PeerWorkload {
+                    mode: "uncontended",
+                    clients: 1,
+                    tasks,
+                    duration: ctx.phase(),
+                    hold: Duration::ZERO,
+                    prefix: &prefix,
+                },
+            )
+            .await?;
+        let ops = report.total as f64 / report.elapsed_s.max(1e-9);
+        super::uncontended::record_uncontended(
+            records,
+            variant,
+            peer.library,
+            ops,
+            report.cycle_p50_us,
+            report.cycle_p99_us,
+        );
+    }
+    for hold in HOLDS {
+        let prefix = format!("bench:{slug}:contended:{}", hold_variant(hold));
+        let phase = ctx.phase();
+        let sample = async {
+            // Half-way through the run, past the interpreter's start-up.
+            tokio::time::sleep(phase / 2 + Duration::from_millis(300)).await;
+            ctx.probe.subscriber_connections().await
+        };
+        let throughput = PeerWorkload {
+            mode: "contended",
+            clients: CONTENDED_CLIENTS,
+            tasks: CONTENDED_TASKS,
+            duration: phase,
+            hold,
+            prefix: &prefix,
+        };
+        let (report, subscribers) = tokio::join!(peer.run(&ctx.url, &throughput), sample);
+        let report = report?;
+        let counter = ctx.probe.monitor().await?;
+        let counted = peer
+            .run(
+                &ctx.url,
+                &PeerWorkload {
+                    mode: "contended",
+                    clients: CONTENDED_CLIENTS,
+                    tasks: CONTENDED_TASKS,
+                    duration: ctx.count_phase(),
+                    hold,
+                    prefix: &prefix,
+                },
+            )
+            .await?;
+        let commands = counter.finish().await;
+        let figures = Figures {
+            acquisitions_per_sec: report.total as f64 / report.elapsed_s.max(1e-9),
+            p50_wait_us: report.wait_p50_us,
+            p99_wait_us: report.wait_p99_us,
+            min_per_task: report.per_task.iter().copied().min().unwrap_or(0),
+            max_per_task: report.per_task.iter().copied().max().unwrap_or(0),
+            // Start-up and shutdown commands (connection set-up, PING, QUIT) are a few per
+            // client, spread over the run's acquisitions.
+            commands_per_acquisition: Some(commands as f64 / counted.total.max(1) as f64),
+            subscriber_connections: Some(subscribers?),
+        };
+        contended::record(records, hold, peer.library, &figures);
+        ctx.probe.flushall().await?;
+    }
+    Ok(())
+}
+
+pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
+    if !ctx.external_peers {
+        println!("peers: node and python peers skipped (--no-external-peers)");
+        return Ok(());
+    }
+    for setup in [node_peer().await, python_peer().await] {
+        match setup {
+            Ok(peer) => run_peer(ctx, records, &peer).await?,
+            Err(reason) => println!("peers: skipped: {reason}"),
+        }
+    }
+    Ok(())
+}

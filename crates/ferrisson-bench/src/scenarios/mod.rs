@@ -1,0 +1,75 @@
+//! The named scenarios.
+
+use std::time::Duration;
+
+use crate::record::Records;
+use crate::stats::Probe;
+
+pub mod contended;
+pub mod external;
+pub mod raw;
+pub mod rslock_peer;
+pub mod uncontended;
+pub mod waiters;
+
+/// What every scenario gets.
+pub struct Ctx {
+    pub url: String,
+    pub quick: bool,
+    pub probe: Probe,
+    /// Run the node and python peers (npm `redis-semaphore`, PyPI `python-redis-lock`).
+    pub external_peers: bool,
+}
+
+impl Ctx {
+    /// How long one measured phase runs.
+    pub fn phase(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(1_500)
+        } else {
+            Duration::from_secs(5)
+        }
+    }
+
+    /// How long the command-counting (MONITOR) phase runs.
+    pub fn count_phase(&self) -> Duration {
+        if self.quick {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(2)
+        }
+    }
+}
+
+/// The task counts of the uncontended scenario.
+pub const UNCONTENDED: [(&str, usize); 3] =
+    [("sequential", 1), ("tasks=64", 64), ("tasks=256", 256)];
+
+/// Contended: this many clients, each with this many tasks, on one lock.
+pub const CONTENDED_CLIENTS: usize = 4;
+pub const CONTENDED_TASKS: usize = 16;
+pub const HOLDS: [Duration; 2] = [Duration::ZERO, Duration::from_millis(1)];
+
+pub fn hold_variant(hold: Duration) -> String {
+    format!("hold={}ms", hold.as_millis())
+}
+
+/// Every scenario name, in run order.
+pub const ALL: [&str; 5] = ["raw", "uncontended", "contended", "waiters", "peers"];
+
+pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
+    match name {
+        "raw" => raw::run(ctx, records).await,
+        "uncontended" => uncontended::run(ctx, records).await,
+        "contended" => contended::run(ctx, records).await,
+        "waiters" => waiters::run(ctx, records).await,
+        "peers" => {
+            rslock_peer::run(ctx, records).await?;
+            external::run(ctx, records).await
+        }
+        other => Err(format!(
+            "unknown scenario `{other}` (known: {})",
+            ALL.join(", ")
+        )),
+    }
+}

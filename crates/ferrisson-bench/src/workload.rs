@@ -1,0 +1,86 @@
+//! Running one lock workload over many tasks for a fixed time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::stats::Latencies;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One task's way of taking and releasing a lock once.
+pub trait Cycle: Send + Sync + 'static {
+    /// Acquire (waiting as long as it takes), hold for `hold`, release. Returns the time spent
+    /// acquiring.
+    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>>;
+}
+
+/// Holds the lock for `hold`: a blocking sleep on the blocking pool, which keeps to the
+/// time far better than the runtime's 1 ms timer wheel (a 1 ms `tokio::time::sleep` lasts up
+/// to 2 ms), so that every library holds for the same time as the node and python peers do.
+pub async fn hold_for(hold: Duration) -> Result<(), String> {
+    if hold.is_zero() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || std::thread::sleep(hold))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// What a run measured.
+#[derive(Debug, Default)]
+pub struct RunResult {
+    pub cycles_per_task: Vec<u64>,
+    /// Time spent acquiring, per cycle.
+    pub waits: Latencies,
+    /// Whole cycle (acquire + hold + release), per cycle.
+    pub cycles: Latencies,
+    pub elapsed: Duration,
+}
+
+impl RunResult {
+    pub fn total(&self) -> u64 {
+        self.cycles_per_task.iter().sum()
+    }
+
+    pub fn per_sec(&self) -> f64 {
+        self.total() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Runs every cycle in its own task, each looping until `duration` has passed.
+pub async fn run(
+    cycles: Vec<Box<dyn Cycle>>,
+    duration: Duration,
+    hold: Duration,
+) -> Result<RunResult, String> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::with_capacity(cycles.len());
+    for c in cycles {
+        tasks.push(tokio::spawn(async move {
+            let mut waits = Latencies::default();
+            let mut whole = Latencies::default();
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let wait = c.cycle(hold).await?;
+                whole.record(t0.elapsed());
+                waits.record(wait);
+                n += 1;
+            }
+            Ok::<_, String>((n, waits, whole))
+        }));
+    }
+    let mut result = RunResult::default();
+    for task in tasks {
+        let (n, waits, whole) = task.await.map_err(|e| e.to_string())??;
+        result.cycles_per_task.push(n);
+        result.waits.extend(waits);
+        result.cycles.extend(whole);
+    }
+    result.elapsed = started.elapsed();
+    Ok(result)
+}

@@ -48,6 +48,19 @@ impl RunResult {
     pub fn per_sec(&self) -> f64 {
         self.total() as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+
+    /// Adds another round of the same workload: counts per task, samples and time add up.
+    pub fn merge(&mut self, other: RunResult) {
+        if self.cycles_per_task.len() < other.cycles_per_task.len() {
+            self.cycles_per_task.resize(other.cycles_per_task.len(), 0);
+        }
+        for (mine, theirs) in self.cycles_per_task.iter_mut().zip(other.cycles_per_task) {
+            *mine += theirs;
+        }
+        self.waits.extend(other.waits);
+        self.cycles.extend(other.cycles);
+        self.elapsed += other.elapsed;
+    }
 }
 
 /// Runs every cycle in its own task, each looping until `duration` has passed.

@@ -25,23 +25,31 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
+    /// `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server), `SCRIPT LOAD` and again.
+    /// The command is built straight from the call, with no intermediate copies.
     pub(crate) async fn eval(
         &self,
         script: &Script,
         call: &ScriptCall,
     ) -> redis::RedisResult<Value> {
-        match self {
-            Connection::Standalone(manager) => {
-                let mut manager = manager.clone();
-                let mut invocation = script.compiled().prepare_invoke();
-                for key in &call.keys {
-                    invocation.key(key);
-                }
-                for arg in &call.args {
-                    invocation.arg(arg.as_slice());
-                }
-                invocation.invoke_async(&mut manager).await
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.sha1()).arg(call.keys.len());
+        for key in &call.keys {
+            cmd.arg(key.as_str());
+        }
+        for arg in &call.args {
+            cmd.arg(arg.as_slice());
+        }
+        match self.query(&cmd).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                tracing::debug!(script = script.name(), "loading the script after NOSCRIPT");
+                let loaded = self
+                    .query(redis::cmd("SCRIPT").arg("LOAD").arg(script.source()))
+                    .await?;
+                let _: String = redis::from_redis_value(loaded)?;
+                self.query(&cmd).await
             }
+            other => other,
         }
     }
 
@@ -273,8 +281,8 @@ impl Client {
     }
 
     /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
-    /// and confirmed: then the caller need not try again after registering, since no message
-    /// published from now on can be missed.
+    /// and confirmed: then no message published from now on can be missed, and the caller can
+    /// queue behind them without trying first.
     pub fn subscribe_if_confirmed(&self, channel: &str, tag: Option<Tag>) -> Option<Subscription> {
         self.inner.hub.subscribe_if_confirmed(channel, tag)
     }

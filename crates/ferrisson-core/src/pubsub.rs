@@ -222,12 +222,15 @@ impl Hub {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
             slot,
+            satisfied: false,
         }
     }
 
     /// Registers a waiter on `channel` only if the channel is already subscribed and confirmed
-    /// on the live connection (other local waiters are on it): then no message published from
-    /// now on can be missed, and the waiter need not try again after registering.
+    /// on the live connection, that is, other local waiters are on it: then no message
+    /// published from now on can be missed, and the waiter can queue behind them without a
+    /// try of its own (they are woken, or handed the lock, first; a head that leaves unserved
+    /// wakes the next).
     pub(crate) fn subscribe_if_confirmed(
         &self,
         channel: &str,
@@ -249,6 +252,7 @@ impl Hub {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
             slot,
+            satisfied: false,
         })
     }
 
@@ -372,6 +376,7 @@ pub struct Subscription {
     shared: Arc<HubShared>,
     channel: String,
     slot: Arc<Slot>,
+    satisfied: bool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -398,6 +403,13 @@ impl Subscription {
                 .channels
                 .get(&self.channel)
                 .is_some_and(|c| c.confirmed_epoch == state.epoch)
+    }
+
+    /// Marks the waiter as served (it got what it waited for), so that leaving the queue does
+    /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
+    /// head of the queue wakes the new head, which may have queued without a try of its own.
+    pub fn satisfied(&mut self) {
+        self.satisfied = true;
     }
 
     /// Waits up to `timeout` for [`is_confirmed`](Self::is_confirmed); returns whether it is.
@@ -456,9 +468,14 @@ impl Drop for Subscription {
         let mut state = self.shared.state();
         let mut kick = false;
         if let Some(channel) = state.channels.get_mut(&self.channel) {
+            let was_head = channel
+                .slots
+                .front()
+                .is_some_and(|s| Arc::ptr_eq(s, &self.slot));
             channel.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
-            if self.slot.pending.load(Ordering::Acquire) {
-                // The wake-up this waiter did not use belongs to the next one.
+            if self.slot.pending.load(Ordering::Acquire) || (was_head && !self.satisfied) {
+                // The wake-up this waiter did not use belongs to the next one; and a head
+                // leaving unserved passes the baton, so the queue never waits on nobody.
                 channel.wake(Wake::One);
             }
             if channel.slots.is_empty() {

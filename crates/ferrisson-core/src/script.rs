@@ -59,7 +59,7 @@ impl Script {
         self.compiled().get_hash()
     }
 
-    pub(crate) fn compiled(&self) -> &redis::Script {
+    fn compiled(&self) -> &redis::Script {
         self.compiled
             .get_or_init(|| redis::Script::new(self.source))
     }

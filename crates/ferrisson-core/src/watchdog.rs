@@ -334,6 +334,9 @@ async fn run(shared: Arc<WatchdogShared>) {
             }
             expire(&mut state, now);
             let batches = due_batches(&mut state, now);
+            // With nothing to do, the task still wakes once a period: a hold taken meanwhile
+            // is due no earlier than a period after it was taken, so taking it need not wake
+            // the task (only a shorter fixed lease does).
             let next_wake = state
                 .entries
                 .values()
@@ -344,22 +347,19 @@ async fn run(shared: Arc<WatchdogShared>) {
                         e.deadline
                     }
                 })
-                .min();
+                .min()
+                .unwrap_or(now + shared.period)
+                .min(now + shared.period);
             state.renew_calls += batches.len() as u64;
-            state.scheduled = next_wake;
+            state.scheduled = Some(next_wake);
             (batches, next_wake)
         };
         for batch in batches {
             tokio::spawn(renew(shared.clone(), batch, retry_interval));
         }
-        match next_wake {
-            Some(at) => {
-                tokio::select! {
-                    () = tokio::time::sleep_until(at) => {}
-                    () = shared.kick.notified() => {}
-                }
-            }
-            None => shared.kick.notified().await,
+        tokio::select! {
+            () = tokio::time::sleep_until(next_wake) => {}
+            () = shared.kick.notified() => {}
         }
     }
 }

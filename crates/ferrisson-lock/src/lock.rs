@@ -355,27 +355,28 @@ impl ReentrantLock {
         let deadline = options.wait_time().map(|w| Instant::now() + w);
         let client = &self.shared.client;
         let waits = options.wait_time() != Some(Duration::ZERO);
-        // When other local waiters keep the channel subscribed, register before the first try:
-        // then that try is the only one needed before waiting.
         let tag = || -> ferrisson_core::Tag {
             Arc::new(WaiterInfo {
                 owner: owner.clone(),
                 lease,
             })
         };
+        // When other local waiters keep the channel subscribed, the lock is taken and they are
+        // ahead: queue behind them without a try (no barging, no wasted call). They are woken
+        // or handed the lock first, and one leaving unserved wakes the next.
         let early = if waits {
             client.subscribe_if_confirmed(&self.shared.channel, Some(tag()))
         } else {
             None
         };
-        let mut ttl = match self.attempt(&owner, lease).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held(_) if !waits => return Ok(None),
-            Attempt::Held(ttl) => ttl,
-        };
-        let (subscription, mut try_first) = match early {
-            Some(subscription) => (subscription, false),
+        let (mut subscription, mut try_first, mut ttl) = match early {
+            Some(subscription) => (subscription, false, None),
             None => {
+                let ttl = match self.attempt(&owner, lease).await? {
+                    Attempt::Acquired(guard) => return Ok(Some(guard)),
+                    Attempt::Held(_) if !waits => return Ok(None),
+                    Attempt::Held(ttl) => ttl,
+                };
                 let subscription = client.subscribe(&self.shared.channel, wake_policy, Some(tag()));
                 let confirm_within = match deadline {
                     Some(d) => d.saturating_duration_since(Instant::now()),
@@ -388,7 +389,7 @@ impl ReentrantLock {
                 .await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
-                (subscription, true)
+                (subscription, true, Some(ttl))
             }
         };
         let mut outage_since: Option<Instant> = None;
@@ -396,12 +397,15 @@ impl ReentrantLock {
         loop {
             let bound = if try_first {
                 match self.attempt(&owner, lease).await {
-                    Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+                    Ok(Attempt::Acquired(guard)) => {
+                        subscription.satisfied();
+                        return Ok(Some(guard));
+                    }
                     Ok(Attempt::Held(held_ttl)) => {
                         outage_since = None;
                         failures = 0;
-                        ttl = held_ttl;
-                        ttl_bound(ttl, client.config().lease_duration())
+                        ttl = Some(held_ttl);
+                        ttl_bound(held_ttl, client.config().lease_duration())
                     }
                     Err(e) if e.is_connection_error() => {
                         let since = *outage_since.get_or_insert_with(Instant::now);
@@ -415,7 +419,10 @@ impl ReentrantLock {
                     Err(e) => return Err(e),
                 }
             } else {
-                ttl_bound(ttl, client.config().lease_duration())
+                // Queued without a try: the TTL is unknown, so re-check once a lease at most.
+                ttl.map_or(client.config().lease_duration(), |ttl| {
+                    ttl_bound(ttl, client.config().lease_duration())
+                })
             };
             try_first = true;
             let bound = if subscription.is_confirmed() {
@@ -435,7 +442,10 @@ impl ReentrantLock {
             };
             if let Woken::Handed(handoff) = subscription.wait(bound).await {
                 match handoff.downcast::<LockGuard>() {
-                    Ok(guard) => return Ok(Some(*guard)),
+                    Ok(guard) => {
+                        subscription.satisfied();
+                        return Ok(Some(*guard));
+                    }
                     Err(_) => {
                         return Err(Error::Protocol(
                             "a local hand-off carried something else than a lock guard".into(),

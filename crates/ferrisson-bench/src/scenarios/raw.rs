@@ -90,6 +90,37 @@ pub async fn load_scripts(
     Ok((shas[0].clone(), shas[1].clone()))
 }
 
+/// `tasks` raw lock + unlock cycles on distinct keys over one multiplexed connection: the
+/// same two script calls the library makes, with nothing around them.
+pub async fn raw_cycles(
+    url: &str,
+    variant: &str,
+    tasks: usize,
+) -> Result<Vec<Box<dyn Cycle>>, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let (acquire, release) = load_scripts(&mut con).await?;
+    Ok((0..tasks)
+        .map(|i| {
+            let key = format!("bench:raw:{variant}:{i}");
+            Box::new(RawCycle {
+                con: con.clone(),
+                token_key: format!("redisson_lock_token:{{{key}}}"),
+                channel: format!("redisson_lock__channel:{{{key}}}"),
+                latch_prefix: format!("redisson_unlock_latch:{{{key}}}"),
+                key,
+                owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
+                acquire: acquire.clone(),
+                release: release.clone(),
+                n: Default::default(),
+            }) as Box<dyn Cycle>
+        })
+        .collect())
+}
+
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let client = redis::Client::open(ctx.url.as_str()).map_err(|e| e.to_string())?;
     let mut con = client
@@ -124,24 +155,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         "us",
     );
 
-    let (acquire, release) = load_scripts(&mut con).await?;
     for (variant, tasks) in UNCONTENDED {
-        let cycles: Vec<Box<dyn Cycle>> = (0..tasks)
-            .map(|i| {
-                let key = format!("bench:raw:{variant}:{i}");
-                Box::new(RawCycle {
-                    con: con.clone(),
-                    token_key: format!("redisson_lock_token:{{{key}}}"),
-                    channel: format!("redisson_lock__channel:{{{key}}}"),
-                    latch_prefix: format!("redisson_unlock_latch:{{{key}}}"),
-                    key,
-                    owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
-                    acquire: acquire.clone(),
-                    release: release.clone(),
-                    n: Default::default(),
-                }) as Box<dyn Cycle>
-            })
-            .collect();
+        let cycles = raw_cycles(&ctx.url, variant, tasks).await?;
         let mut result = workload::run(cycles, ctx.phase(), Duration::ZERO).await?;
         records.push(
             "raw",

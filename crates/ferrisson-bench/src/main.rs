@@ -35,7 +35,8 @@ pub fn live_heap_bytes() -> i64 {
 }
 
 const USAGE: &str = "usage: ferrisson-bench [--quick] [--json FILE] [--svg FILE] \
-[--scenario raw|uncontended|contended|waiters|peers]... [--no-external-peers]";
+[--scenario raw|uncontended|contended|waiters|peers]... [--no-external-peers]
+       ferrisson-bench --from-json FILE [--svg FILE]   (print the table and draw the chart of an earlier run)";
 
 struct Args {
     quick: bool,
@@ -43,6 +44,7 @@ struct Args {
     svg: Option<PathBuf>,
     scenarios: Vec<String>,
     external_peers: bool,
+    from_json: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -52,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         svg: None,
         scenarios: Vec::new(),
         external_peers: true,
+        from_json: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -67,6 +70,9 @@ fn parse_args() -> Result<Args, String> {
                 args.scenarios.push(name);
             }
             "--no-external-peers" => args.external_peers = false,
+            "--from-json" => {
+                args.from_json = Some(it.next().ok_or("--from-json needs a file")?.into())
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -88,6 +94,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &args.from_json {
+        return redraw(path, args.svg.as_deref());
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -174,4 +183,28 @@ async fn run(args: Args) -> ExitCode {
         eprintln!("failed scenarios: {}", failed.join(", "));
         ExitCode::FAILURE
     }
+}
+
+/// Prints the table of an earlier run's JSON, and draws its chart.
+fn redraw(json: &std::path::Path, svg: Option<&std::path::Path>) -> ExitCode {
+    let records = match std::fs::read_to_string(json)
+        .map_err(|e| e.to_string())
+        .and_then(|text| {
+            serde_json::from_str::<Vec<record::Record>>(&text).map_err(|e| e.to_string())
+        }) {
+        Ok(records) => Records(records),
+        Err(e) => {
+            eprintln!("cannot read {}: {e}", json.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", report::table(&records));
+    if let Some(path) = svg {
+        if let Err(e) = std::fs::write(path, report::svg(&records)) {
+            eprintln!("cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
 }

@@ -261,14 +261,18 @@ impl ReentrantLock {
     ///
     /// Waiting costs Redis nothing while the lock does not change hands: the waiter sleeps on
     /// the client's one subscriber connection until a release message (or the holder's lease
-    /// ending) wakes it. Through a Redis outage it keeps waiting, for up to the client's
-    /// `wait_outage_limit`.
+    /// ending) wakes it. Local waiters queue in arrival order: a releasing holder of the same
+    /// client hands the lock to the first of them in its release call (at most
+    /// 8 times in a row, then it frees the lock for everyone), and a new caller queues behind
+    /// them instead of barging in. Through a Redis outage it keeps waiting, for up to the
+    /// client's `wait_outage_limit`.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, and nothing leaks: each attempt runs in a task of its own, and an attempt
-    /// that succeeds after this future was dropped releases the lock at once. A dropped waiter
-    /// hands any wake-up it received to the next local waiter.
+    /// Cancel safe, and nothing leaks: if the future is dropped while an acquire call may have
+    /// run, a release of that one hold follows it on the same connection (so Redis runs it
+    /// after the acquire), and a lock handed to a waiter that has left is released at once. A
+    /// dropped waiter hands any wake-up it received to the next local waiter.
     ///
     /// # Errors
     ///

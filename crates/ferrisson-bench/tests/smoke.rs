@@ -1,0 +1,80 @@
+//! Runs the harness in `--quick` mode against a server it spawns and checks its output is
+//! well formed. No timing is asserted: numbers from a debug build on a shared machine mean
+//! nothing; that they are produced, named and finite does.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+#[test]
+fn a_quick_run_writes_well_formed_json_and_a_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("results.json");
+    let svg = dir.path().join("chart.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_ferrisson-bench"))
+        .arg("--quick")
+        .arg("--no-external-peers")
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .env_remove("REDIS_URL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the harness failed:\n{stdout}\n{stderr}"
+    );
+
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(!records.is_empty());
+    let mut scenarios = BTreeSet::new();
+    let mut libraries = BTreeSet::new();
+    for record in &records {
+        let object = record.as_object().unwrap();
+        let keys: BTreeSet<&str> = object.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from(["library", "metric", "scenario", "unit", "value", "variant"]),
+            "{record}"
+        );
+        for key in ["scenario", "variant", "library", "metric", "unit"] {
+            assert!(!object[key].as_str().unwrap().is_empty(), "{record}");
+        }
+        assert!(object["value"].as_f64().unwrap().is_finite(), "{record}");
+        scenarios.insert(object["scenario"].as_str().unwrap().to_owned());
+        libraries.insert(object["library"].as_str().unwrap().to_owned());
+    }
+    for scenario in ["raw", "uncontended", "contended", "waiters"] {
+        assert!(scenarios.contains(scenario), "no {scenario} records");
+    }
+    for library in ["redis-rs", "ferrisson", "rslock"] {
+        assert!(libraries.contains(library), "no {library} records");
+    }
+    let find = |scenario: &str, metric: &str| {
+        records.iter().any(|r| {
+            r["scenario"] == scenario && r["library"] == "ferrisson" && r["metric"] == metric
+        })
+    };
+    for (scenario, metric) in [
+        ("uncontended", "ratio_to_raw"),
+        ("contended", "commands_per_acquisition"),
+        ("contended", "subscriber_connections"),
+        ("waiters", "bytes_per_waiter"),
+        ("waiters", "idle_commands_per_sec"),
+        ("waiters", "handoff_us"),
+    ] {
+        assert!(
+            find(scenario, metric),
+            "no {scenario}/{metric} for ferrisson"
+        );
+    }
+    assert!(stdout.contains("node and python peers skipped"), "{stdout}");
+
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert!(chart.contains("ferrisson"));
+}

@@ -28,7 +28,7 @@ pub use client::Client;
 pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
 pub use owner::Owner;
-pub use pubsub::{Claim, Handoff, Subscription, Tag, Wake, WakePolicy, Woken};
+pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken};
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
 pub use watchdog::{BATCH, LeaseHandle, LeaseSpec, LeaseState};
 

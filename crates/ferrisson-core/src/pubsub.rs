@@ -87,6 +87,9 @@ struct Slot {
     tag: Option<Tag>,
     /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
     claimed: AtomicBool,
+    /// The waiter is trying right now (guarded by the hub's lock): it cannot be claimed, or
+    /// its own try and a hand-off could both give it the synchronizer.
+    busy: AtomicBool,
     handoff: Mutex<Option<Handoff>>,
 }
 
@@ -222,7 +225,7 @@ impl Hub {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
             slot,
-            satisfied: false,
+            satisfied: AtomicBool::new(false),
         }
     }
 
@@ -252,7 +255,7 @@ impl Hub {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
             slot,
-            satisfied: false,
+            satisfied: AtomicBool::new(false),
         })
     }
 
@@ -272,6 +275,7 @@ impl Hub {
             .find(|s| {
                 s.tag.is_some()
                     && !s.claimed.load(Ordering::Acquire)
+                    && !s.busy.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
             })?
             .clone();
@@ -300,6 +304,7 @@ fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
         notify: Notify::new(),
         tag,
         claimed: AtomicBool::new(false),
+        busy: AtomicBool::new(false),
         handoff: Mutex::new(None),
     })
 }
@@ -376,7 +381,7 @@ pub struct Subscription {
     shared: Arc<HubShared>,
     channel: String,
     slot: Arc<Slot>,
-    satisfied: bool,
+    satisfied: AtomicBool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -408,8 +413,29 @@ impl Subscription {
     /// Marks the waiter as served (it got what it waited for), so that leaving the queue does
     /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
     /// head of the queue wakes the new head, which may have queued without a try of its own.
-    pub fn satisfied(&mut self) {
-        self.satisfied = true;
+    pub fn satisfied(&self) {
+        self.satisfied.store(true, Ordering::Release);
+    }
+
+    /// Announces that the waiter is about to try (send its acquire). While the returned
+    /// [`Trying`] lives, no releaser can claim it for a hand-off, so a try and a hand-off never
+    /// both give it the synchronizer. If a releaser has claimed it already, the try must not
+    /// happen: `Err(Some(handoff))` when the hand-off has arrived, `Err(None)` when it is on
+    /// its way (wait for it: [`wait`](Self::wait) returns it, or a wake-up if it fails).
+    ///
+    /// # Errors
+    ///
+    /// As above: the waiter is claimed, or already handed the synchronizer.
+    pub fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
+        let _state = self.shared.state();
+        if let Some(handoff) = self.slot.take_handoff() {
+            return Err(Some(handoff));
+        }
+        if self.slot.claimed.load(Ordering::Acquire) {
+            return Err(None);
+        }
+        self.slot.busy.store(true, Ordering::Release);
+        Ok(Trying { slot: &self.slot })
     }
 
     /// Waits up to `timeout` for [`is_confirmed`](Self::is_confirmed); returns whether it is.
@@ -463,6 +489,28 @@ impl Subscription {
     }
 }
 
+/// A waiter's try in progress (see [`Subscription::begin_try`]); dropping it ends the try.
+#[derive(Debug)]
+pub struct Trying<'a> {
+    slot: &'a Slot,
+}
+
+impl Drop for Trying<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("claimed", &self.claimed.load(Ordering::Relaxed))
+            .field("busy", &self.busy.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.shared.state();
@@ -473,7 +521,7 @@ impl Drop for Subscription {
                 .front()
                 .is_some_and(|s| Arc::ptr_eq(s, &self.slot));
             channel.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
-            if self.slot.pending.load(Ordering::Acquire) || (was_head && !self.satisfied) {
+            if self.slot.pending.load(Ordering::Acquire) || (was_head && !self.satisfied.load(Ordering::Acquire)) {
                 // The wake-up this waiter did not use belongs to the next one; and a head
                 // leaving unserved passes the baton, so the queue never waits on nobody.
                 channel.wake(Wake::One);

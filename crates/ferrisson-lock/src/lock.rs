@@ -373,7 +373,7 @@ impl ReentrantLock {
         } else {
             None
         };
-        let (mut subscription, mut try_first, mut ttl) = match early {
+        let (subscription, mut try_first, mut ttl) = match early {
             Some(subscription) => (subscription, false, None),
             None => {
                 let ttl = match self.attempt(&owner, lease).await? {
@@ -400,27 +400,40 @@ impl ReentrantLock {
         let mut failures = 0u32;
         loop {
             let bound = if try_first {
-                match self.attempt(&owner, lease).await {
-                    Ok(Attempt::Acquired(guard)) => {
+                match subscription.begin_try() {
+                    Err(Some(handoff)) => {
                         subscription.satisfied();
-                        return Ok(Some(guard));
+                        return handed_guard(handoff).map(Some);
                     }
-                    Ok(Attempt::Held(held_ttl)) => {
-                        outage_since = None;
-                        failures = 0;
-                        ttl = Some(held_ttl);
-                        ttl_bound(held_ttl, client.config().lease_duration())
-                    }
-                    Err(e) if e.is_connection_error() => {
-                        let since = *outage_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() > client.config().outage_limit() {
-                            return Err(e);
+                    // A local releaser claimed this waiter: the lock (or a wake-up, if the
+                    // hand-off fails) is on its way; trying now could take a second hold.
+                    Err(None) => client.config().response_timeout_duration(),
+                    Ok(trying) => {
+                        let result = self.attempt(&owner, lease).await;
+                        drop(trying);
+                        match result {
+                            Ok(Attempt::Acquired(guard)) => {
+                                subscription.satisfied();
+                                return Ok(Some(guard));
+                            }
+                            Ok(Attempt::Held(held_ttl)) => {
+                                outage_since = None;
+                                failures = 0;
+                                ttl = Some(held_ttl);
+                                ttl_bound(held_ttl, client.config().lease_duration())
+                            }
+                            Err(e) if e.is_connection_error() => {
+                                let since = *outage_since.get_or_insert_with(Instant::now);
+                                if since.elapsed() > client.config().outage_limit() {
+                                    return Err(e);
+                                }
+                                failures += 1;
+                                tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
+                                client.config().retry_policy().backoff(failures)
+                            }
+                            Err(e) => return Err(e),
                         }
-                        failures += 1;
-                        tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
-                        client.config().retry_policy().backoff(failures)
                     }
-                    Err(e) => return Err(e),
                 }
             } else {
                 // Queued without a try: the TTL is unknown, so re-check once a lease at most.
@@ -445,17 +458,8 @@ impl ReentrantLock {
                 None => bound,
             };
             if let Woken::Handed(handoff) = subscription.wait(bound).await {
-                match handoff.downcast::<LockGuard>() {
-                    Ok(guard) => {
-                        subscription.satisfied();
-                        return Ok(Some(*guard));
-                    }
-                    Err(_) => {
-                        return Err(Error::Protocol(
-                            "a local hand-off carried something else than a lock guard".into(),
-                        ));
-                    }
-                }
+                subscription.satisfied();
+                return handed_guard(handoff).map(Some);
             }
         }
     }
@@ -568,6 +572,16 @@ impl ReentrantLock {
             .await?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
+}
+
+/// The guard a local releaser handed over.
+fn handed_guard(handoff: ferrisson_core::Handoff) -> Result<LockGuard> {
+    handoff
+        .downcast::<LockGuard>()
+        .map(|guard| *guard)
+        .map_err(|_| {
+            Error::Protocol("a local hand-off carried something else than a lock guard".into())
+        })
 }
 
 fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {

@@ -94,7 +94,8 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Settings for the server at `url` (`redis://`, `rediss://` or `unix://`), with defaults
+    /// Settings for the server at `url` (`redis://`, `unix://`, or `rediss://` with the
+    /// `tls-rustls` or `tls-native-tls` feature), with defaults
     /// for everything else: a 30 s lease renewed every 10 s, a 3 s response timeout, three
     /// retries of calls that failed on a broken connection.
     pub fn new(url: impl Into<String>) -> Self {

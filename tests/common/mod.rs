@@ -43,18 +43,7 @@ where
 /// `INFO commandstats` as command → calls.
 pub fn command_calls(con: &mut redis::Connection) -> HashMap<String, u64> {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix("cmdstat_")?;
-            let (name, stats) = rest.split_once(':')?;
-            let calls = stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
+    ferrisson_testkit::parse_command_calls(&info)
 }
 
 /// Calls of `command` between two snapshots.
@@ -65,14 +54,7 @@ pub fn delta(before: &HashMap<String, u64>, after: &HashMap<String, u64>, comman
 /// Connections with at least one channel or pattern subscription (`CLIENT LIST`).
 pub fn subscriber_connections(con: &mut redis::Connection) -> usize {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
-    list.lines()
-        .filter(|line| {
-            line.split(' ').any(|kv| {
-                (kv.starts_with("sub=") || kv.starts_with("psub=") || kv.starts_with("ssub="))
-                    && !kv.ends_with("=0")
-            })
-        })
-        .count()
+    ferrisson_testkit::count_subscriber_connections(&list)
 }
 
 /// Commands other than `INFO` in a snapshot.

@@ -57,18 +57,7 @@ impl Probe {
             .query_async(&mut con)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(info
-            .lines()
-            .filter_map(|line| {
-                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = stats
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix("calls="))?
-                    .parse()
-                    .ok()?;
-                Some((name.to_owned(), calls))
-            })
-            .collect())
+        Ok(ferrisson_testkit::parse_command_calls(&info))
     }
 
     /// Connections with a channel or pattern subscription.
@@ -79,15 +68,7 @@ impl Probe {
             .query_async(&mut con)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(list
-            .lines()
-            .filter(|line| {
-                line.split(' ').any(|kv| {
-                    (kv.starts_with("sub=") || kv.starts_with("psub=") || kv.starts_with("ssub="))
-                        && !kv.ends_with("=0")
-                })
-            })
-            .count())
+        Ok(ferrisson_testkit::count_subscriber_connections(&list))
     }
 
     pub async fn flushall(&self) -> Result<(), String> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ferrisson_core::{Error, Instant, LeaseHandle, LossReason, Owner, Result};
 
-use crate::lock::{LockShared, Released};
+use crate::lock::{LockShared, Released, spawn_cleanup};
 
 /// One hold of a [`ReentrantLock`](crate::ReentrantLock).
 ///
@@ -174,21 +174,19 @@ impl Drop for LockGuard {
             .then(|| self.shared.client.config().lease_duration());
         let handoff = lease.lost_reason().is_none() && lease.holds() == 1;
         drop(lease);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let shared = self.shared.clone();
-                let owner = self.owner.clone();
-                runtime.spawn(async move {
-                    if let Err(e) = shared.release(&owner, renew_lease, handoff).await {
-                        tracing::warn!(key = %shared.key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
-                    }
-                });
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        let spawned = spawn_cleanup(async move {
+            if let Err(e) = shared.release(&owner, renew_lease, handoff).await {
+                tracing::warn!(key = %shared.key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
             }
-            Err(_) => tracing::warn!(
+        });
+        if !spawned {
+            tracing::warn!(
                 key = %self.shared.key,
                 owner = %self.owner,
                 "lock guard dropped outside a Tokio runtime; the hold ends with its lease"
-            ),
+            );
         }
     }
 }

@@ -593,6 +593,20 @@ fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
     }
 }
 
+/// Runs a cleanup in the background from a `Drop`, on the current Tokio runtime; returns
+/// false (nothing runs) outside one: the hold then ends with its lease.
+pub(crate) fn spawn_cleanup(
+    cleanup: impl std::future::Future<Output = ()> + Send + 'static,
+) -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(cleanup);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Armed while an acquire call is in flight; dropped armed, it releases what the call may
 /// have taken.
 struct Abandoned<'a> {
@@ -606,12 +620,9 @@ impl Drop for Abandoned<'_> {
         if !self.armed {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let shared = self.shared.clone();
         let owner = self.owner.clone();
-        runtime.spawn(async move {
+        spawn_cleanup(async move {
             if let Err(e) = shared.release(&owner, None, false).await {
                 tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
             }
@@ -635,16 +646,15 @@ impl Drop for Resend {
         if !self.armed {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let shared = self.shared.clone();
         let owner = self.owner.clone();
         let renew_lease = self.renew_lease;
         let request_id = std::mem::take(&mut self.request_id);
         let successor = self.successor.take();
-        runtime.spawn(async move {
-            let outcome = shared.release_call(&owner, renew_lease, None, &request_id).await;
+        spawn_cleanup(async move {
+            let outcome = shared
+                .release_call(&owner, renew_lease, None, &request_id)
+                .await;
             let undo = match outcome {
                 Ok((2, _)) => successor,
                 Ok(_) => None,

@@ -382,6 +382,35 @@ mod docker {
     }
 }
 
+/// Parses `INFO commandstats` into command → calls.
+pub fn parse_command_calls(info: &str) -> std::collections::HashMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Counts the connections of a `CLIENT LIST` reply that hold a channel, pattern or shard
+/// channel subscription.
+pub fn count_subscriber_connections(client_list: &str) -> usize {
+    client_list
+        .lines()
+        .filter(|line| {
+            line.split(' ').any(|kv| {
+                (kv.starts_with("sub=") || kv.starts_with("psub=") || kv.starts_with("ssub="))
+                    && !kv.ends_with("=0")
+            })
+        })
+        .count()
+}
+
 /// A name no other test uses, for keys on a shared server.
 pub fn unique_name(prefix: &str) -> String {
     format!(

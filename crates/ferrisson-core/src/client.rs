@@ -30,15 +30,15 @@ impl Connection {
     pub(crate) async fn eval(
         &self,
         script: &Script,
-        call: &ScriptCall,
+        call: &ScriptCall<'_>,
     ) -> redis::RedisResult<Value> {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.sha1()).arg(call.keys.len());
         for key in &call.keys {
-            cmd.arg(key.as_str());
+            cmd.arg(key.as_ref());
         }
-        for arg in &call.args {
-            cmd.arg(arg.as_slice());
+        for arg in call.args() {
+            cmd.arg(arg);
         }
         match self.query(&cmd).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
@@ -195,7 +195,7 @@ impl Client {
     pub async fn eval_once<T: FromRedisValue>(
         &self,
         script: &Script,
-        call: &ScriptCall,
+        call: &ScriptCall<'_>,
     ) -> Result<T> {
         let value = self
             .inner
@@ -213,7 +213,11 @@ impl Client {
     /// # Errors
     ///
     /// As [`eval_once`](Self::eval_once), after the last retry.
-    pub async fn eval<T: FromRedisValue>(&self, script: &Script, call: &ScriptCall) -> Result<T> {
+    pub async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        call: &ScriptCall<'_>,
+    ) -> Result<T> {
         self.retrying(|_| self.eval_once(script, call)).await
     }
 
@@ -320,10 +324,10 @@ impl Client {
     }
 }
 
-fn script_error(e: redis::RedisError, call: &ScriptCall) -> Error {
+fn script_error(e: redis::RedisError, call: &ScriptCall<'_>) -> Error {
     if e.code() == Some("WRONGTYPE") {
         Error::WrongType {
-            key: call.keys.first().cloned().unwrap_or_default(),
+            key: call.keys.first().map(|k| k.to_string()).unwrap_or_default(),
         }
     } else {
         Error::Redis(e)

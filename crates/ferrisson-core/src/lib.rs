@@ -30,7 +30,7 @@ pub use error::{Error, LossReason, Result, map_redis_error};
 pub use owner::Owner;
 pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken};
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
-pub use watchdog::{BATCH, LeaseHandle, LeaseSpec, LeaseState};
+pub use watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 
 /// Re-exported for synchronizer crates: `tokio::time::Instant`, the clock of [`LeaseSpec`].
 pub use tokio::time::Instant;

@@ -15,6 +15,10 @@ static NEXT_NON_TASK: AtomicU64 = AtomicU64::new(NON_TASK_BASE);
 
 thread_local! {
     static THREAD_OWNER: u64 = NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed);
+    /// The last owner made on this thread, by task and client id: a task making many calls
+    /// formats its owner once.
+    static LAST_OWNER: std::cell::RefCell<Option<(Option<tokio::task::Id>, usize, Owner)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// The identity a hold is recorded under: `<client-id>:<n>`.
@@ -27,11 +31,27 @@ pub struct Owner(Arc<str>);
 impl Owner {
     /// The owner of the calling task (or thread, outside any task) for client `client_id`.
     pub(crate) fn current(client_id: &str) -> Self {
-        let n = match tokio::task::try_id() {
+        let task = tokio::task::try_id();
+        // The client id string lives as long as its client; its address tells clients apart.
+        let client = client_id.as_ptr() as usize;
+        let cached = LAST_OWNER.with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|(t, c, owner)| {
+                    *t == task && *c == client && owner.0.starts_with(client_id)
+                })
+                .map(|(_, _, owner)| owner.clone())
+        });
+        if let Some(owner) = cached {
+            return owner;
+        }
+        let n = match task {
             Some(id) => id.to_string(),
             None => THREAD_OWNER.with(|n| n.to_string()),
         };
-        Self(format!("{client_id}:{n}").into())
+        let owner = Self(format!("{client_id}:{n}").into());
+        LAST_OWNER.with(|last| *last.borrow_mut() = Some((task, client, owner.clone())));
+        owner
     }
 
     /// A fresh owner, distinct from every task's and every other explicit owner's.

@@ -152,6 +152,8 @@ struct HubState {
 
 pub(crate) struct HubShared {
     state: Mutex<HubState>,
+    /// How many channels have local waiters: lets the uncontended path skip the hub's lock.
+    active: std::sync::atomic::AtomicUsize,
     kick: Notify,
     confirmations: watch::Sender<u64>,
 }
@@ -179,6 +181,7 @@ impl Hub {
     ) -> Self {
         let shared = Arc::new(HubShared {
             state: Mutex::new(HubState::default()),
+            active: std::sync::atomic::AtomicUsize::new(0),
             kick: Notify::new(),
             confirmations: watch::Sender::new(0),
         });
@@ -208,6 +211,7 @@ impl Hub {
             .entry(channel.to_owned())
             .or_insert_with(|| {
                 kick = true;
+                self.shared.active.fetch_add(1, Ordering::AcqRel);
                 Channel {
                     slots: VecDeque::new(),
                     policy,
@@ -239,6 +243,9 @@ impl Hub {
         channel: &str,
         tag: Option<Tag>,
     ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let mut state = self.shared.state();
         let epoch = state.epoch;
         if !state.connected {
@@ -263,6 +270,9 @@ impl Hub {
     /// channel's hand-off streak has reached `max_streak` (then the streak restarts and the
     /// caller should release publicly).
     pub(crate) fn claim(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let mut state = self.shared.state();
         let entry = state.channels.get_mut(channel)?;
         if entry.streak >= max_streak {
@@ -530,6 +540,7 @@ impl Drop for Subscription {
             }
             if channel.slots.is_empty() {
                 state.channels.remove(&self.channel);
+                self.shared.active.fetch_sub(1, Ordering::AcqRel);
                 kick = true;
             }
         }

@@ -10,6 +10,7 @@
 //! (`-- operation: lock/acquire`, `-- protocol: 1`); [`Script::header`] reads them so that
 //! tests can check every file against the registry and against [`PROTOCOL_VERSION`].
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
@@ -96,33 +97,43 @@ impl Script {
     }
 }
 
-/// One call of a script: its keys and arguments.
+/// One call of a script: its keys and arguments. Keys may be borrowed, and arguments are
+/// written into one buffer, so building a call allocates little.
 #[derive(Debug, Clone, Default)]
-pub struct ScriptCall {
-    pub(crate) keys: Vec<String>,
-    pub(crate) args: Vec<Vec<u8>>,
+pub struct ScriptCall<'a> {
+    pub(crate) keys: Vec<Cow<'a, str>>,
+    /// The arguments, in a command used as a buffer (never sent as is).
+    pub(crate) args: redis::Cmd,
 }
 
-impl ScriptCall {
+impl<'a> ScriptCall<'a> {
     /// An empty call.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Appends a key (`KEYS[n]`).
-    pub fn key(mut self, key: impl Into<String>) -> Self {
+    pub fn key(mut self, key: impl Into<Cow<'a, str>>) -> Self {
         self.keys.push(key.into());
         self
     }
 
     /// Appends an argument (`ARGV[n]`).
     pub fn arg(mut self, arg: impl redis::ToRedisArgs) -> Self {
-        self.args.extend(arg.to_redis_args());
+        self.args.arg(arg);
         self
     }
 
     /// The keys of the call.
-    pub fn keys(&self) -> &[String] {
+    pub fn keys(&self) -> &[Cow<'a, str>] {
         &self.keys
+    }
+
+    /// The arguments of the call, each as bytes.
+    pub(crate) fn args(&self) -> impl Iterator<Item = &[u8]> {
+        self.args.args_iter().filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
     }
 }

@@ -169,6 +169,7 @@ impl Watchdog {
             id: entry.id,
             lost: entry.lost.subscribe(),
             renewing: entry.renewing,
+            ended: false,
         };
         let wake = if entry.renewing {
             entry.next_renew.min(entry.deadline)
@@ -220,6 +221,18 @@ pub struct LeaseHandle {
     id: u64,
     lost: watch::Receiver<Option<LossReason>>,
     renewing: bool,
+    ended: bool,
+}
+
+/// How a hold stood when it ended locally ([`LeaseHandle::end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseEnd {
+    /// Why the hold had been lost, if it had.
+    pub lost: Option<LossReason>,
+    /// Whether it was the last local hold of its entry (the owner holds nothing more).
+    pub last_hold: bool,
+    /// Whether the watchdog renewed it.
+    pub renewed: bool,
 }
 
 impl std::fmt::Debug for LeaseHandle {
@@ -274,6 +287,36 @@ impl LeaseHandle {
         }
     }
 
+    /// Ends this hold locally (as dropping it does) and says, in one look at the table, how it
+    /// stood: why it was lost (if it was), and whether it was the entry's last hold.
+    pub fn end(mut self) -> LeaseEnd {
+        let renewed = self.renewing;
+        let now = Instant::now();
+        let mut state = self.shared.state();
+        let mut last = false;
+        if let Some(entry) = state.entries.get_mut(&self.key).filter(|e| e.id == self.id) {
+            if entry.deadline <= now {
+                let reason = loss_reason_at_deadline(entry);
+                if let Some(entry) = state.entries.remove(&self.key) {
+                    signal_loss(&self.key, &entry, reason, now);
+                }
+            } else {
+                entry.holds = entry.holds.saturating_sub(1);
+                last = entry.holds == 0;
+                if last {
+                    state.entries.remove(&self.key);
+                }
+            }
+        }
+        drop(state);
+        self.ended = true;
+        LeaseEnd {
+            lost: *self.lost.borrow(),
+            last_hold: last,
+            renewed,
+        }
+    }
+
     /// Live holds on this hold's entry (re-entries of the same owner share one entry); 0 once
     /// the entry is lost.
     pub fn holds(&self) -> u32 {
@@ -303,6 +346,9 @@ impl LeaseHandle {
 
 impl Drop for LeaseHandle {
     fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
         let mut state = self.shared.state();
         if let Some(entry) = state.entries.get_mut(&self.key)
             && entry.id == self.id
@@ -435,7 +481,7 @@ fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {
 async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Duration) {
     let mut call = ScriptCall::new().arg(batch.lease.as_millis() as u64);
     for ((_, key, owner), _) in &batch.members {
-        call = call.key(key.clone()).arg(owner.as_str());
+        call = call.key(key.as_str()).arg(owner.as_str());
     }
     let sent_at = Instant::now();
     let budget = shared

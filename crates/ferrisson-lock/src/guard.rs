@@ -142,14 +142,14 @@ impl LockGuard {
         let Some(lease) = self.lease.take() else {
             return Ok(());
         };
-        let lost = lease.lost_reason();
-        let renew_lease = lease
-            .is_renewed()
+        // Leave the watchdog first, so it does not renew a hold being released; only the
+        // last local hold of a live lock can go straight to a local waiter.
+        let end = lease.end();
+        let lost = end.lost;
+        let renew_lease = end
+            .renewed
             .then(|| self.shared.client.config().lease_duration());
-        // Only the last local hold of a live lock can go straight to a local waiter.
-        let handoff = lost.is_none() && lease.holds() == 1;
-        // Leave the watchdog first, so it does not renew a hold being released.
-        drop(lease);
+        let handoff = lost.is_none() && end.last_hold;
         // Boxed: the call's state is on the heap only while it runs, so the futures of tasks
         // that will unlock later stay small while they wait.
         let released = Box::pin(self.shared.release(&self.owner, renew_lease, handoff)).await?;
@@ -169,11 +169,11 @@ impl Drop for LockGuard {
         let Some(lease) = self.lease.take() else {
             return;
         };
-        let renew_lease = lease
-            .is_renewed()
+        let end = lease.end();
+        let renew_lease = end
+            .renewed
             .then(|| self.shared.client.config().lease_duration());
-        let handoff = lease.lost_reason().is_none() && lease.holds() == 1;
-        drop(lease);
+        let handoff = end.lost.is_none() && end.last_hold;
         let shared = self.shared.clone();
         let owner = self.owner.clone();
         let spawned = spawn_cleanup(async move {

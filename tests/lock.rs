@@ -942,3 +942,73 @@ async fn waiters_cancelled_around_a_hand_off_leak_nothing() {
     })
     .await;
 }
+
+/// A client whose calls time out after 100 ms and are retried, for lost-reply tests.
+async fn impatient_client(url: &str) -> ferrisson::Client {
+    let retry = ferrisson::RetryPolicy {
+        retries: 10,
+        min_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+    };
+    ferrisson::Client::with_config(
+        ferrisson::ClientConfig::new(url)
+            .response_timeout(Duration::from_millis(100))
+            .retry(retry),
+    )
+    .await
+    .unwrap()
+}
+
+/// Freezes the server for a while in the background: calls sent meanwhile time out, are
+/// retried, and Redis runs the first attempt and its retries once it thaws.
+fn freeze_for(server: &RedisServer, pause: Duration) -> std::thread::JoinHandle<()> {
+    let pid = server.pid().unwrap();
+    server.pause();
+    std::thread::spawn(move || {
+        std::thread::sleep(pause);
+        let _ = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -CONT {pid}"))
+            .status();
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_retried_after_a_lost_reply_counts_once() {
+    let server = RedisServer::spawn();
+    let a = impatient_client(&server.url()).await;
+    let lock = ReentrantLock::new(&a, &unique_name("lost-acquire")).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    let thaw = freeze_for(&server, Duration::from_millis(350));
+    let guard = lock.lock().await.unwrap();
+    thaw.join().unwrap();
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        1,
+        "the retries did not count again"
+    );
+    guard.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_retried_after_a_lost_reply_releases_once() {
+    let server = RedisServer::spawn();
+    let a = impatient_client(&server.url()).await;
+    let lock = ReentrantLock::new(&a, &unique_name("lost-unlock")).unwrap();
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+
+    let thaw = freeze_for(&server, Duration::from_millis(350));
+    inner.unlock().await.unwrap();
+    thaw.join().unwrap();
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        1,
+        "the retries did not release again"
+    );
+    outer.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

@@ -57,14 +57,7 @@ pub fn subscriber_connections(con: &mut redis::Connection) -> usize {
     ferrisson_testkit::count_subscriber_connections(&list)
 }
 
-/// Commands other than `INFO` in a snapshot.
-pub fn total_calls(calls: &HashMap<String, u64>) -> u64 {
-    calls
-        .iter()
-        .filter(|(k, _)| k.as_str() != "info")
-        .map(|(_, v)| v)
-        .sum()
-}
+pub use ferrisson_testkit::total_calls;
 
 /// `INFO commandstats` once the server has stopped receiving commands (other than `INFO`)
 /// for a moment: what clients had in flight has landed.

@@ -128,14 +128,7 @@ impl CommandCounter {
     }
 }
 
-/// Total of all commands but `INFO` in a commandstats snapshot.
-pub fn total_calls(calls: &HashMap<String, u64>) -> u64 {
-    calls
-        .iter()
-        .filter(|(k, _)| k.as_str() != "info")
-        .map(|(_, v)| v)
-        .sum()
-}
+pub use ferrisson_testkit::total_calls;
 
 /// Resident memory of this process, in bytes (Linux); `None` elsewhere.
 pub fn resident_bytes() -> Option<u64> {

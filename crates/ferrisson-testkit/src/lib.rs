@@ -397,6 +397,16 @@ pub fn parse_command_calls(info: &str) -> std::collections::HashMap<String, u64>
         .collect()
 }
 
+/// The calls of every command but `INFO` (which the measuring itself sends) in a
+/// [`parse_command_calls`] snapshot.
+pub fn total_calls(calls: &std::collections::HashMap<String, u64>) -> u64 {
+    calls
+        .iter()
+        .filter(|(command, _)| command.as_str() != "info")
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Counts the connections of a `CLIENT LIST` reply that hold a channel, pattern or shard
 /// channel subscription.
 pub fn count_subscriber_connections(client_list: &str) -> usize {

@@ -33,9 +33,7 @@ pub fn record_uncontended(
     p50: f64,
     p99: f64,
 ) {
-    records.push("uncontended", variant, library, "ops_per_sec", ops, "ops/s");
-    records.push("uncontended", variant, library, "p50_us", p50, "us");
-    records.push("uncontended", variant, library, "p99_us", p99, "us");
+    push_figures(records, variant, library, ops, p50, p99);
     // The ceiling: raw calls measured in the same scenario (interleaved with ferrisson's
     // rounds), else the `raw` scenario's.
     let ceiling = |records: &Records, metric: &str| {
@@ -82,6 +80,19 @@ pub fn record_run(
 
 const RAW: &str = "redis-rs";
 
+/// Ops/s, p50 and p99 of a run.
+fn push_figures(records: &mut Records, variant: &str, library: &str, ops: f64, p50: f64, p99: f64) {
+    records.push("uncontended", variant, library, "ops_per_sec", ops, "ops/s");
+    records.push("uncontended", variant, library, "p50_us", p50, "us");
+    records.push("uncontended", variant, library, "p99_us", p99, "us");
+}
+
+/// As [`push_figures`], from a run's samples.
+fn push_run(records: &mut Records, variant: &str, library: &str, run: &mut workload::RunResult) {
+    let (p50, p99) = (run.cycles.percentile(50.0), run.cycles.percentile(99.0));
+    push_figures(records, variant, library, run.per_sec(), p50, p99);
+}
+
 /// Rounds per variant: raw and ferrisson alternate, so that both see the same machine, and the
 /// ratios are the medians of the per-round ratios (these machines are noisy: a drift hits both
 /// sides of a round alike, and an outlier round does not move a median).
@@ -123,29 +134,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             raw.merge(raw_round);
             ours.merge(our_round);
         }
-        let (p50, p99) = (raw.cycles.percentile(50.0), raw.cycles.percentile(99.0));
-        records.push(
-            "uncontended",
-            variant,
-            RAW,
-            "ops_per_sec",
-            raw.per_sec(),
-            "ops/s",
-        );
-        records.push("uncontended", variant, RAW, "p50_us", p50, "us");
-        records.push("uncontended", variant, RAW, "p99_us", p99, "us");
-        let (p50, p99) = (ours.cycles.percentile(50.0), ours.cycles.percentile(99.0));
+        push_run(records, variant, RAW, &mut raw);
         let lib = "ferrisson";
-        records.push(
-            "uncontended",
-            variant,
-            lib,
-            "ops_per_sec",
-            ours.per_sec(),
-            "ops/s",
-        );
-        records.push("uncontended", variant, lib, "p50_us", p50, "us");
-        records.push("uncontended", variant, lib, "p99_us", p99, "us");
+        push_run(records, variant, lib, &mut ours);
         records.push(
             "uncontended",
             variant,

@@ -8,7 +8,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Value};
 
 use crate::config::ClientConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
 use crate::pubsub::{Claim, Hub, Subscription, Tag, WakePolicy};
@@ -232,21 +232,16 @@ impl Client {
     pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.retrying(|_| async {
             let value = self.inner.conn.query(cmd).await.map_err(|e| {
-                if e.code() == Some("WRONGTYPE") {
-                    let key = cmd
-                        .args_iter()
-                        .nth(1)
-                        .and_then(|a| match a {
-                            redis::Arg::Simple(bytes) => {
-                                Some(String::from_utf8_lossy(bytes).into_owned())
-                            }
-                            _ => None,
-                        })
-                        .unwrap_or_default();
-                    Error::WrongType { key }
-                } else {
-                    Error::Redis(e)
-                }
+                // The key is the command's first argument (`EXISTS key`, `HGET key field`).
+                let key = cmd
+                    .args_iter()
+                    .nth(1)
+                    .and_then(|a| match a {
+                        redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                map_redis_error(e, key)
             })?;
             redis::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
         })
@@ -327,11 +322,5 @@ impl Client {
 }
 
 fn script_error(e: redis::RedisError, call: &ScriptCall<'_>) -> Error {
-    if e.code() == Some("WRONGTYPE") {
-        Error::WrongType {
-            key: call.keys.first().map(|k| k.to_string()).unwrap_or_default(),
-        }
-    } else {
-        Error::Redis(e)
-    }
+    map_redis_error(e, call.keys.first().map_or("", |k| k.as_ref()))
 }

@@ -44,8 +44,7 @@ pub enum Error {
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
 
-    /// The client was shut down or its background tasks are gone (the Tokio runtime that ran
-    /// them was dropped).
+    /// The client cannot run: there is no Tokio runtime for its background tasks.
     #[error("client closed: {0}")]
     Closed(&'static str),
 }

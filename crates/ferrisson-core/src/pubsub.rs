@@ -196,6 +196,15 @@ impl Hub {
         Self { shared }
     }
 
+    fn subscription(&self, channel: &str, slot: Arc<Slot>) -> Subscription {
+        Subscription {
+            shared: self.shared.clone(),
+            channel: channel.to_owned(),
+            slot,
+            satisfied: AtomicBool::new(false),
+        }
+    }
+
     /// Registers a waiter on `channel`; the channel is subscribed if it was not.
     pub(crate) fn subscribe(
         &self,
@@ -225,12 +234,7 @@ impl Hub {
         if kick {
             self.shared.kick.notify_one();
         }
-        Subscription {
-            shared: self.shared.clone(),
-            channel: channel.to_owned(),
-            slot,
-            satisfied: AtomicBool::new(false),
-        }
+        self.subscription(channel, slot)
     }
 
     /// Registers a waiter on `channel` only if the channel is already subscribed and confirmed
@@ -258,12 +262,7 @@ impl Hub {
         let slot = new_slot(tag);
         entry.slots.push_back(slot.clone());
         drop(state);
-        Some(Subscription {
-            shared: self.shared.clone(),
-            channel: channel.to_owned(),
-            slot,
-            satisfied: AtomicBool::new(false),
-        })
+        Some(self.subscription(channel, slot))
     }
 
     /// Reserves the longest-waiting tagged waiter of `channel` for a hand-off, unless the

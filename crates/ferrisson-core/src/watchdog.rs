@@ -317,17 +317,6 @@ impl LeaseHandle {
         }
     }
 
-    /// Live holds on this hold's entry (re-entries of the same owner share one entry); 0 once
-    /// the entry is lost.
-    pub fn holds(&self) -> u32 {
-        let state = self.shared.state();
-        state
-            .entries
-            .get(&self.key)
-            .filter(|e| e.id == self.id)
-            .map_or(0, |e| e.holds)
-    }
-
     /// Whether the watchdog renews this hold.
     pub fn is_renewed(&self) -> bool {
         self.renewing

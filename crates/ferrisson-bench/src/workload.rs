@@ -38,6 +38,9 @@ pub struct RunResult {
     /// Whole cycle (acquire + hold + release), per cycle.
     pub cycles: Latencies,
     pub elapsed: Duration,
+    /// CPU time of this process (every thread) during the run; the Redis server is another
+    /// process, so this is the client's cost alone.
+    pub cpu: Duration,
 }
 
 impl RunResult {
@@ -47,6 +50,11 @@ impl RunResult {
 
     pub fn per_sec(&self) -> f64 {
         self.total() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Client CPU time per cycle, in microseconds.
+    pub fn cpu_us_per_cycle(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / (self.total().max(1) as f64)
     }
 
     /// Adds another round of the same workload: counts per task, samples and time add up.
@@ -60,6 +68,7 @@ impl RunResult {
         self.waits.extend(other.waits);
         self.cycles.extend(other.cycles);
         self.elapsed += other.elapsed;
+        self.cpu += other.cpu;
     }
 }
 
@@ -70,6 +79,7 @@ pub async fn run(
     hold: Duration,
 ) -> Result<RunResult, String> {
     let started = Instant::now();
+    let cpu_started = cpu_time::ProcessTime::try_now().ok();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(cycles.len());
     for c in cycles {
@@ -95,5 +105,8 @@ pub async fn run(
         result.cycles.extend(whole);
     }
     result.elapsed = started.elapsed();
+    result.cpu = cpu_started
+        .and_then(|t| t.try_elapsed().ok())
+        .unwrap_or_default();
     Ok(result)
 }

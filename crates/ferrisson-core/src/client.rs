@@ -26,28 +26,16 @@ pub(crate) enum Connection {
 
 impl Connection {
     /// `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server), `SCRIPT LOAD` and again.
-    /// The command is built straight from the call, with no intermediate copies.
-    pub(crate) async fn eval(
-        &self,
-        script: &Script,
-        call: &ScriptCall<'_>,
-    ) -> redis::RedisResult<Value> {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.sha1()).arg(call.keys.len());
-        for key in &call.keys {
-            cmd.arg(key.as_ref());
-        }
-        for arg in call.args() {
-            cmd.arg(arg);
-        }
-        match self.query(&cmd).await {
+    pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
+        match self.query(call.command()).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                let script = call.script();
                 tracing::debug!(script = script.name(), "loading the script after NOSCRIPT");
                 let loaded = self
                     .query(redis::cmd("SCRIPT").arg("LOAD").arg(script.source()))
                     .await?;
                 let _: String = redis::from_redis_value(loaded)?;
-                self.query(&cmd).await
+                self.query(call.command()).await
             }
             other => other,
         }
@@ -188,39 +176,32 @@ impl Client {
         Owner::fresh(&self.inner.id)
     }
 
-    /// Runs `script` once: `EVALSHA`, loading the script when the server answers `NOSCRIPT`.
+    /// Runs a script call once: `EVALSHA`, loading the script when the server answers
+    /// `NOSCRIPT`.
     ///
     /// # Errors
     ///
     /// [`Error::WrongType`] (naming the call's first key) when a key holds another type,
     /// [`Error::Redis`] for any other failure, transient or not.
-    pub async fn eval_once<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        call: &ScriptCall<'_>,
-    ) -> Result<T> {
+    pub async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
         let value = self
             .inner
             .conn
-            .eval(script, call)
+            .eval(call)
             .await
             .map_err(|e| script_error(e, call))?;
         redis::from_redis_value(value)
-            .map_err(|e| Error::Protocol(format!("{}: {e}", script.name())))
+            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))
     }
 
-    /// Runs `script`, retrying per the client's [`RetryPolicy`](crate::RetryPolicy) when the
+    /// Runs a script call, retrying per the client's [`RetryPolicy`](crate::RetryPolicy) when the
     /// connection broke. Only for scripts that are idempotent with the same arguments.
     ///
     /// # Errors
     ///
     /// As [`eval_once`](Self::eval_once), after the last retry.
-    pub async fn eval<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        call: &ScriptCall<'_>,
-    ) -> Result<T> {
-        self.retrying(|_| self.eval_once(script, call)).await
+    pub async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        self.retrying(|_| self.eval_once(call)).await
     }
 
     /// Sends a plain command, retrying when the connection broke. Only for idempotent commands.
@@ -305,7 +286,12 @@ impl Client {
     }
 
     /// What the client knows locally about the holds of `owner` on `key`.
-    pub fn lease_state(&self, script: &Script, key: &str, owner: &str) -> Option<LeaseState> {
+    pub fn lease_state(
+        &self,
+        script: &Script,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+    ) -> Option<LeaseState> {
         self.inner.watchdog.state(script, key, owner)
     }
 
@@ -321,6 +307,6 @@ impl Client {
     }
 }
 
-fn script_error(e: redis::RedisError, call: &ScriptCall<'_>) -> Error {
-    map_redis_error(e, call.keys.first().map_or("", |k| k.as_ref()))
+fn script_error(e: redis::RedisError, call: &ScriptCall) -> Error {
+    map_redis_error(e, call.keys().next().unwrap_or_default())
 }

@@ -45,23 +45,40 @@ impl Owner {
         if let Some(owner) = cached {
             return owner;
         }
-        let n = match task {
-            Some(id) => id.to_string(),
-            None => THREAD_OWNER.with(|n| n.to_string()),
+        let owner = match task {
+            Some(id) => Self::compose(client_id, id),
+            None => Self::compose(client_id, THREAD_OWNER.with(|n| *n)),
         };
-        let owner = Self(format!("{client_id}:{n}").into());
         LAST_OWNER.with(|last| *last.borrow_mut() = Some((task, client, owner.clone())));
         owner
     }
 
     /// A fresh owner, distinct from every task's and every other explicit owner's.
     pub(crate) fn fresh(client_id: &str) -> Self {
-        let n = NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed);
-        Self(format!("{client_id}:{n}").into())
+        Self::compose(client_id, NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// `<client-id>:<n>`, formatted on the stack: one allocation, the shared string's.
+    fn compose(client_id: &str, n: impl fmt::Display) -> Self {
+        use std::io::Write;
+        let mut buf = [0u8; 128];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let written = write!(cursor, "{client_id}:{n}").is_ok();
+        let len = usize::try_from(cursor.position()).unwrap_or(0);
+        match buf.get(..len).map(std::str::from_utf8) {
+            Some(Ok(text)) if written => Self(Arc::from(text)),
+            // Longer than the buffer (not a client id of ours): the plain way.
+            _ => Self(format!("{client_id}:{n}").into()),
+        }
     }
 
     /// The owner as written into Redis.
     pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The owner as a shared string, for tables keyed by owner (cloning it copies nothing).
+    pub fn as_shared(&self) -> &Arc<str> {
         &self.0
     }
 

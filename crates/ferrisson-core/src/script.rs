@@ -10,7 +10,6 @@
 //! (`-- operation: lock/acquire`, `-- protocol: 1`); [`Script::header`] reads them so that
 //! tests can check every file against the registry and against [`PROTOCOL_VERSION`].
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
@@ -97,43 +96,66 @@ impl Script {
     }
 }
 
-/// One call of a script: its keys and arguments. Keys may be borrowed, and arguments are
-/// written into one buffer, so building a call allocates little.
-#[derive(Debug, Clone, Default)]
-pub struct ScriptCall<'a> {
-    pub(crate) keys: Vec<Cow<'a, str>>,
-    /// The arguments, in a command used as a buffer (never sent as is).
-    pub(crate) args: redis::Cmd,
+/// One call of a script, built straight into the `EVALSHA` command that runs it: the keys are
+/// given up front (their count precedes them on the wire), the arguments appended after, and
+/// the buffers are sized once for a typical call, so building a call allocates twice.
+#[derive(Debug, Clone)]
+pub struct ScriptCall {
+    script: &'static Script,
+    num_keys: usize,
+    cmd: redis::Cmd,
 }
 
-impl<'a> ScriptCall<'a> {
-    /// An empty call.
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// Arguments a call is sized for up front (more only grow the buffers).
+const TYPICAL_ARGS: usize = 8;
+/// Bytes of arguments a call is sized for up front.
+const TYPICAL_ARG_BYTES: usize = 128;
 
-    /// Appends a key (`KEYS[n]`).
-    pub fn key(mut self, key: impl Into<Cow<'a, str>>) -> Self {
-        self.keys.push(key.into());
-        self
+impl ScriptCall {
+    /// A call of `script` with `keys` (`KEYS[1..]`); add its arguments with [`arg`](Self::arg).
+    pub fn new(script: &'static Script, keys: &[&str]) -> Self {
+        let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
+        // "EVALSHA", the 40-char digest and the key count come first.
+        let mut cmd = redis::Cmd::with_capacity(
+            3 + keys.len() + TYPICAL_ARGS,
+            7 + 40 + 4 + key_bytes + TYPICAL_ARG_BYTES,
+        );
+        cmd.arg("EVALSHA").arg(script.sha1()).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        Self {
+            script,
+            num_keys: keys.len(),
+            cmd,
+        }
     }
 
     /// Appends an argument (`ARGV[n]`).
     pub fn arg(mut self, arg: impl redis::ToRedisArgs) -> Self {
-        self.args.arg(arg);
+        self.cmd.arg(arg);
         self
     }
 
-    /// The keys of the call.
-    pub fn keys(&self) -> &[Cow<'a, str>] {
-        &self.keys
+    /// The script the call runs.
+    pub fn script(&self) -> &'static Script {
+        self.script
     }
 
-    /// The arguments of the call, each as bytes.
-    pub(crate) fn args(&self) -> impl Iterator<Item = &[u8]> {
-        self.args.args_iter().filter_map(|arg| match arg {
-            redis::Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        })
+    /// The keys of the call.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.cmd
+            .args_iter()
+            .skip(3)
+            .take(self.num_keys)
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
+                _ => None,
+            })
+    }
+
+    /// The `EVALSHA` command of the call.
+    pub(crate) fn command(&self) -> &redis::Cmd {
+        &self.cmd
     }
 }

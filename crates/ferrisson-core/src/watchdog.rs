@@ -50,10 +50,10 @@ pub const BATCH: usize = 256;
 pub struct LeaseSpec {
     /// The batch renewal script.
     pub script: &'static Script,
-    /// The key holding the hold.
-    pub key: String,
+    /// The key holding the hold (shared, so that registering a hold copies no string).
+    pub key: Arc<str>,
     /// The owner argument the renewal script receives for this key.
-    pub owner: String,
+    pub owner: Arc<str>,
     /// The lease the acquisition set.
     pub lease: Duration,
     /// Whether the watchdog renews the hold (false: a fixed lease that simply runs out).
@@ -73,7 +73,7 @@ pub struct LeaseState {
     pub lease: Duration,
 }
 
-type EntryKey = (&'static str, String, String);
+type EntryKey = (&'static str, Arc<str>, Arc<str>);
 
 struct Entry {
     id: u64,
@@ -189,11 +189,16 @@ impl Watchdog {
         handle
     }
 
-    pub(crate) fn state(&self, script: &Script, key: &str, owner: &str) -> Option<LeaseState> {
+    pub(crate) fn state(
+        &self,
+        script: &Script,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+    ) -> Option<LeaseState> {
         let state = self.shared.state();
         state
             .entries
-            .get(&(script.name(), key.to_owned(), owner.to_owned()))
+            .get(&(script.name(), key.clone(), owner.clone()))
             .map(|e| LeaseState {
                 holds: e.holds,
                 renewing: e.renewing,
@@ -468,16 +473,21 @@ fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {
 }
 
 async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Duration) {
-    let mut call = ScriptCall::new().arg(batch.lease.as_millis() as u64);
-    for ((_, key, owner), _) in &batch.members {
-        call = call.key(key.as_str()).arg(owner.as_str());
+    let keys: Vec<&str> = batch
+        .members
+        .iter()
+        .map(|((_, key, _), _)| &**key)
+        .collect();
+    let mut call = ScriptCall::new(batch.script, &keys).arg(batch.lease.as_millis() as u64);
+    for ((_, _, owner), _) in &batch.members {
+        call = call.arg(&**owner);
     }
     let sent_at = Instant::now();
     let budget = shared
         .response_timeout
         .min(batch.earliest_deadline.saturating_duration_since(sent_at))
         .max(Duration::from_millis(1));
-    let reply = tokio::time::timeout(budget, shared.conn.eval(batch.script, &call)).await;
+    let reply = tokio::time::timeout(budget, shared.conn.eval(&call)).await;
     let results: Option<Vec<i64>> = match reply {
         Ok(Ok(value)) => match redis::from_redis_value::<Vec<i64>>(value) {
             Ok(v) if v.len() == batch.members.len() => Some(v),

@@ -137,9 +137,11 @@ impl std::fmt::Debug for ReentrantLock {
 
 pub(crate) struct LockShared {
     pub(crate) client: Client,
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     channel: String,
     token_key: String,
+    /// `redisson_unlock_latch:{key}`, before a release's request id.
+    latch_prefix: String,
     fenced: bool,
 }
 
@@ -202,7 +204,8 @@ impl ReentrantLock {
                 client: client.clone(),
                 channel: prefixed("redisson_lock__channel", &key),
                 token_key: prefixed("redisson_lock_token", &key),
-                key,
+                latch_prefix: prefixed("redisson_unlock_latch", &key),
+                key: key.into(),
                 fenced,
             }),
             owner: None,
@@ -494,11 +497,9 @@ impl ReentrantLock {
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
         let client = &self.shared.client;
-        let call = ScriptCall::new()
-            .key(self.shared.key.as_str())
-            .key(self.shared.channel.as_str())
+        let call = ScriptCall::new(&FORCE_RELEASE, &[&self.shared.key, &self.shared.channel])
             .arg(client.config().publish().as_str());
-        let released: i64 = client.eval(&FORCE_RELEASE, &call).await?;
+        let released: i64 = client.eval(&call).await?;
         Ok(released == 1)
     }
 
@@ -515,7 +516,7 @@ impl ReentrantLock {
         let exists: i64 = self
             .shared
             .client
-            .query(redis::cmd("EXISTS").arg(&self.shared.key))
+            .query(redis::cmd("EXISTS").arg(&*self.shared.key))
             .await?;
         Ok(exists == 1)
     }
@@ -548,7 +549,7 @@ impl ReentrantLock {
             .client
             .query(
                 redis::cmd("HGET")
-                    .arg(&self.shared.key)
+                    .arg(&*self.shared.key)
                     .arg(self.owner().as_str()),
             )
             .await?;
@@ -568,7 +569,7 @@ impl ReentrantLock {
         let ttl: i64 = self
             .shared
             .client
-            .query(redis::cmd("PTTL").arg(&self.shared.key))
+            .query(redis::cmd("PTTL").arg(&*self.shared.key))
             .await?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
@@ -636,7 +637,7 @@ struct Resend {
     shared: Arc<LockShared>,
     owner: Owner,
     renew_lease: Option<Duration>,
-    request_id: String,
+    request_id: u128,
     successor: Option<Owner>,
     armed: bool,
 }
@@ -649,11 +650,11 @@ impl Drop for Resend {
         let shared = self.shared.clone();
         let owner = self.owner.clone();
         let renew_lease = self.renew_lease;
-        let request_id = std::mem::take(&mut self.request_id);
+        let request_id = self.request_id;
         let successor = self.successor.take();
         spawn_cleanup(async move {
             let outcome = shared
-                .release_call(&owner, renew_lease, None, &request_id)
+                .release_call(&owner, renew_lease, None, request_id)
                 .await;
             let undo = match outcome {
                 Ok((2, _)) => successor,
@@ -676,7 +677,7 @@ impl Drop for Resend {
 impl LockShared {
     async fn attempt(self: &Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
         let client = &self.client;
-        let state = client.lease_state(&RENEW, &self.key, owner.as_str());
+        let state = client.lease_state(&RENEW, &self.key, owner.as_shared());
         let believed = state.map_or(0, |s| s.holds);
         // Once a hold is kept by the watchdog it stays so until its last release: a shorter
         // fixed lease on re-entry would cut the TTL under the watchdog's feet.
@@ -689,15 +690,13 @@ impl LockShared {
         let reply: Vec<i64> = client
             .retrying(|n| {
                 sent_at = Instant::now();
-                let call = ScriptCall::new()
-                    .key(self.key.as_str())
-                    .key(self.token_key.as_str())
+                let call = ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
                     .arg(lease.as_millis() as u64)
                     .arg(owner.as_str())
                     .arg(believed)
                     .arg(if n > 0 { "1" } else { "0" })
                     .arg(if self.fenced { "1" } else { "0" });
-                async move { client.eval_once(&ACQUIRE, &call).await }
+                async move { client.eval_once(&call).await }
             })
             .await?;
         match reply.as_slice() {
@@ -708,7 +707,7 @@ impl LockShared {
                 let handle = client.hold_lease(LeaseSpec {
                     script: &RENEW,
                     key: self.key.clone(),
-                    owner: owner.as_str().to_owned(),
+                    owner: owner.as_shared().clone(),
                     lease,
                     renew: watched,
                     sent_at,
@@ -753,12 +752,13 @@ impl LockShared {
                 Some(lease) => (waiter.owner.clone(), lease, false),
                 None => (waiter.owner.clone(), client.config().lease_duration(), true),
             });
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        // Random, as a UUID v4 is: the latch key must not collide with another release's.
+        let request_id = uuid::Uuid::new_v4().as_u128();
         let mut resend = Resend {
             shared: self.clone(),
             owner: owner.clone(),
             renew_lease,
-            request_id: request_id.clone(),
+            request_id,
             successor: successor.as_ref().map(|(o, _, _)| o.clone()),
             armed: true,
         };
@@ -768,7 +768,7 @@ impl LockShared {
                 owner,
                 renew_lease,
                 successor.as_ref().map(|(o, lease, _)| (o, *lease)),
-                &request_id,
+                request_id,
             )
             .await;
         resend.armed = false;
@@ -786,7 +786,7 @@ impl LockShared {
                 let handle = client.hold_lease(LeaseSpec {
                     script: &RENEW,
                     key: self.key.clone(),
-                    owner: successor_owner.as_str().to_owned(),
+                    owner: successor_owner.as_shared().clone(),
                     lease,
                     renew,
                     sent_at,
@@ -810,26 +810,22 @@ impl LockShared {
         owner: &Owner,
         renew_lease: Option<Duration>,
         successor: Option<(&Owner, Duration)>,
-        request_id: &str,
+        request_id: u128,
     ) -> Result<(i64, i64)> {
         let client = &self.client;
-        let latch = format!(
-            "{}:{request_id}",
-            prefixed("redisson_unlock_latch", &self.key)
-        );
-        let call = ScriptCall::new()
-            .key(self.key.as_str())
-            .key(self.channel.as_str())
-            .key(latch)
-            .key(self.token_key.as_str())
-            .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
-            .arg(owner.as_str())
-            .arg(client.retry_window().as_millis() as u64)
-            .arg(client.config().publish().as_str())
-            .arg(successor.map_or("", |(o, _)| o.as_str()))
-            .arg(successor.map_or(0, |(_, lease)| lease.as_millis() as u64))
-            .arg(if self.fenced { "1" } else { "0" });
-        let reply: Vec<i64> = client.eval(&RELEASE, &call).await?;
+        let latch = format!("{}:{request_id:032x}", self.latch_prefix);
+        let call = ScriptCall::new(
+            &RELEASE,
+            &[&self.key, &self.channel, &latch, &self.token_key],
+        )
+        .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+        .arg(owner.as_str())
+        .arg(client.retry_window().as_millis() as u64)
+        .arg(client.config().publish().as_str())
+        .arg(successor.map_or("", |(o, _)| o.as_str()))
+        .arg(successor.map_or(0, |(_, lease)| lease.as_millis() as u64))
+        .arg(if self.fenced { "1" } else { "0" });
+        let reply: Vec<i64> = client.eval(&call).await?;
         match reply.as_slice() {
             [code, token] => Ok((*code, *token)),
             other => Err(Error::Protocol(format!("lock/release replied {other:?}"))),

@@ -91,6 +91,14 @@ fn push_figures(records: &mut Records, variant: &str, library: &str, ops: f64, p
 fn push_run(records: &mut Records, variant: &str, library: &str, run: &mut workload::RunResult) {
     let (p50, p99) = (run.cycles.percentile(50.0), run.cycles.percentile(99.0));
     push_figures(records, variant, library, run.per_sec(), p50, p99);
+    records.push(
+        "uncontended",
+        variant,
+        library,
+        "client_cpu_us_per_op",
+        run.cpu_us_per_cycle(),
+        "us",
+    );
 }
 
 /// Rounds per variant: raw and ferrisson alternate, so that both see the same machine, and the

@@ -28,10 +28,11 @@
 //! the lost one keep their signal.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use rustc_hash::FxHashMap;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::client::Connection;
@@ -85,12 +86,45 @@ struct Entry {
     next_renew: Instant,
     in_flight: bool,
     last_failed: bool,
-    lost: watch::Sender<Option<LossReason>>,
+    lost: Arc<LossSignal>,
+}
+
+/// The loss signal of one entry, shared with the handles of its holds: set once, never reset.
+#[derive(Default)]
+struct LossSignal {
+    reason: OnceLock<LossReason>,
+    raised: Notify,
+}
+
+impl LossSignal {
+    fn reason(&self) -> Option<LossReason> {
+        self.reason.get().copied()
+    }
+
+    fn raise(&self, reason: LossReason) {
+        if self.reason.set(reason).is_ok() {
+            self.raised.notify_waiters();
+        }
+    }
+
+    async fn wait(&self) -> LossReason {
+        loop {
+            let raised = self.raised.notified();
+            let mut raised = std::pin::pin!(raised);
+            // Registered before the check: a loss raised in between still wakes this wait.
+            raised.as_mut().enable();
+            if let Some(reason) = self.reason() {
+                return reason;
+            }
+            raised.await;
+        }
+    }
 }
 
 #[derive(Default)]
 struct WatchdogState {
-    entries: HashMap<EntryKey, Entry>,
+    /// Keyed by short strings of our own making; Fx hashing is the cheap part of a hold.
+    entries: FxHashMap<EntryKey, Entry>,
     next_id: u64,
     closed: bool,
     renew_calls: u64,
@@ -147,7 +181,7 @@ impl Watchdog {
             next_renew: spec.sent_at + period,
             in_flight: false,
             last_failed: false,
-            lost: watch::Sender::new(None),
+            lost: Arc::default(),
         });
         if entry.holds > 0 {
             // The acquisition reset the TTL to `spec.lease` when it ran.
@@ -167,7 +201,7 @@ impl Watchdog {
             shared: self.shared.clone(),
             key,
             id: entry.id,
-            lost: entry.lost.subscribe(),
+            lost: entry.lost.clone(),
             renewing: entry.renewing,
             ended: false,
         };
@@ -224,7 +258,7 @@ pub struct LeaseHandle {
     shared: Arc<WatchdogShared>,
     key: EntryKey,
     id: u64,
-    lost: watch::Receiver<Option<LossReason>>,
+    lost: Arc<LossSignal>,
     renewing: bool,
     ended: bool,
 }
@@ -246,7 +280,7 @@ impl std::fmt::Debug for LeaseHandle {
             .field("key", &self.key.1)
             .field("owner", &self.key.2)
             .field("renewing", &self.renewing)
-            .field("lost", &*self.lost.borrow())
+            .field("lost", &self.lost.reason())
             .finish()
     }
 }
@@ -258,7 +292,7 @@ impl LeaseHandle {
     /// right away, so a holder checking after a stall (when the watchdog has not run yet) is
     /// told the truth.
     pub fn lost_reason(&self) -> Option<LossReason> {
-        if let Some(reason) = *self.lost.borrow() {
+        if let Some(reason) = self.lost.reason() {
             return Some(reason);
         }
         let now = Instant::now();
@@ -271,7 +305,7 @@ impl LeaseHandle {
             signal_loss(&self.key, &entry, loss_reason_at_deadline(&entry), now);
         }
         drop(state);
-        *self.lost.borrow()
+        self.lost.reason()
     }
 
     /// Resolves when the hold is lost, with the reason. Pending for as long as it is held.
@@ -280,16 +314,7 @@ impl LeaseHandle {
     ///
     /// Cancel safe: it only observes.
     pub async fn lost(&self) -> LossReason {
-        let mut rx = self.lost.clone();
-        loop {
-            if let Some(reason) = *rx.borrow_and_update() {
-                return reason;
-            }
-            if rx.changed().await.is_err() {
-                // The entry is gone without a loss: the watchdog stopped (client dropped).
-                return (*rx.borrow()).unwrap_or(LossReason::RenewalFailed);
-            }
-        }
+        self.lost.wait().await
     }
 
     /// Ends this hold locally (as dropping it does) and says, in one look at the table, how it
@@ -316,7 +341,7 @@ impl LeaseHandle {
         drop(state);
         self.ended = true;
         LeaseEnd {
-            lost: *self.lost.borrow(),
+            lost: self.lost.reason(),
             last_hold: last,
             renewed,
         }
@@ -443,7 +468,7 @@ fn signal_loss(key: &EntryKey, entry: &Entry, reason: LossReason, now: Instant) 
             "hold lost: the holder must stop relying on it"
         );
     }
-    entry.lost.send_replace(Some(reason));
+    entry.lost.raise(reason);
 }
 
 fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {

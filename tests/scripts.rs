@@ -11,7 +11,9 @@ use ferrisson::ReentrantLock;
 use ferrisson::core::{PROTOCOL_VERSION, Script};
 
 fn registered() -> Vec<&'static Script> {
-    ferrisson_lock::scripts().to_vec()
+    let mut all = ferrisson_core::scripts().to_vec();
+    all.extend(ferrisson_lock::scripts());
+    all
 }
 
 fn lua_files(dir: &Path, prefix: &str, found: &mut BTreeSet<String>) {

@@ -229,6 +229,38 @@ impl Client {
         .await
     }
 
+    /// Whether `key` exists (`EXISTS`): a lock is held, a semaphore or latch is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn exists(&self, key: &str) -> Result<bool> {
+        let exists: i64 = self.query(redis::cmd("EXISTS").arg(key)).await?;
+        Ok(exists == 1)
+    }
+
+    /// The time left before `key` expires (`PTTL`); `None` when it does not exist or has no
+    /// expiry.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn remaining_ttl(&self, key: &str) -> Result<Option<Duration>> {
+        let ttl: i64 = self.query(redis::cmd("PTTL").arg(key)).await?;
+        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+    }
+
+    /// The count stored in field `field` of hash `key` (`HGET`), 0 when absent: how many times
+    /// an owner holds a lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
+    pub async fn hash_count(&self, key: &str, field: &str) -> Result<u32> {
+        let count: Option<u32> = self.query(redis::cmd("HGET").arg(key).arg(field)).await?;
+        Ok(count.unwrap_or(0))
+    }
+
     /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error,
     /// or the retry policy is used up. Synchronizers use the attempt number to make a retried
     /// call idempotent (an acquire retried after a lost reply must not count twice).

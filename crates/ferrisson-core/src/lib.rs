@@ -10,6 +10,7 @@
 //! - the watchdog ([`LeaseSpec`], [`LeaseHandle`]): lease renewal by batches and the loss
 //!   signal;
 //! - pub/sub waiters ([`Subscription`]): one subscriber connection per client;
+//! - what every lock kind shares ([`HoldGuard`], [`LockOptions`], [`Release`]);
 //! - [`Error`], the one error type.
 //!
 //! Users normally depend on the `ferrisson` facade or on one synchronizer crate
@@ -18,6 +19,7 @@
 mod client;
 mod config;
 mod error;
+mod hold;
 pub mod keys;
 mod owner;
 mod pubsub;
@@ -27,6 +29,9 @@ mod watchdog;
 pub use client::Client;
 pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
+pub use hold::{
+    HoldGuard, LockOptions, RENEW_HASH, Release, Released, scripts, spawn_cleanup, ttl_bound,
+};
 pub use owner::Owner;
 pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken};
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};

@@ -20,12 +20,12 @@
 //! See [`ReentrantLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
 //! promise (failover, pauses) and what to do about it.
 
-mod guard;
 mod lock;
-mod options;
 mod scripts;
 
-pub use guard::LockGuard;
+/// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
+/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
+pub use ferrisson_core::HoldGuard as LockGuard;
+pub use ferrisson_core::LockOptions;
 pub use lock::ReentrantLock;
-pub use options::LockOptions;
 pub use scripts::scripts;

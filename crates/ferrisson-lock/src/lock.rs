@@ -4,11 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::keys::prefixed;
-use ferrisson_core::{Client, Error, Instant, LeaseSpec, Owner, Result, ScriptCall, Wake, Woken};
+use ferrisson_core::{
+    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, Release, Released,
+    RENEW_HASH, Result, ScriptCall, Wake, Woken, spawn_cleanup, ttl_bound,
+};
 
-use crate::guard::LockGuard;
-use crate::options::LockOptions;
-use crate::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE, RENEW};
+use crate::LockGuard;
+use crate::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE};
 
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
 const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
@@ -23,19 +25,6 @@ struct WaiterInfo {
     owner: Owner,
     /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
     lease: Option<Duration>,
-}
-
-/// What a release did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The owner held nothing.
-    NotOwner,
-    /// Holds of the owner remain.
-    StillHeld,
-    /// The lock is free; a waiter was woken.
-    Freed,
-    /// The lock went straight to a local waiter.
-    HandedOff,
 }
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
@@ -513,12 +502,7 @@ impl ReentrantLock {
     ///
     /// [`Error::Redis`].
     pub async fn is_locked(&self) -> Result<bool> {
-        let exists: i64 = self
-            .shared
-            .client
-            .query(redis::cmd("EXISTS").arg(&*self.shared.key))
-            .await?;
-        Ok(exists == 1)
+        self.shared.client.exists(&self.shared.key).await
     }
 
     /// Whether this handle's owner holds the lock.
@@ -544,16 +528,11 @@ impl ReentrantLock {
     ///
     /// [`Error::WrongType`], [`Error::Redis`].
     pub async fn hold_count(&self) -> Result<u32> {
-        let count: Option<u32> = self
-            .shared
+        let owner = self.owner();
+        self.shared
             .client
-            .query(
-                redis::cmd("HGET")
-                    .arg(&*self.shared.key)
-                    .arg(self.owner().as_str()),
-            )
-            .await?;
-        Ok(count.unwrap_or(0))
+            .hash_count(&self.shared.key, owner.as_str())
+            .await
     }
 
     /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
@@ -566,12 +545,7 @@ impl ReentrantLock {
     ///
     /// [`Error::Redis`].
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        let ttl: i64 = self
-            .shared
-            .client
-            .query(redis::cmd("PTTL").arg(&*self.shared.key))
-            .await?;
-        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+        self.shared.client.remaining_ttl(&self.shared.key).await
     }
 }
 
@@ -583,29 +557,6 @@ fn handed_guard(handoff: ferrisson_core::Handoff) -> Result<LockGuard> {
         .map_err(|_| {
             Error::Protocol("a local hand-off carried something else than a lock guard".into())
         })
-}
-
-fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
-    match u64::try_from(ttl_ms) {
-        Ok(0) => Duration::from_millis(1),
-        Ok(ms) => Duration::from_millis(ms),
-        // -1: held without expiry (not one of ours); re-check once a lease.
-        Err(_) => recheck,
-    }
-}
-
-/// Runs a cleanup in the background from a `Drop`, on the current Tokio runtime; returns
-/// false (nothing runs) outside one: the hold then ends with its lease.
-pub(crate) fn spawn_cleanup(
-    cleanup: impl std::future::Future<Output = ()> + Send + 'static,
-) -> bool {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(cleanup);
-            true
-        }
-        Err(_) => false,
-    }
 }
 
 /// Armed while an acquire call is in flight; dropped armed, it releases what the call may
@@ -624,7 +575,7 @@ impl Drop for Abandoned<'_> {
         let shared = self.shared.clone();
         let owner = self.owner.clone();
         spawn_cleanup(async move {
-            if let Err(e) = shared.release(&owner, None, false).await {
+            if let Err(e) = shared.release_hold(&owner, None, false).await {
                 tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
             }
         });
@@ -666,7 +617,7 @@ impl Drop for Resend {
             };
             // The lock went to a waiter that was never told: give its hold back.
             if let Some(successor) = undo
-                && let Err(e) = shared.release(&successor, None, false).await
+                && let Err(e) = shared.release_hold(&successor, None, false).await
             {
                 tracing::warn!(key = %shared.key, %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
             }
@@ -677,7 +628,7 @@ impl Drop for Resend {
 impl LockShared {
     async fn attempt(self: &Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
         let client = &self.client;
-        let state = client.lease_state(&RENEW, &self.key, owner.as_shared());
+        let state = client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
         let believed = state.map_or(0, |s| s.holds);
         // Once a hold is kept by the watchdog it stays so until its last release: a shorter
         // fixed lease on re-entry would cut the TTL under the watchdog's feet.
@@ -705,7 +656,7 @@ impl LockShared {
                     tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
                 }
                 let handle = client.hold_lease(LeaseSpec {
-                    script: &RENEW,
+                    script: &RENEW_HASH,
                     key: self.key.clone(),
                     owner: owner.as_shared().clone(),
                     lease,
@@ -713,7 +664,7 @@ impl LockShared {
                     sent_at,
                 });
                 let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
-                Ok(Attempt::Acquired(LockGuard::new(
+                Ok(Attempt::Acquired(HoldGuard::new(
                     self.clone(),
                     owner,
                     handle,
@@ -731,7 +682,7 @@ impl LockShared {
     ///
     /// Cancel safe: dropped while the call is in flight, it sends the release again in the
     /// background with the same request id, and undoes a hand-off it could not deliver.
-    pub(crate) async fn release(
+    pub(crate) async fn release_hold(
         self: &Arc<Self>,
         owner: &Owner,
         renew_lease: Option<Duration>,
@@ -784,7 +735,7 @@ impl LockShared {
                     ));
                 };
                 let handle = client.hold_lease(LeaseSpec {
-                    script: &RENEW,
+                    script: &RENEW_HASH,
                     key: self.key.clone(),
                     owner: successor_owner.as_shared().clone(),
                     lease,
@@ -792,7 +743,7 @@ impl LockShared {
                     sent_at,
                 });
                 let token = self.fenced.then(|| u64::try_from(token).unwrap_or(0));
-                let guard = LockGuard::new(self.clone(), successor_owner, handle, token);
+                let guard = HoldGuard::new(self.clone(), successor_owner, handle, token);
                 // A waiter that left meanwhile gets nothing: its guard comes back and is
                 // dropped, which releases the lock.
                 if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
@@ -830,5 +781,24 @@ impl LockShared {
             [code, token] => Ok((*code, *token)),
             other => Err(Error::Protocol(format!("lock/release replied {other:?}"))),
         }
+    }
+}
+
+impl Release for LockShared {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> futures::future::BoxFuture<'static, Result<Released>> {
+        let renew_lease = end
+            .renewed
+            .then(|| self.client.config().lease_duration());
+        // Only the last local hold of a live lock can go straight to a local waiter.
+        let handoff = end.lost.is_none() && end.last_hold;
+        Box::pin(async move { self.release_hold(&owner, renew_lease, handoff).await })
     }
 }

@@ -1,7 +1,8 @@
 -- ferrisson script
--- operation: lock/renew
+-- operation: core/renew_hash
 -- protocol: 1
--- Watchdog batch renewal: extend every lock its owner still holds.
+-- Watchdog batch renewal of hash-held locks (reentrant and fair lock): extend every lock its
+-- owner still holds.
 -- KEYS[i] lock hash i
 -- ARGV[1] lease in milliseconds
 -- ARGV[i + 1] owner of KEYS[i]

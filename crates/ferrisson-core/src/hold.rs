@@ -1,0 +1,299 @@
+//! What every lock kind shares: the options of a lock call, the guard of a hold (loss signal,
+//! fencing token, release on unlock or drop), and the helpers of their wait loops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::error::{Error, LossReason, Result};
+use crate::owner::Owner;
+use crate::script::Script;
+use crate::watchdog::{LeaseEnd, LeaseHandle};
+use tokio::time::Instant;
+
+/// The watchdog's renewal script for locks held in a hash (`owner → count`): the reentrant
+/// lock's and the fair lock's (`lua/core/renew_hash.lua`).
+pub static RENEW_HASH: Script = Script::new(
+    "core/renew_hash",
+    include_str!("../lua/renew_hash.lua"),
+);
+
+/// Every script this crate runs, for tests and tools that load or check them.
+pub fn scripts() -> [&'static Script; 1] {
+    [&RENEW_HASH]
+}
+
+/// How long to wait for a lock, and how long to hold it.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson_core::LockOptions;
+///
+/// let options = LockOptions::new()
+///     .wait(Duration::from_secs(2))
+///     .lease(Duration::from_secs(10));
+/// assert_eq!(options.wait_time(), Some(Duration::from_secs(2)));
+/// assert_eq!(options.lease_time(), Some(Duration::from_secs(10)));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockOptions {
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+}
+
+impl LockOptions {
+    /// Wait without a time limit; hold with the watchdog.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Give up after waiting this long (zero: try once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Hold for this fixed lease, with no watchdog: the lock ends by itself when the lease runs
+    /// out, and the guard's loss signal fires then. At least one millisecond.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The wait limit, if any.
+    pub fn wait_time(&self) -> Option<Duration> {
+        self.wait
+    }
+
+    /// The fixed lease, if any (`None`: the watchdog keeps the hold).
+    pub fn lease_time(&self) -> Option<Duration> {
+        self.lease
+    }
+
+    /// Checks the options: a fixed lease is at least one millisecond.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] otherwise.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(lease) = self.lease
+            && lease < Duration::from_millis(1)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "lease must be at least 1ms, got {lease:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The owner held nothing.
+    NotOwner,
+    /// Holds of the owner remain.
+    StillHeld,
+    /// The lock is free; a waiter was woken.
+    Freed,
+    /// The lock went straight to a local waiter.
+    HandedOff,
+}
+
+/// How a lock kind releases one hold; the guard calls it on unlock and on drop.
+pub trait Release: Send + Sync + 'static {
+    /// The Redis key of the lock, for messages.
+    fn key(&self) -> &str;
+
+    /// Releases one hold of `owner`, whose lease has just ended locally as `end` says.
+    fn release(self: Arc<Self>, owner: Owner, end: LeaseEnd) -> BoxFuture<'static, Result<Released>>;
+}
+
+/// One hold of a lock: of a [`ReentrantLock`], a fair lock, or either side of a read-write lock.
+///
+/// Release it with [`unlock`](Self::unlock) to learn the outcome. Dropping it releases the
+/// hold in the background (never blocking); without a Tokio runtime to run that release, the
+/// hold ends when its lease runs out, since the watchdog stops renewing it at once.
+///
+/// While held, watch [`lost`](Self::lost): it resolves if the hold cannot be kept, before the
+/// lease can have run out on the server, so the holder can stop before another holder gets in.
+///
+/// [`ReentrantLock`]: https://docs.rs/ferrisson-lock
+#[must_use = "dropping the guard releases the lock at once (in the background)"]
+pub struct HoldGuard {
+    lock: Arc<dyn Release>,
+    owner: Owner,
+    lease: Option<LeaseHandle>,
+    token: Option<u64>,
+}
+
+impl std::fmt::Debug for HoldGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldGuard")
+            .field("key", &self.lock.key())
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("lost", &self.loss_reason())
+            .finish()
+    }
+}
+
+impl HoldGuard {
+    /// The guard of a hold just taken: `lease` is its registration with the watchdog.
+    pub fn new(
+        lock: Arc<dyn Release>,
+        owner: Owner,
+        lease: LeaseHandle,
+        token: Option<u64>,
+    ) -> Self {
+        Self {
+            lock,
+            owner,
+            lease: Some(lease),
+            token,
+        }
+    }
+
+    /// The fencing token of this acquisition (fenced locks and write locks): strictly greater
+    /// than the token of every earlier acquisition of the lock, by any owner. Pass it to the
+    /// protected resource, which rejects a write whose token is below the highest it has seen.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The owner the hold is recorded under.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        self.lock.key()
+    }
+
+    /// Why the hold was lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.lease.as_ref().and_then(LeaseHandle::lost_reason)
+    }
+
+    /// Whether the hold was lost.
+    pub fn is_lost(&self) -> bool {
+        self.loss_reason().is_some()
+    }
+
+    /// `Ok(())` while the hold is believed held; [`Error::LeaseLost`] once it is lost.
+    /// Call it before each step that must run under the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        match self.loss_reason() {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves when the hold is lost, with the reason; pending while it is held. Use it in a
+    /// `tokio::select!` beside the work the lock protects.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LossReason {
+        match &self.lease {
+            Some(lease) => lease.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The earliest moment the lease can end on the server as known now (the watchdog moves it
+    /// forward with each renewal); `None` once lost.
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.lease.as_ref().and_then(LeaseHandle::deadline)
+    }
+
+    /// Releases this hold (one level of re-entry), waking a waiter when the lock becomes free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping this future does not undo the unlock: a release that may have been sent is
+    /// sent again in the background with the same request id (Redis counts it once), and one
+    /// that was not sent yet is sent then.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then: the
+    /// lock was not held continuously), [`Error::NotOwner`] when Redis says this owner holds
+    /// nothing, [`Error::Redis`] when Redis could not be reached (the hold then ends with its
+    /// lease: the watchdog no longer renews it).
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        // Leave the watchdog first, so it does not renew a hold being released.
+        let end = lease.end();
+        let released = self
+            .lock
+            .clone()
+            .release(self.owner.clone(), end)
+            .await?;
+        match (released, end.lost) {
+            (_, Some(reason)) => Err(Error::LeaseLost(reason)),
+            (Released::NotOwner, None) => Err(Error::NotOwner(format!(
+                "`{}` is not held by {}",
+                self.lock.key(),
+                self.owner
+            ))),
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let end = lease.end();
+        let release = self.lock.clone().release(self.owner.clone(), end);
+        let key = self.lock.key().to_owned();
+        let owner = self.owner.clone();
+        let spawned = spawn_cleanup(async move {
+            if let Err(e) = release.await {
+                tracing::warn!(%key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
+            }
+        });
+        if !spawned {
+            tracing::warn!(
+                key = %self.lock.key(),
+                owner = %self.owner,
+                "lock guard dropped outside a Tokio runtime; the hold ends with its lease"
+            );
+        }
+    }
+}
+
+/// Runs a cleanup in the background from a `Drop`, on the current Tokio runtime; returns
+/// false (nothing runs) outside one: the hold then ends with its lease.
+pub fn spawn_cleanup(cleanup: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(cleanup);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// How long a waiter sleeps before trying again, from the TTL an acquire script returned:
+/// the lock's remaining lease (at least a millisecond), or `recheck` when it has no expiry.
+pub fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
+    match u64::try_from(ttl_ms) {
+        Ok(0) => Duration::from_millis(1),
+        Ok(ms) => Duration::from_millis(ms),
+        // -1: held without expiry (not one of ours); re-check once a lease.
+        Err(_) => recheck,
+    }
+}

@@ -10,6 +10,7 @@
 //! | feature | type | Redisson |
 //! |---|---|---|
 //! | `lock` | [`ReentrantLock`] (and fenced) | `RLock`, `RFencedLock` |
+//! | `fair-lock` | [`FairLock`] | `RFairLock` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -39,3 +40,7 @@ pub use ferrisson_core as core;
 #[cfg(feature = "lock")]
 #[doc(inline)]
 pub use ferrisson_lock::{LockGuard, LockOptions, ReentrantLock};
+
+#[cfg(feature = "fair-lock")]
+#[doc(inline)]
+pub use ferrisson_fair_lock::{FairLock, FairLockGuard};

@@ -13,6 +13,7 @@ use ferrisson::core::{PROTOCOL_VERSION, Script};
 fn registered() -> Vec<&'static Script> {
     let mut all = ferrisson_core::scripts().to_vec();
     all.extend(ferrisson_lock::scripts());
+    all.extend(ferrisson_fair_lock::scripts());
     all
 }
 

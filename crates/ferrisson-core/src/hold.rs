@@ -14,10 +14,8 @@ use tokio::time::Instant;
 
 /// The watchdog's renewal script for locks held in a hash (`owner → count`): the reentrant
 /// lock's and the fair lock's (`lua/core/renew_hash.lua`).
-pub static RENEW_HASH: Script = Script::new(
-    "core/renew_hash",
-    include_str!("../lua/renew_hash.lua"),
-);
+pub static RENEW_HASH: Script =
+    Script::new("core/renew_hash", include_str!("../lua/renew_hash.lua"));
 
 /// Every script this crate runs, for tests and tools that load or check them.
 pub fn scripts() -> [&'static Script; 1] {
@@ -107,7 +105,11 @@ pub trait Release: Send + Sync + 'static {
     fn key(&self) -> &str;
 
     /// Releases one hold of `owner`, whose lease has just ended locally as `end` says.
-    fn release(self: Arc<Self>, owner: Owner, end: LeaseEnd) -> BoxFuture<'static, Result<Released>>;
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> BoxFuture<'static, Result<Released>>;
 }
 
 /// One hold of a lock: of a [`ReentrantLock`], a fair lock, or either side of a read-write lock.
@@ -234,11 +236,7 @@ impl HoldGuard {
         };
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
-        let released = self
-            .lock
-            .clone()
-            .release(self.owner.clone(), end)
-            .await?;
+        let released = self.lock.clone().release(self.owner.clone(), end).await?;
         match (released, end.lost) {
             (_, Some(reason)) => Err(Error::LeaseLost(reason)),
             (Released::NotOwner, None) => Err(Error::NotOwner(format!(

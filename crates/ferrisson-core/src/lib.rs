@@ -37,5 +37,8 @@ pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Wo
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
 pub use watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 
+/// Re-exported for synchronizer crates, whose plain commands go through [`Client::query`].
+pub use redis;
+
 /// Re-exported for synchronizer crates: `tokio::time::Instant`, the clock of [`LeaseSpec`].
 pub use tokio::time::Instant;

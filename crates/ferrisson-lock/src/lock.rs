@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ferrisson_core::keys::prefixed;
 use ferrisson_core::{
-    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, Release, Released,
-    RENEW_HASH, Result, ScriptCall, Wake, Woken, spawn_cleanup, ttl_bound,
+    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, RENEW_HASH,
+    Release, Released, Result, ScriptCall, Wake, Woken, spawn_cleanup, ttl_bound,
 };
 
 use crate::LockGuard;
@@ -794,9 +794,7 @@ impl Release for LockShared {
         owner: Owner,
         end: LeaseEnd,
     ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        let renew_lease = end
-            .renewed
-            .then(|| self.client.config().lease_duration());
+        let renew_lease = end.renewed.then(|| self.client.config().lease_duration());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
         Box::pin(async move { self.release_hold(&owner, renew_lease, handoff).await })

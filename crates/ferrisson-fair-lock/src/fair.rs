@@ -1,0 +1,673 @@
+//! The fair lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::prefixed;
+use ferrisson_core::{
+    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, RENEW_HASH,
+    Release, Released, Result, ScriptCall, Subscription, Wake, spawn_cleanup, ttl_bound,
+};
+
+use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
+
+/// The waiter timeout when none is given: a waiter that stops calling (its process died) is
+/// dropped from the queue at most this long after its last call.
+pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shortest waiter timeout accepted.
+const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
+const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
+
+/// A fair distributed lock with Redisson's `RFairLock` semantics and Redis layout: waiters of
+/// every client take the lock in the order they queued.
+///
+/// Everything else is as for the reentrant lock (`ferrisson-lock`): reentrant per owner (the
+/// calling Tokio task by default, or an explicit [`Owner`]), held under a lease the client's
+/// watchdog renews (or a fixed one), a [loss signal](HoldGuard::lost) that fires before the
+/// lease can have run out on the server, and fencing tokens with [`fenced`](Self::fenced).
+///
+/// - **Strict FIFO.** The queue lives in Redis: a release wakes only the head waiter, on its
+///   own channel, and nobody else can take the lock while a live waiter is ahead of them
+///   ([`try_lock`](Self::try_lock) included).
+/// - **Dead waiters cost seconds, not minutes.** A waiter keeps its place alive by calling
+///   again every quarter of the [waiter timeout](Self::with_waiter_timeout) (5 s by default);
+///   one whose process died is dropped when it reaches the head, at most one waiter timeout
+///   after its last call. A live waiter is never dropped however long the lock is held.
+/// - **Leaving is immediate.** A waiter that gives up (wait limit reached, future dropped)
+///   leaves the queue at once, and the queue keys expire after their last live waiter.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_fair_lock::FairLock;
+///
+/// let lock = FairLock::new(&client, "payouts")?.with_waiter_timeout(Duration::from_secs(2))?;
+/// let guard = lock.lock().await?;
+/// assert_eq!(lock.hold_count().await?, 1);
+/// guard.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FairLock {
+    shared: Arc<FairShared>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("key", &self.shared.key)
+            .field("fenced", &self.shared.fenced)
+            .field("waiter_timeout", &self.shared.waiter_timeout)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+struct FairShared {
+    client: Client,
+    key: Arc<str>,
+    queue: String,
+    timeouts: String,
+    channel_prefix: String,
+    token_key: String,
+    latch_prefix: String,
+    fenced: bool,
+    waiter_timeout: Duration,
+}
+
+enum Attempt {
+    Acquired(HoldGuard),
+    Held(i64),
+}
+
+impl FairLock {
+    /// A handle to the fair lock named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, false)
+    }
+
+    /// A handle to the fair lock named `name` that hands out fencing tokens: every
+    /// acquisition, re-entries included, increments `redisson_lock_token:{name}`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn fenced(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, true)
+    }
+
+    fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(FairShared {
+                client: client.clone(),
+                queue: prefixed("redisson_lock_queue", &key),
+                timeouts: prefixed("redisson_lock_timeout", &key),
+                channel_prefix: prefixed("redisson_lock__channel", &key),
+                token_key: prefixed("redisson_lock_token", &key),
+                latch_prefix: prefixed("redisson_unlock_latch", &key),
+                key: key.into(),
+                fenced,
+                waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+            }),
+            owner: None,
+        })
+    }
+
+    /// This lock with another waiter timeout: how long after its last call a queued waiter
+    /// counts as dead. Waiters call again every quarter of it, so a shorter timeout drops dead
+    /// waiters sooner and costs more calls while waiting. Every client of one lock should use
+    /// the same timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] under 100 ms.
+    pub fn with_waiter_timeout(&self, timeout: Duration) -> Result<Self> {
+        if timeout < MIN_WAITER_TIMEOUT {
+            return Err(Error::InvalidArgument(format!(
+                "waiter timeout must be at least {MIN_WAITER_TIMEOUT:?}, got {timeout:?}"
+            )));
+        }
+        let mut shared = (*self.shared).clone();
+        shared.waiter_timeout = timeout;
+        Ok(Self {
+            shared: Arc::new(shared),
+            owner: self.owner.clone(),
+        })
+    }
+
+    /// This lock, acquired and queried as `owner` instead of the calling task.
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Whether acquisitions hand out fencing tokens.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced
+    }
+
+    /// The waiter timeout.
+    pub fn waiter_timeout(&self) -> Duration {
+        self.shared.waiter_timeout
+    }
+
+    /// The owner calls on this handle act as: the bound owner, or the calling task's.
+    pub fn owner(&self) -> Owner {
+        self.owner
+            .clone()
+            .unwrap_or_else(|| self.shared.client.current_owner())
+    }
+
+    /// Acquires the lock in queue order, waiting as long as it takes; the watchdog keeps the
+    /// hold.
+    ///
+    /// The caller joins the queue in Redis, subscribes to its own channel and sleeps until the
+    /// release before it wakes it (or a quarter of the waiter timeout passes: then it calls
+    /// again, which keeps its place alive and drops dead waiters ahead of it). Through a Redis
+    /// outage it keeps waiting, for up to the client's `wait_outage_limit`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, and nothing leaks: dropped while waiting, the caller leaves the queue in
+    /// the background at once (and wakes the next waiter if it was the head of a free lock);
+    /// dropped while an acquire call may have run, a release of that one hold and the leave
+    /// follow it on the same connection, so Redis runs them after it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`]
+    /// when Redis cannot be reached (at the first attempt, or for longer than the outage limit
+    /// while waiting).
+    pub async fn lock(&self) -> Result<HoldGuard> {
+        self.lock_with(LockOptions::new()).await
+    }
+
+    /// Acquires the lock with options: a wait limit, a fixed lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when the wait limit passed (the caller has left the queue then),
+    /// [`Error::InvalidArgument`] for a lease under one millisecond, and the errors of
+    /// [`lock`](Self::lock).
+    pub async fn lock_with(&self, options: LockOptions) -> Result<HoldGuard> {
+        match self.acquire(options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
+        }
+    }
+
+    /// Acquires the lock if it is free and nobody is queued ahead (or this owner holds it)
+    /// right now; `Ok(None)` otherwise, without joining the queue. One script call.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<HoldGuard>> {
+        self.acquire(LockOptions::new().wait(Duration::ZERO)).await
+    }
+
+    /// Acquires the lock in queue order, waiting up to the options' wait limit (none given:
+    /// try once); `Ok(None)` when the turn has not come by then (the caller has left the
+    /// queue).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+        let wait = options.wait_time().unwrap_or(Duration::ZERO);
+        self.acquire(options.wait(wait)).await
+    }
+
+    async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+        options.validate()?;
+        let owner = self.owner();
+        let lease = options.lease_time();
+        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        let waits = options.wait_time() != Some(Duration::ZERO);
+        let client = &self.shared.client;
+        match self.attempt(&owner, lease, waits).await? {
+            Attempt::Acquired(guard) => return Ok(Some(guard)),
+            Attempt::Held(_) if !waits => return Ok(None),
+            Attempt::Held(_) => {}
+        }
+        // Queued from here on: whatever ends this wait without the lock leaves the queue.
+        let mut queued = Queued {
+            shared: &self.shared,
+            owner: &owner,
+            armed: true,
+        };
+        let channel = format!("{}:{owner}", self.shared.channel_prefix);
+        let subscription = client.subscribe(&channel, |_| Wake::All, None);
+        let confirm_within = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => client.config().response_timeout_duration(),
+        };
+        Box::pin(
+            subscription.confirmed(confirm_within.min(client.config().response_timeout_duration())),
+        )
+        .await;
+        let outcome = self.wait_turn(&owner, lease, deadline, &subscription).await;
+        match outcome {
+            Ok(Some(guard)) => {
+                queued.armed = false;
+                Ok(Some(guard))
+            }
+            Ok(None) => {
+                // Out of time: leave the queue now, so that the caller is gone when it returns.
+                queued.armed = false;
+                self.shared.leave(&owner).await?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Calls again (subscribed first, so a release in between cannot be missed), then sleeps
+    /// until woken or a heartbeat is due, until the lock is taken or the deadline passes.
+    async fn wait_turn(
+        &self,
+        owner: &Owner,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+        subscription: &Subscription,
+    ) -> Result<Option<HoldGuard>> {
+        let client = &self.shared.client;
+        let heartbeat = self.shared.heartbeat();
+        let mut outage_since: Option<Instant> = None;
+        let mut failures = 0u32;
+        loop {
+            let bound = match self.attempt(owner, lease, true).await {
+                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Held(ttl)) => {
+                    outage_since = None;
+                    failures = 0;
+                    ttl_bound(ttl, heartbeat).min(heartbeat)
+                }
+                Err(e) if e.is_connection_error() => {
+                    let since = *outage_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > client.config().outage_limit() {
+                        return Err(e);
+                    }
+                    failures += 1;
+                    tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
+                    client.config().retry_policy().backoff(failures)
+                }
+                Err(e) => return Err(e),
+            };
+            let bound = if subscription.is_confirmed() {
+                bound
+            } else {
+                bound.min(UNCONFIRMED_RECHECK)
+            };
+            let bound = match deadline {
+                Some(deadline) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Ok(None);
+                    }
+                    bound.min(remaining)
+                }
+                None => bound,
+            };
+            // A message or the bound: either way, call again.
+            subscription.wait(bound).await;
+        }
+    }
+
+    /// One acquire script call (with its retries). If the caller drops the future while the
+    /// call may have run, a release of one hold of `owner` and a leave follow it on the same
+    /// connection.
+    async fn attempt(&self, owner: &Owner, lease: Option<Duration>, wait: bool) -> Result<Attempt> {
+        let mut abandoned = Abandoned {
+            shared: &self.shared,
+            owner,
+            armed: true,
+        };
+        // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
+        // stays small for as long as it waits.
+        let result = Box::pin(self.shared.attempt(owner.clone(), lease, wait)).await;
+        abandoned.armed = false;
+        result
+    }
+
+    /// Releases the lock whoever holds it, and wakes the head waiter. Returns whether it was
+    /// locked. Holders lose their hold; their guards' loss signal fires at the next renewal.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release happens or not, as a whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &FORCE_RELEASE,
+            &[&shared.key, &shared.queue, &shared.channel_prefix],
+        )
+        .arg(shared.client.config().publish().as_str());
+        let released: i64 = shared.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.shared.client.exists(&self.shared.key).await
+    }
+
+    /// Whether this handle's owner holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many times this handle's owner holds the lock (0: not at all).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn hold_count(&self) -> Result<u32> {
+        let owner = self.owner();
+        self.shared
+            .client
+            .hash_count(&self.shared.key, owner.as_str())
+            .await
+    }
+
+    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.client.remaining_ttl(&self.shared.key).await
+    }
+
+    /// How many waiters are queued (live or not yet found dead).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn queue_length(&self) -> Result<usize> {
+        self.shared
+            .client
+            .query(ferrisson_core::redis::cmd("LLEN").arg(&self.shared.queue))
+            .await
+    }
+}
+
+/// Armed while an acquire call is in flight; dropped armed, it releases what the call may
+/// have taken and leaves the queue.
+struct Abandoned<'a> {
+    shared: &'a Arc<FairShared>,
+    owner: &'a Owner,
+    armed: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        spawn_cleanup(async move {
+            if let Err(e) = shared
+                .release_call(&owner, None, uuid::Uuid::new_v4().as_u128())
+                .await
+            {
+                tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+            }
+            shared.leave_logged(&owner).await;
+        });
+    }
+}
+
+/// Armed while the caller is queued; dropped armed (the wait was cancelled or failed), it
+/// leaves the queue in the background.
+struct Queued<'a> {
+    shared: &'a Arc<FairShared>,
+    owner: &'a Owner,
+    armed: bool,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        spawn_cleanup(async move { shared.leave_logged(&owner).await });
+    }
+}
+
+/// Armed while a release call is in flight; dropped armed, it sends the release again with
+/// the same request id, so it counts once.
+struct Resend {
+    shared: Arc<FairShared>,
+    owner: Owner,
+    renew_lease: Option<Duration>,
+    request_id: u128,
+    armed: bool,
+}
+
+impl Drop for Resend {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let shared = self.shared.clone();
+        let owner = self.owner.clone();
+        let (renew_lease, request_id) = (self.renew_lease, self.request_id);
+        spawn_cleanup(async move {
+            if let Err(e) = shared.release_call(&owner, renew_lease, request_id).await {
+                tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+            }
+        });
+    }
+}
+
+impl FairShared {
+    /// How often a waiter calls again to keep its place alive.
+    fn heartbeat(&self) -> Duration {
+        self.waiter_timeout / 4
+    }
+
+    async fn attempt(
+        self: &Arc<Self>,
+        owner: Owner,
+        lease: Option<Duration>,
+        wait: bool,
+    ) -> Result<Attempt> {
+        let client = &self.client;
+        let state = client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
+        let believed = state.map_or(0, |s| s.holds);
+        // Once a hold is kept by the watchdog it stays so until its last release.
+        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
+        let lease = match lease {
+            Some(lease) if !watched => lease,
+            _ => client.config().lease_duration(),
+        };
+        // A waiter's deadline is three heartbeats ahead: a live waiter refreshes it in time
+        // even after missing two, and a dead one is dropped at most a waiter timeout after its
+        // last call (the deadline, plus at most one heartbeat until another waiter calls).
+        let waiter_deadline = self.waiter_timeout - self.heartbeat();
+        let mut sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .retrying(|n| {
+                sent_at = Instant::now();
+                let call = ScriptCall::new(
+                    &ACQUIRE,
+                    &[
+                        &self.key,
+                        &self.queue,
+                        &self.timeouts,
+                        &self.token_key,
+                        &self.channel_prefix,
+                    ],
+                )
+                .arg(lease.as_millis() as u64)
+                .arg(owner.as_str())
+                .arg(waiter_deadline.as_millis() as u64)
+                .arg(if wait { "wait" } else { "try" })
+                .arg(believed)
+                .arg(if n > 0 { "1" } else { "0" })
+                .arg(if self.fenced { "1" } else { "0" })
+                .arg(client.config().publish().as_str());
+                async move { client.eval_once(&call).await }
+            })
+            .await?;
+        match reply.as_slice() {
+            [1, held, token] => {
+                if u32::try_from(*held).ok() != Some(believed + 1) {
+                    tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
+                }
+                let handle = client.hold_lease(LeaseSpec {
+                    script: &RENEW_HASH,
+                    key: self.key.clone(),
+                    owner: owner.as_shared().clone(),
+                    lease,
+                    renew: watched,
+                    sent_at,
+                });
+                let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
+                Ok(Attempt::Acquired(HoldGuard::new(
+                    self.clone(),
+                    owner,
+                    handle,
+                    token,
+                )))
+            }
+            [0, ttl] => Ok(Attempt::Held(*ttl)),
+            other => Err(Error::Protocol(format!(
+                "fair_lock/acquire replied {other:?}"
+            ))),
+        }
+    }
+
+    /// Leaves the queue (idempotent, so retried).
+    async fn leave(&self, owner: &Owner) -> Result<()> {
+        let call = ScriptCall::new(
+            &LEAVE,
+            &[&self.key, &self.queue, &self.timeouts, &self.channel_prefix],
+        )
+        .arg(owner.as_str())
+        .arg(self.client.config().publish().as_str());
+        let _: i64 = self.client.eval(&call).await?;
+        Ok(())
+    }
+
+    async fn leave_logged(&self, owner: &Owner) {
+        if let Err(e) = self.leave(owner).await {
+            tracing::warn!(key = %self.key, %owner, error = %e, "leaving the queue failed; the entry is dropped when its deadline passes");
+        }
+    }
+
+    /// Releases one hold of `owner`, retried with one request id.
+    ///
+    /// Cancel safe: dropped while the call is in flight, it sends the release again in the
+    /// background with the same request id.
+    async fn release_hold(
+        self: &Arc<Self>,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+    ) -> Result<Released> {
+        let request_id = uuid::Uuid::new_v4().as_u128();
+        let mut resend = Resend {
+            shared: self.clone(),
+            owner: owner.clone(),
+            renew_lease,
+            request_id,
+            armed: true,
+        };
+        let reply = self.release_call(owner, renew_lease, request_id).await;
+        resend.armed = false;
+        match reply? {
+            -1 => Ok(Released::NotOwner),
+            0 => Ok(Released::StillHeld),
+            1 => Ok(Released::Freed),
+            code => Err(Error::Protocol(format!(
+                "fair_lock/release replied code {code}"
+            ))),
+        }
+    }
+
+    /// The `fair_lock/release` script call.
+    async fn release_call(
+        &self,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+        request_id: u128,
+    ) -> Result<i64> {
+        let client = &self.client;
+        let latch = format!("{}:{request_id:032x}", self.latch_prefix);
+        let call = ScriptCall::new(
+            &RELEASE,
+            &[&self.key, &self.queue, &self.channel_prefix, &latch],
+        )
+        .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+        .arg(owner.as_str())
+        .arg(client.retry_window().as_millis() as u64)
+        .arg(client.config().publish().as_str());
+        client.eval(&call).await
+    }
+}
+
+impl Release for FairShared {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> futures::future::BoxFuture<'static, Result<Released>> {
+        let renew_lease = end.renewed.then(|| self.client.config().lease_duration());
+        Box::pin(async move { self.release_hold(&owner, renew_lease).await })
+    }
+}

@@ -1,0 +1,29 @@
+//! A fair (FIFO) distributed lock on Redis with Redisson's `RFairLock` semantics and data
+//! layout: waiters of every client take it in the order they queued, dead waiters are dropped
+//! within seconds, and holds carry the same loss signal and fencing tokens as the reentrant
+//! lock.
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson_core::Result<()> {
+//! use ferrisson_core::Client;
+//! use ferrisson_fair_lock::FairLock;
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = FairLock::new(&client, "settlement")?;
+//! let guard = lock.lock().await?;
+//! // ... the protected work, watching guard.lost() ...
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! See [`FairLock`] for the semantics and `docs/guarantees.md` for what Redis cannot promise.
+
+mod fair;
+mod scripts;
+
+pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock};
+/// One hold of a [`FairLock`]: the loss signal, the fencing token, and the release on
+/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
+pub use ferrisson_core::HoldGuard as FairLockGuard;
+pub use ferrisson_core::LockOptions;
+pub use scripts::scripts;

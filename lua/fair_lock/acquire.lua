@@ -1,0 +1,92 @@
+-- ferrisson script
+-- operation: fair_lock/acquire
+-- protocol: 1
+-- Take or re-enter a fair lock (Redisson RFairLock layout) in queue order, or join the queue /
+-- keep the caller's place in it alive; optionally with a fencing token.
+-- KEYS[1] lock hash (field = owner, value = hold count)
+-- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name): LIST of owners, FIFO
+-- KEYS[3] waiter deadlines, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[7] = "1"
+-- KEYS[5] release channel prefix, prefixed("redisson_lock__channel", name); a waiter's channel
+--         is KEYS[5] .. ":" .. owner
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner, "<client-id>:<n>"
+-- ARGV[3] waiter deadline in milliseconds from now: a queued waiter that has not called again
+--         by then is dead, and is dropped when it reaches the head [ext: Redisson chains
+--         deadlines from the lock's TTL and never refreshes them]
+-- ARGV[4] "wait" to join (or stay in) the queue when the lock cannot be taken, "try" not to
+-- ARGV[5] hold count the client believes the owner has
+-- ARGV[6] "1" when this call retries one whose reply was lost, else "0"
+-- ARGV[7] "1" for a fenced lock, else "0"
+-- ARGV[8] publish command ("publish")
+-- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
+--         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
+local kind = redis.call('type', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'hash' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+local owner = ARGV[2]
+local function token_of(increment)
+  if ARGV[7] ~= '1' then
+    return 0
+  end
+  if increment then
+    return redis.call('incr', KEYS[4])
+  end
+  return tonumber(redis.call('get', KEYS[4]) or '0')
+end
+local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+if ARGV[6] == '1' and held == tonumber(ARGV[5]) + 1 then
+  -- The lost attempt ran: the owner holds one more than it believes.
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, held, token_of(false)}
+end
+if held > 0 then
+  held = redis.call('hincrby', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, held, token_of(true)}
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Drop dead waiters at the head (never the caller: it is alive, it is calling).
+local dropped = false
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head or head == owner then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], head)
+  dropped = true
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if kind == 'none' and (not head or head == owner) then
+  if head then
+    redis.call('lpop', KEYS[2])
+  end
+  redis.call('zrem', KEYS[3], owner)
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, 1, token_of(true)}
+end
+if kind == 'none' and dropped and head then
+  -- The lock is free and its release went to a waiter found dead: wake the new head.
+  redis.call(ARGV[8], KEYS[5] .. ':' .. head, '0')
+end
+if ARGV[4] == 'wait' then
+  local deadline = now + tonumber(ARGV[3])
+  if redis.call('zadd', KEYS[3], deadline, owner) == 1 then
+    redis.call('rpush', KEYS[2], owner)
+  end
+  -- The queue keys never outlive their last live waiter: they expire after the latest
+  -- deadline (a live waiter pushes it forward with every call).
+  local latest = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')
+  local expiry = math.max(tonumber(latest[2]), deadline) + 1000
+  redis.call('pexpireat', KEYS[2], expiry)
+  redis.call('pexpireat', KEYS[3], expiry)
+end
+return {0, redis.call('pttl', KEYS[1])}

@@ -1,0 +1,22 @@
+-- ferrisson script
+-- operation: fair_lock/force_release
+-- protocol: 1
+-- Release a fair lock whoever holds it, and wake the head waiter.
+-- KEYS[1] lock hash
+-- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name)
+-- KEYS[3] release channel prefix, prefixed("redisson_lock__channel", name)
+-- ARGV[1] publish command ("publish")
+-- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error for another type
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  return 0
+end
+if kind ~= 'hash' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+redis.call('del', KEYS[1])
+local head = redis.call('lindex', KEYS[2], 0)
+if head then
+  redis.call(ARGV[1], KEYS[3] .. ':' .. head, '0')
+end
+return 1

@@ -295,3 +295,145 @@ pub fn ttl_bound(ttl_ms: i64, recheck: Duration) -> Duration {
         Err(_) => recheck,
     }
 }
+
+/// A cleanup that runs in the background (see [`spawn_cleanup`]) if the guard is dropped
+/// armed: what a cancelled call must undo (a hold an abandoned acquire may have taken, a queue
+/// place, a release to send again). [`disarm`](Self::disarm) once the call has completed.
+pub struct CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    cleanup: Option<F>,
+}
+
+impl<F, Fut> CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    /// Armed with `cleanup`, which builds the future to run.
+    pub fn new(cleanup: F) -> Self {
+        Self {
+            cleanup: Some(cleanup),
+        }
+    }
+
+    /// The call completed: nothing to clean up.
+    pub fn disarm(mut self) {
+        self.cleanup = None;
+    }
+}
+
+impl<F, Fut> Drop for CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(cleanup) = self.cleanup.take()
+            && !spawn_cleanup(cleanup())
+        {
+            tracing::warn!(
+                "a cancelled call could not clean up outside a Tokio runtime; what it held ends with its lease"
+            );
+        }
+    }
+}
+
+/// What one acquire script call did.
+pub enum Attempt {
+    /// The hold was taken.
+    Acquired(HoldGuard),
+    /// Not taken; the TTL the script returned (the lock's remaining lease, negative when it
+    /// has none).
+    Held(i64),
+}
+
+/// How a waiter waits: on which channel, woken how, until when, re-checking how often.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitSpec<'a> {
+    /// The channel releases are published on.
+    pub channel: &'a str,
+    /// Which local waiters a message wakes.
+    pub policy: crate::pubsub::WakePolicy,
+    /// Give up then (`None`: never).
+    pub deadline: Option<Instant>,
+    /// The longest sleep between two tries, whatever the TTL says (a heartbeat).
+    pub recheck: Duration,
+}
+
+/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
+const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
+
+/// Waits for a lock whose first try failed: subscribes to the release channel, tries again
+/// (so a release between the first try and the subscription is not missed), then sleeps until
+/// a message, the TTL the last try returned or `recheck` (whichever comes first) and tries
+/// again, until `attempt` takes the hold (`Ok(Some)`) or the deadline passes (`Ok(None)`).
+/// Through a Redis outage it keeps trying with back-off, for up to the client's outage limit.
+///
+/// No message is needed for progress: a lost one only delays the waiter to its next re-check.
+///
+/// # Errors
+///
+/// The first non-connection error of `attempt`, or a connection error once the outage has
+/// lasted longer than the client's `wait_outage_limit`.
+pub async fn wait_for_turn<F, Fut>(
+    client: &crate::Client,
+    spec: WaitSpec<'_>,
+    mut attempt: F,
+) -> Result<Option<HoldGuard>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt>>,
+{
+    let config = client.config();
+    let subscription = client.subscribe(spec.channel, spec.policy, None);
+    let confirm_within = match spec.deadline {
+        Some(d) => d.saturating_duration_since(Instant::now()),
+        None => config.response_timeout_duration(),
+    };
+    Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
+    let mut outage_since: Option<Instant> = None;
+    let mut failures = 0u32;
+    loop {
+        let bound = match attempt().await {
+            Ok(Attempt::Acquired(guard)) => {
+                subscription.satisfied();
+                return Ok(Some(guard));
+            }
+            Ok(Attempt::Held(ttl)) => {
+                outage_since = None;
+                failures = 0;
+                ttl_bound(ttl, spec.recheck).min(spec.recheck)
+            }
+            Err(e) if e.is_connection_error() => {
+                let since = *outage_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > config.outage_limit() {
+                    return Err(e);
+                }
+                failures += 1;
+                tracing::debug!(channel = spec.channel, error = %e, "waiting through a redis outage");
+                config.retry_policy().backoff(failures)
+            }
+            Err(e) => return Err(e),
+        };
+        let bound = if subscription.is_confirmed() {
+            bound
+        } else {
+            bound.min(UNCONFIRMED_RECHECK)
+        };
+        let bound = match spec.deadline {
+            Some(deadline) => {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Ok(None);
+                }
+                bound.min(remaining)
+            }
+            None => bound,
+        };
+        // A message or the bound: either way, try again.
+        subscription.wait(bound).await;
+    }
+}

@@ -30,7 +30,8 @@ pub use client::Client;
 pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
 pub use hold::{
-    HoldGuard, LockOptions, RENEW_HASH, Release, Released, scripts, spawn_cleanup, ttl_bound,
+    Attempt, CleanupGuard, HoldGuard, LockOptions, RENEW_HASH, Release, Released, WaitSpec,
+    scripts, spawn_cleanup, ttl_bound, wait_for_turn,
 };
 pub use owner::Owner;
 pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken};

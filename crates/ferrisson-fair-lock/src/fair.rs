@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ferrisson_core::keys::prefixed;
 use ferrisson_core::{
-    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, RENEW_HASH,
-    Release, Released, Result, ScriptCall, Subscription, Wake, spawn_cleanup, ttl_bound,
+    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
+    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec, Wake, wait_for_turn,
 };
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
@@ -17,9 +17,6 @@ pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The shortest waiter timeout accepted.
 const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
-
-/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
-const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
 
 /// A fair distributed lock with Redisson's `RFairLock` semantics and Redis layout: waiters of
 /// every client take the lock in the order they queued.
@@ -84,11 +81,6 @@ struct FairShared {
     latch_prefix: String,
     fenced: bool,
     waiter_timeout: Duration,
-}
-
-enum Attempt {
-    Acquired(HoldGuard),
-    Held(i64),
 }
 
 impl FairLock {
@@ -265,103 +257,47 @@ impl FairLock {
             Attempt::Held(_) if !waits => return Ok(None),
             Attempt::Held(_) => {}
         }
-        // Queued from here on: whatever ends this wait without the lock leaves the queue.
-        let mut queued = Queued {
-            shared: &self.shared,
-            owner: &owner,
-            armed: true,
-        };
+        // Queued from here on: whatever ends this wait without the lock leaves the queue
+        // (in the background when the wait is cancelled or fails).
+        let queued = CleanupGuard::new(|| {
+            let (shared, owner) = (self.shared.clone(), owner.clone());
+            async move { shared.leave_logged(&owner).await }
+        });
         let channel = format!("{}:{owner}", self.shared.channel_prefix);
-        let subscription = client.subscribe(&channel, |_| Wake::All, None);
-        let confirm_within = match deadline {
-            Some(d) => d.saturating_duration_since(Instant::now()),
-            None => client.config().response_timeout_duration(),
+        let spec = WaitSpec {
+            channel: &channel,
+            policy: |_| Wake::All,
+            deadline,
+            // Calling again keeps the caller's place alive and drops dead waiters ahead.
+            recheck: self.shared.heartbeat(),
         };
-        Box::pin(
-            subscription.confirmed(confirm_within.min(client.config().response_timeout_duration())),
-        )
-        .await;
-        let outcome = self.wait_turn(&owner, lease, deadline, &subscription).await;
-        match outcome {
-            Ok(Some(guard)) => {
-                queued.armed = false;
-                Ok(Some(guard))
-            }
-            Ok(None) => {
-                // Out of time: leave the queue now, so that the caller is gone when it returns.
-                queued.armed = false;
-                self.shared.leave(&owner).await?;
-                Ok(None)
-            }
-            Err(e) => Err(e),
+        let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
+        queued.disarm();
+        if outcome.is_none() {
+            // Out of time: leave the queue now, so that the caller is gone when it returns.
+            self.shared.leave(&owner).await?;
         }
-    }
-
-    /// Calls again (subscribed first, so a release in between cannot be missed), then sleeps
-    /// until woken or a heartbeat is due, until the lock is taken or the deadline passes.
-    async fn wait_turn(
-        &self,
-        owner: &Owner,
-        lease: Option<Duration>,
-        deadline: Option<Instant>,
-        subscription: &Subscription,
-    ) -> Result<Option<HoldGuard>> {
-        let client = &self.shared.client;
-        let heartbeat = self.shared.heartbeat();
-        let mut outage_since: Option<Instant> = None;
-        let mut failures = 0u32;
-        loop {
-            let bound = match self.attempt(owner, lease, true).await {
-                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
-                Ok(Attempt::Held(ttl)) => {
-                    outage_since = None;
-                    failures = 0;
-                    ttl_bound(ttl, heartbeat).min(heartbeat)
-                }
-                Err(e) if e.is_connection_error() => {
-                    let since = *outage_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > client.config().outage_limit() {
-                        return Err(e);
-                    }
-                    failures += 1;
-                    tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
-                    client.config().retry_policy().backoff(failures)
-                }
-                Err(e) => return Err(e),
-            };
-            let bound = if subscription.is_confirmed() {
-                bound
-            } else {
-                bound.min(UNCONFIRMED_RECHECK)
-            };
-            let bound = match deadline {
-                Some(deadline) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    if remaining.is_zero() {
-                        return Ok(None);
-                    }
-                    bound.min(remaining)
-                }
-                None => bound,
-            };
-            // A message or the bound: either way, call again.
-            subscription.wait(bound).await;
-        }
+        Ok(outcome)
     }
 
     /// One acquire script call (with its retries). If the caller drops the future while the
     /// call may have run, a release of one hold of `owner` and a leave follow it on the same
-    /// connection.
+    /// connection, so Redis runs them after it.
     async fn attempt(&self, owner: &Owner, lease: Option<Duration>, wait: bool) -> Result<Attempt> {
-        let mut abandoned = Abandoned {
-            shared: &self.shared,
-            owner,
-            armed: true,
-        };
+        let abandoned = CleanupGuard::new(|| {
+            let (shared, owner) = (self.shared.clone(), owner.clone());
+            async move {
+                let request_id = uuid::Uuid::new_v4().as_u128();
+                if let Err(e) = shared.release_call(&owner, None, request_id).await {
+                    tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+                }
+                shared.leave_logged(&owner).await;
+            }
+        });
         // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
         // stays small for as long as it waits.
         let result = Box::pin(self.shared.attempt(owner.clone(), lease, wait)).await;
-        abandoned.armed = false;
+        abandoned.disarm();
         result
     }
 
@@ -436,78 +372,6 @@ impl FairLock {
             .client
             .query(ferrisson_core::redis::cmd("LLEN").arg(&self.shared.queue))
             .await
-    }
-}
-
-/// Armed while an acquire call is in flight; dropped armed, it releases what the call may
-/// have taken and leaves the queue.
-struct Abandoned<'a> {
-    shared: &'a Arc<FairShared>,
-    owner: &'a Owner,
-    armed: bool,
-}
-
-impl Drop for Abandoned<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        spawn_cleanup(async move {
-            if let Err(e) = shared
-                .release_call(&owner, None, uuid::Uuid::new_v4().as_u128())
-                .await
-            {
-                tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
-            }
-            shared.leave_logged(&owner).await;
-        });
-    }
-}
-
-/// Armed while the caller is queued; dropped armed (the wait was cancelled or failed), it
-/// leaves the queue in the background.
-struct Queued<'a> {
-    shared: &'a Arc<FairShared>,
-    owner: &'a Owner,
-    armed: bool,
-}
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        spawn_cleanup(async move { shared.leave_logged(&owner).await });
-    }
-}
-
-/// Armed while a release call is in flight; dropped armed, it sends the release again with
-/// the same request id, so it counts once.
-struct Resend {
-    shared: Arc<FairShared>,
-    owner: Owner,
-    renew_lease: Option<Duration>,
-    request_id: u128,
-    armed: bool,
-}
-
-impl Drop for Resend {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        let (renew_lease, request_id) = (self.renew_lease, self.request_id);
-        spawn_cleanup(async move {
-            if let Err(e) = shared.release_call(&owner, renew_lease, request_id).await {
-                tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
-            }
-        });
     }
 }
 
@@ -617,15 +481,16 @@ impl FairShared {
         renew_lease: Option<Duration>,
     ) -> Result<Released> {
         let request_id = uuid::Uuid::new_v4().as_u128();
-        let mut resend = Resend {
-            shared: self.clone(),
-            owner: owner.clone(),
-            renew_lease,
-            request_id,
-            armed: true,
-        };
+        let resend = CleanupGuard::new(|| {
+            let (shared, owner) = (self.clone(), owner.clone());
+            async move {
+                if let Err(e) = shared.release_call(&owner, renew_lease, request_id).await {
+                    tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                }
+            }
+        });
         let reply = self.release_call(owner, renew_lease, request_id).await;
-        resend.armed = false;
+        resend.disarm();
         match reply? {
             -1 => Ok(Released::NotOwner),
             0 => Ok(Released::StillHeld),

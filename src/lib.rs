@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | `lock` | [`ReentrantLock`] (and fenced) | `RLock`, `RFencedLock` |
 //! | `fair-lock` | [`FairLock`] | `RFairLock` |
+//! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -44,3 +45,7 @@ pub use ferrisson_lock::{LockGuard, LockOptions, ReentrantLock};
 #[cfg(feature = "fair-lock")]
 #[doc(inline)]
 pub use ferrisson_fair_lock::{FairLock, FairLockGuard};
+
+#[cfg(feature = "rwlock")]
+#[doc(inline)]
+pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, WriteLock};

@@ -14,6 +14,7 @@ fn registered() -> Vec<&'static Script> {
     let mut all = ferrisson_core::scripts().to_vec();
     all.extend(ferrisson_lock::scripts());
     all.extend(ferrisson_fair_lock::scripts());
+    all.extend(ferrisson_rwlock::scripts());
     all
 }
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests. Every test talks to a real `redis-server`.
-#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::panic)]
 
 use std::collections::HashMap;
 use std::future::Future;

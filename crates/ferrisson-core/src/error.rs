@@ -29,6 +29,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// The call can never succeed as asked: it would wait for itself (a read-write lock's
+    /// reader asking for the write lock while it still reads). Nothing changed.
+    #[error("would deadlock: {0}")]
+    WouldDeadlock(String),
+
     /// The key exists but holds another Redis data type than the synchronizer uses.
     #[error("key `{key}` holds a value of another type than this synchronizer uses")]
     WrongType {

@@ -34,7 +34,9 @@ pub use hold::{
     scripts, spawn_cleanup, ttl_bound, wait_for_turn,
 };
 pub use owner::Owner;
-pub use pubsub::{Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken};
+pub use pubsub::{
+    Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken, lock_message_policy,
+};
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
 pub use watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 

@@ -63,6 +63,17 @@ pub enum Wake {
 /// Turns the payload of a message into a [`Wake`]. One policy per channel.
 pub type WakePolicy = fn(&[u8]) -> Wake;
 
+/// The wake policy of Redisson's lock channels: `0` (a lock released, or a read hold ended)
+/// wakes one waiter; anything else (`1`: a write lock released, readers may all enter) wakes
+/// every waiter.
+pub fn lock_message_policy(payload: &[u8]) -> Wake {
+    if payload == b"0" {
+        Wake::One
+    } else {
+        Wake::All
+    }
+}
+
 /// What a waiter says about itself to a releaser that may hand it the synchronizer
 /// (the lock crate puts the waiter's owner and lease there).
 pub type Tag = Arc<dyn Any + Send + Sync>;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ferrisson_core::keys::prefixed;
 use ferrisson_core::{
     Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, RENEW_HASH,
-    Release, Released, Result, ScriptCall, Wake, Woken, spawn_cleanup, ttl_bound,
+    Release, Released, Result, ScriptCall, Woken, lock_message_policy, spawn_cleanup, ttl_bound,
 };
 
 use crate::LockGuard;
@@ -137,15 +137,6 @@ pub(crate) struct LockShared {
 enum Attempt {
     Acquired(LockGuard),
     Held(i64),
-}
-
-fn wake_policy(payload: &[u8]) -> Wake {
-    // `0`: released, one waiter may take it. Anything else (Redisson's read-unlock `1`): all.
-    if payload == b"0" {
-        Wake::One
-    } else {
-        Wake::All
-    }
 }
 
 impl ReentrantLock {
@@ -373,7 +364,8 @@ impl ReentrantLock {
                     Attempt::Held(_) if !waits => return Ok(None),
                     Attempt::Held(ttl) => ttl,
                 };
-                let subscription = client.subscribe(&self.shared.channel, wake_policy, Some(tag()));
+                let subscription =
+                    client.subscribe(&self.shared.channel, lock_message_policy, Some(tag()));
                 let confirm_within = match deadline {
                     Some(d) => d.saturating_duration_since(Instant::now()),
                     None => client.config().response_timeout_duration(),

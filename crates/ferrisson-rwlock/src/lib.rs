@@ -1,0 +1,32 @@
+//! A read-write distributed lock on Redis with Redisson's `RReadWriteLock` semantics and data
+//! layout: many readers or one writer, both reentrant, downgrade but no upgrade, a lease key
+//! per read hold so that a crashed reader's holds expire on their own, and the loss signal on
+//! every hold (fencing tokens on the write side).
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson_core::Result<()> {
+//! use ferrisson_core::Client;
+//! use ferrisson_rwlock::ReadWriteLock;
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = ReadWriteLock::new(&client, "prices")?;
+//! let read = lock.read_lock().lock().await?; // shared with other readers
+//! read.unlock().await?;
+//! let write = lock.write_lock().lock().await?; // exclusive
+//! write.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! See [`ReadWriteLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
+//! promise.
+
+mod rwlock;
+mod scripts;
+
+/// One hold of either side of a [`ReadWriteLock`]: the loss signal, the fencing token (write
+/// side of a fenced lock), and the release on [`unlock`](ferrisson_core::HoldGuard::unlock) or
+/// drop.
+pub use ferrisson_core::HoldGuard as RwLockGuard;
+pub use ferrisson_core::LockOptions;
+pub use rwlock::{Mode, ReadLock, ReadWriteLock, WriteLock};
+pub use scripts::scripts;

@@ -1,0 +1,579 @@
+//! The read-write lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::{prefixed, suffixed};
+use ferrisson_core::{
+    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
+    Owner, Release, Released, Result, ScriptCall, WaitSpec, lock_message_policy, wait_for_turn,
+};
+
+use crate::scripts::{
+    FORCE_RELEASE, READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_RELEASE,
+};
+
+/// A read-write distributed lock with Redisson's `RReadWriteLock` semantics and Redis layout:
+/// many readers or one writer.
+///
+/// - **Both sides reentrant**, per owner (the calling Tokio task by default, or an explicit
+///   [`Owner`] with [`owned_by`](Self::owned_by)).
+/// - **Downgrade**: the writer may also take read holds; when its last write hold goes, the
+///   lock passes to read mode and waiting readers are woken. **Upgrade** (a reader asking for
+///   the write lock) is refused at once with [`Error::WouldDeadlock`]: it could only wait for
+///   itself.
+/// - **Every read hold has its own lease key.** The watchdog renews an owner's own holds and
+///   nobody else's, so the holds of a crashed client expire on their own while live readers
+///   keep the lock, and a writer is let in once only dead readers are left.
+/// - **Wake-ups**: a write release wakes every local waiter (readers may all enter), a release
+///   of the last read hold wakes one (a writer may enter).
+/// - **Loss and fencing**: both guards carry the loss signal; with [`fenced`](Self::fenced),
+///   every write acquisition hands out a strictly increasing token.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_rwlock::ReadWriteLock;
+///
+/// let lock = ReadWriteLock::fenced(&client, "catalog")?;
+/// let write = lock.write_lock().lock().await?;
+/// assert!(write.token().is_some());
+/// // The writer may read too; its last write release leaves the lock in read mode.
+/// let read = lock.read_lock().lock().await?;
+/// write.unlock().await?;
+/// assert_eq!(lock.mode().await?, Some(ferrisson_rwlock::Mode::Read));
+/// read.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ReadWriteLock {
+    read: Arc<Side>,
+    write: Arc<Side>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for ReadWriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadWriteLock")
+            .field("key", &self.read.shared.key)
+            .field("fenced", &self.read.shared.fenced)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// Which side holds a read-write lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Readers (and perhaps a writer's downgraded read holds).
+    Read,
+    /// A writer.
+    Write,
+}
+
+struct RwShared {
+    client: Client,
+    key: Arc<str>,
+    channel: String,
+    token_key: String,
+    latch_prefix: String,
+    /// `suffixed(key, "")` without its trailing `:`: read hold `i` of owner `o` has its lease
+    /// key at `{hold_base}:{o}:rwlock_timeout:{i}`.
+    hold_base: String,
+    fenced: bool,
+}
+
+/// One side of the lock: what its guards release through.
+struct Side {
+    shared: Arc<RwShared>,
+    write: bool,
+}
+
+/// The read side of a [`ReadWriteLock`]: shared with other readers, exclusive of writers
+/// (other than the reader's own write hold).
+#[derive(Clone, Debug)]
+pub struct ReadLock {
+    rw: ReadWriteLock,
+}
+
+/// The write side of a [`ReadWriteLock`]: exclusive of every other owner.
+#[derive(Clone, Debug)]
+pub struct WriteLock {
+    rw: ReadWriteLock,
+}
+
+impl ReadWriteLock {
+    /// A handle to the read-write lock named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, false)
+    }
+
+    /// As [`new`](Self::new), with a fencing token for every write acquisition (re-entries
+    /// included), from the counter `redisson_lock_token:{name}`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn fenced(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, true)
+    }
+
+    fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        let key = client.object_key(name)?;
+        let mut hold_base = suffixed(&key, "");
+        hold_base.pop();
+        let shared = Arc::new(RwShared {
+            client: client.clone(),
+            channel: prefixed("redisson_rwlock", &key),
+            token_key: prefixed("redisson_lock_token", &key),
+            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            hold_base,
+            key: key.into(),
+            fenced,
+        });
+        Ok(Self {
+            read: Arc::new(Side {
+                shared: shared.clone(),
+                write: false,
+            }),
+            write: Arc::new(Side {
+                shared,
+                write: true,
+            }),
+            owner: None,
+        })
+    }
+
+    /// This lock, acquired and queried as `owner` instead of the calling task.
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            owner: Some(owner),
+            ..self.clone()
+        }
+    }
+
+    /// The read side.
+    pub fn read_lock(&self) -> ReadLock {
+        ReadLock { rw: self.clone() }
+    }
+
+    /// The write side.
+    pub fn write_lock(&self) -> WriteLock {
+        WriteLock { rw: self.clone() }
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.read.shared.key
+    }
+
+    /// The owner calls on this handle act as: the bound owner, or the calling task's.
+    pub fn owner(&self) -> Owner {
+        self.owner
+            .clone()
+            .unwrap_or_else(|| self.read.shared.client.current_owner())
+    }
+
+    /// Whether anyone holds the lock, reader or writer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.read.shared.client.exists(self.key()).await
+    }
+
+    /// Which side holds the lock, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Protocol`] for a mode of neither
+    /// kind.
+    pub async fn mode(&self) -> Result<Option<Mode>> {
+        let mode: Option<String> = self
+            .read
+            .shared
+            .client
+            .query(
+                ferrisson_core::redis::cmd("HGET")
+                    .arg(self.key())
+                    .arg("mode"),
+            )
+            .await?;
+        match mode.as_deref() {
+            None => Ok(None),
+            Some("read") => Ok(Some(Mode::Read)),
+            Some("write") => Ok(Some(Mode::Write)),
+            Some(other) => Err(Error::Protocol(format!(
+                "read-write lock `{}` has mode `{other}`",
+                self.key()
+            ))),
+        }
+    }
+
+    /// The time left on the lock's lease; `None` when it is not locked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.read.shared.client.remaining_ttl(self.key()).await
+    }
+
+    /// Releases the lock whoever holds it (every reader and the writer) and wakes every
+    /// waiter. Returns whether it was locked. Holders lose their holds; their guards' loss
+    /// signal fires at the next renewal.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release happens or not, as a whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let shared = &self.read.shared;
+        let call = ScriptCall::new(&FORCE_RELEASE, &[&shared.key, &shared.channel])
+            .arg(shared.client.config().publish().as_str());
+        let released: i64 = shared.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+}
+
+macro_rules! side_api {
+    ($side:ident, $what:literal) => {
+        /// Acquires
+        #[doc = $what]
+        /// waiting as long as it takes; the watchdog keeps the hold.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe, and nothing leaks: if the future is dropped while an acquire call
+        /// may have run, a release of that one hold follows it on the same connection.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`] when the key holds something else than a lock,
+        /// [`Error::Redis`] when Redis cannot be reached (at the first attempt, or for
+        /// longer than the outage limit while waiting).
+        pub async fn lock(&self) -> Result<HoldGuard> {
+            self.lock_with(LockOptions::new()).await
+        }
+
+        /// Acquires
+        #[doc = $what]
+        /// with options: a wait limit, a fixed lease.
+        ///
+        /// # Cancel safety
+        ///
+        /// As [`lock`](Self::lock).
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Timeout`] when the wait limit passed, [`Error::InvalidArgument`] for a
+        /// lease under one millisecond, and the errors of [`lock`](Self::lock).
+        pub async fn lock_with(&self, options: LockOptions) -> Result<HoldGuard> {
+            match self.acquire(options).await? {
+                Some(guard) => Ok(guard),
+                None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
+            }
+        }
+
+        /// Acquires
+        #[doc = $what]
+        /// if that can be done right now; `Ok(None)` otherwise. One script call.
+        ///
+        /// # Cancel safety
+        ///
+        /// As [`lock`](Self::lock).
+        ///
+        /// # Errors
+        ///
+        /// As [`lock`](Self::lock).
+        pub async fn try_lock(&self) -> Result<Option<HoldGuard>> {
+            self.acquire(LockOptions::new().wait(Duration::ZERO)).await
+        }
+
+        /// Acquires
+        #[doc = $what]
+        /// waiting up to the options' wait limit (none given: try once); `Ok(None)` when
+        /// that was not possible in time.
+        ///
+        /// # Cancel safety
+        ///
+        /// As [`lock`](Self::lock).
+        ///
+        /// # Errors
+        ///
+        /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
+        pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+            let wait = options.wait_time().unwrap_or(Duration::ZERO);
+            self.acquire(options.wait(wait)).await
+        }
+
+        async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+            let side = &self.rw.$side;
+            side.acquire(self.rw.owner(), options).await
+        }
+
+        /// How many holds of this side the handle's owner has (0: none).
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`], [`Error::Redis`].
+        pub async fn hold_count(&self) -> Result<u32> {
+            let side = &self.rw.$side;
+            let field = side.field(&self.rw.owner());
+            side.shared
+                .client
+                .hash_count(&side.shared.key, &field)
+                .await
+        }
+
+        /// Whether the handle's owner has a hold of this side.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`], [`Error::Redis`].
+        pub async fn is_held_by_current(&self) -> Result<bool> {
+            Ok(self.hold_count().await? > 0)
+        }
+
+        /// The whole read-write lock.
+        pub fn read_write_lock(&self) -> &ReadWriteLock {
+            &self.rw
+        }
+    };
+}
+
+impl ReadLock {
+    side_api!(read, "a read hold (shared with other readers),");
+}
+
+impl WriteLock {
+    side_api!(write, "the write lock (exclusive),");
+}
+
+impl Side {
+    /// The hash field of `owner`'s holds on this side.
+    fn field(&self, owner: &Owner) -> String {
+        if self.write {
+            owner.writer()
+        } else {
+            owner.as_str().to_owned()
+        }
+    }
+
+    /// `owner`'s read hold lease prefix: hold `i` lives in `{prefix}:{i}`.
+    fn hold_prefix(&self, owner: &Owner) -> String {
+        format!("{}:{owner}:rwlock_timeout", self.shared.hold_base)
+    }
+
+    async fn acquire(
+        self: &Arc<Self>,
+        owner: Owner,
+        options: LockOptions,
+    ) -> Result<Option<HoldGuard>> {
+        options.validate()?;
+        let lease = options.lease_time();
+        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        match self.attempt(&owner, lease).await? {
+            Attempt::Acquired(guard) => return Ok(Some(guard)),
+            Attempt::Held(_) if options.wait_time() == Some(Duration::ZERO) => return Ok(None),
+            Attempt::Held(_) => {}
+        }
+        let client = &self.shared.client;
+        let spec = WaitSpec {
+            channel: &self.shared.channel,
+            policy: lock_message_policy,
+            deadline,
+            recheck: client.config().lease_duration(),
+        };
+        wait_for_turn(client, spec, || self.attempt(&owner, lease)).await
+    }
+
+    /// One acquire script call (with its retries). If the caller drops the future while the
+    /// call may have run, a release of one hold of `owner` on this side follows it on the same
+    /// connection, so Redis runs it after the acquire.
+    async fn attempt(self: &Arc<Self>, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
+        let abandoned = CleanupGuard::new(|| {
+            let (side, owner) = (self.clone(), owner.clone());
+            async move {
+                let request_id = uuid::Uuid::new_v4().as_u128();
+                if let Err(e) = side.release_call(&owner, None, request_id).await {
+                    tracing::warn!(key = %side.shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+                }
+            }
+        });
+        // Boxed: the call's state lives on the heap only while it runs.
+        let result = Box::pin(self.acquire_call(owner.clone(), lease)).await;
+        abandoned.disarm();
+        result
+    }
+
+    async fn acquire_call(
+        self: &Arc<Self>,
+        owner: Owner,
+        lease: Option<Duration>,
+    ) -> Result<Attempt> {
+        let shared = &self.shared;
+        let client = &shared.client;
+        let field: Arc<str> = self.field(&owner).into();
+        let state = client.lease_state(&RENEW, &shared.key, &field);
+        let believed = state.map_or(0, |s| s.holds);
+        // Once holds are kept by the watchdog they stay so until the last release.
+        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
+        let lease = match lease {
+            Some(lease) if !watched => lease,
+            _ => client.config().lease_duration(),
+        };
+        let prefix = self.hold_prefix(&owner);
+        let writer = owner.writer();
+        let mut sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .retrying(|n| {
+                sent_at = Instant::now();
+                let retry = if n > 0 { "1" } else { "0" };
+                let call = if self.write {
+                    ScriptCall::new(&WRITE_ACQUIRE, &[&shared.key, &shared.token_key])
+                        .arg(lease.as_millis() as u64)
+                        .arg(&writer)
+                        .arg(owner.as_str())
+                        .arg(believed)
+                        .arg(retry)
+                        .arg(if shared.fenced { "1" } else { "0" })
+                        .arg(&shared.hold_base)
+                } else {
+                    ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix])
+                        .arg(lease.as_millis() as u64)
+                        .arg(owner.as_str())
+                        .arg(&writer)
+                        .arg(believed)
+                        .arg(retry)
+                };
+                async move { client.eval_once(&call).await }
+            })
+            .await?;
+        let (held, token) = match reply.as_slice() {
+            [1, held] => (*held, None),
+            [1, held, token] => (
+                *held,
+                shared.fenced.then(|| u64::try_from(*token).unwrap_or(0)),
+            ),
+            [0, ttl] => return Ok(Attempt::Held(*ttl)),
+            [-1, _] => {
+                return Err(Error::WouldDeadlock(format!(
+                    "{owner} holds read locks of `{}` and asked for its write lock: a read-write lock cannot be upgraded; release the read holds first",
+                    shared.key
+                )));
+            }
+            other => {
+                return Err(Error::Protocol(format!("rwlock acquire replied {other:?}")));
+            }
+        };
+        if u32::try_from(held).ok() != Some(believed + 1) {
+            tracing::debug!(key = %shared.key, %owner, held, believed, "hold count differs from the local one");
+        }
+        let handle = client.hold_lease(LeaseSpec {
+            script: &RENEW,
+            key: shared.key.clone(),
+            owner: field,
+            lease,
+            renew: watched,
+            sent_at,
+        });
+        Ok(Attempt::Acquired(HoldGuard::new(
+            self.clone(),
+            owner,
+            handle,
+            token,
+        )))
+    }
+
+    /// Releases one hold of `owner` on this side, retried with one request id. Cancel safe:
+    /// dropped while the call is in flight, it sends the release again in the background with
+    /// the same request id.
+    async fn release_hold(
+        self: &Arc<Self>,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+    ) -> Result<Released> {
+        let request_id = uuid::Uuid::new_v4().as_u128();
+        let resend = CleanupGuard::new(|| {
+            let (side, owner) = (self.clone(), owner.clone());
+            async move {
+                if let Err(e) = side.release_call(&owner, renew_lease, request_id).await {
+                    tracing::warn!(key = %side.shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                }
+            }
+        });
+        let reply = self.release_call(owner, renew_lease, request_id).await;
+        resend.disarm();
+        match reply? {
+            -1 => Ok(Released::NotOwner),
+            0 => Ok(Released::StillHeld),
+            1 => Ok(Released::Freed),
+            code => Err(Error::Protocol(format!(
+                "rwlock release replied code {code}"
+            ))),
+        }
+    }
+
+    async fn release_call(
+        &self,
+        owner: &Owner,
+        renew_lease: Option<Duration>,
+        request_id: u128,
+    ) -> Result<i64> {
+        let shared = &self.shared;
+        let client = &shared.client;
+        let latch = format!("{}:{request_id:032x}", shared.latch_prefix);
+        let window = client.retry_window().as_millis() as u64;
+        let publish = client.config().publish();
+        let call = if self.write {
+            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
+                .arg(owner.writer())
+                .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+                .arg(publish.as_str())
+                .arg(window)
+        } else {
+            let prefix = self.hold_prefix(owner);
+            ScriptCall::new(
+                &READ_RELEASE,
+                &[&shared.key, &shared.channel, &prefix, &latch],
+            )
+            .arg(owner.as_str())
+            .arg(publish.as_str())
+            .arg(window)
+            .arg(&shared.hold_base)
+        };
+        client.eval(&call).await
+    }
+}
+
+impl Release for Side {
+    fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> futures::future::BoxFuture<'static, Result<Released>> {
+        // A write hold kept by the watchdog keeps the lease while write holds remain; read
+        // holds keep their own lease keys.
+        let renew_lease =
+            (self.write && end.renewed).then(|| self.shared.client.config().lease_duration());
+        Box::pin(async move { self.release_hold(&owner, renew_lease).await })
+    }
+}

@@ -1,0 +1,37 @@
+//! The Lua scripts of the read-write lock (`lua/rwlock/`).
+
+use ferrisson_core::Script;
+
+pub(crate) static READ_ACQUIRE: Script = Script::new(
+    "rwlock/read_acquire",
+    include_str!("../lua/read_acquire.lua"),
+);
+pub(crate) static WRITE_ACQUIRE: Script = Script::new(
+    "rwlock/write_acquire",
+    include_str!("../lua/write_acquire.lua"),
+);
+pub(crate) static READ_RELEASE: Script = Script::new(
+    "rwlock/read_release",
+    include_str!("../lua/read_release.lua"),
+);
+pub(crate) static WRITE_RELEASE: Script = Script::new(
+    "rwlock/write_release",
+    include_str!("../lua/write_release.lua"),
+);
+pub(crate) static RENEW: Script = Script::new("rwlock/renew", include_str!("../lua/renew.lua"));
+pub(crate) static FORCE_RELEASE: Script = Script::new(
+    "rwlock/force_release",
+    include_str!("../lua/force_release.lua"),
+);
+
+/// Every script this crate runs, for tests and tools that load or check them.
+pub fn scripts() -> [&'static Script; 6] {
+    [
+        &READ_ACQUIRE,
+        &WRITE_ACQUIRE,
+        &READ_RELEASE,
+        &WRITE_RELEASE,
+        &RENEW,
+        &FORCE_RELEASE,
+    ]
+}

@@ -1,0 +1,34 @@
+-- ferrisson script
+-- operation: rwlock/read_acquire
+-- protocol: 1
+-- Take or re-enter a read hold of a read-write lock (Redisson RReadWriteLock layout): free,
+-- in read mode, or in write mode held by the same owner (a writer may also read). Each read
+-- hold gets its own lease key.
+-- KEYS[1] lock hash: mode = "read" | "write", owner -> read holds, "<owner>:write" -> write holds
+-- KEYS[2] the owner's hold-lease prefix, suffixed(name, owner) .. ":rwlock_timeout"; hold i
+--         lives in KEYS[2] .. ":" .. i
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner, "<client-id>:<n>"
+-- ARGV[3] the owner's writer field, "<owner>:write"
+-- ARGV[4] read hold count the client believes the owner has
+-- ARGV[5] "1" when this call retries one whose reply was lost, else "0"
+-- returns {1, read hold count} when the owner now holds one more read hold,
+--         {0, PTTL of the lock} when a writer (another owner) holds it
+local mode = redis.call('hget', KEYS[1], 'mode')
+local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
+  -- The lost attempt ran: the owner holds one more than it believes.
+  redis.call('pexpire', KEYS[2] .. ':' .. held, ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return {1, held}
+end
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+if mode == false or mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+  held = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':' .. held, 1, 'PX', ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return {1, held}
+end
+return {0, redis.call('pttl', KEYS[1])}

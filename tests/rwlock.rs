@@ -395,3 +395,41 @@ async fn bad_input_and_wrong_types_get_clear_errors() {
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     let _: String = con.get(&name).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_lock_futures_leak_no_hold() {
+    let redis = TestRedis::any();
+    let name = unique_name("dropped");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock = ReadWriteLock::new(&a, &name).unwrap();
+    // Dropped at every stage: before, during and after the acquire call, free and held.
+    for i in 0..40u64 {
+        let holder = if i % 2 == 0 {
+            Some(
+                ReadWriteLock::new(&b, &name)
+                    .unwrap()
+                    .write_lock()
+                    .lock()
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
+        let call = lock.owned_by(a.new_owner());
+        let wait = Duration::from_micros(50 * i);
+        if i % 4 < 2 {
+            let _ = tokio::time::timeout(wait, call.read_lock().lock()).await;
+        } else {
+            let _ = tokio::time::timeout(wait, call.write_lock().lock()).await;
+        }
+        if let Some(holder) = holder {
+            holder.unlock().await.unwrap();
+        }
+    }
+    eventually(SOON, "no hold left", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+}

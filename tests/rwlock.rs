@@ -433,3 +433,86 @@ async fn dropped_lock_futures_leak_no_hold() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_readers_cannot_starve_a_writer() {
+    let redis = TestRedis::any();
+    let name = unique_name("starve");
+    let readers_client = client(&redis.url()).await;
+    let writer_client = client(&redis.url()).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    // Overlapping readers: the lock never leaves read mode on its own.
+    for _ in 0..8 {
+        let lock = ReadWriteLock::new(&readers_client, &name).unwrap();
+        let stop = stop.clone();
+        readers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let guard = lock.read_lock().lock().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    let writer = ReadWriteLock::new(&writer_client, &name).unwrap();
+    eventually(SOON, "readers hold", || async {
+        writer.is_locked().await.unwrap()
+    })
+    .await;
+    for _ in 0..3 {
+        let guard = writer
+            .write_lock()
+            .try_lock_with(LockOptions::new().wait(SOON))
+            .await
+            .unwrap()
+            .expect("the writer gets in among a stream of readers");
+        guard.unlock().await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    join_within(SOON, "readers stop", readers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_stops_holding_readers_back() {
+    let redis = TestRedis::any();
+    let name = unique_name("intent");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let reader = ReadWriteLock::new(&a, &name).unwrap();
+    let read = reader.read_lock().lock().await.unwrap();
+    let writer = ReadWriteLock::new(&b, &name).unwrap();
+    let intent = format!("redisson_rwlock_writer:{{{name}}}");
+
+    let waiting = writer.clone();
+    let pending = tokio::spawn(async move { waiting.write_lock().lock().await.map(drop) });
+    eventually(SOON, "the writer announces itself", || async {
+        let n: i64 = redis.connection().exists(&intent).unwrap();
+        n == 1
+    })
+    .await;
+    // A new reader waits behind the writer; the one reading already re-enters.
+    let newcomer = reader.owned_by(a.new_owner());
+    assert!(newcomer.read_lock().try_lock().await.unwrap().is_none());
+    let again = reader
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("re-entry");
+    again.unlock().await.unwrap();
+
+    pending.abort();
+    eventually(SOON, "the intent is withdrawn", || async {
+        let n: i64 = redis.connection().exists(&intent).unwrap();
+        n == 0
+    })
+    .await;
+    let late = newcomer
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("no writer waits");
+    late.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+}

@@ -7,13 +7,15 @@
 -- KEYS[1] lock hash: mode = "read" | "write", owner -> read holds, "<owner>:write" -> write holds
 -- KEYS[2] the owner's hold-lease prefix, suffixed(name, owner) .. ":rwlock_timeout"; hold i
 --         lives in KEYS[2] .. ":" .. i
+-- KEYS[3] writer intent, prefixed("redisson_rwlock_writer", name) [ext]: while a writer waits,
+--         readers that hold nothing yet wait too, so that readers cannot starve writers
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
 -- ARGV[3] the owner's writer field, "<owner>:write"
 -- ARGV[4] read hold count the client believes the owner has
 -- ARGV[5] "1" when this call retries one whose reply was lost, else "0"
 -- returns {1, read hold count} when the owner now holds one more read hold,
---         {0, PTTL of the lock} when a writer (another owner) holds it
+--         {0, ms to wait at most} when a writer (another owner) holds it or waits for it
 local mode = redis.call('hget', KEYS[1], 'mode')
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
@@ -21,6 +23,15 @@ if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
   redis.call('pexpire', KEYS[2] .. ':' .. held, ARGV[1])
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
   return {1, held}
+end
+if held == 0 and mode ~= 'write' and redis.call('exists', KEYS[3]) == 1 then
+  -- A writer waits: queue behind it (until it is through, or its intent expires).
+  local ttl = redis.call('pttl', KEYS[3])
+  local lock_ttl = redis.call('pttl', KEYS[1])
+  if lock_ttl > 0 then
+    ttl = math.min(ttl, lock_ttl)
+  end
+  return {0, ttl}
 end
 if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'read')

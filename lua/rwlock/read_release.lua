@@ -9,6 +9,9 @@
 -- KEYS[2] release channel, prefixed("redisson_rwlock", name)
 -- KEYS[3] the owner's hold-lease prefix, suffixed(name, owner) .. ":rwlock_timeout"
 -- KEYS[4] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- KEYS[5] writer intent, prefixed("redisson_rwlock_writer", name): when a writer waits, the
+--         last release publishes "1" instead [ext], so that the writer is woken even where
+--         readers queued behind it are the longest-waiting local waiters
 -- ARGV[1] owner
 -- ARGV[2] publish command ("publish")
 -- ARGV[3] how long the latch keeps the result, in milliseconds
@@ -51,7 +54,11 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
       redis.call('pexpire', KEYS[1], longest)
     else
       redis.call('del', KEYS[1])
-      redis.call(ARGV[2], KEYS[2], '0')
+      local message = '0'
+      if redis.call('exists', KEYS[5]) == 1 then
+        message = '1'
+      end
+      redis.call(ARGV[2], KEYS[2], message)
       code = 1
     end
   end

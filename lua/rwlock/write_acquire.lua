@@ -6,6 +6,8 @@
 -- crashed reader never keeps writers out [ext]. A read -> write upgrade is refused at once.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[6] = "1"
+-- KEYS[3] writer intent, prefixed("redisson_rwlock_writer", name) [ext]: set while the caller
+--         waits (new readers then wait too), cleared when it gets the lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] the owner's writer field, "<owner>:write"
 -- ARGV[3] owner, "<client-id>:<n>" (its read holds make the call an upgrade)
@@ -15,6 +17,8 @@
 -- ARGV[7] the hold-lease key base, suffixed(name, "") without the trailing ":": the lease of
 --         read hold i of owner o is ARGV[7] .. ":" .. o .. ":rwlock_timeout:" .. i (derived
 --         here, as Redisson does, to find dead readers; same hash slot as KEYS[1])
+-- ARGV[8] how long the writer intent lasts unless renewed, in milliseconds; "0" to leave no
+--         intent (a try without waiting)
 -- returns {1, write hold count, token} when the owner now holds the write lock (token 0 when
 --         not fenced), {0, PTTL of the lock} when others hold it, {-1, 0} for an upgrade
 local function token_of(increment)
@@ -65,6 +69,12 @@ end
 if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
+  if redis.call('get', KEYS[3]) == ARGV[2] then
+    redis.call('del', KEYS[3])
+  end
   return {1, 1, token_of(true)}
+end
+if ARGV[8] ~= '0' then
+  redis.call('set', KEYS[3], ARGV[2], 'PX', ARGV[8])
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -41,7 +41,7 @@ pub fn targets(records: &Records) -> Vec<(String, f64, String, bool)> {
                     r.scenario == "contended"
                         && r.variant == hold
                         && r.metric == "acquisitions_per_sec"
-                        && r.library != "ferrisson"
+                        && !r.library.starts_with("ferrisson")
                 })
                 .map(|r| r.value)
                 .fold(None, |best: Option<f64>, v| {
@@ -56,6 +56,25 @@ pub fn targets(records: &Records) -> Vec<(String, f64, String, bool)> {
                 ));
             }
         }
+    }
+    let fair = crate::scenarios::lock_kinds::FAIR;
+    for hold in ["hold=0ms", "hold=1ms"] {
+        if let Some(c) = records.get("contended", hold, fair, "commands_per_acquisition") {
+            out.push((
+                format!("fair lock contended {hold} commands per acquisition"),
+                c,
+                "<= 4".to_owned(),
+                c <= 4.0,
+            ));
+        }
+    }
+    if let Some(n) = records.get("contended", "fifo-32-waiters", fair, "out_of_order") {
+        out.push((
+            "fair lock waiters served out of queue order".to_owned(),
+            n,
+            "= 0".to_owned(),
+            n == 0.0,
+        ));
     }
     let w = "waiters=10000";
     if let Some(s) = records.get("waiters", w, "ferrisson", "subscriber_connections") {

@@ -10,8 +10,15 @@ use ferrisson_core::{
 };
 
 use crate::scripts::{
-    FORCE_RELEASE, READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_RELEASE,
+    FORCE_RELEASE, READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
 };
+
+/// How long a waiting writer's intent lasts unless its next try renews it: new readers wait
+/// while it lasts, so a writer that died stops holding them up this long after.
+const WRITER_INTENT: Duration = Duration::from_secs(3);
+
+/// How often a waiting writer tries again, renewing its intent.
+const WRITER_RECHECK: Duration = Duration::from_secs(1);
 
 /// A read-write distributed lock with Redisson's `RReadWriteLock` semantics and Redis layout:
 /// many readers or one writer.
@@ -82,6 +89,8 @@ struct RwShared {
     channel: String,
     token_key: String,
     latch_prefix: String,
+    /// `prefixed("redisson_rwlock_writer", key)`: set while a writer waits [ext].
+    intent_key: String,
     /// `suffixed(key, "")` without its trailing `:`: read hold `i` of owner `o` has its lease
     /// key at `{hold_base}:{o}:rwlock_timeout:{i}`.
     hold_base: String,
@@ -136,6 +145,7 @@ impl ReadWriteLock {
             channel: prefixed("redisson_rwlock", &key),
             token_key: prefixed("redisson_lock_token", &key),
             latch_prefix: prefixed("redisson_unlock_latch", &key),
+            intent_key: prefixed("redisson_rwlock_writer", &key),
             hold_base,
             key: key.into(),
             fenced,
@@ -386,25 +396,61 @@ impl Side {
         options.validate()?;
         let lease = options.lease_time();
         let deadline = options.wait_time().map(|w| Instant::now() + w);
-        match self.attempt(&owner, lease).await? {
+        let waits = options.wait_time() != Some(Duration::ZERO);
+        match self.attempt(&owner, lease, waits).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held(_) if options.wait_time() == Some(Duration::ZERO) => return Ok(None),
+            Attempt::Held(_) if !waits => return Ok(None),
             Attempt::Held(_) => {}
         }
         let client = &self.shared.client;
+        // A waiting writer has announced itself: whatever ends the wait without the lock
+        // withdraws the intent (in the background when the wait is cancelled or fails).
+        let intent = self.write.then(|| {
+            CleanupGuard::new(|| {
+                let (side, owner) = (self.clone(), owner.clone());
+                async move { side.withdraw_intent_logged(&owner).await }
+            })
+        });
         let spec = WaitSpec {
             channel: &self.shared.channel,
             policy: lock_message_policy,
             deadline,
-            recheck: client.config().lease_duration(),
+            recheck: if self.write {
+                WRITER_RECHECK
+            } else {
+                client.config().lease_duration()
+            },
         };
-        wait_for_turn(client, spec, || self.attempt(&owner, lease)).await
+        let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
+        if let Some(intent) = intent {
+            intent.disarm();
+            if outcome.is_none() {
+                self.withdraw_intent_logged(&owner).await;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Withdraws `owner`'s writer intent, if it is still the one set.
+    async fn withdraw_intent_logged(&self, owner: &Owner) {
+        let shared = &self.shared;
+        let call = ScriptCall::new(&WRITE_LEAVE, &[&shared.intent_key, &shared.channel])
+            .arg(owner.writer())
+            .arg(shared.client.config().publish().as_str());
+        if let Err(e) = shared.client.eval::<i64>(&call).await {
+            tracing::warn!(key = %shared.key, %owner, error = %e, "withdrawing a writer intent failed; it expires by itself");
+        }
     }
 
     /// One acquire script call (with its retries). If the caller drops the future while the
     /// call may have run, a release of one hold of `owner` on this side follows it on the same
     /// connection, so Redis runs it after the acquire.
-    async fn attempt(self: &Arc<Self>, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
+    async fn attempt(
+        self: &Arc<Self>,
+        owner: &Owner,
+        lease: Option<Duration>,
+        wait: bool,
+    ) -> Result<Attempt> {
         let abandoned = CleanupGuard::new(|| {
             let (side, owner) = (self.clone(), owner.clone());
             async move {
@@ -415,7 +461,7 @@ impl Side {
             }
         });
         // Boxed: the call's state lives on the heap only while it runs.
-        let result = Box::pin(self.acquire_call(owner.clone(), lease)).await;
+        let result = Box::pin(self.acquire_call(owner.clone(), lease, wait)).await;
         abandoned.disarm();
         result
     }
@@ -424,6 +470,7 @@ impl Side {
         self: &Arc<Self>,
         owner: Owner,
         lease: Option<Duration>,
+        wait: bool,
     ) -> Result<Attempt> {
         let shared = &self.shared;
         let client = &shared.client;
@@ -444,16 +491,24 @@ impl Side {
                 sent_at = Instant::now();
                 let retry = if n > 0 { "1" } else { "0" };
                 let call = if self.write {
-                    ScriptCall::new(&WRITE_ACQUIRE, &[&shared.key, &shared.token_key])
-                        .arg(lease.as_millis() as u64)
-                        .arg(&writer)
-                        .arg(owner.as_str())
-                        .arg(believed)
-                        .arg(retry)
-                        .arg(if shared.fenced { "1" } else { "0" })
-                        .arg(&shared.hold_base)
+                    ScriptCall::new(
+                        &WRITE_ACQUIRE,
+                        &[&shared.key, &shared.token_key, &shared.intent_key],
+                    )
+                    .arg(lease.as_millis() as u64)
+                    .arg(&writer)
+                    .arg(owner.as_str())
+                    .arg(believed)
+                    .arg(retry)
+                    .arg(if shared.fenced { "1" } else { "0" })
+                    .arg(&shared.hold_base)
+                    .arg(if wait {
+                        WRITER_INTENT.as_millis() as u64
+                    } else {
+                        0
+                    })
                 } else {
-                    ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix])
+                    ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
                         .arg(lease.as_millis() as u64)
                         .arg(owner.as_str())
                         .arg(&writer)
@@ -549,7 +604,13 @@ impl Side {
             let prefix = self.hold_prefix(owner);
             ScriptCall::new(
                 &READ_RELEASE,
-                &[&shared.key, &shared.channel, &prefix, &latch],
+                &[
+                    &shared.key,
+                    &shared.channel,
+                    &prefix,
+                    &latch,
+                    &shared.intent_key,
+                ],
             )
             .arg(owner.as_str())
             .arg(publish.as_str())

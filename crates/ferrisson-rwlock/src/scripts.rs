@@ -18,6 +18,8 @@ pub(crate) static WRITE_RELEASE: Script = Script::new(
     "rwlock/write_release",
     include_str!("../lua/write_release.lua"),
 );
+pub(crate) static WRITE_LEAVE: Script =
+    Script::new("rwlock/write_leave", include_str!("../lua/write_leave.lua"));
 pub(crate) static RENEW: Script = Script::new("rwlock/renew", include_str!("../lua/renew.lua"));
 pub(crate) static FORCE_RELEASE: Script = Script::new(
     "rwlock/force_release",
@@ -25,12 +27,13 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 );
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 6] {
+pub fn scripts() -> [&'static Script; 7] {
     [
         &READ_ACQUIRE,
         &WRITE_ACQUIRE,
         &READ_RELEASE,
         &WRITE_RELEASE,
+        &WRITE_LEAVE,
         &RENEW,
         &FORCE_RELEASE,
     ]

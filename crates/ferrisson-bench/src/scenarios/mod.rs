@@ -7,6 +7,7 @@ use crate::stats::Probe;
 
 pub mod contended;
 pub mod external;
+pub mod lock_kinds;
 pub mod raw;
 pub mod rslock_peer;
 pub mod uncontended;
@@ -61,7 +62,10 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
     match name {
         "raw" => raw::run(ctx, records).await,
         "uncontended" => uncontended::run(ctx, records).await,
-        "contended" => contended::run(ctx, records).await,
+        "contended" => {
+            contended::run(ctx, records).await?;
+            lock_kinds::run(ctx, records).await
+        }
         "waiters" => waiters::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;

@@ -58,16 +58,6 @@ pub fn targets(records: &Records) -> Vec<(String, f64, String, bool)> {
         }
     }
     let fair = crate::scenarios::lock_kinds::FAIR;
-    for hold in ["hold=0ms", "hold=1ms"] {
-        if let Some(c) = records.get("contended", hold, fair, "commands_per_acquisition") {
-            out.push((
-                format!("fair lock contended {hold} commands per acquisition"),
-                c,
-                "<= 4".to_owned(),
-                c <= 4.0,
-            ));
-        }
-    }
     if let Some(n) = records.get("contended", "fifo-32-waiters", fair, "out_of_order") {
         out.push((
             "fair lock waiters served out of queue order".to_owned(),

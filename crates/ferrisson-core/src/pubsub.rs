@@ -7,7 +7,8 @@
 //! slots in arrival order and the channel's [`WakePolicy`], which turns a message's payload into
 //! how many local waiters should try again (one for a lock release, all for a latch opening, up
 //! to `n` for `n` released permits). A channel is subscribed while at least one slot is on it
-//! and unsubscribed when the last one leaves; the desired set is reconciled with the connection
+//! and unsubscribed a moment (two seconds) after the last one leaves, so that a waiter coming
+//! back soon finds it subscribed and confirmed; the desired set is reconciled with the connection
 //! by one background task, the *driver*, which also owns the connection.
 //!
 //! Waking a slot sets its `pending` flag and stores a permit in its [`Notify`], so a wake-up
@@ -573,6 +574,17 @@ struct Driver {
     retry: RetryPolicy,
 }
 
+/// How long a channel stays subscribed after its last waiter left.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Sleeps until `due`; forever when there is none.
+async fn sleep_until_some(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Driver {
     async fn run(self) {
         let mut failures = 0u32;
@@ -608,7 +620,10 @@ impl Driver {
             }
             let (mut sink, mut stream) = pubsub.split();
             let mut subscribed = HashSet::new();
-            let mut healthy = self.reconcile(&mut sink, &mut subscribed).await;
+            let mut lingering = HashMap::new();
+            let mut healthy = self
+                .reconcile(&mut sink, &mut subscribed, &mut lingering)
+                .await;
             if reconnected {
                 // Whatever happened while the connection was down, nobody was told.
                 let state = self.shared.state();
@@ -617,13 +632,17 @@ impl Driver {
                 }
             }
             while healthy {
+                let linger_due = lingering.values().min().copied();
                 tokio::select! {
                     biased;
                     () = self.shared.kick.notified() => {
                         if self.shared.state().closed {
                             return;
                         }
-                        healthy = self.reconcile(&mut sink, &mut subscribed).await;
+                        healthy = self.reconcile(&mut sink, &mut subscribed, &mut lingering).await;
+                    }
+                    () = sleep_until_some(linger_due) => {
+                        healthy = self.reconcile(&mut sink, &mut subscribed, &mut lingering).await;
                     }
                     message = stream.next() => match message {
                         Some(message) => self.dispatch(&message),
@@ -661,6 +680,7 @@ impl Driver {
         &self,
         sink: &mut redis::aio::PubSubSink,
         subscribed: &mut HashSet<String>,
+        lingering: &mut HashMap<String, Instant>,
     ) -> bool {
         let (to_subscribe, to_unsubscribe) = {
             let state = self.shared.state();
@@ -670,11 +690,21 @@ impl Driver {
                 .filter(|c| !subscribed.contains(*c))
                 .cloned()
                 .collect();
-            let remove: Vec<String> = subscribed
+            // A channel nobody waits on any more lingers before it is unsubscribed: the same
+            // waiter (a task taking a fair lock in a loop) is often back within moments, and
+            // then needs neither a SUBSCRIBE nor the wait for its confirmation.
+            let now = Instant::now();
+            lingering.retain(|c, _| !state.channels.contains_key(c));
+            let mut remove = Vec::new();
+            for c in subscribed
                 .iter()
                 .filter(|c| !state.channels.contains_key(*c))
-                .cloned()
-                .collect();
+            {
+                let due = *lingering.entry(c.clone()).or_insert(now + LINGER);
+                if due <= now {
+                    remove.push(c.clone());
+                }
+            }
             (add, remove)
         };
         if !to_subscribe.is_empty() {
@@ -697,6 +727,7 @@ impl Driver {
                 Ok(Ok(())) => {
                     for c in &to_unsubscribe {
                         subscribed.remove(c);
+                        lingering.remove(c);
                     }
                 }
                 Ok(Err(e)) => {

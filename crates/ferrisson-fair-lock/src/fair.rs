@@ -173,76 +173,19 @@ impl FairLock {
             .unwrap_or_else(|| self.shared.client.current_owner())
     }
 
-    /// Acquires the lock in queue order, waiting as long as it takes; the watchdog keeps the
-    /// hold.
-    ///
-    /// The caller joins the queue in Redis, subscribes to its own channel and sleeps until the
-    /// release before it wakes it (or a quarter of the waiter timeout passes: then it calls
-    /// again, which keeps its place alive and drops dead waiters ahead of it). Through a Redis
-    /// outage it keeps waiting, for up to the client's `wait_outage_limit`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, and nothing leaks: dropped while waiting, the caller leaves the queue in
-    /// the background at once (and wakes the next waiter if it was the head of a free lock);
-    /// dropped while an acquire call may have run, a release of that one hold and the leave
-    /// follow it on the same connection, so Redis runs them after it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`]
-    /// when Redis cannot be reached (at the first attempt, or for longer than the outage limit
-    /// while waiting).
-    pub async fn lock(&self) -> Result<HoldGuard> {
-        self.lock_with(LockOptions::new()).await
-    }
-
-    /// Acquires the lock with options: a wait limit, a fixed lease.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] when the wait limit passed (the caller has left the queue then),
-    /// [`Error::InvalidArgument`] for a lease under one millisecond, and the errors of
-    /// [`lock`](Self::lock).
-    pub async fn lock_with(&self, options: LockOptions) -> Result<HoldGuard> {
-        match self.acquire(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
-        }
-    }
-
-    /// Acquires the lock if it is free and nobody is queued ahead (or this owner holds it)
-    /// right now; `Ok(None)` otherwise, without joining the queue. One script call.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<HoldGuard>> {
-        self.acquire(LockOptions::new().wait(Duration::ZERO)).await
-    }
-
-    /// Acquires the lock in queue order, waiting up to the options' wait limit (none given:
-    /// try once); `Ok(None)` when the turn has not come by then (the caller has left the
-    /// queue).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
-        let wait = options.wait_time().unwrap_or(Duration::ZERO);
-        self.acquire(options.wait(wait)).await
+    ferrisson_core::lock_methods! {
+        what: "the lock in queue order",
+        waiting: "The caller joins the queue in Redis, subscribes to its own channel and sleeps \
+            until the release before it wakes it (or a quarter of the waiter timeout passes: then \
+            it calls again, which keeps its place alive and drops dead waiters ahead of it). When \
+            a wait limit passes, the caller has left the queue by the time the call returns. \
+            Through a Redis outage it keeps waiting, for up to the client's `wait_outage_limit`.",
+        try_now: "if it is free and nobody is queued ahead (or this owner holds it) right now; \
+            `Ok(None)` otherwise, without joining the queue.",
+        cancel_safety: "Cancel safe, and nothing leaks: dropped while waiting, the caller leaves \
+            the queue in the background at once (and wakes the next waiter if it was the head of \
+            a free lock); dropped while an acquire call may have run, a release of that one hold \
+            and the leave follow it on the same connection, so Redis runs them after it.",
     }
 
     async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {

@@ -89,6 +89,31 @@ struct WaiterInfo {
 /// # Ok(()) }
 /// ```
 ///
+/// ## Wait a little, hold for a fixed lease
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_lock::{LockOptions, ReentrantLock};
+///
+/// let lock = ReentrantLock::new(&client, "reports")?;
+/// let options = LockOptions::new()
+///     .wait(Duration::from_millis(500))
+///     .lease(Duration::from_secs(10));
+/// let guard = lock.try_lock_with(options).await?.expect("free");
+/// assert!(lock.remaining_ttl().await?.unwrap() <= Duration::from_secs(10));
+///
+/// // Another task waits half a second, then gives up.
+/// let other = lock.clone();
+/// let got = tokio::spawn(async move { other.try_lock_with(options).await }).await??;
+/// assert!(got.is_none());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
 /// ## Stop the work when the lock is lost
 ///
 /// ```
@@ -240,99 +265,22 @@ impl ReentrantLock {
             .unwrap_or_else(|| self.shared.client.current_owner())
     }
 
-    /// Acquires the lock, waiting as long as it takes; the watchdog keeps the hold.
-    ///
-    /// Waiting costs Redis nothing while the lock does not change hands: the waiter sleeps on
-    /// the client's one subscriber connection until a release message (or the holder's lease
-    /// ending) wakes it. Local waiters queue in arrival order: a releasing holder of the same
-    /// client hands the lock to the first of them in its release call (at most
-    /// 8 times in a row, then it frees the lock for everyone), and a new caller queues behind
-    /// them instead of barging in. Through a Redis outage it keeps waiting, for up to the
-    /// client's `wait_outage_limit`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, and nothing leaks: if the future is dropped while an acquire call may have
-    /// run, a release of that one hold follows it on the same connection (so Redis runs it
-    /// after the acquire), and a lock handed to a waiter that has left is released at once. A
-    /// dropped waiter hands any wake-up it received to the next local waiter.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`]
-    /// when Redis cannot be reached (at the first attempt, or for longer than the outage limit
-    /// while waiting).
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.lock_with(LockOptions::new()).await
-    }
-
-    /// Acquires the lock with options: a wait limit, a fixed lease.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] when the wait limit passed, [`Error::InvalidArgument`] for a lease
-    /// under one millisecond, and the errors of [`lock`](Self::lock).
-    pub async fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
-        match self.acquire(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
-        }
-    }
-
-    /// Acquires the lock if it is free (or held by this owner) right now; `Ok(None)` if another
-    /// owner holds it. One script call.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(LockOptions::new().wait(Duration::ZERO)).await
-    }
-
-    /// Acquires the lock, waiting up to the options' wait limit (none given: try once);
-    /// `Ok(None)` when it is still held by another owner then.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let server = ferrisson_testkit::RedisServer::spawn();
-    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-    /// use std::time::Duration;
-    /// use ferrisson_lock::{LockOptions, ReentrantLock};
-    ///
-    /// let lock = ReentrantLock::new(&client, "reports")?;
-    /// let options = LockOptions::new()
-    ///     .wait(Duration::from_millis(500))
-    ///     .lease(Duration::from_secs(10));
-    /// let guard = lock.try_lock_with(options).await?.expect("free");
-    /// assert!(lock.remaining_ttl().await?.unwrap() <= Duration::from_secs(10));
-    ///
-    /// // Another task waits half a second, then gives up.
-    /// let other = lock.clone();
-    /// let got = tokio::spawn(async move { other.try_lock_with(options).await }).await??;
-    /// assert!(got.is_none());
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        let wait = options.wait_time().unwrap_or(Duration::ZERO);
-        self.acquire(options.wait(wait)).await
+    ferrisson_core::lock_methods! {
+        what: "the lock",
+        waiting: "Waiting costs Redis nothing while the lock does not change hands: the waiter \
+            sleeps on the client's one subscriber connection until a release message (or the \
+            holder's lease ending) wakes it. Local waiters queue in arrival order: a releasing \
+            holder of the same client hands the lock to the first of them in its release call \
+            (at most 8 times in a row, then it frees the lock for everyone), and a new caller \
+            queues behind them instead of barging in. Through a Redis outage it keeps waiting, \
+            for up to the client's `wait_outage_limit`.",
+        try_now: "if it is free (or held by this owner) right now; `Ok(None)` if another owner \
+            holds it.",
+        cancel_safety: "Cancel safe, and nothing leaks: if the future is dropped while an \
+            acquire call may have run, a release of that one hold follows it on the same \
+            connection (so Redis runs it after the acquire), and a lock handed to a waiter that \
+            has left is released at once. A dropped waiter hands any wake-up it received to the \
+            next local waiter.",
     }
 
     async fn acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {

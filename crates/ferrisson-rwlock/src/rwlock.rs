@@ -260,74 +260,15 @@ impl ReadWriteLock {
 }
 
 macro_rules! side_api {
-    ($side:ident, $what:literal) => {
-        /// Acquires
-        #[doc = $what]
-        /// waiting as long as it takes; the watchdog keeps the hold.
-        ///
-        /// # Cancel safety
-        ///
-        /// Cancel safe, and nothing leaks: if the future is dropped while an acquire call
-        /// may have run, a release of that one hold follows it on the same connection.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`] when the key holds something else than a lock,
-        /// [`Error::Redis`] when Redis cannot be reached (at the first attempt, or for
-        /// longer than the outage limit while waiting).
-        pub async fn lock(&self) -> Result<HoldGuard> {
-            self.lock_with(LockOptions::new()).await
-        }
-
-        /// Acquires
-        #[doc = $what]
-        /// with options: a wait limit, a fixed lease.
-        ///
-        /// # Cancel safety
-        ///
-        /// As [`lock`](Self::lock).
-        ///
-        /// # Errors
-        ///
-        /// [`Error::Timeout`] when the wait limit passed, [`Error::InvalidArgument`] for a
-        /// lease under one millisecond, and the errors of [`lock`](Self::lock).
-        pub async fn lock_with(&self, options: LockOptions) -> Result<HoldGuard> {
-            match self.acquire(options).await? {
-                Some(guard) => Ok(guard),
-                None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
-            }
-        }
-
-        /// Acquires
-        #[doc = $what]
-        /// if that can be done right now; `Ok(None)` otherwise. One script call.
-        ///
-        /// # Cancel safety
-        ///
-        /// As [`lock`](Self::lock).
-        ///
-        /// # Errors
-        ///
-        /// As [`lock`](Self::lock).
-        pub async fn try_lock(&self) -> Result<Option<HoldGuard>> {
-            self.acquire(LockOptions::new().wait(Duration::ZERO)).await
-        }
-
-        /// Acquires
-        #[doc = $what]
-        /// waiting up to the options' wait limit (none given: try once); `Ok(None)` when
-        /// that was not possible in time.
-        ///
-        /// # Cancel safety
-        ///
-        /// As [`lock`](Self::lock).
-        ///
-        /// # Errors
-        ///
-        /// As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`.
-        pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
-            let wait = options.wait_time().unwrap_or(Duration::ZERO);
-            self.acquire(options.wait(wait)).await
+    ($side:ident, $what:literal, $waiting:literal, $try_now:literal) => {
+        ferrisson_core::lock_methods! {
+            what: $what,
+            waiting: $waiting,
+            try_now: $try_now,
+            cancel_safety: "Cancel safe, and nothing leaks: if the future is dropped while an \
+        acquire call may have run, a release of that one hold follows it on the same \
+        connection, so Redis runs it after the acquire; a writer that stops waiting \
+        withdraws its intent.",
         }
 
         async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
@@ -366,11 +307,26 @@ macro_rules! side_api {
 }
 
 impl ReadLock {
-    side_api!(read, "a read hold (shared with other readers),");
+    side_api!(
+        read,
+        "a read hold (shared with other readers)",
+        "The reader gets in at once unless a writer holds the lock or waits for it (then it \
+            sleeps until that writer's release wakes every waiter); re-entries never wait.",
+        "if no writer holds or waits for it (or this owner already reads) right now; \
+            `Ok(None)` otherwise."
+    );
 }
 
 impl WriteLock {
-    side_api!(write, "the write lock (exclusive),");
+    side_api!(
+        write,
+        "the write lock (exclusive)",
+        "The writer announces itself while it waits, so that new readers wait behind it, and \
+            sleeps until the last read release (or a write release) wakes it, trying again \
+            every second to keep its intent alive. A reader asking for the write lock fails at \
+            once with `Error::WouldDeadlock`.",
+        "if nobody else holds it right now; `Ok(None)` otherwise, without announcing a wait."
+    );
 }
 
 impl Side {

@@ -17,9 +17,16 @@ use tokio::time::Instant;
 pub static RENEW_HASH: Script =
     Script::new("core/renew_hash", include_str!("../lua/renew_hash.lua"));
 
+/// Force release of a lock kept in a hash, whoever holds it (`lua/core/force_release_hash.lua`):
+/// the reentrant lock's (message `0`) and the read-write lock's (message `1`).
+pub static FORCE_RELEASE_HASH: Script = Script::new(
+    "core/force_release_hash",
+    include_str!("../lua/force_release_hash.lua"),
+);
+
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 1] {
-    [&RENEW_HASH]
+pub fn scripts() -> [&'static Script; 2] {
+    [&RENEW_HASH, &FORCE_RELEASE_HASH]
 }
 
 /// How long to wait for a lock, and how long to hold it.
@@ -394,8 +401,7 @@ where
         None => config.response_timeout_duration(),
     };
     Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
-    let mut outage_since: Option<Instant> = None;
-    let mut failures = 0u32;
+    let mut pacer = WaitPacer::new(spec.deadline);
     loop {
         let bound = match attempt().await {
             Ok(Attempt::Acquired(guard)) => {
@@ -403,38 +409,79 @@ where
                 return Ok(Some(guard));
             }
             Ok(Attempt::Held(ttl)) => {
-                outage_since = None;
-                failures = 0;
+                pacer.held();
                 ttl_bound(ttl, spec.recheck).min(spec.recheck)
             }
-            Err(e) if e.is_connection_error() => {
-                let since = *outage_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > config.outage_limit() {
-                    return Err(e);
-                }
-                failures += 1;
-                tracing::debug!(channel = spec.channel, error = %e, "waiting through a redis outage");
-                config.retry_policy().backoff(failures)
-            }
-            Err(e) => return Err(e),
+            Err(e) => pacer.failed(e, config)?,
         };
-        let bound = if subscription.is_confirmed() {
+        let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
+            return Ok(None);
+        };
+        // A message or the bound: either way, try again.
+        subscription.wait(bound).await;
+    }
+}
+
+/// The pace of a wait loop: how long to sleep between tries, through outages and up to the
+/// wait's deadline.
+#[derive(Debug)]
+pub struct WaitPacer {
+    deadline: Option<Instant>,
+    outage_since: Option<Instant>,
+    failures: u32,
+}
+
+impl WaitPacer {
+    /// A pacer for a wait that gives up at `deadline` (`None`: never).
+    pub fn new(deadline: Option<Instant>) -> Self {
+        Self {
+            deadline,
+            outage_since: None,
+            failures: 0,
+        }
+    }
+
+    /// A try reached Redis (and found the lock taken): any outage is over.
+    pub fn held(&mut self) {
+        self.outage_since = None;
+        self.failures = 0;
+    }
+
+    /// A try failed with `e`: the back-off before the next try while a connection outage has
+    /// lasted less than the client's outage limit.
+    ///
+    /// # Errors
+    ///
+    /// `e` itself when it is not a connection error, or when the outage has lasted too long.
+    pub fn failed(&mut self, e: Error, config: &crate::ClientConfig) -> Result<Duration> {
+        if !e.is_connection_error() {
+            return Err(e);
+        }
+        let since = *self.outage_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > config.outage_limit() {
+            return Err(e);
+        }
+        self.failures += 1;
+        tracing::debug!(error = %e, failures = self.failures, "waiting through a redis outage");
+        Ok(config.retry_policy().backoff(self.failures))
+    }
+
+    /// How long to sleep before the next try: `bound`, at most a short re-check while the
+    /// subscription is not `confirmed` (a message could be missed), and no later than the
+    /// deadline; `None` once the deadline has passed.
+    pub fn next_sleep(&self, bound: Duration, confirmed: bool) -> Option<Duration> {
+        let bound = if confirmed {
             bound
         } else {
             bound.min(UNCONFIRMED_RECHECK)
         };
-        let bound = match spec.deadline {
+        match self.deadline {
             Some(deadline) => {
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Ok(None);
-                }
-                bound.min(remaining)
+                (!remaining.is_zero()).then(|| bound.min(remaining))
             }
-            None => bound,
-        };
-        // A message or the bound: either way, try again.
-        subscription.wait(bound).await;
+            None => Some(bound),
+        }
     }
 }
 
@@ -521,6 +568,68 @@ macro_rules! lock_methods {
         ) -> $crate::Result<Option<$crate::HoldGuard>> {
             let wait = options.wait_time().unwrap_or(std::time::Duration::ZERO);
             self.acquire(options.wait(wait)).await
+        }
+    };
+}
+
+/// The read-only queries of a lock kept in a hash of `owner → count` (the reentrant lock and
+/// the fair lock): `is_locked`, `is_held_by_current`, `hold_count`, `remaining_ttl`, written
+/// once over the type's `client()`, `key()` and `owner()`.
+#[macro_export]
+macro_rules! hash_lock_queries {
+    () => {
+        /// Whether any owner holds the lock.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: it only reads.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Redis`]($crate::Error::Redis).
+        pub async fn is_locked(&self) -> $crate::Result<bool> {
+            self.client().exists(self.key()).await
+        }
+
+        /// Whether this handle's owner holds the lock.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: it only reads.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`]($crate::Error::WrongType), [`Error::Redis`]($crate::Error::Redis).
+        pub async fn is_held_by_current(&self) -> $crate::Result<bool> {
+            Ok(self.hold_count().await? > 0)
+        }
+
+        /// How many times this handle's owner holds the lock (0: not at all).
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: it only reads.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`]($crate::Error::WrongType), [`Error::Redis`]($crate::Error::Redis).
+        pub async fn hold_count(&self) -> $crate::Result<u32> {
+            let owner = self.owner();
+            self.client().hash_count(self.key(), owner.as_str()).await
+        }
+
+        /// The time left on the lock's lease; `None` when it is not locked (or has no
+        /// expiry).
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: it only reads.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Redis`]($crate::Error::Redis).
+        pub async fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
+            self.client().remaining_ttl(self.key()).await
         }
     };
 }

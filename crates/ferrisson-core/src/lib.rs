@@ -30,8 +30,8 @@ pub use client::Client;
 pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
 pub use hold::{
-    Attempt, CleanupGuard, HoldGuard, LockOptions, RENEW_HASH, Release, Released, WaitSpec,
-    scripts, spawn_cleanup, ttl_bound, wait_for_turn,
+    Attempt, CleanupGuard, FORCE_RELEASE_HASH, HoldGuard, LockOptions, RENEW_HASH, Release,
+    Released, WaitPacer, WaitSpec, scripts, spawn_cleanup, ttl_bound, wait_for_turn,
 };
 pub use owner::Owner;
 pub use pubsub::{

@@ -265,44 +265,10 @@ impl FairLock {
         Ok(released == 1)
     }
 
-    /// Whether any owner holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.shared.client.exists(&self.shared.key).await
-    }
+    ferrisson_core::hash_lock_queries!();
 
-    /// Whether this handle's owner holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`], [`Error::Redis`].
-    pub async fn is_held_by_current(&self) -> Result<bool> {
-        Ok(self.hold_count().await? > 0)
-    }
-
-    /// How many times this handle's owner holds the lock (0: not at all).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`], [`Error::Redis`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        let owner = self.owner();
-        self.shared
-            .client
-            .hash_count(&self.shared.key, owner.as_str())
-            .await
-    }
-
-    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.shared.client.remaining_ttl(&self.shared.key).await
+    fn client(&self) -> &Client {
+        &self.shared.client
     }
 
     /// How many waiters are queued (live or not yet found dead).

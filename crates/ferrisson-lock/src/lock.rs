@@ -5,15 +5,13 @@ use std::time::Duration;
 
 use ferrisson_core::keys::prefixed;
 use ferrisson_core::{
-    Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions, Owner, RENEW_HASH,
-    Release, Released, Result, ScriptCall, Woken, lock_message_policy, spawn_cleanup, ttl_bound,
+    Attempt, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd, LeaseSpec,
+    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitPacer, Woken,
+    lock_message_policy, spawn_cleanup, ttl_bound,
 };
 
 use crate::LockGuard;
-use crate::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE};
-
-/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
-const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
+use crate::scripts::{ACQUIRE, RELEASE};
 
 /// Hand-offs to local waiters in a row before a release frees the lock publicly, so that
 /// waiters of other clients (and Redisson) get their chance.
@@ -157,11 +155,6 @@ pub(crate) struct LockShared {
     /// `redisson_unlock_latch:{key}`, before a release's request id.
     latch_prefix: String,
     fenced: bool,
-}
-
-enum Attempt {
-    Acquired(LockGuard),
-    Held(i64),
 }
 
 impl ReentrantLock {
@@ -328,8 +321,7 @@ impl ReentrantLock {
                 (subscription, true, Some(ttl))
             }
         };
-        let mut outage_since: Option<Instant> = None;
-        let mut failures = 0u32;
+        let mut pacer = WaitPacer::new(deadline);
         loop {
             let bound = if try_first {
                 match subscription.begin_try() {
@@ -349,21 +341,11 @@ impl ReentrantLock {
                                 return Ok(Some(guard));
                             }
                             Ok(Attempt::Held(held_ttl)) => {
-                                outage_since = None;
-                                failures = 0;
+                                pacer.held();
                                 ttl = Some(held_ttl);
                                 ttl_bound(held_ttl, client.config().lease_duration())
                             }
-                            Err(e) if e.is_connection_error() => {
-                                let since = *outage_since.get_or_insert_with(Instant::now);
-                                if since.elapsed() > client.config().outage_limit() {
-                                    return Err(e);
-                                }
-                                failures += 1;
-                                tracing::debug!(key = %self.shared.key, error = %e, "waiting through a redis outage");
-                                client.config().retry_policy().backoff(failures)
-                            }
-                            Err(e) => return Err(e),
+                            Err(e) => pacer.failed(e, client.config())?,
                         }
                     }
                 }
@@ -374,20 +356,8 @@ impl ReentrantLock {
                 })
             };
             try_first = true;
-            let bound = if subscription.is_confirmed() {
-                bound
-            } else {
-                bound.min(UNCONFIRMED_RECHECK)
-            };
-            let bound = match deadline {
-                Some(deadline) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    if remaining.is_zero() {
-                        return Ok(None);
-                    }
-                    bound.min(remaining)
-                }
-                None => bound,
+            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
+                return Ok(None);
             };
             if let Woken::Handed(handoff) = subscription.wait(bound).await {
                 subscription.satisfied();
@@ -426,66 +396,20 @@ impl ReentrantLock {
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
         let client = &self.shared.client;
-        let call = ScriptCall::new(&FORCE_RELEASE, &[&self.shared.key, &self.shared.channel])
-            .arg(client.config().publish().as_str());
+        let call = ScriptCall::new(
+            &FORCE_RELEASE_HASH,
+            &[&self.shared.key, &self.shared.channel],
+        )
+        .arg(client.config().publish().as_str())
+        .arg("0");
         let released: i64 = client.eval(&call).await?;
         Ok(released == 1)
     }
 
-    /// Whether any owner holds the lock.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.shared.client.exists(&self.shared.key).await
-    }
+    ferrisson_core::hash_lock_queries!();
 
-    /// Whether this handle's owner holds the lock.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`], [`Error::Redis`].
-    pub async fn is_held_by_current(&self) -> Result<bool> {
-        Ok(self.hold_count().await? > 0)
-    }
-
-    /// How many times this handle's owner holds the lock (0: not at all).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`], [`Error::Redis`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        let owner = self.owner();
-        self.shared
-            .client
-            .hash_count(&self.shared.key, owner.as_str())
-            .await
-    }
-
-    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.shared.client.remaining_ttl(&self.shared.key).await
+    fn client(&self) -> &Client {
+        &self.shared.client
     }
 }
 

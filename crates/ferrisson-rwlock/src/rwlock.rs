@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use ferrisson_core::keys::{prefixed, suffixed};
 use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
-    Owner, Release, Released, Result, ScriptCall, WaitSpec, lock_message_policy, wait_for_turn,
+    Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
+    LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, WaitSpec,
+    lock_message_policy, wait_for_turn,
 };
 
 use crate::scripts::{
-    FORCE_RELEASE, READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
+    READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
 };
 
 /// How long a waiting writer's intent lasts unless its next try renews it: new readers wait
@@ -252,8 +253,9 @@ impl ReadWriteLock {
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
         let shared = &self.read.shared;
-        let call = ScriptCall::new(&FORCE_RELEASE, &[&shared.key, &shared.channel])
-            .arg(shared.client.config().publish().as_str());
+        let call = ScriptCall::new(&FORCE_RELEASE_HASH, &[&shared.key, &shared.channel])
+            .arg(shared.client.config().publish().as_str())
+            .arg("1");
         let released: i64 = shared.client.eval(&call).await?;
         Ok(released == 1)
     }
@@ -266,9 +268,9 @@ macro_rules! side_api {
             waiting: $waiting,
             try_now: $try_now,
             cancel_safety: "Cancel safe, and nothing leaks: if the future is dropped while an \
-        acquire call may have run, a release of that one hold follows it on the same \
-        connection, so Redis runs it after the acquire; a writer that stops waiting \
-        withdraws its intent.",
+acquire call may have run, a release of that one hold follows it on the same \
+connection, so Redis runs it after the acquire; a writer that stops waiting \
+withdraws its intent.",
         }
 
         async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {

@@ -21,13 +21,10 @@ pub(crate) static WRITE_RELEASE: Script = Script::new(
 pub(crate) static WRITE_LEAVE: Script =
     Script::new("rwlock/write_leave", include_str!("../lua/write_leave.lua"));
 pub(crate) static RENEW: Script = Script::new("rwlock/renew", include_str!("../lua/renew.lua"));
-pub(crate) static FORCE_RELEASE: Script = Script::new(
-    "rwlock/force_release",
-    include_str!("../lua/force_release.lua"),
-);
 
-/// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 7] {
+/// Every script this crate runs, for tests and tools that load or check them (it also runs
+/// `ferrisson_core`'s `core/force_release_hash`).
+pub fn scripts() -> [&'static Script; 6] {
     [
         &READ_ACQUIRE,
         &WRITE_ACQUIRE,
@@ -35,6 +32,5 @@ pub fn scripts() -> [&'static Script; 7] {
         &WRITE_RELEASE,
         &WRITE_LEAVE,
         &RENEW,
-        &FORCE_RELEASE,
     ]
 }

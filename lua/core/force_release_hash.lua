@@ -1,10 +1,12 @@
 -- ferrisson script
--- operation: rwlock/force_release
+-- operation: core/force_release_hash
 -- protocol: 1
--- Release a read-write lock whoever holds it (readers and writer), and wake every waiter.
+-- Release a lock kept in a hash (reentrant lock, read-write lock) whoever holds it, and wake
+-- its waiters.
 -- KEYS[1] lock hash
--- KEYS[2] release channel, prefixed("redisson_rwlock", name)
+-- KEYS[2] release channel
 -- ARGV[1] publish command ("publish")
+-- ARGV[2] message: "0" (reentrant lock: wake one) or "1" (read-write lock: wake all)
 -- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error for another type
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
@@ -14,5 +16,5 @@ if kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[1], KEYS[2], '1')
+redis.call(ARGV[1], KEYS[2], ARGV[2])
 return 1

@@ -17,6 +17,46 @@ pub trait Cycle: Send + Sync + 'static {
     fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>>;
 }
 
+/// A ferrisson lock of any kind, taken as a whole (`lock()` on a lock, on a side of a
+/// read-write lock).
+pub trait Acquire: Send + Sync + 'static {
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>>;
+}
+
+impl Acquire for ferrisson::ReentrantLock {
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
+        Box::pin(self.lock())
+    }
+}
+
+impl Acquire for ferrisson::FairLock {
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
+        Box::pin(self.lock())
+    }
+}
+
+impl Acquire for ferrisson::ReadLock {
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
+        Box::pin(self.lock())
+    }
+}
+
+/// Lock, hold, unlock with a ferrisson lock of any kind.
+pub struct HoldCycle<L>(pub L);
+
+impl<L: Acquire> Cycle for HoldCycle<L> {
+    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            let guard = self.0.acquire().await.map_err(|e| e.to_string())?;
+            let waited = t0.elapsed();
+            hold_for(hold).await?;
+            guard.unlock().await.map_err(|e| e.to_string())?;
+            Ok(waited)
+        })
+    }
+}
+
 /// Holds the lock for `hold`: a blocking sleep on the blocking pool, which keeps to the
 /// time far better than the runtime's 1 ms timer wheel (a 1 ms `tokio::time::sleep` lasts up
 /// to 2 ms), so that every library holds for the same time as the node and python peers do.

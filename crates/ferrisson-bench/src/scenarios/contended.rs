@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use ferrisson::{Client, ReentrantLock};
 
-use super::uncontended::FerrissonCycle;
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, hold_variant};
 use crate::record::Records;
-use crate::workload::{self, Cycle};
+use crate::workload::{self, Cycle, HoldCycle};
 
 /// What one library's contended run measured.
 #[derive(Debug, Default)]
@@ -125,7 +124,7 @@ async fn ferrisson_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, 
         let client = Client::connect(url).await.map_err(|e| e.to_string())?;
         for _ in 0..CONTENDED_TASKS {
             let lock = ReentrantLock::new(&client, name).map_err(|e| e.to_string())?;
-            cycles.push(Box::new(FerrissonCycle(lock)));
+            cycles.push(Box::new(HoldCycle(lock)));
         }
     }
     Ok(cycles)

@@ -15,40 +15,10 @@ use super::contended::{measure, record};
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS};
 use crate::record::Records;
 use crate::stats::Latencies;
-use crate::workload::{self, BoxFuture, Cycle};
+use crate::workload::{self, Cycle, HoldCycle};
 
 pub const FAIR: &str = "ferrisson-fair-lock";
 pub const RWLOCK: &str = "ferrisson-rwlock";
-
-struct FairCycle(FairLock);
-
-impl Cycle for FairCycle {
-    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
-        Box::pin(async move {
-            let t0 = Instant::now();
-            let guard = self.0.lock().await.map_err(|e| e.to_string())?;
-            let waited = t0.elapsed();
-            workload::hold_for(hold).await?;
-            guard.unlock().await.map_err(|e| e.to_string())?;
-            Ok(waited)
-        })
-    }
-}
-
-struct ReadCycle(ReadWriteLock);
-
-impl Cycle for ReadCycle {
-    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
-        Box::pin(async move {
-            let t0 = Instant::now();
-            let guard = self.0.read_lock().lock().await.map_err(|e| e.to_string())?;
-            let waited = t0.elapsed();
-            workload::hold_for(hold).await?;
-            guard.unlock().await.map_err(|e| e.to_string())?;
-            Ok(waited)
-        })
-    }
-}
 
 async fn clients(url: &str) -> Result<Vec<Client>, String> {
     let mut clients = Vec::new();
@@ -63,7 +33,7 @@ async fn fair_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
     for client in clients(url).await? {
         for _ in 0..CONTENDED_TASKS {
             let lock = FairLock::new(&client, name).map_err(|e| e.to_string())?;
-            cycles.push(Box::new(FairCycle(lock)));
+            cycles.push(Box::new(HoldCycle(lock)));
         }
     }
     Ok(cycles)
@@ -74,7 +44,7 @@ async fn read_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
     for client in clients(url).await? {
         for _ in 0..CONTENDED_TASKS {
             let lock = ReadWriteLock::new(&client, name).map_err(|e| e.to_string())?;
-            cycles.push(Box::new(ReadCycle(lock)));
+            cycles.push(Box::new(HoldCycle(lock.read_lock())));
         }
     }
     Ok(cycles)

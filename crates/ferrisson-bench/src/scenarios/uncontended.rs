@@ -3,26 +3,10 @@
 use std::time::Duration;
 
 use ferrisson::{Client, ReentrantLock};
-use tokio::time::Instant;
 
 use super::{Ctx, UNCONTENDED};
 use crate::record::Records;
-use crate::workload::{self, BoxFuture, Cycle};
-
-pub struct FerrissonCycle(pub ReentrantLock);
-
-impl Cycle for FerrissonCycle {
-    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
-        Box::pin(async move {
-            let t0 = Instant::now();
-            let guard = self.0.lock().await.map_err(|e| e.to_string())?;
-            let waited = t0.elapsed();
-            workload::hold_for(hold).await?;
-            guard.unlock().await.map_err(|e| e.to_string())?;
-            Ok(waited)
-        })
-    }
-}
+use crate::workload::{self, Cycle, HoldCycle};
 
 /// Records ops/s, p50 and p99 of one uncontended run, and their ratios to the `raw` ceiling.
 pub fn record_uncontended(
@@ -130,7 +114,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             let cycles = (0..tasks)
                 .map(|i| {
                     ReentrantLock::new(&client, &format!("bench:uncontended:{variant}:{i}"))
-                        .map(|lock| Box::new(FerrissonCycle(lock)) as Box<dyn Cycle>)
+                        .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
                         .map_err(|e| e.to_string())
                 })
                 .collect::<Result<Vec<_>, _>>()?;

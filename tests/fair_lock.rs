@@ -448,19 +448,16 @@ async fn dropped_lock_futures_leak_neither_holds_nor_queue_entries() {
     let b = client(&redis.url()).await;
     let lock = fair(&a, &name);
     let mut con = redis.connection();
-    // Dropped at every stage: before, during and after the acquire call, free and held.
-    for i in 0..40u64 {
-        let holder = if i % 2 == 0 {
-            Some(fair(&b, &name).lock().await.unwrap())
-        } else {
-            None
-        };
-        let call = lock.owned_by(a.new_owner());
-        let _ = tokio::time::timeout(Duration::from_micros(50 * i), call.lock()).await;
-        if let Some(holder) = holder {
-            holder.unlock().await.unwrap();
-        }
-    }
+    let other = fair(&b, &name);
+    drop_calls_at_every_stage(
+        40,
+        || async { other.lock().await.unwrap() },
+        |_| {
+            let call = lock.owned_by(a.new_owner());
+            async move { call.lock().await.map(drop) }
+        },
+    )
+    .await;
     eventually(SOON, "no hold and no queue entry left", || async {
         !lock.is_locked().await.unwrap() && lock.queue_length().await.unwrap() == 0
     })

@@ -403,31 +403,22 @@ async fn dropped_lock_futures_leak_no_hold() {
     let a = client(&redis.url()).await;
     let b = client(&redis.url()).await;
     let lock = ReadWriteLock::new(&a, &name).unwrap();
-    // Dropped at every stage: before, during and after the acquire call, free and held.
-    for i in 0..40u64 {
-        let holder = if i % 2 == 0 {
-            Some(
-                ReadWriteLock::new(&b, &name)
-                    .unwrap()
-                    .write_lock()
-                    .lock()
-                    .await
-                    .unwrap(),
-            )
-        } else {
-            None
-        };
-        let call = lock.owned_by(a.new_owner());
-        let wait = Duration::from_micros(50 * i);
-        if i % 4 < 2 {
-            let _ = tokio::time::timeout(wait, call.read_lock().lock()).await;
-        } else {
-            let _ = tokio::time::timeout(wait, call.write_lock().lock()).await;
-        }
-        if let Some(holder) = holder {
-            holder.unlock().await.unwrap();
-        }
-    }
+    let other = ReadWriteLock::new(&b, &name).unwrap();
+    drop_calls_at_every_stage(
+        40,
+        || async { other.write_lock().lock().await.unwrap() },
+        |i| {
+            let call = lock.owned_by(a.new_owner());
+            async move {
+                if i % 4 < 2 {
+                    call.read_lock().lock().await.map(drop)
+                } else {
+                    call.write_lock().lock().await.map(drop)
+                }
+            }
+        },
+    )
+    .await;
     eventually(SOON, "no hold left", || async {
         !lock.is_locked().await.unwrap()
     })

@@ -89,3 +89,22 @@ pub async fn join_within<T>(
         Err(_) => panic!("not within {within:?}: {what}"),
     }
 }
+
+/// Drops lock calls at every stage, `rounds` times: each round, every other one with the lock
+/// held by `hold`'s guard, `call(i)` runs for `50 µs × i` (before, during or after its acquire
+/// script call) and is dropped if not done. Whatever it took must be given back by itself.
+pub async fn drop_calls_at_every_stage<H, HF, C, CF, T>(rounds: u64, mut hold: H, mut call: C)
+where
+    H: FnMut() -> HF,
+    HF: Future<Output = ferrisson::core::HoldGuard>,
+    C: FnMut(u64) -> CF,
+    CF: Future<Output = T>,
+{
+    for i in 0..rounds {
+        let holder = if i % 2 == 0 { Some(hold().await) } else { None };
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), call(i)).await;
+        if let Some(holder) = holder {
+            holder.unlock().await.unwrap();
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! | `lock` | [`ReentrantLock`] (and fenced) | `RLock`, `RFencedLock` |
 //! | `fair-lock` | [`FairLock`] | `RFairLock` |
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
+//! | `semaphore` | [`Semaphore`] | `RSemaphore` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -49,3 +50,7 @@ pub use ferrisson_fair_lock::{FairLock, FairLockGuard};
 #[cfg(feature = "rwlock")]
 #[doc(inline)]
 pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, WriteLock};
+
+#[cfg(feature = "semaphore")]
+#[doc(inline)]
+pub use ferrisson_semaphore::{Permits, Semaphore};

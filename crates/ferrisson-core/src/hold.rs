@@ -349,9 +349,9 @@ where
 }
 
 /// What one acquire script call did.
-pub enum Attempt {
-    /// The hold was taken.
-    Acquired(HoldGuard),
+pub enum Attempt<T = HoldGuard> {
+    /// The hold (or the permits) was taken.
+    Acquired(T),
     /// Not taken; the TTL the script returned (the lock's remaining lease, negative when it
     /// has none).
     Held(i64),
@@ -385,14 +385,14 @@ const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
 ///
 /// The first non-connection error of `attempt`, or a connection error once the outage has
 /// lasted longer than the client's `wait_outage_limit`.
-pub async fn wait_for_turn<F, Fut>(
+pub async fn wait_for_turn<T, F, Fut>(
     client: &crate::Client,
     spec: WaitSpec<'_>,
     mut attempt: F,
-) -> Result<Option<HoldGuard>>
+) -> Result<Option<T>>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Attempt>>,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     let config = client.config();
     let subscription = client.subscribe(spec.channel, spec.policy, None);

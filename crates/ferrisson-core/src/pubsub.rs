@@ -64,6 +64,20 @@ pub enum Wake {
 /// Turns the payload of a message into a [`Wake`]. One policy per channel.
 pub type WakePolicy = fn(&[u8]) -> Wake;
 
+/// The wake policy of Redisson's semaphore channels, whose messages are the permit count after
+/// a release: wake up to that many waiters (none when it is not positive).
+pub fn permits_message_policy(payload: &[u8]) -> Wake {
+    let count = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    match count {
+        Some(n) if n > 0 => Wake::UpTo(usize::try_from(n).unwrap_or(usize::MAX)),
+        Some(_) => Wake::None,
+        // Not a count (another publisher): let everyone look.
+        None => Wake::All,
+    }
+}
+
 /// The wake policy of Redisson's lock channels: `0` (a lock released, or a read hold ended)
 /// wakes one waiter; anything else (`1`: a write lock released, readers may all enter) wakes
 /// every waiter.

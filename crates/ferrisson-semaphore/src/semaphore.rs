@@ -1,0 +1,496 @@
+//! The semaphore.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::{prefixed, suffixed};
+use ferrisson_core::{
+    Attempt, CleanupGuard, Client, Error, Instant, Result, ScriptCall, WaitSpec,
+    permits_message_policy, spawn_cleanup, wait_for_turn,
+};
+
+use crate::scripts::{ACQUIRE, DRAIN, LEAVE, RELEASE, UNDO_ACQUIRE, UPDATE};
+
+/// How long a waiter's reservation lasts unless its next try renews it.
+const RESERVATION: Duration = Duration::from_secs(3);
+
+/// How often the waiter holding the reservation tries again, renewing it.
+const RESERVATION_RECHECK: Duration = Duration::from_secs(1);
+
+/// A distributed semaphore with Redisson's `RSemaphore` semantics and Redis layout.
+///
+/// The count lives in Redis under the semaphore's name; [`try_set_permits`](Self::try_set_permits)
+/// sets it once (the first instance to start wins), [`add_permits`](Self::add_permits) changes
+/// it (below zero too: callers then wait until enough permits come back).
+///
+/// - **Waiting costs nothing while nothing changes.** Waiters sleep on the client's one
+///   subscriber connection; a release of `k` permits wakes at most `k` local waiters. Each wait
+///   is also bounded, so a lost message delays a waiter, never strands it.
+/// - **A waiter for many permits is not starved** by callers taking one at a time: the oldest
+///   waiting call reserves what it needs, and other calls may only take the permits beyond
+///   that until it has them (**[ext]**: Redisson clients on the same name do not honour the
+///   reservation).
+/// - **Permits belong to nobody.** A process that dies holding permits does not give them
+///   back; [`Permits`] gives them back when dropped, in a live process. For permits that come
+///   back by themselves, use the permit-expirable semaphore.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_semaphore::Semaphore;
+///
+/// let semaphore = Semaphore::new(&client, "exports")?;
+/// assert!(semaphore.try_set_permits(2).await?);
+/// assert!(!semaphore.try_set_permits(5).await?, "set once");
+/// let two = semaphore.permits(2).await?;
+/// assert!(!semaphore.try_acquire(1).await?);
+/// two.release().await?;
+/// assert_eq!(semaphore.available_permits().await?, 2);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("key", &self.shared.key)
+            .finish()
+    }
+}
+
+struct Shared {
+    client: Client,
+    key: String,
+    channel: String,
+    intent_key: String,
+    /// `suffixed(key, "acquire")`: a try's latch is `{prefix}:{waiter id}:{try}`.
+    acquire_latch_prefix: String,
+    release_latch_prefix: String,
+}
+
+/// Permits taken from a [`Semaphore`]: given back by [`release`](Self::release), or in the
+/// background when dropped.
+#[must_use = "dropping the permits gives them back at once (in the background)"]
+#[derive(Debug)]
+pub struct Permits {
+    semaphore: Semaphore,
+    count: u32,
+    held: bool,
+}
+
+impl Permits {
+    /// How many permits these are.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Gives the permits back, waking up to that many waiters.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping this future does not lose the release: one that may have been sent is sent
+    /// again in the background with the same request id (Redis counts it once).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis could not be reached: the permits are then lost to the
+    /// count (see [`Semaphore::add_permits`] to restore them).
+    pub async fn release(mut self) -> Result<()> {
+        self.held = false;
+        self.semaphore.release(self.count).await
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let semaphore = self.semaphore.clone();
+        let count = self.count;
+        let spawned = spawn_cleanup(async move {
+            if let Err(e) = semaphore.release(count).await {
+                tracing::warn!(key = %semaphore.shared.key, count, error = %e, "giving permits back in the background failed");
+            }
+        });
+        if !spawned {
+            tracing::warn!(key = %self.semaphore.shared.key, count, "permits dropped outside a Tokio runtime are not given back");
+        }
+    }
+}
+
+fn positive(n: u32, what: &str) -> Result<()> {
+    if n == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} needs at least one permit, got 0"
+        )));
+    }
+    Ok(())
+}
+
+impl Semaphore {
+    /// A handle to the semaphore named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                channel: prefixed("redisson_sc", &key),
+                intent_key: suffixed(&key, "intent"),
+                acquire_latch_prefix: suffixed(&key, "acquire"),
+                release_latch_prefix: prefixed("redisson_unlock_latch", &key),
+                key,
+            }),
+        })
+    }
+
+    /// The Redis key of the count.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Sets the count to `permits` if no count is set yet; returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        let (changed, _) = self.update("try_set", i64::from(permits)).await?;
+        Ok(changed)
+    }
+
+    /// Sets the count to `permits`, whatever it was, and wakes waiters.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.update("set", i64::from(permits)).await.map(drop)
+    }
+
+    /// Adds `delta` permits (negative: takes them away, below zero if need be, without
+    /// waiting) and returns the new count. Zero changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        let (_, count) = self.update("add", delta).await?;
+        Ok(count)
+    }
+
+    async fn update(&self, mode: &str, value: i64) -> Result<(bool, i64)> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(&UPDATE, &[&shared.key, &shared.channel])
+            .arg(mode)
+            .arg(value)
+            .arg(shared.client.config().publish().as_str());
+        // Not retried: "add" is not idempotent, and a lost reply must not add twice.
+        let reply: Vec<i64> = shared.client.eval_once(&call).await?;
+        match reply.as_slice() {
+            [changed, count] => Ok((*changed == 1, *count)),
+            other => Err(Error::Protocol(format!(
+                "semaphore/update replied {other:?}"
+            ))),
+        }
+    }
+
+    /// Takes every available permit at once and returns how many (0 when the count is zero,
+    /// below zero, or not set; a count below zero stays as it is, where Redisson sets it to 0).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn drain_permits(&self) -> Result<u64> {
+        let call = ScriptCall::new(&DRAIN, &[&self.shared.key]);
+        let drained: i64 = self.shared.client.eval_once(&call).await?;
+        Ok(u64::try_from(drained).unwrap_or(0))
+    }
+
+    /// The permits available now (0 when no count is set; below zero after a negative
+    /// [`add_permits`](Self::add_permits)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Protocol`] when the key holds a string
+    /// that is not a count.
+    pub async fn available_permits(&self) -> Result<i64> {
+        let value: Option<String> = self
+            .shared
+            .client
+            .query(ferrisson_core::redis::cmd("GET").arg(&self.shared.key))
+            .await?;
+        match value {
+            None => Ok(0),
+            Some(v) => v.parse().map_err(|_| Error::WrongType {
+                key: self.shared.key.clone(),
+            }),
+        }
+    }
+
+    /// Takes `n` permits, waiting as long as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, and nothing leaks: dropped while an acquire call may have run, the permits
+    /// it may have taken are given back (once) by a call that follows it on the same
+    /// connection; dropped while waiting, the caller's reservation goes at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`] when the key holds
+    /// something else than a count, [`Error::Redis`] when Redis cannot be reached (at the
+    /// first try, or for longer than the client's outage limit while waiting).
+    pub async fn acquire(&self, n: u32) -> Result<()> {
+        self.permits(n).await.map(Permits::forget)
+    }
+
+    /// Takes `n` permits if that many are free right now (beyond any reservation of an older
+    /// waiting call). One script call.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, n: u32) -> Result<bool> {
+        Ok(self.try_permits(n).await?.map(Permits::forget).is_some())
+    }
+
+    /// Takes `n` permits, waiting up to `wait`; returns whether it got them.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_with(&self, n: u32, wait: Duration) -> Result<bool> {
+        Ok(self
+            .try_permits_with(n, wait)
+            .await?
+            .map(Permits::forget)
+            .is_some())
+    }
+
+    /// As [`acquire`](Self::acquire), as [`Permits`] that are given back when dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn permits(&self, n: u32) -> Result<Permits> {
+        match self.take(n, None).await? {
+            Some(permits) => Ok(permits),
+            None => Err(Error::Protocol(
+                "an unbounded wait for permits ended without them".into(),
+            )),
+        }
+    }
+
+    /// As [`try_acquire`](Self::try_acquire), as [`Permits`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_permits(&self, n: u32) -> Result<Option<Permits>> {
+        self.take(n, Some(Duration::ZERO)).await
+    }
+
+    /// As [`try_acquire_with`](Self::try_acquire_with), as [`Permits`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_permits_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+        self.take(n, Some(wait)).await
+    }
+
+    /// Gives `n` permits back (permits need not have been taken by this caller, as with
+    /// Redisson) and wakes up to `n` waiters.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping this future does not lose the release: one that may have been sent is sent
+    /// again in the background with the same request id (Redis counts it once).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`], [`Error::Redis`].
+    pub async fn release(&self, n: u32) -> Result<()> {
+        positive(n, "release")?;
+        let request_id = uuid::Uuid::new_v4().as_u128();
+        let resend = CleanupGuard::new(|| {
+            let semaphore = self.clone();
+            async move {
+                if let Err(e) = semaphore.release_call(n, request_id).await {
+                    tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
+                }
+            }
+        });
+        let result = self.release_call(n, request_id).await;
+        resend.disarm();
+        result
+    }
+
+    async fn release_call(&self, n: u32, request_id: u128) -> Result<()> {
+        let shared = &self.shared;
+        let client = &shared.client;
+        let latch = format!("{}:{request_id:032x}", shared.release_latch_prefix);
+        let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
+            .arg(n)
+            .arg(client.config().publish().as_str())
+            .arg(client.retry_window().as_millis() as u64);
+        let _: i64 = client.eval(&call).await?;
+        Ok(())
+    }
+
+    /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
+    async fn take(&self, n: u32, wait: Option<Duration>) -> Result<Option<Permits>> {
+        positive(n, "acquire")?;
+        let waits = wait != Some(Duration::ZERO);
+        let deadline = wait.map(|w| Instant::now() + w);
+        let waiter = Waiter {
+            semaphore: self,
+            n,
+            id: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
+            tries: std::sync::atomic::AtomicU32::new(0),
+            waits,
+        };
+        if let Attempt::Acquired(permits) = waiter.attempt().await? {
+            return Ok(Some(permits));
+        }
+        if !waits {
+            return Ok(None);
+        }
+        // Whatever ends the wait without the permits gives up the caller's reservation.
+        let reservation = CleanupGuard::new(|| {
+            let (semaphore, id) = (self.clone(), waiter.id.clone());
+            async move { semaphore.leave_logged(&id).await }
+        });
+        let spec = WaitSpec {
+            channel: &self.shared.channel,
+            policy: permits_message_policy,
+            deadline,
+            // A safety net for lost messages; the reservation holder comes back sooner (its
+            // try says so).
+            recheck: self.shared.client.config().lease_duration(),
+        };
+        let outcome = wait_for_turn(&self.shared.client, spec, || waiter.attempt()).await?;
+        reservation.disarm();
+        if outcome.is_none() {
+            self.leave_logged(&waiter.id).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn leave_logged(&self, waiter_id: &str) {
+        let shared = &self.shared;
+        let call = ScriptCall::new(&LEAVE, &[&shared.key, &shared.channel, &shared.intent_key])
+            .arg(waiter_id)
+            .arg(shared.client.config().publish().as_str());
+        if let Err(e) = shared.client.eval::<i64>(&call).await {
+            tracing::warn!(key = %shared.key, error = %e, "giving up a reservation failed; it expires by itself");
+        }
+    }
+}
+
+impl Permits {
+    /// The permits stay taken (the explicit API: the caller releases them by count).
+    fn forget(mut self) {
+        self.held = false;
+    }
+}
+
+/// One acquire call: its id (the reservation's owner) and its tries.
+struct Waiter<'a> {
+    semaphore: &'a Semaphore,
+    n: u32,
+    id: String,
+    tries: std::sync::atomic::AtomicU32,
+    waits: bool,
+}
+
+impl Waiter<'_> {
+    /// One try (with its retries, which reuse its latch). Dropped while the call may have run,
+    /// an undo follows it on the same connection and gives back what it took.
+    async fn attempt(&self) -> Result<Attempt<Permits>> {
+        let shared = &self.semaphore.shared;
+        let client = &shared.client;
+        let try_no = self
+            .tries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let latch = format!("{}:{}:{try_no}", shared.acquire_latch_prefix, self.id);
+        let undo = CleanupGuard::new(|| {
+            let (semaphore, latch, n) = (self.semaphore.clone(), latch.clone(), self.n);
+            let id = self.id.clone();
+            async move {
+                let shared = &semaphore.shared;
+                let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, &latch])
+                    .arg(n)
+                    .arg(shared.client.config().publish().as_str());
+                if let Err(e) = shared.client.eval::<i64>(&call).await {
+                    tracing::warn!(key = %shared.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
+                }
+                // The try may have reserved permits for a caller that has gone.
+                semaphore.leave_logged(&id).await;
+            }
+        });
+        let reservation = if self.waits {
+            RESERVATION.as_millis() as u64
+        } else {
+            0
+        };
+        let call = ScriptCall::new(&ACQUIRE, &[&shared.key, &shared.intent_key, &latch])
+            .arg(self.n)
+            .arg(&self.id)
+            .arg(client.retry_window().as_millis() as u64)
+            .arg(reservation);
+        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
+        undo.disarm();
+        match reply?.as_slice() {
+            [1, _, _, _] => Ok(Attempt::Acquired(Permits {
+                semaphore: self.semaphore.clone(),
+                count: self.n,
+                held: true,
+            })),
+            // The reservation holder must come back before its reservation expires; the
+            // others sleep until a release (or a lease-long re-check) wakes them.
+            [0, _, 1, _] => Ok(Attempt::Held(RESERVATION_RECHECK.as_millis() as i64)),
+            // Blocked by another waiter's reservation alone: it ends (taken, given up, or
+            // expired with a dead waiter) by then.
+            [0, _, _, blocked] if *blocked >= 0 => Ok(Attempt::Held(*blocked + 1)),
+            [0, _, _, _] => Ok(Attempt::Held(
+                client.config().lease_duration().as_millis() as i64
+            )),
+            other => Err(Error::Protocol(format!(
+                "semaphore/acquire replied {other:?}"
+            ))),
+        }
+    }
+}

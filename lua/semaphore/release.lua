@@ -1,0 +1,24 @@
+-- ferrisson script
+-- operation: semaphore/release
+-- protocol: 1
+-- Give n permits back and publish the new count; a retry with the same request id gives them
+-- back once.
+-- KEYS[1] permit count
+-- KEYS[2] channel, prefixed("redisson_sc", name)
+-- KEYS[3] release latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- ARGV[1] permits, n >= 1
+-- ARGV[2] publish command ("publish")
+-- ARGV[3] how long the latch is kept, in milliseconds
+-- returns the count after the release
+local latched = redis.call('get', KEYS[3])
+if latched then
+  return tonumber(latched)
+end
+local raw = redis.call('get', KEYS[1])
+if raw and not tonumber(raw) then
+  return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
+end
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], value)
+redis.call('set', KEYS[3], value, 'PX', ARGV[3])
+return value

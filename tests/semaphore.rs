@@ -1,0 +1,236 @@
+//! The semaphore against a real Redis.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use ferrisson::Error;
+use ferrisson_semaphore::Semaphore;
+use redis::Commands;
+
+const SOON: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_permits_bound_two_hundred_tasks_of_four_clients() {
+    let redis = TestRedis::any();
+    let name = unique_name("limit");
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    let first = client(&redis.url()).await;
+    assert!(
+        Semaphore::new(&first, &name)
+            .unwrap()
+            .try_set_permits(20)
+            .await
+            .unwrap()
+    );
+    for _ in 0..4 {
+        let c = client(&redis.url()).await;
+        for _ in 0..50 {
+            let semaphore = Semaphore::new(&c, &name).unwrap();
+            let (in_flight, most) = (in_flight.clone(), most.clone());
+            tasks.push(tokio::spawn(async move {
+                let permit = semaphore.permits(1).await.unwrap();
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                permit.release().await.unwrap();
+            }));
+        }
+    }
+    join_within(SOON * 3, "all 200 tasks complete", tasks).await;
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= 20, "{most} in flight at once");
+    assert!(most > 1, "the tasks did overlap ({most})");
+    let semaphore = Semaphore::new(&first, &name).unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
+    let redis = TestRedis::any();
+    let name = unique_name("four");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let semaphore = Semaphore::new(&a, &name).unwrap();
+    semaphore.set_permits(4).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut singles = Vec::new();
+    for _ in 0..8 {
+        let s = Semaphore::new(&b, &name).unwrap();
+        let stop = stop.clone();
+        singles.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let permit = s.permits(1).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                permit.release().await.unwrap();
+            }
+        }));
+    }
+    eventually(SOON, "single-permit callers hold permits", || async {
+        semaphore.available_permits().await.unwrap() < 4
+    })
+    .await;
+    for _ in 0..3 {
+        let four = semaphore
+            .try_permits_with(4, SOON)
+            .await
+            .unwrap()
+            .expect("the waiter for four gets them");
+        four.release().await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    join_within(SOON, "single-permit callers stop", singles).await;
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_stay_exact_across_every_operation() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = Semaphore::new(&a, &unique_name("counts")).unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    assert_eq!(s.drain_permits().await.unwrap(), 0);
+    assert!(!s.try_acquire(1).await.unwrap());
+    assert!(s.try_set_permits(10).await.unwrap());
+    assert!(!s.try_set_permits(3).await.unwrap());
+    s.acquire(3).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 7);
+    assert_eq!(s.drain_permits().await.unwrap(), 7);
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    // Reduce below zero: callers wait until enough come back.
+    assert_eq!(s.add_permits(-5).await.unwrap(), -5);
+    assert!(!s.try_acquire(1).await.unwrap());
+    assert_eq!(s.drain_permits().await.unwrap(), 0);
+    assert_eq!(s.available_permits().await.unwrap(), -5);
+    s.release(10).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 5);
+    assert!(s.try_acquire(5).await.unwrap());
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    assert_eq!(s.add_permits(0).await.unwrap(), 0);
+    s.release(2).await.unwrap();
+    s.set_permits(1).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+    // A waiter is woken by a release.
+    let waiting = s.clone();
+    let waiter = tokio::spawn(async move { waiting.try_acquire_with(3, SOON).await.unwrap() });
+    eventually(SOON, "the waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    s.release(2).await.unwrap();
+    assert!(tokio::time::timeout(SOON, waiter).await.unwrap().unwrap());
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    // Out of time: false, and nothing taken.
+    assert!(
+        !s.try_acquire_with(1, Duration::from_millis(100))
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_permits_and_wrong_types_get_clear_errors() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    assert!(matches!(
+        Semaphore::new(&a, ""),
+        Err(Error::InvalidArgument(_))
+    ));
+    let s = Semaphore::new(&a, &unique_name("zero")).unwrap();
+    s.set_permits(3).await.unwrap();
+    for result in [
+        s.acquire(0).await,
+        s.release(0).await,
+        s.try_acquire(0).await.map(drop),
+        s.permits(0).await.map(drop),
+    ] {
+        assert!(
+            matches!(result, Err(Error::InvalidArgument(_))),
+            "{result:?}"
+        );
+    }
+    assert_eq!(s.available_permits().await.unwrap(), 3, "nothing changed");
+
+    let mut con = redis.connection();
+    let hash = unique_name("hash");
+    let _: () = con.hset(&hash, "f", 1).unwrap();
+    let text = unique_name("text");
+    let _: () = con.set(&text, "not a count").unwrap();
+    for name in [&hash, &text] {
+        let s = Semaphore::new(&a, name).unwrap();
+        let err = s.try_acquire(1).await.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
+        let err = s.release(1).await.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
+        let err = s.add_permits(1).await.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
+        let err = s.available_permits().await.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
+    }
+    let kept: String = con.get(&text).unwrap();
+    assert_eq!(kept, "not a count");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_format_state_interoperates() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let mut con = redis.connection();
+    let name = unique_name("redisson");
+    // Redisson's trySetPermits(3): the count as a plain string.
+    let _: () = con.set(&name, 3).unwrap();
+    let s = Semaphore::new(&a, &name).unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 3);
+    assert!(s.try_acquire(3).await.unwrap());
+    let raw: i64 = con.get(&name).unwrap();
+    assert_eq!(raw, 0);
+
+    let waiting = s.clone();
+    let waiter = tokio::spawn(async move { waiting.acquire(2).await.unwrap() });
+    eventually(SOON, "the waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    // Redisson's release(2): INCRBY, then publish the new count on redisson_sc:{name}.
+    let count: i64 = con.incr(&name, 2).unwrap();
+    let _: () = con
+        .publish(format!("redisson_sc:{{{name}}}"), count)
+        .unwrap();
+    tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_calls_and_permits_leak_nothing() {
+    let redis = TestRedis::any();
+    let name = unique_name("dropped");
+    let a = client(&redis.url()).await;
+    let s = Semaphore::new(&a, &name).unwrap();
+    s.set_permits(2).await.unwrap();
+    // Dropped at every stage: before, during and after the acquire call, with permits free
+    // and with all of them taken.
+    for i in 0..40u64 {
+        let held = if i % 2 == 0 {
+            Some(s.permits(2).await.unwrap())
+        } else {
+            None
+        };
+        let n = if i % 3 == 0 { 2 } else { 1 };
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.permits(n)).await;
+        if let Some(held) = held {
+            held.release().await.unwrap();
+        }
+    }
+    eventually(SOON, "both permits back", || async {
+        s.available_permits().await.unwrap() == 2
+    })
+    .await;
+}

@@ -25,8 +25,13 @@ pub static FORCE_RELEASE_HASH: Script = Script::new(
 );
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 2] {
-    [&RENEW_HASH, &FORCE_RELEASE_HASH]
+pub fn scripts() -> [&'static Script; 4] {
+    [
+        &RENEW_HASH,
+        &FORCE_RELEASE_HASH,
+        &crate::permits::PERMITS_UPDATE,
+        &crate::permits::PERMITS_LEAVE,
+    ]
 }
 
 /// How long to wait for a lock, and how long to hold it.

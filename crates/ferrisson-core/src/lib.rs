@@ -22,6 +22,7 @@ mod error;
 mod hold;
 pub mod keys;
 mod owner;
+pub mod permits;
 mod pubsub;
 mod script;
 mod watchdog;

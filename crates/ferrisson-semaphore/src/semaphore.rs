@@ -9,7 +9,9 @@ use ferrisson_core::{
     permits_message_policy, spawn_cleanup, wait_for_turn,
 };
 
-use crate::scripts::{ACQUIRE, DRAIN, LEAVE, RELEASE, UNDO_ACQUIRE, UPDATE};
+use ferrisson_core::permits::{CountChange, change_permits, leave_reservation, read_permits};
+
+use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 
 /// How long a waiter's reservation lasts unless its next try renews it.
 const RESERVATION: Duration = Duration::from_secs(3);
@@ -166,7 +168,7 @@ impl Semaphore {
     ///
     /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        let (changed, _) = self.update("try_set", i64::from(permits)).await?;
+        let (changed, _) = self.change(CountChange::TrySet(permits)).await?;
         Ok(changed)
     }
 
@@ -176,7 +178,7 @@ impl Semaphore {
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        self.update("set", i64::from(permits)).await.map(drop)
+        self.change(CountChange::Set(permits)).await.map(drop)
     }
 
     /// Adds `delta` permits (negative: takes them away, below zero if need be, without
@@ -186,24 +188,13 @@ impl Semaphore {
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
-        let (_, count) = self.update("add", delta).await?;
+        let (_, count) = self.change(CountChange::Add(delta)).await?;
         Ok(count)
     }
 
-    async fn update(&self, mode: &str, value: i64) -> Result<(bool, i64)> {
+    async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
         let shared = &self.shared;
-        let call = ScriptCall::new(&UPDATE, &[&shared.key, &shared.channel])
-            .arg(mode)
-            .arg(value)
-            .arg(shared.client.config().publish().as_str());
-        // Not retried: "add" is not idempotent, and a lost reply must not add twice.
-        let reply: Vec<i64> = shared.client.eval_once(&call).await?;
-        match reply.as_slice() {
-            [changed, count] => Ok((*changed == 1, *count)),
-            other => Err(Error::Protocol(format!(
-                "semaphore/update replied {other:?}"
-            ))),
-        }
+        change_permits(&shared.client, &shared.key, &shared.channel, change).await
     }
 
     /// Takes every available permit at once and returns how many (0 when the count is zero,
@@ -226,17 +217,7 @@ impl Semaphore {
     /// [`Error::WrongType`], [`Error::Redis`], [`Error::Protocol`] when the key holds a string
     /// that is not a count.
     pub async fn available_permits(&self) -> Result<i64> {
-        let value: Option<String> = self
-            .shared
-            .client
-            .query(ferrisson_core::redis::cmd("GET").arg(&self.shared.key))
-            .await?;
-        match value {
-            None => Ok(0),
-            Some(v) => v.parse().map_err(|_| Error::WrongType {
-                key: self.shared.key.clone(),
-            }),
-        }
+        read_permits(&self.shared.client, &self.shared.key).await
     }
 
     /// Takes `n` permits, waiting as long as it takes.
@@ -411,12 +392,14 @@ impl Semaphore {
 
     async fn leave_logged(&self, waiter_id: &str) {
         let shared = &self.shared;
-        let call = ScriptCall::new(&LEAVE, &[&shared.key, &shared.channel, &shared.intent_key])
-            .arg(waiter_id)
-            .arg(shared.client.config().publish().as_str());
-        if let Err(e) = shared.client.eval::<i64>(&call).await {
-            tracing::warn!(key = %shared.key, error = %e, "giving up a reservation failed; it expires by itself");
-        }
+        leave_reservation(
+            &shared.client,
+            &shared.key,
+            &shared.channel,
+            &shared.intent_key,
+            waiter_id,
+        )
+        .await;
     }
 }
 

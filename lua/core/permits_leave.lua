@@ -1,5 +1,5 @@
 -- ferrisson script
--- operation: semaphore/leave
+-- operation: core/permits_leave
 -- protocol: 1
 -- A waiter gives up (wait limit, cancelled call): its reservation, if it holds it, goes at
 -- once, and the count is published so that other waiters try again [ext].

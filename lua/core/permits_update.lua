@@ -1,7 +1,8 @@
 -- ferrisson script
--- operation: semaphore/update
+-- operation: core/permits_update
 -- protocol: 1
--- Set or change the permit count, and publish the new count.
+-- Set or change the permit count of a semaphore (plain or permit-expirable), and publish the
+-- new count.
 -- KEYS[1] permit count
 -- KEYS[2] channel, prefixed("redisson_sc", name)
 -- ARGV[1] "try_set" (only when no count is set), "set", or "add" (may be negative)

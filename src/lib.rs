@@ -13,6 +13,7 @@
 //! | `fair-lock` | [`FairLock`] | `RFairLock` |
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
+//! | `expirable-semaphore` | [`ExpirableSemaphore`] | `RPermitExpirableSemaphore` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -54,3 +55,7 @@ pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, WriteLock
 #[cfg(feature = "semaphore")]
 #[doc(inline)]
 pub use ferrisson_semaphore::{Permits, Semaphore};
+
+#[cfg(feature = "expirable-semaphore")]
+#[doc(inline)]
+pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};

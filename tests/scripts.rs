@@ -16,6 +16,7 @@ fn registered() -> Vec<&'static Script> {
     all.extend(ferrisson_fair_lock::scripts());
     all.extend(ferrisson_rwlock::scripts());
     all.extend(ferrisson_semaphore::scripts());
+    all.extend(ferrisson_expirable_semaphore::scripts());
     all
 }
 

@@ -1,0 +1,30 @@
+//! The Lua scripts of the permit-expirable semaphore (`lua/expirable_semaphore/`).
+
+use ferrisson_core::Script;
+
+pub(crate) static ACQUIRE: Script = Script::new(
+    "expirable_semaphore/acquire",
+    include_str!("../lua/acquire.lua"),
+);
+pub(crate) static RELEASE: Script = Script::new(
+    "expirable_semaphore/release",
+    include_str!("../lua/release.lua"),
+);
+pub(crate) static RENEW: Script = Script::new(
+    "expirable_semaphore/renew",
+    include_str!("../lua/renew.lua"),
+);
+pub(crate) static UNDO_ACQUIRE: Script = Script::new(
+    "expirable_semaphore/undo_acquire",
+    include_str!("../lua/undo_acquire.lua"),
+);
+pub(crate) static STATE: Script = Script::new(
+    "expirable_semaphore/state",
+    include_str!("../lua/state.lua"),
+);
+
+/// Every script this crate runs, for tests and tools that load or check them (it also runs
+/// `ferrisson_core`'s `core/permits_update` and `core/permits_leave`).
+pub fn scripts() -> [&'static Script; 5] {
+    [&ACQUIRE, &RELEASE, &RENEW, &UNDO_ACQUIRE, &STATE]
+}

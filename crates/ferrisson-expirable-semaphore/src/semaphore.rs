@@ -1,0 +1,626 @@
+//! The permit-expirable semaphore.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::{prefixed, suffixed};
+use ferrisson_core::permits::{CountChange, change_permits, leave_reservation};
+use ferrisson_core::{
+    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, Owner, Release,
+    Released, Result, ScriptCall, WaitSpec, permits_message_policy, wait_for_turn,
+};
+
+use crate::scripts::{ACQUIRE, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
+
+/// How long a waiter's reservation lasts unless its next try renews it.
+const RESERVATION: Duration = Duration::from_secs(3);
+
+/// How often the waiter holding the reservation tries again, renewing it.
+const RESERVATION_RECHECK: Duration = Duration::from_secs(1);
+
+/// A permit-expirable distributed semaphore with Redisson's `RPermitExpirableSemaphore`
+/// semantics and Redis layout.
+///
+/// Every permit taken has an id (32 hex characters) and a lease. Taken with a fixed lease, it
+/// returns to the pool when the lease runs out, released or not. Taken without one
+/// (**[ext]**), the client's watchdog renews it while the process lives, and the [`Permit`]
+/// carries the same loss signal as a lock guard: a live worker keeps its permit, a dead one's
+/// comes back within one lease (30 s by default), and a worker whose permit could not be kept
+/// is told before the lease can have run out.
+///
+/// Waiting works as for the plain semaphore: woken by the release message, bounded by the
+/// nearest permit expiry, and the oldest waiting call reserves the permits it needs so that
+/// callers taking one at a time cannot starve a call for many.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_expirable_semaphore::ExpirableSemaphore;
+///
+/// let semaphore = ExpirableSemaphore::new(&client, "renders")?;
+/// semaphore.try_set_permits(2).await?;
+/// let kept = semaphore.acquire(None).await?; // renewed by the watchdog
+/// let short = semaphore.acquire(Some(Duration::from_millis(100))).await?;
+/// assert_eq!(semaphore.available_permits().await?, 0);
+/// // The fixed lease runs out and its permit comes back by itself.
+/// short.lost().await;
+/// assert_eq!(semaphore.available_permits().await?, 1);
+/// semaphore.release(kept.id()).await?;
+/// # drop(kept);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ExpirableSemaphore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ExpirableSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExpirableSemaphore")
+            .field("key", &self.shared.key)
+            .finish()
+    }
+}
+
+struct Shared {
+    client: Client,
+    key: String,
+    timeouts: Arc<str>,
+    channel: String,
+    intent_key: String,
+    acquire_latch_prefix: String,
+    release_latch_prefix: String,
+}
+
+/// One permit taken from an [`ExpirableSemaphore`]: its id, its loss signal (dereferences to
+/// the [`HoldGuard`] every hold has), and its release, explicit or when dropped (in the
+/// background).
+#[must_use = "dropping the permit releases it at once (in the background)"]
+#[derive(Debug)]
+pub struct Permit {
+    id: String,
+    guard: HoldGuard,
+}
+
+impl Permit {
+    /// The permit's id, 32 lowercase hex characters.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Releases the permit, waking a waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the permit had been lost before (its lease ran out),
+    /// [`Error::NotOwner`] when Redis no longer holds it, [`Error::Redis`].
+    pub async fn release(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+}
+
+impl std::ops::Deref for Permit {
+    type Target = HoldGuard;
+
+    fn deref(&self) -> &HoldGuard {
+        &self.guard
+    }
+}
+
+/// How one permit is released: by its id.
+struct PermitRelease {
+    shared: Arc<Shared>,
+    id: String,
+}
+
+impl Release for PermitRelease {
+    fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    fn release(
+        self: Arc<Self>,
+        _owner: Owner,
+        _end: LeaseEnd,
+    ) -> futures::future::BoxFuture<'static, Result<Released>> {
+        Box::pin(async move {
+            let count = release_ids(&self.shared, &[self.id.as_str()]).await?;
+            Ok(if count < 0 {
+                Released::NotOwner
+            } else {
+                Released::Freed
+            })
+        })
+    }
+}
+
+fn new_id() -> String {
+    format!("{:032x}", uuid::Uuid::new_v4().as_u128())
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "a permit id is 32 hex characters, got `{id}`"
+        )))
+    }
+}
+
+/// Releases permits by id, all or nothing, retried with one request id; the count after, or
+/// `-i` when the `i`-th id was not held.
+async fn release_ids(shared: &Shared, ids: &[&str]) -> Result<i64> {
+    let client = &shared.client;
+    let latch = format!(
+        "{}:{:032x}",
+        shared.release_latch_prefix,
+        uuid::Uuid::new_v4().as_u128()
+    );
+    let mut call = ScriptCall::new(
+        &RELEASE,
+        &[&shared.key, &shared.timeouts, &shared.channel, &latch],
+    )
+    .arg(client.config().publish().as_str())
+    .arg(client.retry_window().as_millis() as u64);
+    for id in ids {
+        call = call.arg(*id);
+    }
+    client.eval(&call).await
+}
+
+impl ExpirableSemaphore {
+    /// A handle to the semaphore named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                timeouts: suffixed(&key, "timeout").into(),
+                channel: prefixed("redisson_sc", &key),
+                intent_key: suffixed(&key, "intent"),
+                acquire_latch_prefix: suffixed(&key, "acquire"),
+                release_latch_prefix: prefixed("redisson_unlock_latch", &key),
+                key,
+            }),
+        })
+    }
+
+    /// The Redis key of the count.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Sets the count of free permits to `permits` if no count is set yet; returns whether it
+    /// did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        Ok(self.change(CountChange::TrySet(permits)).await?.0)
+    }
+
+    /// Sets the count of free permits, whatever it was, and wakes waiters.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.change(CountChange::Set(permits)).await.map(drop)
+    }
+
+    /// Adds `delta` free permits (negative: takes them away, below zero too) and returns the
+    /// new count.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        Ok(self.change(CountChange::Add(delta)).await?.1)
+    }
+
+    async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
+        let shared = &self.shared;
+        change_permits(&shared.client, &shared.key, &shared.channel, change).await
+    }
+
+    /// `(free, taken, remaining lease of id)`, expired permits returned first.
+    async fn state(&self, id: &str) -> Result<(i64, i64, i64)> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(&STATE, &[&shared.key, &shared.timeouts, &shared.channel])
+            .arg(shared.client.config().publish().as_str())
+            .arg(id);
+        let reply: Vec<i64> = shared.client.eval(&call).await?;
+        match reply.as_slice() {
+            [free, taken, left] => Ok((*free, *taken, *left)),
+            other => Err(Error::Protocol(format!(
+                "expirable_semaphore/state replied {other:?}"
+            ))),
+        }
+    }
+
+    /// The permits free now (expired ones returned first).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn available_permits(&self) -> Result<i64> {
+        Ok(self.state("").await?.0)
+    }
+
+    /// The permits taken and not expired.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn acquired_permits(&self) -> Result<i64> {
+        Ok(self.state("").await?.1)
+    }
+
+    /// Free plus taken permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn total_permits(&self) -> Result<i64> {
+        let (free, taken, _) = self.state("").await?;
+        Ok(free + taken)
+    }
+
+    /// The time left on permit `id`'s lease; `None` when it is not held (unknown, released or
+    /// expired). A permit without lease (taken by Redisson without one) reports `Duration::MAX`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed id, and as
+    /// [`try_set_permits`](Self::try_set_permits).
+    pub async fn remaining_lease(&self, id: &str) -> Result<Option<Duration>> {
+        check_id(id)?;
+        let (_, _, left) = self.state(id).await?;
+        Ok(match left {
+            -1 => Some(Duration::MAX),
+            ms => u64::try_from(ms).ok().map(Duration::from_millis),
+        })
+    }
+
+    /// Sets permit `id`'s lease to `lease` from now; `false` when it is not held (an expired
+    /// permit is never revived).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed id or a lease under one millisecond,
+    /// [`Error::Redis`].
+    pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<bool> {
+        check_id(id)?;
+        check_lease(Some(lease))?;
+        let shared = &self.shared;
+        let call = ScriptCall::new(&RENEW, &[&shared.timeouts])
+            .arg(lease.as_millis() as u64)
+            .arg(id);
+        let reply: Vec<i64> = shared.client.eval(&call).await?;
+        Ok(reply.first() == Some(&1))
+    }
+
+    /// Releases permit `id` (taken by any client), waking a waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotOwner`] when the id is not held (unknown, already released or expired),
+    /// [`Error::InvalidArgument`] for a malformed id, [`Error::Redis`].
+    pub async fn release(&self, id: &str) -> Result<()> {
+        self.release_all(&[id]).await
+    }
+
+    /// As [`release`](Self::release); `Ok(false)` instead of an error when the id is not held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed id, [`Error::Redis`].
+    pub async fn try_release(&self, id: &str) -> Result<bool> {
+        match self.release(id).await {
+            Ok(()) => Ok(true),
+            Err(Error::NotOwner(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Releases every permit of `ids`, or none of them when one is not held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotOwner`] naming the first id not held (nothing was released),
+    /// [`Error::InvalidArgument`] for a malformed id or an empty list, [`Error::Redis`].
+    pub async fn release_all(&self, ids: &[&str]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument("no permit ids to release".into()));
+        }
+        for id in ids {
+            check_id(id)?;
+        }
+        let count = release_ids(&self.shared, ids).await?;
+        if count < 0 {
+            let missing = usize::try_from(-count - 1)
+                .ok()
+                .and_then(|i| ids.get(i))
+                .copied()
+                .unwrap_or_default();
+            return Err(Error::NotOwner(format!(
+                "permit {missing} of `{}` is not held (unknown, released or expired); nothing was released",
+                self.shared.key
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes one permit, waiting as long as it takes. `lease`: a fixed lease, after which the
+    /// permit returns to the pool; `None`: the watchdog keeps it while the process lives.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, and nothing leaks: dropped while an acquire call may have run, the
+    /// permits it may have taken are given back (once) by a call that follows it on the same
+    /// connection; dropped while waiting, the caller's reservation goes at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a lease under one millisecond, [`Error::WrongType`] when
+    /// the key holds something else than a count, [`Error::Redis`] when Redis cannot be
+    /// reached (at the first try, or for longer than the client's outage limit while waiting).
+    pub async fn acquire(&self, lease: Option<Duration>) -> Result<Permit> {
+        one(self.acquire_many(1, lease).await?)
+    }
+
+    /// Takes `n` permits at once, waiting as long as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `n = 0`, and as [`acquire`](Self::acquire).
+    pub async fn acquire_many(&self, n: u32, lease: Option<Duration>) -> Result<Vec<Permit>> {
+        self.take(n, None, lease).await?.ok_or_else(|| {
+            Error::Protocol("an unbounded wait for permits ended without them".into())
+        })
+    }
+
+    /// Takes one permit if one is free right now.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<Permit>> {
+        self.try_acquire_with(Duration::ZERO, lease).await
+    }
+
+    /// Takes one permit, waiting up to `wait`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_with(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        self.take(1, Some(wait), lease).await?.map(one).transpose()
+    }
+
+    /// Takes `n` permits at once, waiting up to `wait`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `n = 0`, and as [`acquire`](Self::acquire).
+    pub async fn try_acquire_many_with(
+        &self,
+        n: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<Permit>>> {
+        self.take(n, Some(wait), lease).await
+    }
+
+    async fn take(
+        &self,
+        n: u32,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<Permit>>> {
+        if n == 0 {
+            return Err(Error::InvalidArgument(
+                "acquire needs at least one permit, got 0".into(),
+            ));
+        }
+        check_lease(lease)?;
+        let waits = wait != Some(Duration::ZERO);
+        let waiter = Waiter {
+            semaphore: self,
+            n,
+            lease,
+            id: new_id(),
+            tries: std::sync::atomic::AtomicU32::new(0),
+            waits,
+        };
+        if let Attempt::Acquired(permits) = waiter.attempt().await? {
+            return Ok(Some(permits));
+        }
+        if !waits {
+            return Ok(None);
+        }
+        let reservation = CleanupGuard::new(|| {
+            let (semaphore, id) = (self.clone(), waiter.id.clone());
+            async move { semaphore.leave(&id).await }
+        });
+        let client = &self.shared.client;
+        let spec = WaitSpec {
+            channel: &self.shared.channel,
+            policy: permits_message_policy,
+            deadline: wait.map(|w| Instant::now() + w),
+            recheck: client.config().lease_duration(),
+        };
+        let outcome = wait_for_turn(client, spec, || waiter.attempt()).await?;
+        reservation.disarm();
+        if outcome.is_none() {
+            self.leave(&waiter.id).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn leave(&self, waiter: &str) {
+        let shared = &self.shared;
+        leave_reservation(
+            &shared.client,
+            &shared.key,
+            &shared.channel,
+            &shared.intent_key,
+            waiter,
+        )
+        .await;
+    }
+}
+
+fn one(mut permits: Vec<Permit>) -> Result<Permit> {
+    permits
+        .pop()
+        .ok_or_else(|| Error::Protocol("an acquire of one permit returned none".into()))
+}
+
+fn check_lease(lease: Option<Duration>) -> Result<()> {
+    match lease {
+        Some(lease) if lease < Duration::from_millis(1) => Err(Error::InvalidArgument(format!(
+            "lease must be at least 1ms, got {lease:?}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// One acquire call: its id (the reservation's owner) and its tries.
+struct Waiter<'a> {
+    semaphore: &'a ExpirableSemaphore,
+    n: u32,
+    lease: Option<Duration>,
+    id: String,
+    tries: std::sync::atomic::AtomicU32,
+    waits: bool,
+}
+
+impl Waiter<'_> {
+    /// One try (with its retries, which reuse its latch and its permit ids). Dropped while the
+    /// call may have run, an undo follows it on the same connection and gives back what it
+    /// took.
+    async fn attempt(&self) -> Result<Attempt<Vec<Permit>>> {
+        let semaphore = self.semaphore;
+        let shared = &semaphore.shared;
+        let client = &shared.client;
+        let try_no = self
+            .tries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let latch = format!("{}:{}:{try_no}", shared.acquire_latch_prefix, self.id);
+        let ids: Vec<String> = (0..self.n).map(|_| new_id()).collect();
+        let undo = CleanupGuard::new(|| {
+            let (semaphore, latch, ids) = (semaphore.clone(), latch.clone(), ids.clone());
+            let waiter = self.id.clone();
+            async move {
+                let shared = &semaphore.shared;
+                let mut call = ScriptCall::new(
+                    &UNDO_ACQUIRE,
+                    &[&shared.key, &shared.timeouts, &shared.channel, &latch],
+                )
+                .arg(shared.client.config().publish().as_str());
+                for id in &ids {
+                    call = call.arg(id.as_str());
+                }
+                if let Err(e) = shared.client.eval::<i64>(&call).await {
+                    tracing::warn!(key = %shared.key, error = %e, "giving back the permits of an abandoned acquire failed; they expire with their lease");
+                }
+                semaphore.leave(&waiter).await;
+            }
+        });
+        let watched = self.lease.is_none();
+        let lease = self.lease.unwrap_or(client.config().lease_duration());
+        let mut call = ScriptCall::new(
+            &ACQUIRE,
+            &[
+                &shared.key,
+                &shared.timeouts,
+                &shared.channel,
+                &shared.intent_key,
+                &latch,
+            ],
+        )
+        .arg(self.n)
+        .arg(lease.as_millis() as u64)
+        .arg(&self.id)
+        .arg(client.retry_window().as_millis() as u64)
+        .arg(if self.waits {
+            RESERVATION.as_millis() as u64
+        } else {
+            0
+        })
+        .arg(client.config().publish().as_str());
+        for id in &ids {
+            call = call.arg(id.as_str());
+        }
+        let sent_at = Instant::now();
+        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
+        undo.disarm();
+        match reply?.as_slice() {
+            [1, _, _, _] => {
+                let owner = client.current_owner();
+                let permits = ids
+                    .into_iter()
+                    .map(|id| {
+                        let handle = client.hold_lease(LeaseSpec {
+                            script: &RENEW,
+                            key: shared.timeouts.clone(),
+                            owner: id.as_str().into(),
+                            lease,
+                            renew: watched,
+                            sent_at,
+                        });
+                        let release = Arc::new(PermitRelease {
+                            shared: shared.clone(),
+                            id: id.clone(),
+                        });
+                        Permit {
+                            guard: HoldGuard::new(release, owner.clone(), handle, None),
+                            id,
+                        }
+                    })
+                    .collect();
+                Ok(Attempt::Acquired(permits))
+            }
+            [0, _, 1, _] => Ok(Attempt::Held(RESERVATION_RECHECK.as_millis() as i64)),
+            [0, _, _, hint] if *hint > 0 => Ok(Attempt::Held(*hint)),
+            [0, _, _, _] => Ok(Attempt::Held(
+                client.config().lease_duration().as_millis() as i64
+            )),
+            other => Err(Error::Protocol(format!(
+                "expirable_semaphore/acquire replied {other:?}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+-- ferrisson script
+-- operation: expirable_semaphore/acquire
+-- protocol: 1
+-- Take n permits of a permit-expirable semaphore (Redisson RPermitExpirableSemaphore layout),
+-- each under its own id and lease, after returning expired permits to the count. The oldest
+-- waiting call's reservation is honoured as by semaphore/acquire [ext].
+-- KEYS[1] permit count
+-- KEYS[2] permits taken, suffixed(name, "timeout"): ZSET of id (16 raw bytes) -> expiry ms
+-- KEYS[3] channel, prefixed("redisson_sc", name)
+-- KEYS[4] the oldest waiter's reservation, suffixed(name, "intent") [ext]
+-- KEYS[5] this try's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]
+-- ARGV[1] permits wanted, n >= 1
+-- ARGV[2] lease of each permit, in milliseconds
+-- ARGV[3] waiter id
+-- ARGV[4] how long the latch is kept, in milliseconds
+-- ARGV[5] how long this waiter's reservation lasts unless renewed, in ms; "0": no reservation
+-- ARGV[6] publish command ("publish")
+-- ARGV[7 .. 6 + n] the new permits' ids, 32 hex chars each (stored as 16 raw bytes)
+-- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
+--         reservation else 0, ms until something may change (a permit expires, another
+--         reservation ends), -1 when nothing is known}
+local function raw(hex)
+  return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('get', KEYS[5]) == '1' then
+  return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
+end
+local raw_count = redis.call('get', KEYS[1])
+if raw_count and not tonumber(raw_count) then
+  return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
+end
+local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+local value = tonumber(raw_count or '0')
+if expired > 0 then
+  value = redis.call('incrby', KEYS[1], expired)
+  if value > 0 then
+    redis.call(ARGV[6], KEYS[3], value)
+  end
+end
+local need = tonumber(ARGV[1])
+local reserved = 0
+local mine = false
+local intent = redis.call('get', KEYS[4])
+if intent then
+  local sep = string.find(intent, ':', 1, true)
+  if sep and string.sub(intent, 1, sep - 1) == ARGV[3] then
+    mine = true
+  elseif sep then
+    reserved = tonumber(string.sub(intent, sep + 1)) or 0
+  end
+end
+if value - reserved >= need then
+  redis.call('decrby', KEYS[1], need)
+  local expiry = now + tonumber(ARGV[2])
+  for i = 7, 6 + need do
+    redis.call('zadd', KEYS[2], expiry, raw(ARGV[i]))
+  end
+  if mine then
+    redis.call('del', KEYS[4])
+  end
+  redis.call('set', KEYS[5], '1', 'PX', ARGV[4])
+  return {1, value - need, 0, 0}
+end
+local hint = -1
+local nearest = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if nearest[2] and tonumber(nearest[2]) < 922337203685477 then
+  hint = math.max(tonumber(nearest[2]) - now, 1)
+end
+if ARGV[5] ~= '0' and (mine or not intent) then
+  redis.call('set', KEYS[4], ARGV[3] .. ':' .. need, 'PX', ARGV[5])
+  return {0, value, 1, hint}
+end
+if reserved > 0 and value >= need then
+  local ends = redis.call('pttl', KEYS[4])
+  if hint < 0 or ends < hint then
+    hint = ends
+  end
+end
+return {0, value, 0, hint}

@@ -1,0 +1,27 @@
+-- ferrisson script
+-- operation: expirable_semaphore/undo_acquire
+-- protocol: 1
+-- An acquire call was abandoned while in flight: if its try took permits, give them back, once
+-- [ext].
+-- KEYS[1] permit count
+-- KEYS[2] permits taken, suffixed(name, "timeout")
+-- KEYS[3] channel, prefixed("redisson_sc", name)
+-- KEYS[4] the abandoned try's latch
+-- ARGV[1] publish command ("publish")
+-- ARGV[2 ..] the try's permit ids, 32 hex chars each
+-- returns the number of permits given back
+local function raw(hex)
+  return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
+end
+if redis.call('get', KEYS[4]) ~= '1' then
+  return 0
+end
+redis.call('set', KEYS[4], 'undone', 'KEEPTTL')
+local removed = 0
+for i = 2, #ARGV do
+  removed = removed + redis.call('zrem', KEYS[2], raw(ARGV[i]))
+end
+if removed > 0 then
+  redis.call(ARGV[1], KEYS[3], redis.call('incrby', KEYS[1], removed))
+end
+return removed

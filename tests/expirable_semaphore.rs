@@ -1,0 +1,338 @@
+//! The permit-expirable semaphore against a real Redis.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use ferrisson::{Error, LossReason};
+use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use redis::Commands;
+use tokio::time::Instant;
+
+const SOON: Duration = Duration::from_secs(10);
+
+fn sem(client: &ferrisson::Client, name: &str) -> ExpirableSemaphore {
+    ExpirableSemaphore::new(client, name).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_permits_bound_two_hundred_tasks_of_four_clients() {
+    let redis = TestRedis::any();
+    let name = unique_name("limit");
+    let first = client(&redis.url()).await;
+    assert!(sem(&first, &name).try_set_permits(20).await.unwrap());
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let c = client(&redis.url()).await;
+        for i in 0..50 {
+            let s = sem(&c, &name);
+            let (in_flight, most) = (in_flight.clone(), most.clone());
+            tasks.push(tokio::spawn(async move {
+                let lease = (i % 2 == 0).then_some(Duration::from_secs(10));
+                let permit = s.acquire(lease).await.unwrap();
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                permit.release().await.unwrap();
+            }));
+        }
+    }
+    join_within(SOON * 3, "all 200 tasks complete", tasks).await;
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= 20 && most > 1, "{most} in flight at once");
+    let s = sem(&first, &name);
+    assert_eq!(s.available_permits().await.unwrap(), 20);
+    assert_eq!(s.acquired_permits().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_clients_permits_come_back_within_one_lease_and_a_live_ones_stay() {
+    let redis = TestRedis::any();
+    let name = unique_name("dead-worker");
+    let lease = Duration::from_millis(600);
+    let live_client = client_with_lease(&redis.url(), lease).await;
+    let s = sem(&live_client, &name);
+    s.set_permits(4).await.unwrap();
+    let kept = s.acquire(None).await.unwrap();
+
+    // A worker process that takes two permits and then stops dead (its thread frozen).
+    let (url, worker_name) = (redis.url(), name.clone());
+    let (freeze_tx, freeze_rx) = std::sync::mpsc::channel::<()>();
+    let (taken_tx, taken_rx) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let c = client_with_lease(&url, lease).await;
+            let permits = sem(&c, &worker_name).acquire_many(2, None).await.unwrap();
+            taken_tx.send(()).unwrap();
+            let _ = freeze_rx.recv();
+            std::mem::forget(permits);
+        });
+    });
+    taken_rx.recv().unwrap();
+    let frozen_at = Instant::now();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+    eventually(lease * 4, "the dead worker's permits come back", || async {
+        s.available_permits().await.unwrap() == 3
+    })
+    .await;
+    assert!(
+        frozen_at.elapsed() >= lease / 2,
+        "they came back too soon: {:?}",
+        frozen_at.elapsed()
+    );
+    // The live holder's permit is renewed meanwhile.
+    assert!(kept.ensure_held().is_ok());
+    assert!(s.remaining_lease(kept.id()).await.unwrap().is_some());
+    freeze_tx.send(()).unwrap();
+    worker.join().unwrap();
+    kept.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
+    let redis = TestRedis::any();
+    let name = unique_name("four");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let s = sem(&a, &name);
+    s.set_permits(4).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut singles = Vec::new();
+    for _ in 0..8 {
+        let single = sem(&b, &name);
+        let stop = stop.clone();
+        singles.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let permit = single.acquire(None).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                permit.release().await.unwrap();
+            }
+        }));
+    }
+    eventually(SOON, "single-permit callers hold permits", || async {
+        s.available_permits().await.unwrap() < 4
+    })
+    .await;
+    let four = s
+        .try_acquire_many_with(4, SOON, None)
+        .await
+        .unwrap()
+        .expect("the waiter for four gets them");
+    assert_eq!(four.len(), 4);
+    let ids: Vec<&str> = four.iter().map(|p| p.id()).collect();
+    s.release_all(&ids).await.unwrap();
+    drop(four);
+    stop.store(true, Ordering::SeqCst);
+    join_within(SOON, "single-permit callers stop", singles).await;
+    eventually(SOON, "every permit back", || async {
+        s.available_permits().await.unwrap() == 4
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_leases_and_counts_behave() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = sem(&a, &unique_name("ids"));
+    assert_eq!(s.available_permits().await.unwrap(), 0);
+    assert!(s.try_acquire(None).await.unwrap().is_none());
+    assert!(s.try_set_permits(3).await.unwrap());
+    assert!(!s.try_set_permits(9).await.unwrap());
+
+    let p1 = s.acquire(Some(Duration::from_secs(30))).await.unwrap();
+    let p2 = s.acquire(Some(Duration::from_millis(150))).await.unwrap();
+    assert_eq!(p1.id().len(), 32);
+    assert_ne!(p1.id(), p2.id());
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+    assert_eq!(s.acquired_permits().await.unwrap(), 2);
+    assert_eq!(s.total_permits().await.unwrap(), 3);
+    let left = s.remaining_lease(p1.id()).await.unwrap().unwrap();
+    assert!(
+        left > Duration::from_secs(25) && left <= Duration::from_secs(30),
+        "{left:?}"
+    );
+
+    // The short lease runs out: the permit returns by itself, the guard says so, and the id
+    // can neither be revived nor released.
+    assert_eq!(
+        tokio::time::timeout(SOON, p2.lost()).await.unwrap(),
+        LossReason::LeaseExpired
+    );
+    let expired = p2.id().to_owned();
+    assert_eq!(s.available_permits().await.unwrap(), 2);
+    assert!(
+        !s.update_lease(&expired, Duration::from_secs(10))
+            .await
+            .unwrap()
+    );
+    assert!(s.remaining_lease(&expired).await.unwrap().is_none());
+    let err = s.release(&expired).await.unwrap_err();
+    assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
+    assert!(!s.try_release(&expired).await.unwrap());
+    drop(p2);
+
+    // All or nothing.
+    let p3 = s.acquire(None).await.unwrap();
+    let err = s
+        .release_all(&[p1.id(), &expired, p3.id()])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NotOwner(m) if m.contains(&expired)),
+        "{err:?}"
+    );
+    assert_eq!(
+        s.acquired_permits().await.unwrap(),
+        2,
+        "nothing was released"
+    );
+    assert!(
+        s.update_lease(p1.id(), Duration::from_secs(5))
+            .await
+            .unwrap()
+    );
+    assert!(s.remaining_lease(p1.id()).await.unwrap().unwrap() <= Duration::from_secs(5));
+    s.release_all(&[p1.id(), p3.id()]).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 3);
+    // Their guards know nothing of the explicit release: unlocking them now is an error.
+    let err = p1.release().await.unwrap_err();
+    assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
+    drop(p3);
+
+    // Counts below zero and back.
+    assert_eq!(s.add_permits(-5).await.unwrap(), -2);
+    assert!(s.try_acquire(None).await.unwrap().is_none());
+    assert_eq!(s.add_permits(3).await.unwrap(), 1);
+    let p = s.try_acquire(None).await.unwrap().expect("one free");
+    p.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_and_wrong_types_get_clear_errors() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    assert!(matches!(
+        ExpirableSemaphore::new(&a, ""),
+        Err(Error::InvalidArgument(_))
+    ));
+    let s = sem(&a, &unique_name("bad"));
+    s.set_permits(2).await.unwrap();
+    assert!(matches!(
+        s.acquire_many(0, None).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.acquire(Some(Duration::ZERO)).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    for id in ["", "xyz", "0123456789abcdef0123456789abcdeg"] {
+        assert!(
+            matches!(s.release(id).await, Err(Error::InvalidArgument(_))),
+            "{id}"
+        );
+    }
+    assert!(matches!(
+        s.release_all(&[]).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let unknown = "00112233445566778899aabbccddeeff";
+    assert!(matches!(s.release(unknown).await, Err(Error::NotOwner(_))));
+    assert_eq!(s.available_permits().await.unwrap(), 2, "nothing changed");
+
+    let name = unique_name("text");
+    let mut con = redis.connection();
+    let _: () = con.set(&name, "not a count").unwrap();
+    let s = sem(&a, &name);
+    let err = s.try_acquire(None).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    let err = s.available_permits().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_format_permits_interoperate() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let mut con = redis.connection();
+    let name = unique_name("redisson");
+    let timeouts = format!("{{{name}}}:timeout");
+    // Redisson: one permit free, one taken without lease (16 raw bytes, the "no lease" score).
+    let id: [u8; 16] = *b"\x01\x23\x45\x67\x89\xab\xcd\xef\x01\x23\x45\x67\x89\xab\xcd\xef";
+    let _: () = con.set(&name, 1).unwrap();
+    let _: () = con
+        .zadd(&timeouts, &id[..], 922_337_203_685_477_i64)
+        .unwrap();
+    let s = sem(&a, &name);
+    assert_eq!(s.acquired_permits().await.unwrap(), 1);
+    let hex = "0123456789abcdef0123456789abcdef";
+    assert_eq!(s.remaining_lease(hex).await.unwrap(), Some(Duration::MAX));
+
+    // Ours is stored the same way.
+    let ours = s.acquire(Some(Duration::from_secs(30))).await.unwrap();
+    let raw = (0..16)
+        .map(|i| u8::from_str_radix(&ours.id()[2 * i..2 * i + 2], 16).unwrap())
+        .collect::<Vec<u8>>();
+    let score: Option<f64> = con.zscore(&timeouts, &raw[..]).unwrap();
+    assert!(score.is_some(), "our permit is a 16-byte member");
+
+    // Redisson's permit released by its hex id, through ours.
+    s.release(hex).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+    ours.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_removed_behind_its_holders_back_is_reported_lost() {
+    let redis = TestRedis::any();
+    let name = unique_name("removed");
+    let a = client_with_lease(&redis.url(), Duration::from_millis(600)).await;
+    let s = sem(&a, &name);
+    s.set_permits(1).await.unwrap();
+    let permit = s.acquire(None).await.unwrap();
+    let mut con = redis.connection();
+    let _: () = con.del(format!("{{{name}}}:timeout")).unwrap();
+    assert_eq!(
+        tokio::time::timeout(SOON, permit.lost()).await.unwrap(),
+        LossReason::NotHeld
+    );
+    assert!(permit.ensure_held().is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_calls_and_permits_leak_nothing() {
+    let redis = TestRedis::any();
+    let name = unique_name("dropped");
+    let a = client(&redis.url()).await;
+    let s = sem(&a, &name);
+    s.set_permits(2).await.unwrap();
+    for i in 0..40u64 {
+        let held = if i % 2 == 0 {
+            Some(s.acquire_many(2, None).await.unwrap())
+        } else {
+            None
+        };
+        let n = if i % 3 == 0 { 2 } else { 1 };
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.acquire_many(n, None)).await;
+        drop(held);
+    }
+    eventually(SOON, "both permits back", || async {
+        s.available_permits().await.unwrap() == 2
+    })
+    .await;
+    assert_eq!(s.acquired_permits().await.unwrap(), 0);
+}

@@ -17,31 +17,56 @@ pub trait Cycle: Send + Sync + 'static {
     fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>>;
 }
 
-/// A ferrisson lock of any kind, taken as a whole (`lock()` on a lock, on a side of a
-/// read-write lock).
+/// A ferrisson synchronizer taken and given back as a whole: a lock of any kind, a side of a
+/// read-write lock, one permit of a semaphore.
 pub trait Acquire: Send + Sync + 'static {
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>>;
+    type Guard: Send + 'static;
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>>;
+    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>>;
 }
 
-impl Acquire for ferrisson::ReentrantLock {
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
-        Box::pin(self.lock())
+macro_rules! acquire_hold {
+    ($($lock:ty),*) => {$(
+        impl Acquire for $lock {
+            type Guard = ferrisson::core::HoldGuard;
+            fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
+                Box::pin(self.lock())
+            }
+            fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
+                Box::pin(guard.unlock())
+            }
+        }
+    )*};
+}
+
+acquire_hold!(
+    ferrisson::ReentrantLock,
+    ferrisson::FairLock,
+    ferrisson::ReadLock
+);
+
+impl Acquire for ferrisson::Semaphore {
+    type Guard = ferrisson::Permits;
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
+        Box::pin(self.permits(1))
+    }
+    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
+        Box::pin(guard.release())
     }
 }
 
-impl Acquire for ferrisson::FairLock {
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
-        Box::pin(self.lock())
+impl Acquire for ferrisson::ExpirableSemaphore {
+    type Guard = ferrisson::Permit;
+    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
+        // The inherent `acquire(lease)`: one permit kept by the watchdog.
+        Box::pin(ferrisson::ExpirableSemaphore::acquire(self, None))
+    }
+    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
+        Box::pin(guard.release())
     }
 }
 
-impl Acquire for ferrisson::ReadLock {
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<ferrisson::core::HoldGuard>> {
-        Box::pin(self.lock())
-    }
-}
-
-/// Lock, hold, unlock with a ferrisson lock of any kind.
+/// Take, hold, give back, with a ferrisson synchronizer of any kind.
 pub struct HoldCycle<L>(pub L);
 
 impl<L: Acquire> Cycle for HoldCycle<L> {
@@ -51,7 +76,7 @@ impl<L: Acquire> Cycle for HoldCycle<L> {
             let guard = self.0.acquire().await.map_err(|e| e.to_string())?;
             let waited = t0.elapsed();
             hold_for(hold).await?;
-            guard.unlock().await.map_err(|e| e.to_string())?;
+            L::release(guard).await.map_err(|e| e.to_string())?;
             Ok(waited)
         })
     }

@@ -1,8 +1,9 @@
-// npm redis-semaphore's Mutex on the ferrisson-bench workloads.
-// usage: node bench.mjs URL uncontended|contended CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX
+// npm redis-semaphore's Mutex (and Semaphore, mode `semaphore`: 20 permits) on the
+// ferrisson-bench workloads.
+// usage: node bench.mjs URL uncontended|contended|semaphore CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX
 // prints one JSON object: total, elapsed_s, per_task, wait_p50_us, wait_p99_us, cycle_p50_us, cycle_p99_us
 import Redis from 'ioredis';
-import { Mutex } from 'redis-semaphore';
+import { Mutex, Semaphore } from 'redis-semaphore';
 import { performance } from 'node:perf_hooks';
 
 const [url, mode, clientsArg, tasksArg, durationArg, holdArg, prefix] = process.argv.slice(2);
@@ -30,16 +31,15 @@ async function main() {
   const workers = [];
   for (let c = 0; c < clients; c++) {
     for (let t = 0; t < tasks; t++) {
-      const key = mode === 'contended' ? prefix : `${prefix}:${c}:${t}`;
+      const key = mode === 'uncontended' ? `${prefix}:${c}:${t}` : prefix;
       workers.push((async () => {
         let n = 0;
         while (performance.now() < deadline) {
           // Library defaults but for a long acquire timeout and no refresh timer.
-          const mutex = new Mutex(connections[c], key, {
-            acquireTimeout: 600000,
-            lockTimeout: 10000,
-            refreshInterval: 0,
-          });
+          const options = { acquireTimeout: 600000, lockTimeout: 10000, refreshInterval: 0 };
+          const mutex = mode === 'semaphore'
+            ? new Semaphore(connections[c], key, 20, options)
+            : new Mutex(connections[c], key, options);
           const t0 = performance.now();
           await mutex.acquire();
           const t1 = performance.now();

@@ -21,21 +21,21 @@ fn peers_dir() -> PathBuf {
 }
 
 /// A peer ready to run: the program and the arguments before the workload's.
-struct Peer {
-    library: &'static str,
+pub struct Peer {
+    pub library: &'static str,
     program: PathBuf,
     script: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
-struct PeerReport {
-    total: u64,
-    elapsed_s: f64,
-    per_task: Vec<u64>,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    cycle_p50_us: f64,
-    cycle_p99_us: f64,
+pub struct PeerReport {
+    pub total: u64,
+    pub elapsed_s: f64,
+    pub per_task: Vec<u64>,
+    pub wait_p50_us: f64,
+    pub wait_p99_us: f64,
+    pub cycle_p50_us: f64,
+    pub cycle_p99_us: f64,
 }
 
 async fn run_command(cmd: &mut Command, timeout: Duration) -> Result<String, String> {
@@ -58,7 +58,7 @@ async fn run_command(cmd: &mut Command, timeout: Duration) -> Result<String, Str
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-async fn node_peer() -> Result<Peer, String> {
+pub async fn node_peer() -> Result<Peer, String> {
     let dir = peers_dir().join("node");
     run_command(
         Command::new("node").arg("--version"),
@@ -117,17 +117,17 @@ async fn python_peer() -> Result<Peer, String> {
 }
 
 /// One run of a peer script.
-struct PeerWorkload<'a> {
-    mode: &'a str,
-    clients: usize,
-    tasks: usize,
-    duration: Duration,
-    hold: Duration,
-    prefix: &'a str,
+pub struct PeerWorkload<'a> {
+    pub mode: &'a str,
+    pub clients: usize,
+    pub tasks: usize,
+    pub duration: Duration,
+    pub hold: Duration,
+    pub prefix: &'a str,
 }
 
 impl Peer {
-    async fn run(&self, url: &str, workload: &PeerWorkload<'_>) -> Result<PeerReport, String> {
+    pub async fn run(&self, url: &str, workload: &PeerWorkload<'_>) -> Result<PeerReport, String> {
         let out = run_command(
             Command::new(&self.program)
                 .arg(&self.script)

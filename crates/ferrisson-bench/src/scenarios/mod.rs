@@ -10,6 +10,7 @@ pub mod external;
 pub mod lock_kinds;
 pub mod raw;
 pub mod rslock_peer;
+pub mod semaphore;
 pub mod uncontended;
 pub mod waiters;
 
@@ -56,7 +57,14 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 5] = ["raw", "uncontended", "contended", "waiters", "peers"];
+pub const ALL: [&str; 6] = [
+    "raw",
+    "uncontended",
+    "contended",
+    "waiters",
+    "semaphore",
+    "peers",
+];
 
 pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     match name {
@@ -67,6 +75,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
             lock_kinds::run(ctx, records).await
         }
         "waiters" => waiters::run(ctx, records).await,
+        "semaphore" => semaphore::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;
             external::run(ctx, records).await

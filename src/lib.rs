@@ -14,6 +14,7 @@
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
 //! | `expirable-semaphore` | [`ExpirableSemaphore`] | `RPermitExpirableSemaphore` |
+//! | `latch` | [`CountDownLatch`] | `RCountDownLatch` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -59,3 +60,7 @@ pub use ferrisson_semaphore::{Permits, Semaphore};
 #[cfg(feature = "expirable-semaphore")]
 #[doc(inline)]
 pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
+
+#[cfg(feature = "latch")]
+#[doc(inline)]
+pub use ferrisson_latch::CountDownLatch;

@@ -17,6 +17,7 @@ fn registered() -> Vec<&'static Script> {
     all.extend(ferrisson_rwlock::scripts());
     all.extend(ferrisson_semaphore::scripts());
     all.extend(ferrisson_expirable_semaphore::scripts());
+    all.extend(ferrisson_latch::scripts());
     all
 }
 

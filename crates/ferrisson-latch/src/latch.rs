@@ -1,0 +1,269 @@
+//! The countdown latch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::keys::suffixed;
+use ferrisson_core::{Client, Error, Instant, Result, ScriptCall, WaitPacer, Wake};
+
+use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
+
+/// How often a waiter re-checks the count on its own, whatever the messages say: a lost
+/// message delays a waiter at most this long.
+const RECHECK: Duration = Duration::from_secs(5);
+
+/// A countdown latch with Redisson's `RCountDownLatch` semantics and Redis layout.
+///
+/// - **Open when the count is zero or the latch is missing**: waiting on a latch that was
+///   never set returns at once, and counting down a missing latch does nothing (no error), as
+///   with Redisson.
+/// - **Count each participant once** with [`count_down_once`](Self::count_down_once): a
+///   worker that runs twice (a retry, a redelivered message) does not count twice (**[ext]**).
+/// - **Waits never hang.** Waiters sleep on the client's one subscriber connection and are
+///   woken together when the latch opens; they also re-check on reconnect and every few
+///   seconds, so a lost message (Redisson's `await()` can hang forever after one) only delays
+///   them.
+/// - **Re-arming is well defined** (**[ext]**): [`try_set_count`](Self::try_set_count) on an
+///   open latch starts a new round. Waiters of an earlier round are released even if the latch
+///   was armed again before they looked; waiters that start after the re-arm wait for the new
+///   round.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_latch::CountDownLatch;
+///
+/// let latch = CountDownLatch::new(&client, "batch-42")?;
+/// assert!(latch.try_set_count(2).await?);
+/// let coordinator = latch.clone();
+/// let waiting = tokio::spawn(async move { coordinator.wait_for(Duration::from_secs(5)).await });
+/// assert!(latch.count_down_once("worker-a").await?);
+/// assert!(!latch.count_down_once("worker-a").await?, "counted once");
+/// latch.count_down_once("worker-b").await?;
+/// assert!(waiting.await??, "released");
+/// assert_eq!(latch.count().await?, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("key", &self.shared.key)
+            .finish()
+    }
+}
+
+struct Shared {
+    client: Client,
+    key: String,
+    channel: String,
+    round_key: String,
+    counted_key: String,
+}
+
+impl CountDownLatch {
+    /// A handle to the latch named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                channel: format!("redisson_countdownlatch__channel__{{{key}}}"),
+                round_key: suffixed(&key, "round"),
+                counted_key: suffixed(&key, "counted"),
+                key,
+            }),
+        })
+    }
+
+    /// The Redis key of the count.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Arms the latch with `count` if it is open (zero or missing) and starts a new round;
+    /// returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a count of zero (a latch at zero is open), and the errors
+    /// of [`count`](Self::count).
+    pub async fn try_set_count(&self, count: u32) -> Result<bool> {
+        if count == 0 {
+            return Err(Error::InvalidArgument(
+                "a latch count must be at least 1 (a latch at zero is open)".into(),
+            ));
+        }
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &TRY_SET,
+            &[
+                &shared.key,
+                &shared.channel,
+                &shared.round_key,
+                &shared.counted_key,
+            ],
+        )
+        .arg(count)
+        .arg(shared.client.config().publish().as_str());
+        // Not retried: a retry after a lost reply would find the latch armed and say no.
+        let armed: i64 = shared.client.eval_once(&call).await?;
+        Ok(armed == 1)
+    }
+
+    /// Counts down once, as Redisson does: at zero the latch opens and every waiter is
+    /// released. On an open latch it does nothing.
+    ///
+    /// Each call counts; for work that may run twice, use
+    /// [`count_down_once`](Self::count_down_once).
+    ///
+    /// # Errors
+    ///
+    /// As [`count`](Self::count).
+    pub async fn count_down(&self) -> Result<()> {
+        self.count_down_as("").await.map(drop)
+    }
+
+    /// Counts down once for `participant`: a participant that already counted in this round
+    /// does not count again. Returns whether this call counted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty participant id, and as [`count`](Self::count).
+    pub async fn count_down_once(&self, participant: &str) -> Result<bool> {
+        if participant.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a participant id must not be empty".into(),
+            ));
+        }
+        self.count_down_as(participant).await
+    }
+
+    async fn count_down_as(&self, participant: &str) -> Result<bool> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &COUNT_DOWN,
+            &[&shared.key, &shared.channel, &shared.counted_key],
+        )
+        .arg(shared.client.config().publish().as_str())
+        .arg(participant);
+        // A participant's count-down is idempotent and retried; a plain one is sent once (a
+        // retry after a lost reply could count twice).
+        let reply: Vec<i64> = if participant.is_empty() {
+            shared.client.eval_once(&call).await?
+        } else {
+            shared.client.eval(&call).await?
+        };
+        Ok(reply.first() == Some(&1))
+    }
+
+    /// The remaining count (0 when open or never set).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    pub async fn count(&self) -> Result<u64> {
+        Ok(self.state().await?.0)
+    }
+
+    async fn state(&self) -> Result<(u64, i64)> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(&STATE, &[&shared.key, &shared.round_key]);
+        let reply: Vec<i64> = shared.client.eval(&call).await?;
+        match reply.as_slice() {
+            [count, round] => Ok((u64::try_from(*count).unwrap_or(0), *round)),
+            other => Err(Error::Protocol(format!("latch/state replied {other:?}"))),
+        }
+    }
+
+    /// Deletes the latch, releasing every waiter. Returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`count`](Self::count).
+    pub async fn delete(&self) -> Result<bool> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &DELETE,
+            &[&shared.key, &shared.channel, &shared.counted_key],
+        )
+        .arg(shared.client.config().publish().as_str());
+        let deleted: i64 = shared.client.eval(&call).await?;
+        Ok(deleted == 1)
+    }
+
+    /// Waits until the latch opens (the round current when the call started ends).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    ///
+    /// # Errors
+    ///
+    /// As [`count`](Self::count), once Redis has been unreachable for longer than the
+    /// client's outage limit.
+    pub async fn wait(&self) -> Result<()> {
+        self.wait_until(None).await.map(drop)
+    }
+
+    /// Waits up to `timeout` for the latch to open; returns whether it did.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait).
+    pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        self.wait_until(Some(Instant::now() + timeout)).await
+    }
+
+    async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let shared = &self.shared;
+        let client = &shared.client;
+        let (count, round) = self.state().await?;
+        if count == 0 {
+            return Ok(true);
+        }
+        // Every message (opened, re-armed, deleted) is a reason to look again.
+        let subscription = client.subscribe(&shared.channel, |_| Wake::All, None);
+        let config = client.config();
+        let confirm_within = deadline.map_or(config.response_timeout_duration(), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration())))
+            .await;
+        let mut pacer = WaitPacer::new(deadline);
+        loop {
+            // Subscribed first, then looked: an opening in between is not missed.
+            let bound = match self.state().await {
+                Ok((0, _)) => return Ok(true),
+                // A new round began: the one this call waited for has ended.
+                Ok((_, now)) if now != round => return Ok(true),
+                Ok(_) => {
+                    pacer.held();
+                    RECHECK
+                }
+                Err(e) => pacer.failed(e, config)?,
+            };
+            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
+                return Ok(false);
+            };
+            subscription.wait(bound).await;
+        }
+    }
+}

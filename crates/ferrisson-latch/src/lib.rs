@@ -1,0 +1,27 @@
+//! A countdown latch on Redis with Redisson's `RCountDownLatch` semantics and data layout: a
+//! barrier across processes. A coordinator sets the count, workers on other machines count
+//! down when their part is done, and everyone waiting is released together.
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson_core::Result<()> {
+//! use std::time::Duration;
+//! use ferrisson_core::Client;
+//! use ferrisson_latch::CountDownLatch;
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let barrier = CountDownLatch::new(&client, "nightly-import:2026-11-30")?;
+//! barrier.try_set_count(8).await?; // the coordinator
+//! // ... each of 8 workers, once done (a retried worker counts once):
+//! barrier.count_down_once("worker-3").await?;
+//! // ... the coordinator:
+//! if barrier.wait_for(Duration::from_secs(600)).await? {
+//!     // every part is done
+//! }
+//! # Ok(()) }
+//! ```
+
+mod latch;
+mod scripts;
+
+pub use latch::CountDownLatch;
+pub use scripts::scripts;

@@ -1,0 +1,32 @@
+-- ferrisson script
+-- operation: latch/count_down
+-- protocol: 1
+-- Count down once; at zero the latch opens (deleted, "0" published). With a participant id,
+-- each participant counts at most once per round [ext].
+-- KEYS[1] the count
+-- KEYS[2] channel
+-- KEYS[3] participants counted this round, suffixed(name, "counted")
+-- ARGV[1] publish command ("publish")
+-- ARGV[2] participant id, or "" to count unconditionally (Redisson's countDown)
+-- returns {1 if this call counted else 0, the count after}
+local raw = redis.call('get', KEYS[1])
+if raw and not tonumber(raw) then
+  return redis.error_reply('WRONGTYPE the latch key does not hold a count')
+end
+if ARGV[2] ~= '' then
+  if not raw then
+    -- Nothing armed: nothing to count (Redisson's countDown would leave nothing either).
+    return {0, 0}
+  end
+  if redis.call('sadd', KEYS[3], ARGV[2]) == 0 then
+    return {0, tonumber(raw)}
+  end
+end
+local value = redis.call('decr', KEYS[1])
+if value <= 0 then
+  redis.call('del', KEYS[1], KEYS[3])
+end
+if value == 0 then
+  redis.call(ARGV[1], KEYS[2], '0')
+end
+return {1, math.max(value, 0)}

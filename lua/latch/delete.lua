@@ -1,0 +1,19 @@
+-- ferrisson script
+-- operation: latch/delete
+-- protocol: 1
+-- Delete the latch (waiters are released: a missing latch is open) and publish "1".
+-- KEYS[1] the count
+-- KEYS[2] channel
+-- KEYS[3] participants counted this round, suffixed(name, "counted")
+-- ARGV[1] publish command ("publish")
+-- returns 1 when something was deleted, else 0
+local kind = redis.call('type', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'string' then
+  return redis.error_reply('WRONGTYPE the latch key does not hold a count')
+end
+redis.call('del', KEYS[3])
+if redis.call('del', KEYS[1]) == 1 then
+  redis.call(ARGV[1], KEYS[2], '1')
+  return 1
+end
+return 0

@@ -1,0 +1,21 @@
+-- ferrisson script
+-- operation: latch/try_set
+-- protocol: 1
+-- Arm a countdown latch (Redisson RCountDownLatch layout) if it is not armed: set the count,
+-- start a new round [ext], publish "1".
+-- KEYS[1] the count, a STRING (missing = 0 = open)
+-- KEYS[2] channel, "redisson_countdownlatch__channel__{" .. name .. "}"
+-- KEYS[3] round counter, suffixed(name, "round") [ext]: waiters started in an earlier round
+--         are released even when the latch is armed again before they look
+-- KEYS[4] participants counted this round, suffixed(name, "counted") [ext]
+-- ARGV[1] the count, >= 1
+-- ARGV[2] publish command ("publish")
+-- returns 1 when armed, 0 when it already was
+if redis.call('exists', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call('incr', KEYS[3])
+redis.call('del', KEYS[4])
+redis.call(ARGV[2], KEYS[2], '1')
+return 1

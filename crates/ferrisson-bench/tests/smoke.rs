@@ -48,10 +48,25 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         scenarios.insert(object["scenario"].as_str().unwrap().to_owned());
         libraries.insert(object["library"].as_str().unwrap().to_owned());
     }
-    for scenario in ["raw", "uncontended", "contended", "waiters"] {
+    for scenario in [
+        "raw",
+        "uncontended",
+        "contended",
+        "waiters",
+        "semaphore",
+        "latch",
+    ] {
         assert!(scenarios.contains(scenario), "no {scenario} records");
     }
-    for library in ["redis-rs", "ferrisson", "rslock"] {
+    for library in [
+        "redis-rs",
+        "ferrisson",
+        "rslock",
+        "ferrisson-fair-lock",
+        "ferrisson-rwlock",
+        "ferrisson-semaphore",
+        "ferrisson-expirable-semaphore",
+    ] {
         assert!(libraries.contains(library), "no {library} records");
     }
     let find = |scenario: &str, metric: &str| {
@@ -66,6 +81,7 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         ("waiters", "bytes_per_waiter"),
         ("waiters", "idle_commands_per_sec"),
         ("waiters", "handoff_us"),
+        ("latch", "wake_p99_us"),
     ] {
         assert!(
             find(scenario, metric),

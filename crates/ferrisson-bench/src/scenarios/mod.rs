@@ -7,6 +7,7 @@ use crate::stats::Probe;
 
 pub mod contended;
 pub mod external;
+pub mod latch;
 pub mod lock_kinds;
 pub mod raw;
 pub mod rslock_peer;
@@ -57,12 +58,13 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 7] = [
     "raw",
     "uncontended",
     "contended",
     "waiters",
     "semaphore",
+    "latch",
     "peers",
 ];
 
@@ -76,6 +78,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
         }
         "waiters" => waiters::run(ctx, records).await,
         "semaphore" => semaphore::run(ctx, records).await,
+        "latch" => latch::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;
             external::run(ctx, records).await

@@ -1,0 +1,98 @@
+//! A barrier across processes with a countdown latch: a coordinator waits until every worker
+//! process has done its part; a worker that runs its count-down twice counts once.
+//!
+//! ```text
+//! cargo run --example job_barrier          # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example job_barrier
+//! ```
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use ferrisson::Client;
+use ferrisson_latch::CountDownLatch;
+use ferrisson_testkit::RedisServer;
+
+const WORKERS: u32 = 5;
+const NAME: &str = "example:import-2026-11-30";
+
+type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[tokio::main]
+async fn main() -> AnyResult<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("worker") {
+        return worker(&args[2], &args[3]).await;
+    }
+    coordinator().await
+}
+
+async fn coordinator() -> AnyResult<()> {
+    let (_server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => (None, url),
+        _ => {
+            let server = RedisServer::try_spawn()?;
+            let url = server.url();
+            println!("started a throwaway redis-server at {url}");
+            (Some(server), url)
+        }
+    };
+    let client = Client::connect(&url).await?;
+    let barrier = CountDownLatch::new(&client, NAME)?;
+    barrier.delete().await?; // a fresh run
+    barrier.try_set_count(WORKERS).await?;
+    println!("coordinator: waiting for {WORKERS} workers");
+
+    let exe = std::env::current_exe()?;
+    let mut workers = Vec::new();
+    for id in 0..WORKERS {
+        workers.push(
+            tokio::process::Command::new(&exe)
+                .args(["worker", &url, &id.to_string()])
+                .stdout(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()?,
+        );
+    }
+    if !barrier.wait_for(Duration::from_secs(60)).await? {
+        return Err("the workers did not all finish within a minute".into());
+    }
+    println!(
+        "coordinator: all {WORKERS} distinct workers are done (count {}): proceeding",
+        barrier.count().await?
+    );
+    for mut child in workers {
+        let status = child.wait().await?;
+        if !status.success() {
+            return Err(format!("a worker failed: {status}").into());
+        }
+    }
+    Ok(())
+}
+
+/// One worker process: does its part, then counts down under its own id. Worker 0 is
+/// "redelivered" and counts down a second time, which does not count.
+async fn worker(url: &str, id: &str) -> AnyResult<()> {
+    let client = Client::connect(url).await?;
+    let barrier = CountDownLatch::new(&client, NAME)?;
+    let millis = 100 + 150 * id.parse::<u64>().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+    let participant = format!("worker-{id}");
+    let counted = barrier.count_down_once(&participant).await?;
+    println!(
+        "worker {id}: done (counted: {counted}, left: {})",
+        barrier.count().await?
+    );
+    if id == "0" {
+        let again = barrier.count_down_once(&participant).await?;
+        println!(
+            "worker {id}: ran again (counted: {again}, left: {})",
+            barrier.count().await?
+        );
+        if again {
+            return Err("a repeated count-down counted twice".into());
+        }
+    }
+    Ok(())
+}

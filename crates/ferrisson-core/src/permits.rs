@@ -91,3 +91,82 @@ pub async fn leave_reservation(
         tracing::warn!(%key, error = %e, "giving up a reservation failed; it expires by itself");
     }
 }
+
+/// How long a waiter's reservation lasts unless its next try renews it.
+pub const RESERVATION: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How often the waiter holding the reservation tries again, renewing it.
+pub const RESERVATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Where a semaphore's waiters wait: its count, channel and reservation keys.
+#[derive(Debug, Clone, Copy)]
+pub struct PermitKeys<'a> {
+    /// The permit count.
+    pub key: &'a str,
+    /// The channel releases are published on.
+    pub channel: &'a str,
+    /// The oldest waiter's reservation.
+    pub reservation: &'a str,
+}
+
+/// What a failed try means for the wait, from the acquire script's reply: the reservation
+/// holder comes back within [`RESERVATION_RECHECK`] to keep it; a waiter that knows when
+/// something may change (`hint_ms > 0`) looks again then; the others wait for a release (or
+/// a lease-long re-check).
+pub fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate::Attempt<T> {
+    let ms = if holds_reservation {
+        RESERVATION_RECHECK.as_millis() as i64
+    } else if hint_ms > 0 {
+        hint_ms
+    } else {
+        client.config().lease_duration().as_millis() as i64
+    };
+    crate::Attempt::Held(ms)
+}
+
+/// Takes permits: one try, then (when `wait` is not zero) the wait loop until `attempt` takes
+/// them or the wait ends; a wait that ends without them (deadline, error, cancellation) gives
+/// up the waiter's reservation. `wait`: `Some(zero)` tries once, `None` waits as long as it
+/// takes.
+///
+/// # Errors
+///
+/// The errors of `attempt` (see [`wait_for_turn`](crate::wait_for_turn)).
+pub async fn take_permits<T, F, Fut>(
+    client: &Client,
+    keys: PermitKeys<'_>,
+    waiter: &str,
+    wait: Option<std::time::Duration>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<crate::Attempt<T>>>,
+{
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    if let crate::Attempt::Acquired(taken) = attempt().await? {
+        return Ok(Some(taken));
+    }
+    if wait == Some(std::time::Duration::ZERO) {
+        return Ok(None);
+    }
+    let reservation = crate::CleanupGuard::new(|| {
+        let client = client.clone();
+        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
+        let (reservation, waiter) = (keys.reservation.to_owned(), waiter.to_owned());
+        async move { leave_reservation(&client, &key, &channel, &reservation, &waiter).await }
+    });
+    let spec = crate::WaitSpec {
+        channel: keys.channel,
+        policy: crate::permits_message_policy,
+        deadline,
+        // A safety net for lost messages; tries that know better say so (`not_taken`).
+        recheck: client.config().lease_duration(),
+    };
+    let outcome = crate::wait_for_turn(client, spec, attempt).await?;
+    reservation.disarm();
+    if outcome.is_none() {
+        leave_reservation(client, keys.key, keys.channel, keys.reservation, waiter).await;
+    }
+    Ok(outcome)
+}

@@ -4,19 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::keys::{prefixed, suffixed};
-use ferrisson_core::permits::{CountChange, change_permits, leave_reservation};
+use ferrisson_core::permits::{
+    CountChange, PermitKeys, RESERVATION, change_permits, leave_reservation, not_taken,
+    take_permits,
+};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, Owner, Release,
-    Released, Result, ScriptCall, WaitSpec, permits_message_policy, wait_for_turn,
+    Released, Result, ScriptCall,
 };
 
 use crate::scripts::{ACQUIRE, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
-
-/// How long a waiter's reservation lasts unless its next try renews it.
-const RESERVATION: Duration = Duration::from_secs(3);
-
-/// How often the waiter holding the reservation tries again, renewing it.
-const RESERVATION_RECHECK: Duration = Duration::from_secs(1);
 
 /// A permit-expirable distributed semaphore with Redisson's `RPermitExpirableSemaphore`
 /// semantics and Redis layout.
@@ -455,38 +452,21 @@ impl ExpirableSemaphore {
             ));
         }
         check_lease(lease)?;
-        let waits = wait != Some(Duration::ZERO);
+        let shared = &self.shared;
         let waiter = Waiter {
             semaphore: self,
             n,
             lease,
             id: new_id(),
             tries: std::sync::atomic::AtomicU32::new(0),
-            waits,
+            waits: wait != Some(Duration::ZERO),
         };
-        if let Attempt::Acquired(permits) = waiter.attempt().await? {
-            return Ok(Some(permits));
-        }
-        if !waits {
-            return Ok(None);
-        }
-        let reservation = CleanupGuard::new(|| {
-            let (semaphore, id) = (self.clone(), waiter.id.clone());
-            async move { semaphore.leave(&id).await }
-        });
-        let client = &self.shared.client;
-        let spec = WaitSpec {
-            channel: &self.shared.channel,
-            policy: permits_message_policy,
-            deadline: wait.map(|w| Instant::now() + w),
-            recheck: client.config().lease_duration(),
+        let keys = PermitKeys {
+            key: &shared.key,
+            channel: &shared.channel,
+            reservation: &shared.intent_key,
         };
-        let outcome = wait_for_turn(client, spec, || waiter.attempt()).await?;
-        reservation.disarm();
-        if outcome.is_none() {
-            self.leave(&waiter.id).await;
-        }
-        Ok(outcome)
+        take_permits(&shared.client, keys, &waiter.id, wait, || waiter.attempt()).await
     }
 
     async fn leave(&self, waiter: &str) {
@@ -613,11 +593,8 @@ impl Waiter<'_> {
                     .collect();
                 Ok(Attempt::Acquired(permits))
             }
-            [0, _, 1, _] => Ok(Attempt::Held(RESERVATION_RECHECK.as_millis() as i64)),
-            [0, _, _, hint] if *hint > 0 => Ok(Attempt::Held(*hint)),
-            [0, _, _, _] => Ok(Attempt::Held(
-                client.config().lease_duration().as_millis() as i64
-            )),
+            // A waiter blocked by another's reservation alone is told when it ends.
+            [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
             other => Err(Error::Protocol(format!(
                 "expirable_semaphore/acquire replied {other:?}"
             ))),

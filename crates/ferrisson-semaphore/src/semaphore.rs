@@ -4,20 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::keys::{prefixed, suffixed};
-use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, Instant, Result, ScriptCall, WaitSpec,
-    permits_message_policy, spawn_cleanup, wait_for_turn,
+use ferrisson_core::{Attempt, CleanupGuard, Client, Error, Result, ScriptCall, spawn_cleanup};
+
+use ferrisson_core::permits::{
+    CountChange, PermitKeys, RESERVATION, change_permits, leave_reservation, not_taken,
+    read_permits, take_permits,
 };
 
-use ferrisson_core::permits::{CountChange, change_permits, leave_reservation, read_permits};
-
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
-
-/// How long a waiter's reservation lasts unless its next try renews it.
-const RESERVATION: Duration = Duration::from_secs(3);
-
-/// How often the waiter holding the reservation tries again, renewing it.
-const RESERVATION_RECHECK: Duration = Duration::from_secs(1);
 
 /// A distributed semaphore with Redisson's `RSemaphore` semantics and Redis layout.
 ///
@@ -354,52 +348,20 @@ impl Semaphore {
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
     async fn take(&self, n: u32, wait: Option<Duration>) -> Result<Option<Permits>> {
         positive(n, "acquire")?;
-        let waits = wait != Some(Duration::ZERO);
-        let deadline = wait.map(|w| Instant::now() + w);
+        let shared = &self.shared;
         let waiter = Waiter {
             semaphore: self,
             n,
             id: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
             tries: std::sync::atomic::AtomicU32::new(0),
-            waits,
+            waits: wait != Some(Duration::ZERO),
         };
-        if let Attempt::Acquired(permits) = waiter.attempt().await? {
-            return Ok(Some(permits));
-        }
-        if !waits {
-            return Ok(None);
-        }
-        // Whatever ends the wait without the permits gives up the caller's reservation.
-        let reservation = CleanupGuard::new(|| {
-            let (semaphore, id) = (self.clone(), waiter.id.clone());
-            async move { semaphore.leave_logged(&id).await }
-        });
-        let spec = WaitSpec {
-            channel: &self.shared.channel,
-            policy: permits_message_policy,
-            deadline,
-            // A safety net for lost messages; the reservation holder comes back sooner (its
-            // try says so).
-            recheck: self.shared.client.config().lease_duration(),
+        let keys = PermitKeys {
+            key: &shared.key,
+            channel: &shared.channel,
+            reservation: &shared.intent_key,
         };
-        let outcome = wait_for_turn(&self.shared.client, spec, || waiter.attempt()).await?;
-        reservation.disarm();
-        if outcome.is_none() {
-            self.leave_logged(&waiter.id).await;
-        }
-        Ok(outcome)
-    }
-
-    async fn leave_logged(&self, waiter_id: &str) {
-        let shared = &self.shared;
-        leave_reservation(
-            &shared.client,
-            &shared.key,
-            &shared.channel,
-            &shared.intent_key,
-            waiter_id,
-        )
-        .await;
+        take_permits(&shared.client, keys, &waiter.id, wait, || waiter.attempt()).await
     }
 }
 
@@ -441,7 +403,15 @@ impl Waiter<'_> {
                     tracing::warn!(key = %shared.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
                 }
                 // The try may have reserved permits for a caller that has gone.
-                semaphore.leave_logged(&id).await;
+                let shared = &semaphore.shared;
+                leave_reservation(
+                    &shared.client,
+                    &shared.key,
+                    &shared.channel,
+                    &shared.intent_key,
+                    &id,
+                )
+                .await;
             }
         });
         let reservation = if self.waits {
@@ -464,13 +434,8 @@ impl Waiter<'_> {
             })),
             // The reservation holder must come back before its reservation expires; the
             // others sleep until a release (or a lease-long re-check) wakes them.
-            [0, _, 1, _] => Ok(Attempt::Held(RESERVATION_RECHECK.as_millis() as i64)),
-            // Blocked by another waiter's reservation alone: it ends (taken, given up, or
-            // expired with a dead waiter) by then.
-            [0, _, _, blocked] if *blocked >= 0 => Ok(Attempt::Held(*blocked + 1)),
-            [0, _, _, _] => Ok(Attempt::Held(
-                client.config().lease_duration().as_millis() as i64
-            )),
+            // A waiter blocked by another's reservation alone is told when it ends.
+            [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
             other => Err(Error::Protocol(format!(
                 "semaphore/acquire replied {other:?}"
             ))),

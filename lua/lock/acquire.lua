@@ -6,7 +6,7 @@
 -- KEYS[2] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[5] = "1"
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
--- ARGV[3] hold count the client believes the owner has
+-- ARGV[3] hold count the client believes the owner has (read only on a retry)
 -- ARGV[4] "1" when this call retries one whose reply was lost, else "0"
 -- ARGV[5] "1" for a fenced lock, else "0"
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),

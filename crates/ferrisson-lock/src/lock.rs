@@ -492,11 +492,14 @@ impl Drop for Resend {
 impl LockShared {
     async fn attempt(self: &Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
         let client = &self.client;
-        let state = client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
-        let believed = state.map_or(0, |s| s.holds);
+        // The holds this owner has locally: the table changes only when a reply arrives, so
+        // reading it at a retry gives the count from before the first try.
+        let believed = || client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
         // Once a hold is kept by the watchdog it stays so until its last release: a shorter
-        // fixed lease on re-entry would cut the TTL under the watchdog's feet.
-        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
+        // fixed lease on re-entry would cut the TTL under the watchdog's feet. (Without a fixed
+        // lease there is nothing to look up before the first try: the script reads the
+        // believed count only on a retry.)
+        let watched = lease.is_none() || believed().is_some_and(|s| s.renewing);
         let lease = match lease {
             Some(lease) if !watched => lease,
             _ => client.config().lease_duration(),
@@ -505,10 +508,15 @@ impl LockShared {
         let reply: Vec<i64> = client
             .retrying(|n| {
                 sent_at = Instant::now();
+                let held = if n > 0 {
+                    believed().map_or(0, |s| s.holds)
+                } else {
+                    0
+                };
                 let call = ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
                     .arg(lease.as_millis() as u64)
                     .arg(owner.as_str())
-                    .arg(believed)
+                    .arg(held)
                     .arg(if n > 0 { "1" } else { "0" })
                     .arg(if self.fenced { "1" } else { "0" });
                 async move { client.eval_once(&call).await }
@@ -516,8 +524,11 @@ impl LockShared {
             .await?;
         match reply.as_slice() {
             [1, held, token] => {
-                if u32::try_from(*held).ok() != Some(believed + 1) {
-                    tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    let believed = believed().map_or(0, |s| s.holds);
+                    if u32::try_from(*held).ok() != Some(believed + 1) {
+                        tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
+                    }
                 }
                 let handle = client.hold_lease(LeaseSpec {
                     script: &RENEW_HASH,

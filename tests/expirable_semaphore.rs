@@ -211,6 +211,11 @@ async fn ids_leases_and_counts_behave() {
     let err = p1.release().await.unwrap_err();
     assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
     drop(p3);
+    // A detached permit stays taken until released by id.
+    let detached = s.acquire(None).await.unwrap().detach();
+    assert_eq!(s.available_permits().await.unwrap(), 2);
+    s.release(&detached).await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 3);
 
     // Counts below zero and back.
     assert_eq!(s.add_permits(-5).await.unwrap(), -2);

@@ -261,6 +261,17 @@ impl HoldGuard {
     }
 }
 
+impl HoldGuard {
+    /// Lets go of the guard without releasing the hold: the watchdog stops renewing it, and
+    /// it ends when its lease runs out, or when someone releases it explicitly (a permit by
+    /// its id). Nothing is sent to Redis.
+    pub fn detach(mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.end();
+        }
+    }
+}
+
 impl Drop for HoldGuard {
     fn drop(&mut self) {
         let Some(lease) = self.lease.take() else {

@@ -99,6 +99,15 @@ impl Permit {
     pub async fn release(self) -> Result<()> {
         self.guard.unlock().await
     }
+
+    /// Keeps the permit taken without this guard, and returns its id: for code that releases
+    /// permits by id ([`ExpirableSemaphore::release`], possibly in another process). The
+    /// watchdog stops renewing it, so it returns to the pool when its lease runs out unless
+    /// released first.
+    pub fn detach(self) -> String {
+        self.guard.detach();
+        self.id
+    }
 }
 
 impl std::ops::Deref for Permit {

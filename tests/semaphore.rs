@@ -234,3 +234,35 @@ async fn dropped_calls_and_permits_leak_nothing() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = Semaphore::new(&a, &unique_name("hand-off")).unwrap();
+    s.set_permits(1).await.unwrap();
+    let held = s.permits(1).await.unwrap();
+    let waiting = s.clone();
+    let waiter = tokio::spawn(async move { waiting.permits(1).await.unwrap() });
+    eventually(SOON, "the waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        0,
+        "the permit moved without a script call"
+    );
+    assert_eq!(
+        s.available_permits().await.unwrap(),
+        0,
+        "still taken, by the waiter"
+    );
+    got.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+}

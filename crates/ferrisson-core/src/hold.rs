@@ -374,7 +374,7 @@ pub enum Attempt<T = HoldGuard> {
 }
 
 /// How a waiter waits: on which channel, woken how, until when, re-checking how often.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct WaitSpec<'a> {
     /// The channel releases are published on.
     pub channel: &'a str,
@@ -384,6 +384,9 @@ pub struct WaitSpec<'a> {
     pub deadline: Option<Instant>,
     /// The longest sleep between two tries, whatever the TTL says (a heartbeat).
     pub recheck: Duration,
+    /// What the waiter tells a local releaser that may hand it what it waits for
+    /// ([`Client::claim_waiter`](crate::Client::claim_waiter)); `None`: no hand-offs.
+    pub tag: Option<crate::Tag>,
 }
 
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
@@ -407,11 +410,12 @@ pub async fn wait_for_turn<T, F, Fut>(
     mut attempt: F,
 ) -> Result<Option<T>>
 where
+    T: Send + 'static,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     let config = client.config();
-    let subscription = client.subscribe(spec.channel, spec.policy, None);
+    let subscription = client.subscribe(spec.channel, spec.policy, spec.tag);
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
         None => config.response_timeout_duration(),
@@ -419,23 +423,46 @@ where
     Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
     let mut pacer = WaitPacer::new(spec.deadline);
     loop {
-        let bound = match attempt().await {
-            Ok(Attempt::Acquired(guard)) => {
+        let bound = match subscription.begin_try() {
+            Err(Some(handoff)) => {
                 subscription.satisfied();
-                return Ok(Some(guard));
+                return handed(handoff).map(Some);
             }
-            Ok(Attempt::Held(ttl)) => {
-                pacer.held();
-                ttl_bound(ttl, spec.recheck).min(spec.recheck)
+            // A local releaser claimed this waiter: what it waits for (or a wake-up, if the
+            // hand-off fails) is on its way; trying now could take it twice.
+            Err(None) => config.response_timeout_duration(),
+            Ok(trying) => {
+                let result = attempt().await;
+                drop(trying);
+                match result {
+                    Ok(Attempt::Acquired(taken)) => {
+                        subscription.satisfied();
+                        return Ok(Some(taken));
+                    }
+                    Ok(Attempt::Held(ttl)) => {
+                        pacer.held();
+                        ttl_bound(ttl, spec.recheck).min(spec.recheck)
+                    }
+                    Err(e) => pacer.failed(e, config)?,
+                }
             }
-            Err(e) => pacer.failed(e, config)?,
         };
         let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
             return Ok(None);
         };
-        // A message or the bound: either way, try again.
-        subscription.wait(bound).await;
+        // A message, a hand-off or the bound: either way, look again.
+        if let crate::Woken::Handed(handoff) = subscription.wait(bound).await {
+            subscription.satisfied();
+            return handed(handoff).map(Some);
+        }
     }
+}
+
+/// What a local releaser handed over, as the type the waiter waits for.
+fn handed<T: 'static>(handoff: crate::Handoff) -> Result<T> {
+    handoff.downcast::<T>().map(|taken| *taken).map_err(|_| {
+        Error::Protocol("a local hand-off carried something else than was waited for".into())
+    })
 }
 
 /// The pace of a wait loop: how long to sleep between tries, through outages and up to the

@@ -124,10 +124,17 @@ pub fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> c
     crate::Attempt::Held(ms)
 }
 
+/// What a waiting permit call tells a local releaser that may hand it permits: how many it
+/// needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitNeed(pub u32);
+
 /// Takes permits: one try, then (when `wait` is not zero) the wait loop until `attempt` takes
-/// them or the wait ends; a wait that ends without them (deadline, error, cancellation) gives
-/// up the waiter's reservation. `wait`: `Some(zero)` tries once, `None` waits as long as it
-/// takes.
+/// them, a local releaser hands them over (`tag`: what the waiter needs; `None`: no
+/// hand-offs), or the wait ends; a wait that ends without them (deadline, error,
+/// cancellation) gives up the waiter's reservation, and so does a hand-off received while
+/// `holds_reservation` says the waiter holds it. `wait`: `Some(zero)` tries once, `None` waits
+/// as long as it takes.
 ///
 /// # Errors
 ///
@@ -137,9 +144,12 @@ pub async fn take_permits<T, F, Fut>(
     keys: PermitKeys<'_>,
     waiter: &str,
     wait: Option<std::time::Duration>,
+    tag: Option<crate::Tag>,
+    holds_reservation: &std::sync::atomic::AtomicBool,
     mut attempt: F,
 ) -> Result<Option<T>>
 where
+    T: Send + 'static,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<crate::Attempt<T>>>,
 {
@@ -162,10 +172,12 @@ where
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
         recheck: client.config().lease_duration(),
+        tag,
     };
     let outcome = crate::wait_for_turn(client, spec, attempt).await?;
     reservation.disarm();
-    if outcome.is_none() {
+    // A try that took permits dropped the reservation itself; a hand-off did not.
+    if outcome.is_none() || holds_reservation.load(std::sync::atomic::Ordering::Acquire) {
         leave_reservation(client, keys.key, keys.channel, keys.reservation, waiter).await;
     }
     Ok(outcome)

@@ -468,6 +468,7 @@ impl ExpirableSemaphore {
             lease,
             id: new_id(),
             tries: std::sync::atomic::AtomicU32::new(0),
+            holds_reservation: std::sync::atomic::AtomicBool::new(false),
             waits: wait != Some(Duration::ZERO),
         };
         let keys = PermitKeys {
@@ -475,7 +476,16 @@ impl ExpirableSemaphore {
             channel: &shared.channel,
             reservation: &shared.intent_key,
         };
-        take_permits(&shared.client, keys, &waiter.id, wait, || waiter.attempt()).await
+        take_permits(
+            &shared.client,
+            keys,
+            &waiter.id,
+            wait,
+            None,
+            &waiter.holds_reservation,
+            || waiter.attempt(),
+        )
+        .await
     }
 
     async fn leave(&self, waiter: &str) {
@@ -513,6 +523,8 @@ struct Waiter<'a> {
     lease: Option<Duration>,
     id: String,
     tries: std::sync::atomic::AtomicU32,
+    /// Whether the last try left this waiter holding the reservation.
+    holds_reservation: std::sync::atomic::AtomicBool,
     waits: bool,
 }
 
@@ -564,7 +576,8 @@ impl Waiter<'_> {
         .arg(lease.as_millis() as u64)
         .arg(&self.id)
         .arg(client.retry_window().as_millis() as u64)
-        .arg(if self.waits {
+        // Only a call for several permits reserves (see the plain semaphore).
+        .arg(if self.waits && self.n > 1 {
             RESERVATION.as_millis() as u64
         } else {
             0
@@ -576,7 +589,14 @@ impl Waiter<'_> {
         let sent_at = Instant::now();
         let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
         undo.disarm();
-        match reply?.as_slice() {
+        let reply = reply?;
+        // Taken or not, the reply says whether this waiter holds the reservation now (a try
+        // that took permits dropped it).
+        self.holds_reservation.store(
+            matches!(reply.as_slice(), [0, _, 1, _]),
+            std::sync::atomic::Ordering::Release,
+        );
+        match reply.as_slice() {
             [1, _, _, _] => {
                 let owner = client.current_owner();
                 let permits = ids

@@ -213,6 +213,7 @@ impl FairLock {
             deadline,
             // Calling again keeps the caller's place alive and drops dead waiters ahead.
             recheck: self.shared.heartbeat(),
+            tag: None,
         };
         let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
         queued.disarm();

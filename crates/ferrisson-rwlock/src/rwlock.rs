@@ -378,6 +378,7 @@ impl Side {
             } else {
                 client.config().lease_duration()
             },
+            tag: None,
         };
         let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
         if let Some(intent) = intent {

@@ -7,11 +7,15 @@ use ferrisson_core::keys::{prefixed, suffixed};
 use ferrisson_core::{Attempt, CleanupGuard, Client, Error, Result, ScriptCall, spawn_cleanup};
 
 use ferrisson_core::permits::{
-    CountChange, PermitKeys, RESERVATION, change_permits, leave_reservation, not_taken,
+    CountChange, PermitKeys, PermitNeed, RESERVATION, change_permits, leave_reservation, not_taken,
     read_permits, take_permits,
 };
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
+
+/// Hand-offs to local waiters in a row before a release goes through Redis, so that waiters of
+/// other clients (and Redisson) get their turn.
+pub(crate) const MAX_HANDOFF_STREAK: u32 = 8;
 
 /// A distributed semaphore with Redisson's `RSemaphore` semantics and Redis layout.
 ///
@@ -319,6 +323,10 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`], [`Error::Redis`].
     pub async fn release(&self, n: u32) -> Result<()> {
         positive(n, "release")?;
+        let n = self.hand_off(n);
+        if n == 0 {
+            return Ok(());
+        }
         let request_id = uuid::Uuid::new_v4().as_u128();
         let resend = CleanupGuard::new(|| {
             let semaphore = self.clone();
@@ -331,6 +339,46 @@ impl Semaphore {
         let result = self.release_call(n, request_id).await;
         resend.disarm();
         result
+    }
+
+    /// Hands released permits straight to local waiters, longest-waiting first, while each
+    /// needs no more than is left (**[ext]**: no round trip, no message; at most
+    /// [`MAX_HANDOFF_STREAK`] in a row between two public releases, so that waiters of other
+    /// clients and Redisson get their turn). Returns the permits left to release publicly.
+    fn hand_off(&self, mut n: u32) -> u32 {
+        let shared = &self.shared;
+        while n > 0 {
+            let Some(claim) = shared
+                .client
+                .claim_waiter(&shared.channel, MAX_HANDOFF_STREAK)
+            else {
+                break;
+            };
+            let need = claim
+                .tag()
+                .and_then(|tag| tag.downcast_ref::<PermitNeed>())
+                .map_or(u32::MAX, |need| need.0);
+            if need > n {
+                // It needs more than this release frees: leave it to the public release.
+                break;
+            }
+            let permits = Permits {
+                semaphore: self.clone(),
+                count: need,
+                held: true,
+            };
+            match claim.deliver(Box::new(permits)) {
+                Ok(()) => n -= need,
+                Err(unclaimed) => {
+                    // The waiter left meanwhile: these permits go back with the others.
+                    if let Ok(permits) = unclaimed.downcast::<Permits>() {
+                        permits.forget();
+                    }
+                    break;
+                }
+            }
+        }
+        n
     }
 
     async fn release_call(&self, n: u32, request_id: u128) -> Result<()> {
@@ -354,6 +402,7 @@ impl Semaphore {
             n,
             id: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
             tries: std::sync::atomic::AtomicU32::new(0),
+            holds_reservation: std::sync::atomic::AtomicBool::new(false),
             waits: wait != Some(Duration::ZERO),
         };
         let keys = PermitKeys {
@@ -361,7 +410,16 @@ impl Semaphore {
             channel: &shared.channel,
             reservation: &shared.intent_key,
         };
-        take_permits(&shared.client, keys, &waiter.id, wait, || waiter.attempt()).await
+        take_permits(
+            &shared.client,
+            keys,
+            &waiter.id,
+            wait,
+            Some(Arc::new(PermitNeed(n))),
+            &waiter.holds_reservation,
+            || waiter.attempt(),
+        )
+        .await
     }
 }
 
@@ -378,6 +436,8 @@ struct Waiter<'a> {
     n: u32,
     id: String,
     tries: std::sync::atomic::AtomicU32,
+    /// Whether the last try left this waiter holding the reservation.
+    holds_reservation: std::sync::atomic::AtomicBool,
     waits: bool,
 }
 
@@ -414,7 +474,9 @@ impl Waiter<'_> {
                 .await;
             }
         });
-        let reservation = if self.waits {
+        // Only a call for several permits reserves: one permit at a time is served by the
+        // release messages (and hand-offs) without the reservation's heartbeat.
+        let reservation = if self.waits && self.n > 1 {
             RESERVATION.as_millis() as u64
         } else {
             0
@@ -426,7 +488,14 @@ impl Waiter<'_> {
             .arg(reservation);
         let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
         undo.disarm();
-        match reply?.as_slice() {
+        let reply = reply?;
+        // Taken or not, the reply says whether this waiter holds the reservation now (a try
+        // that took permits dropped it).
+        self.holds_reservation.store(
+            matches!(reply.as_slice(), [0, _, 1, _]),
+            std::sync::atomic::Ordering::Release,
+        );
+        match reply.as_slice() {
             [1, _, _, _] => Ok(Attempt::Acquired(Permits {
                 semaphore: self.semaphore.clone(),
                 count: self.n,

@@ -182,3 +182,57 @@ where
     }
     Ok(outcome)
 }
+
+/// The count-changing methods both semaphores offer, `try_set_permits`, `set_permits` and
+/// `add_permits`, written once over the type's `fn count_target(&self) -> (&Client, &str, &str)`
+/// (the client, the count key, the channel).
+#[macro_export]
+macro_rules! permit_count_methods {
+    () => {
+        /// Sets the count of free permits to `permits` if no count is set yet; returns whether
+        /// it did.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::WrongType`]($crate::Error::WrongType) when the key holds something else
+        /// than a count, [`Error::Redis`]($crate::Error::Redis).
+        pub async fn try_set_permits(&self, permits: u32) -> $crate::Result<bool> {
+            let (client, key, channel) = self.count_target();
+            let change = $crate::permits::CountChange::TrySet(permits);
+            Ok(
+                $crate::permits::change_permits(client, key, channel, change)
+                    .await?
+                    .0,
+            )
+        }
+
+        /// Sets the count of free permits, whatever it was, and wakes waiters.
+        ///
+        /// # Errors
+        ///
+        /// As [`try_set_permits`](Self::try_set_permits).
+        pub async fn set_permits(&self, permits: u32) -> $crate::Result<()> {
+            let (client, key, channel) = self.count_target();
+            let change = $crate::permits::CountChange::Set(permits);
+            $crate::permits::change_permits(client, key, channel, change)
+                .await
+                .map(drop)
+        }
+
+        /// Adds `delta` free permits (negative: takes them away, below zero if need be,
+        /// without waiting) and returns the new count. Zero changes nothing.
+        ///
+        /// # Errors
+        ///
+        /// As [`try_set_permits`](Self::try_set_permits).
+        pub async fn add_permits(&self, delta: i64) -> $crate::Result<i64> {
+            let (client, key, channel) = self.count_target();
+            let change = $crate::permits::CountChange::Add(delta);
+            Ok(
+                $crate::permits::change_permits(client, key, channel, change)
+                    .await?
+                    .1,
+            )
+        }
+    };
+}

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use ferrisson_core::keys::{prefixed, suffixed};
 use ferrisson_core::permits::{
-    CountChange, PermitKeys, RESERVATION, change_permits, leave_reservation, not_taken,
-    take_permits,
+    PermitKeys, RESERVATION, leave_reservation, not_taken, take_permits,
 };
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, Owner, Release,
@@ -25,9 +24,9 @@ use crate::scripts::{ACQUIRE, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// comes back within one lease (30 s by default), and a worker whose permit could not be kept
 /// is told before the lease can have run out.
 ///
-/// Waiting works as for the plain semaphore: woken by the release message, bounded by the
-/// nearest permit expiry, and the oldest waiting call reserves the permits it needs so that
-/// callers taking one at a time cannot starve a call for many.
+/// Waiting works as for the plain semaphore (without its local hand-off): woken by the release
+/// message, bounded by the nearest permit expiry, and the oldest waiting call for several
+/// permits reserves what it needs so that callers taking one at a time cannot starve it.
 ///
 /// # Examples
 ///
@@ -206,38 +205,11 @@ impl ExpirableSemaphore {
         &self.shared.key
     }
 
-    /// Sets the count of free permits to `permits` if no count is set yet; returns whether it
-    /// did.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
-    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        Ok(self.change(CountChange::TrySet(permits)).await?.0)
-    }
+    ferrisson_core::permit_count_methods!();
 
-    /// Sets the count of free permits, whatever it was, and wakes waiters.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_set_permits`](Self::try_set_permits).
-    pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        self.change(CountChange::Set(permits)).await.map(drop)
-    }
-
-    /// Adds `delta` free permits (negative: takes them away, below zero too) and returns the
-    /// new count.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_set_permits`](Self::try_set_permits).
-    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
-        Ok(self.change(CountChange::Add(delta)).await?.1)
-    }
-
-    async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
+    fn count_target(&self) -> (&Client, &str, &str) {
         let shared = &self.shared;
-        change_permits(&shared.client, &shared.key, &shared.channel, change).await
+        (&shared.client, &shared.key, &shared.channel)
     }
 
     /// `(free, taken, remaining lease of id)`, expired permits returned first.

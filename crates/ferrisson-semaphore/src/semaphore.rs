@@ -7,8 +7,7 @@ use ferrisson_core::keys::{prefixed, suffixed};
 use ferrisson_core::{Attempt, CleanupGuard, Client, Error, Result, ScriptCall, spawn_cleanup};
 
 use ferrisson_core::permits::{
-    CountChange, PermitKeys, PermitNeed, RESERVATION, change_permits, leave_reservation, not_taken,
-    read_permits, take_permits,
+    PermitKeys, PermitNeed, RESERVATION, leave_reservation, not_taken, read_permits, take_permits,
 };
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
@@ -27,9 +26,12 @@ pub(crate) const MAX_HANDOFF_STREAK: u32 = 8;
 ///   subscriber connection; a release of `k` permits wakes at most `k` local waiters. Each wait
 ///   is also bounded, so a lost message delays a waiter, never strands it.
 /// - **A waiter for many permits is not starved** by callers taking one at a time: the oldest
-///   waiting call reserves what it needs, and other calls may only take the permits beyond
-///   that until it has them (**[ext]**: Redisson clients on the same name do not honour the
-///   reservation).
+///   waiting call for several permits reserves what it needs, and other calls may only take
+///   the permits beyond that until it has them (**[ext]**: Redisson clients on the same name
+///   do not honour the reservation).
+/// - **Local hand-off** (**[ext]**): a release hands its permits straight to a waiter of the
+///   same client, without a round trip or a message, at most 8 times in a row before a release
+///   goes through Redis, so that waiters of other clients (and Redisson) get their turn.
 /// - **Permits belong to nobody.** A process that dies holding permits does not give them
 ///   back; [`Permits`] gives them back when dropped, in a live process. For permits that come
 ///   back by themselves, use the permit-expirable semaphore.
@@ -160,39 +162,11 @@ impl Semaphore {
         &self.shared.key
     }
 
-    /// Sets the count to `permits` if no count is set yet; returns whether it did.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
-    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        let (changed, _) = self.change(CountChange::TrySet(permits)).await?;
-        Ok(changed)
-    }
+    ferrisson_core::permit_count_methods!();
 
-    /// Sets the count to `permits`, whatever it was, and wakes waiters.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_set_permits`](Self::try_set_permits).
-    pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        self.change(CountChange::Set(permits)).await.map(drop)
-    }
-
-    /// Adds `delta` permits (negative: takes them away, below zero if need be, without
-    /// waiting) and returns the new count. Zero changes nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_set_permits`](Self::try_set_permits).
-    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
-        let (_, count) = self.change(CountChange::Add(delta)).await?;
-        Ok(count)
-    }
-
-    async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
+    fn count_target(&self) -> (&Client, &str, &str) {
         let shared = &self.shared;
-        change_permits(&shared.client, &shared.key, &shared.channel, change).await
+        (&shared.client, &shared.key, &shared.channel)
     }
 
     /// Takes every available permit at once and returns how many (0 when the count is zero,

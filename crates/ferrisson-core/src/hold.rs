@@ -407,6 +407,36 @@ const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
 pub async fn wait_for_turn<T, F, Fut>(
     client: &crate::Client,
     spec: WaitSpec<'_>,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    T: Send + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
+    let config = client.config();
+    let subscription = client.subscribe(spec.channel, spec.policy, spec.tag.clone());
+    let confirm_within = match spec.deadline {
+        Some(d) => d.saturating_duration_since(Instant::now()),
+        None => config.response_timeout_duration(),
+    };
+    Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
+    wait_on(client, &subscription, &spec, true, attempt).await
+}
+
+/// The loop of [`wait_for_turn`] on a subscription the caller made (and confirmed) itself:
+/// tries (unless `try_first` is false: the first round only sleeps, for a waiter that queued
+/// behind others without trying), takes a hand-off when one arrives, and sleeps until a
+/// message, the TTL the last try returned or `spec.recheck`.
+///
+/// # Errors
+///
+/// As [`wait_for_turn`].
+pub async fn wait_on<T, F, Fut>(
+    client: &crate::Client,
+    subscription: &crate::Subscription,
+    spec: &WaitSpec<'_>,
+    mut try_first: bool,
     mut attempt: F,
 ) -> Result<Option<T>>
 where
@@ -415,38 +445,38 @@ where
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     let config = client.config();
-    let subscription = client.subscribe(spec.channel, spec.policy, spec.tag);
-    let confirm_within = match spec.deadline {
-        Some(d) => d.saturating_duration_since(Instant::now()),
-        None => config.response_timeout_duration(),
-    };
-    Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
     let mut pacer = WaitPacer::new(spec.deadline);
     loop {
-        let bound = match subscription.begin_try() {
-            Err(Some(handoff)) => {
-                subscription.satisfied();
-                return handed(handoff).map(Some);
-            }
-            // A local releaser claimed this waiter: what it waits for (or a wake-up, if the
-            // hand-off fails) is on its way; trying now could take it twice.
-            Err(None) => config.response_timeout_duration(),
-            Ok(trying) => {
-                let result = attempt().await;
-                drop(trying);
-                match result {
-                    Ok(Attempt::Acquired(taken)) => {
-                        subscription.satisfied();
-                        return Ok(Some(taken));
+        let bound = if !try_first {
+            // Queued without a try: nothing is known, so re-check once a `recheck` at most.
+            spec.recheck
+        } else {
+            match subscription.begin_try() {
+                Err(Some(handoff)) => {
+                    subscription.satisfied();
+                    return handed(handoff).map(Some);
+                }
+                // A local releaser claimed this waiter: what it waits for (or a wake-up, if
+                // the hand-off fails) is on its way; trying now could take it twice.
+                Err(None) => config.response_timeout_duration(),
+                Ok(trying) => {
+                    let result = attempt().await;
+                    drop(trying);
+                    match result {
+                        Ok(Attempt::Acquired(taken)) => {
+                            subscription.satisfied();
+                            return Ok(Some(taken));
+                        }
+                        Ok(Attempt::Held(ttl)) => {
+                            pacer.held();
+                            ttl_bound(ttl, spec.recheck).min(spec.recheck)
+                        }
+                        Err(e) => pacer.failed(e, config)?,
                     }
-                    Ok(Attempt::Held(ttl)) => {
-                        pacer.held();
-                        ttl_bound(ttl, spec.recheck).min(spec.recheck)
-                    }
-                    Err(e) => pacer.failed(e, config)?,
                 }
             }
         };
+        try_first = true;
         let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
             return Ok(None);
         };

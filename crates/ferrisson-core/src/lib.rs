@@ -32,7 +32,7 @@ pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
 pub use hold::{
     Attempt, CleanupGuard, FORCE_RELEASE_HASH, HoldGuard, LockOptions, RENEW_HASH, Release,
-    Released, WaitPacer, WaitSpec, scripts, spawn_cleanup, ttl_bound, wait_for_turn,
+    Released, WaitPacer, WaitSpec, scripts, spawn_cleanup, ttl_bound, wait_for_turn, wait_on,
 };
 pub use owner::Owner;
 pub use pubsub::{

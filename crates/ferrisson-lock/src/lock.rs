@@ -6,8 +6,8 @@ use std::time::Duration;
 use ferrisson_core::keys::prefixed;
 use ferrisson_core::{
     Attempt, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd, LeaseSpec,
-    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitPacer, Woken,
-    lock_message_policy, spawn_cleanup, ttl_bound,
+    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec,
+    lock_message_policy, spawn_cleanup, wait_on,
 };
 
 use crate::LockGuard;
@@ -297,14 +297,14 @@ impl ReentrantLock {
         } else {
             None
         };
-        let (subscription, mut try_first, mut ttl) = match early {
-            Some(subscription) => (subscription, false, None),
+        let (subscription, try_first) = match early {
+            Some(subscription) => (subscription, false),
             None => {
-                let ttl = match self.attempt(&owner, lease).await? {
+                match self.attempt(&owner, lease).await? {
                     Attempt::Acquired(guard) => return Ok(Some(guard)),
                     Attempt::Held(_) if !waits => return Ok(None),
-                    Attempt::Held(ttl) => ttl,
-                };
+                    Attempt::Held(_) => {}
+                }
                 let subscription =
                     client.subscribe(&self.shared.channel, lock_message_policy, Some(tag()));
                 let confirm_within = match deadline {
@@ -318,52 +318,21 @@ impl ReentrantLock {
                 .await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
-                (subscription, true, Some(ttl))
+                (subscription, true)
             }
         };
-        let mut pacer = WaitPacer::new(deadline);
-        loop {
-            let bound = if try_first {
-                match subscription.begin_try() {
-                    Err(Some(handoff)) => {
-                        subscription.satisfied();
-                        return handed_guard(handoff).map(Some);
-                    }
-                    // A local releaser claimed this waiter: the lock (or a wake-up, if the
-                    // hand-off fails) is on its way; trying now could take a second hold.
-                    Err(None) => client.config().response_timeout_duration(),
-                    Ok(trying) => {
-                        let result = self.attempt(&owner, lease).await;
-                        drop(trying);
-                        match result {
-                            Ok(Attempt::Acquired(guard)) => {
-                                subscription.satisfied();
-                                return Ok(Some(guard));
-                            }
-                            Ok(Attempt::Held(held_ttl)) => {
-                                pacer.held();
-                                ttl = Some(held_ttl);
-                                ttl_bound(held_ttl, client.config().lease_duration())
-                            }
-                            Err(e) => pacer.failed(e, client.config())?,
-                        }
-                    }
-                }
-            } else {
-                // Queued without a try: the TTL is unknown, so re-check once a lease at most.
-                ttl.map_or(client.config().lease_duration(), |ttl| {
-                    ttl_bound(ttl, client.config().lease_duration())
-                })
-            };
-            try_first = true;
-            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
-                return Ok(None);
-            };
-            if let Woken::Handed(handoff) = subscription.wait(bound).await {
-                subscription.satisfied();
-                return handed_guard(handoff).map(Some);
-            }
-        }
+        let spec = WaitSpec {
+            channel: &self.shared.channel,
+            policy: lock_message_policy,
+            deadline,
+            recheck: client.config().lease_duration(),
+            // The subscription carries the tag already.
+            tag: None,
+        };
+        wait_on(client, &subscription, &spec, try_first, || {
+            self.attempt(&owner, lease)
+        })
+        .await
     }
 
     /// One acquire script call (with its retries). If the caller drops the future while the
@@ -411,16 +380,6 @@ impl ReentrantLock {
     fn client(&self) -> &Client {
         &self.shared.client
     }
-}
-
-/// The guard a local releaser handed over.
-fn handed_guard(handoff: ferrisson_core::Handoff) -> Result<LockGuard> {
-    handoff
-        .downcast::<LockGuard>()
-        .map(|guard| *guard)
-        .map_err(|_| {
-            Error::Protocol("a local hand-off carried something else than a lock guard".into())
-        })
 }
 
 /// Armed while an acquire call is in flight; dropped armed, it releases what the call may

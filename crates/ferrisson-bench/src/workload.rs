@@ -19,21 +19,24 @@ pub trait Cycle: Send + Sync + 'static {
 
 /// A ferrisson synchronizer taken and given back as a whole: a lock of any kind, a side of a
 /// read-write lock, one permit of a semaphore.
+///
+/// Statically dispatched: a [`HoldCycle`] is one boxed future per cycle, as a raw cycle is,
+/// so the harness costs both sides the same.
 pub trait Acquire: Send + Sync + 'static {
     type Guard: Send + 'static;
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>>;
-    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>>;
+    fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send;
+    fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send;
 }
 
 macro_rules! acquire_hold {
     ($($lock:ty),*) => {$(
         impl Acquire for $lock {
             type Guard = ferrisson::core::HoldGuard;
-            fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
-                Box::pin(self.lock())
+            fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send {
+                self.lock()
             }
-            fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
-                Box::pin(guard.unlock())
+            fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send {
+                guard.unlock()
             }
         }
     )*};
@@ -47,22 +50,22 @@ acquire_hold!(
 
 impl Acquire for ferrisson::Semaphore {
     type Guard = ferrisson::Permits;
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
-        Box::pin(self.permits(1))
+    fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send {
+        self.permits(1)
     }
-    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
-        Box::pin(guard.release())
+    fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send {
+        guard.release()
     }
 }
 
 impl Acquire for ferrisson::ExpirableSemaphore {
     type Guard = ferrisson::Permit;
-    fn acquire(&self) -> BoxFuture<'_, ferrisson::Result<Self::Guard>> {
+    fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send {
         // The inherent `acquire(lease)`: one permit kept by the watchdog.
-        Box::pin(ferrisson::ExpirableSemaphore::acquire(self, None))
+        ferrisson::ExpirableSemaphore::acquire(self, None)
     }
-    fn release(guard: Self::Guard) -> BoxFuture<'static, ferrisson::Result<()>> {
-        Box::pin(guard.release())
+    fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send {
+        guard.release()
     }
 }
 

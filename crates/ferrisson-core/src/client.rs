@@ -296,8 +296,13 @@ impl Client {
 
     /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
     /// and confirmed: then no message published from now on can be missed, and the caller can
-    /// queue behind them without trying first.
-    pub fn subscribe_if_confirmed(&self, channel: &str, tag: Option<Tag>) -> Option<Subscription> {
+    /// queue behind them without trying first. `tag` is called only when the waiter registers
+    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
+    pub fn subscribe_if_confirmed(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
         self.inner.hub.subscribe_if_confirmed(channel, tag)
     }
 

@@ -46,7 +46,7 @@ impl Owner {
             return owner;
         }
         let owner = match task {
-            Some(id) => Self::compose(client_id, id),
+            Some(id) => Self::compose(client_id, task_number(id)),
             None => Self::compose(client_id, THREAD_OWNER.with(|n| *n)),
         };
         LAST_OWNER.with(|last| *last.borrow_mut() = Some((task, client, owner.clone())));
@@ -58,18 +58,17 @@ impl Owner {
         Self::compose(client_id, NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// `<client-id>:<n>`, formatted on the stack: one allocation, the shared string's.
-    fn compose(client_id: &str, n: impl fmt::Display) -> Self {
-        use std::io::Write;
-        let mut buf = [0u8; 128];
-        let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        let written = write!(cursor, "{client_id}:{n}").is_ok();
-        let len = usize::try_from(cursor.position()).unwrap_or(0);
-        match buf.get(..len).map(std::str::from_utf8) {
-            Some(Ok(text)) if written => Self(Arc::from(text)),
-            // Longer than the buffer (not a client id of ours): the plain way.
-            _ => Self(format!("{client_id}:{n}").into()),
-        }
+    /// `<client-id>:<n>`, written on the stack: one allocation, the shared string's. (Owners
+    /// are made on every acquisition by a task that is not the thread's last one: no
+    /// formatting machinery here.)
+    fn compose(client_id: &str, n: u64) -> Self {
+        let mut digits = [0u8; 20];
+        let digits = decimal(n, &mut digits);
+        let mut text = String::with_capacity(client_id.len() + 1 + digits.len());
+        text.push_str(client_id);
+        text.push(':');
+        text.push_str(digits);
+        Self(Arc::from(text))
     }
 
     /// The owner as written into Redis.
@@ -86,6 +85,44 @@ impl Owner {
     pub fn writer(&self) -> String {
         format!("{}:write", self.0)
     }
+}
+
+/// The number of a task id, the one its `Display` writes, read without formatting: a task id
+/// hashes as its one `u64`, which this hasher keeps. (Should a tokio release hash it otherwise,
+/// the bytes are folded instead: still one number per task, as owners need.)
+fn task_number(id: tokio::task::Id) -> u64 {
+    use std::hash::{Hash, Hasher};
+    struct Keep(u64);
+    impl Hasher for Keep {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for byte in bytes {
+                self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+            }
+        }
+        fn write_u64(&mut self, n: u64) {
+            self.0 = n;
+        }
+    }
+    let mut keep = Keep(0);
+    id.hash(&mut keep);
+    keep.finish()
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 impl fmt::Debug for Owner {
@@ -115,5 +152,24 @@ mod tests {
         assert!(a1.as_str().starts_with("c:"));
         assert_ne!(Owner::fresh("c"), Owner::fresh("c"));
         assert_eq!(Owner::fresh("c").writer().rsplit(':').next(), Some("write"));
+    }
+
+    #[tokio::test]
+    async fn a_task_owner_carries_the_task_id_as_tokio_displays_it() {
+        let (owner, id) = tokio::spawn(async { (Owner::current("c"), tokio::task::id()) })
+            .await
+            .expect("task");
+        assert_eq!(owner.as_str(), format!("c:{id}"));
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), "0");
+        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string());
+        assert_eq!(
+            Owner::fresh("c")
+                .as_str()
+                .split(':')
+                .nth(1)
+                .map(|n| n.parse::<u64>().is_ok()),
+            Some(true)
+        );
     }
 }

@@ -271,7 +271,7 @@ impl Hub {
     pub(crate) fn subscribe_if_confirmed(
         &self,
         channel: &str,
-        tag: Option<Tag>,
+        tag: impl FnOnce() -> Option<Tag>,
     ) -> Option<Subscription> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
@@ -285,7 +285,7 @@ impl Hub {
         if entry.confirmed_epoch != epoch {
             return None;
         }
-        let slot = new_slot(tag);
+        let slot = new_slot(tag());
         entry.slots.push_back(slot.clone());
         drop(state);
         Some(self.subscription(channel, slot))

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::prefixed;
+use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
     Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec, Wake, wait_for_turn,
@@ -231,7 +231,7 @@ impl FairLock {
         let abandoned = CleanupGuard::new(|| {
             let (shared, owner) = (self.shared.clone(), owner.clone());
             async move {
-                let request_id = uuid::Uuid::new_v4().as_u128();
+                let request_id = RequestId::random();
                 if let Err(e) = shared.release_call(&owner, None, request_id).await {
                     tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
                 }
@@ -390,7 +390,7 @@ impl FairShared {
         owner: &Owner,
         renew_lease: Option<Duration>,
     ) -> Result<Released> {
-        let request_id = uuid::Uuid::new_v4().as_u128();
+        let request_id = RequestId::random();
         let resend = CleanupGuard::new(|| {
             let (shared, owner) = (self.clone(), owner.clone());
             async move {
@@ -416,10 +416,10 @@ impl FairShared {
         &self,
         owner: &Owner,
         renew_lease: Option<Duration>,
-        request_id: u128,
+        request_id: RequestId,
     ) -> Result<i64> {
         let client = &self.client;
-        let latch = format!("{}:{request_id:032x}", self.latch_prefix);
+        let latch = request_id.latch_key(&self.latch_prefix);
         let call = ScriptCall::new(
             &RELEASE,
             &[&self.key, &self.queue, &self.channel_prefix, &latch],

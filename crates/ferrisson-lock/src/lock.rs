@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::prefixed;
+use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd, LeaseSpec,
     LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec,
@@ -293,7 +293,7 @@ impl ReentrantLock {
         // ahead: queue behind them without a try (no barging, no wasted call). They are woken
         // or handed the lock first, and one leaving unserved wakes the next.
         let early = if waits {
-            client.subscribe_if_confirmed(&self.shared.channel, Some(tag()))
+            client.subscribe_if_confirmed(&self.shared.channel, || Some(tag()))
         } else {
             None
         };
@@ -411,7 +411,7 @@ struct Resend {
     shared: Arc<LockShared>,
     owner: Owner,
     renew_lease: Option<Duration>,
-    request_id: u128,
+    request_id: RequestId,
     successor: Option<Owner>,
     armed: bool,
 }
@@ -538,7 +538,7 @@ impl LockShared {
                 None => (waiter.owner.clone(), client.config().lease_duration(), true),
             });
         // Random, as a UUID v4 is: the latch key must not collide with another release's.
-        let request_id = uuid::Uuid::new_v4().as_u128();
+        let request_id = RequestId::random();
         let mut resend = Resend {
             shared: self.clone(),
             owner: owner.clone(),
@@ -595,10 +595,10 @@ impl LockShared {
         owner: &Owner,
         renew_lease: Option<Duration>,
         successor: Option<(&Owner, Duration)>,
-        request_id: u128,
+        request_id: RequestId,
     ) -> Result<(i64, i64)> {
         let client = &self.client;
-        let latch = format!("{}:{request_id:032x}", self.latch_prefix);
+        let latch = request_id.latch_key(&self.latch_prefix);
         let call = ScriptCall::new(
             &RELEASE,
             &[&self.key, &self.channel, &latch, &self.token_key],

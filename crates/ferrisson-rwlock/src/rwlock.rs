@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{prefixed, suffixed};
+use ferrisson_core::keys::{RequestId, prefixed, suffixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
     LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, WaitSpec,
@@ -413,7 +413,7 @@ impl Side {
         let abandoned = CleanupGuard::new(|| {
             let (side, owner) = (self.clone(), owner.clone());
             async move {
-                let request_id = uuid::Uuid::new_v4().as_u128();
+                let request_id = RequestId::random();
                 if let Err(e) = side.release_call(&owner, None, request_id).await {
                     tracing::warn!(key = %side.shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
                 }
@@ -521,7 +521,7 @@ impl Side {
         owner: &Owner,
         renew_lease: Option<Duration>,
     ) -> Result<Released> {
-        let request_id = uuid::Uuid::new_v4().as_u128();
+        let request_id = RequestId::random();
         let resend = CleanupGuard::new(|| {
             let (side, owner) = (self.clone(), owner.clone());
             async move {
@@ -546,11 +546,11 @@ impl Side {
         &self,
         owner: &Owner,
         renew_lease: Option<Duration>,
-        request_id: u128,
+        request_id: RequestId,
     ) -> Result<i64> {
         let shared = &self.shared;
         let client = &shared.client;
-        let latch = format!("{}:{request_id:032x}", shared.latch_prefix);
+        let latch = request_id.latch_key(&shared.latch_prefix);
         let window = client.retry_window().as_millis() as u64;
         let publish = client.config().publish();
         let call = if self.write {

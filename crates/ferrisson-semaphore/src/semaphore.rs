@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{prefixed, suffixed};
+use ferrisson_core::keys::{RequestId, prefixed, suffixed};
 use ferrisson_core::{Attempt, CleanupGuard, Client, Error, Result, ScriptCall, spawn_cleanup};
 
 use ferrisson_core::permits::{
@@ -301,7 +301,7 @@ impl Semaphore {
         if n == 0 {
             return Ok(());
         }
-        let request_id = uuid::Uuid::new_v4().as_u128();
+        let request_id = RequestId::random();
         let resend = CleanupGuard::new(|| {
             let semaphore = self.clone();
             async move {
@@ -355,10 +355,10 @@ impl Semaphore {
         n
     }
 
-    async fn release_call(&self, n: u32, request_id: u128) -> Result<()> {
+    async fn release_call(&self, n: u32, request_id: RequestId) -> Result<()> {
         let shared = &self.shared;
         let client = &shared.client;
-        let latch = format!("{}:{request_id:032x}", shared.release_latch_prefix);
+        let latch = request_id.latch_key(&shared.release_latch_prefix);
         let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
             .arg(n)
             .arg(client.config().publish().as_str())

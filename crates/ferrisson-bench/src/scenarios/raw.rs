@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ferrisson::core::keys::RequestId;
 use tokio::time::Instant;
 
 use super::{Ctx, UNCONTENDED};
@@ -19,7 +20,6 @@ struct RawCycle {
     owner: String,
     acquire: String,
     release: String,
-    n: std::sync::atomic::AtomicU64,
 }
 
 impl Cycle for RawCycle {
@@ -46,13 +46,15 @@ impl Cycle for RawCycle {
                 ));
             }
             let waited = t0.elapsed();
-            let n = self.n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _: Vec<i64> = redis::cmd("EVALSHA")
+            // A fresh request id per release, as the library makes: an id reused from an
+            // earlier round would find that round's latch and skip the release.
+            let latch = RequestId::random().latch_key(&self.latch_prefix);
+            let reply: Vec<i64> = redis::cmd("EVALSHA")
                 .arg(&self.release)
                 .arg(4)
                 .arg(&self.key)
                 .arg(&self.channel)
-                .arg(format!("{}:{n:032x}", self.latch_prefix))
+                .arg(latch)
                 .arg(&self.token_key)
                 .arg(30_000)
                 .arg(&self.owner)
@@ -64,6 +66,13 @@ impl Cycle for RawCycle {
                 .query_async(&mut con)
                 .await
                 .map_err(|e| e.to_string())?;
+            // Freed, as an uncontended release must: a raw cycle doing less than the
+            // library's would make a false ceiling.
+            if reply.first() != Some(&1) {
+                return Err(format!(
+                    "raw release of an uncontended key did not free it: {reply:?}"
+                ));
+            }
             Ok(waited)
         })
     }
@@ -115,7 +124,6 @@ pub async fn raw_cycles(
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
                 acquire: acquire.clone(),
                 release: release.clone(),
-                n: Default::default(),
             }) as Box<dyn Cycle>
         })
         .collect())

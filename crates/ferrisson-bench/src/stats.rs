@@ -72,7 +72,16 @@ impl Probe {
     }
 
     pub async fn flushall(&self) -> Result<(), String> {
-        let mut con = self.conn().await?;
+        // Synchronous, so that no background freeing runs into the next scenario; after a
+        // full uncontended run (a million unlock latches) it takes seconds, not the default
+        // response timeout's half second.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(120)));
+        let mut con = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| e.to_string())?;
         redis::cmd("FLUSHALL")
             .query_async::<()>(&mut con)
             .await

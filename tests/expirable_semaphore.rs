@@ -341,3 +341,100 @@ async fn dropped_calls_and_permits_leak_nothing() {
     .await;
     assert_eq!(s.acquired_permits().await.unwrap(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_permit_goes_to_a_local_waiter_under_a_new_id_without_a_message() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = sem(&a, &unique_name("hand-off"));
+    s.try_set_permits(1).await.unwrap();
+    let held = s.acquire(None).await.unwrap();
+    let held_id = held.id().to_owned();
+    let waiting = s.clone();
+    let waiter = tokio::spawn(async move { waiting.acquire(Some(Duration::from_secs(20))).await });
+    eventually(SOON, "the waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(SOON, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let after = settled_command_calls(&mut con).await;
+    // One script call moves the permit (the first use of the script on this server is
+    // answered NOSCRIPT and loaded: that retry is no extra work).
+    let loads = delta(&before, &after, "script|load");
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        1 + loads,
+        "one script call"
+    );
+    assert_eq!(
+        delta(&before, &after, "incrby"),
+        0,
+        "the free count untouched"
+    );
+    assert_eq!(delta(&before, &after, "publish"), 0, "and no message");
+    assert_ne!(got.id(), held_id, "every acquisition has an id of its own");
+    assert_eq!(s.remaining_lease(&held_id).await.unwrap(), None);
+    let lease = s.remaining_lease(got.id()).await.unwrap().unwrap();
+    assert!(
+        lease > Duration::from_secs(10) && lease <= Duration::from_secs(20),
+        "the waiter's own lease: {lease:?}"
+    );
+    assert!(!got.is_lost());
+    assert_eq!(
+        (
+            s.available_permits().await.unwrap(),
+            s.acquired_permits().await.unwrap()
+        ),
+        (0, 1)
+    );
+    assert!(
+        matches!(s.release(&held_id).await, Err(Error::NotOwner(_))),
+        "the released id does not release the waiter's permit"
+    );
+    got.release().await.unwrap();
+    assert_eq!(
+        (
+            s.available_permits().await.unwrap(),
+            s.acquired_permits().await.unwrap()
+        ),
+        (1, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_handed_to_a_waiter_that_left_goes_back_to_the_pool() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = sem(&a, &unique_name("hand-off-left"));
+    s.try_set_permits(1).await.unwrap();
+    // Many rounds: a waiter dropped at any point (before, during or after the hand-off) must
+    // never keep the permit from the pool.
+    for round in 0..20u64 {
+        let held = s.acquire(None).await.unwrap();
+        let waiting = s.clone();
+        let waiter = tokio::spawn(async move { waiting.acquire(None).await });
+        eventually(SOON, "the waiter waits", || async {
+            a.waiter_stats().1 >= 1
+        })
+        .await;
+        let release = tokio::spawn(held.release());
+        // Abort the waiter somewhere around the hand-off: a few more yields each round.
+        for _ in 0..round {
+            tokio::task::yield_now().await;
+        }
+        waiter.abort();
+        let _ = waiter.await;
+        release.await.unwrap().unwrap();
+        eventually(SOON, "the permit back in the pool", || async {
+            s.available_permits().await.unwrap() == 1
+        })
+        .await;
+    }
+}

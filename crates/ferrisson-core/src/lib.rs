@@ -36,8 +36,8 @@ pub use hold::{
 };
 pub use owner::Owner;
 pub use pubsub::{
-    Claim, Handoff, Subscription, Tag, Trying, Wake, WakePolicy, Woken, lock_message_policy,
-    permits_message_policy,
+    Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,
+    lock_message_policy, permits_message_policy,
 };
 pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
 pub use watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};

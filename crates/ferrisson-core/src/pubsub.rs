@@ -48,6 +48,11 @@ use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
 
+/// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::Client::claim_waiter))
+/// before a release goes through Redis publicly, so that waiters of other clients (and
+/// Redisson) get their turn. Every synchronizer that hands off locally uses this bound.
+pub const MAX_HANDOFF_STREAK: u32 = 8;
+
 /// How many local waiters a message wakes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wake {

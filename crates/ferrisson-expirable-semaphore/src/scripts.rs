@@ -18,6 +18,10 @@ pub(crate) static UNDO_ACQUIRE: Script = Script::new(
     "expirable_semaphore/undo_acquire",
     include_str!("../lua/undo_acquire.lua"),
 );
+pub(crate) static HAND_OFF: Script = Script::new(
+    "expirable_semaphore/hand_off",
+    include_str!("../lua/hand_off.lua"),
+);
 pub(crate) static STATE: Script = Script::new(
     "expirable_semaphore/state",
     include_str!("../lua/state.lua"),
@@ -25,6 +29,6 @@ pub(crate) static STATE: Script = Script::new(
 
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/permits_update` and `core/permits_leave`).
-pub fn scripts() -> [&'static Script; 5] {
-    [&ACQUIRE, &RELEASE, &RENEW, &UNDO_ACQUIRE, &STATE]
+pub fn scripts() -> [&'static Script; 6] {
+    [&ACQUIRE, &RELEASE, &RENEW, &UNDO_ACQUIRE, &HAND_OFF, &STATE]
 }

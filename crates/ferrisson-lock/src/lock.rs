@@ -6,16 +6,12 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd, LeaseSpec,
-    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec,
-    lock_message_policy, spawn_cleanup, wait_on,
+    LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result, ScriptCall,
+    WaitSpec, lock_message_policy, spawn_cleanup, wait_on,
 };
 
 use crate::LockGuard;
 use crate::scripts::{ACQUIRE, RELEASE};
-
-/// Hand-offs to local waiters in a row before a release frees the lock publicly, so that
-/// waiters of other clients (and Redisson) get their chance.
-pub(crate) const MAX_HANDOFF_STREAK: u32 = 8;
 
 /// What a waiter tells a local releaser that may hand it the lock.
 #[derive(Debug)]

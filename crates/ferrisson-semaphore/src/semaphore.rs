@@ -4,17 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::keys::{RequestId, prefixed, suffixed};
-use ferrisson_core::{Attempt, CleanupGuard, Client, Error, Result, ScriptCall, spawn_cleanup};
+use ferrisson_core::{
+    Attempt, CleanupGuard, Client, Error, MAX_HANDOFF_STREAK, Result, ScriptCall, spawn_cleanup,
+};
 
 use ferrisson_core::permits::{
     PermitKeys, PermitNeed, RESERVATION, leave_reservation, not_taken, read_permits, take_permits,
 };
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
-
-/// Hand-offs to local waiters in a row before a release goes through Redis, so that waiters of
-/// other clients (and Redisson) get their turn.
-pub(crate) const MAX_HANDOFF_STREAK: u32 = 8;
 
 /// A distributed semaphore with Redisson's `RSemaphore` semantics and Redis layout.
 ///

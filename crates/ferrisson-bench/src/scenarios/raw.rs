@@ -20,6 +20,8 @@ struct RawCycle {
     owner: String,
     acquire: String,
     release: String,
+    /// How long a release latch is kept: the library's retry window with default settings.
+    latch_ms: u64,
 }
 
 impl Cycle for RawCycle {
@@ -58,7 +60,7 @@ impl Cycle for RawCycle {
                 .arg(&self.token_key)
                 .arg(30_000)
                 .arg(&self.owner)
-                .arg(19_000)
+                .arg(self.latch_ms)
                 .arg("publish")
                 .arg("")
                 .arg(0)
@@ -112,6 +114,11 @@ pub async fn raw_cycles(
         .await
         .map_err(|e| e.to_string())?;
     let (acquire, release) = load_scripts(&mut con).await?;
+    let defaults = ferrisson::ClientConfig::new(url);
+    let latch_ms = defaults
+        .retry_policy()
+        .window(defaults.response_timeout_duration())
+        .as_millis() as u64;
     Ok((0..tasks)
         .map(|i| {
             let key = format!("bench:raw:{variant}:{i}");
@@ -124,6 +131,7 @@ pub async fn raw_cycles(
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
                 acquire: acquire.clone(),
                 release: release.clone(),
+                latch_ms,
             }) as Box<dyn Cycle>
         })
         .collect())

@@ -266,3 +266,44 @@ async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
     got.release().await.unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_joining_local_waiters_tries_once_before_it_sleeps() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let s = Semaphore::new(&a, &unique_name("join")).unwrap();
+    s.set_permits(1).await.unwrap();
+    let held = s.permits(1).await.unwrap();
+    let first = {
+        let s = s.clone();
+        tokio::spawn(async move { s.permits(1).await.unwrap() })
+    };
+    eventually(SOON, "the first waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    let second = {
+        let s = s.clone();
+        tokio::spawn(async move { s.permits(1).await.unwrap() })
+    };
+    eventually(SOON, "the second waiter waits", || async {
+        a.waiter_stats().1 == 2
+    })
+    .await;
+    let after = settled_command_calls(&mut con).await;
+    // The channel was subscribed and confirmed for the first waiter: the second registers
+    // before its try, so no try after subscribing is needed.
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        1,
+        "one try, then it sleeps"
+    );
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(SOON, first).await.unwrap().unwrap();
+    got.release().await.unwrap();
+    let got = tokio::time::timeout(SOON, second).await.unwrap().unwrap();
+    got.release().await.unwrap();
+    assert_eq!(s.available_permits().await.unwrap(), 1);
+}

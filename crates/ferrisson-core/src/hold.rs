@@ -421,11 +421,59 @@ where
         None => config.response_timeout_duration(),
     };
     Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
-    wait_on(client, &subscription, &spec, true, attempt).await
+    wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
+}
+
+/// How [`wait_on`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstRound {
+    /// Sleep first: the caller queued behind other local waiters without a try of its own.
+    Sleep,
+    /// Try first; a failed try starts the outage back-off, as a later one does.
+    Try,
+    /// Try first, as the caller's very first try: its error is returned at once, as the first
+    /// try of a caller that did not register early.
+    FirstTry,
+}
+
+/// Registers a caller that is about to try, if other local waiters (or a subscription lingering
+/// after them) keep its channel subscribed and confirmed: every message published from now on
+/// reaches it, so its wait needs no second try after subscribing. Then the caller makes its
+/// first try inside [`wait_registered`]; `None`: it tries first, then waits.
+pub fn register_early(client: &crate::Client, spec: &WaitSpec<'_>) -> Option<crate::Subscription> {
+    client.subscribe_if_confirmed(spec.channel, || spec.tag.clone())
+}
+
+/// Waits as [`wait_for_turn`] does, for a caller registered early ([`register_early`]) or not.
+/// Registered early, its first try is made here, in the loop, so that a local releaser cannot
+/// hand it anything while that try is in flight (an error of that try is returned at once, as
+/// the first try's error of any caller); not registered, it has tried once already, and this
+/// subscribes and tries again.
+///
+/// # Errors
+///
+/// As [`wait_for_turn`].
+pub async fn wait_registered<T, F, Fut>(
+    client: &crate::Client,
+    early: Option<&crate::Subscription>,
+    spec: WaitSpec<'_>,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    T: Send + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
+    match early {
+        Some(subscription) => {
+            wait_on(client, subscription, &spec, FirstRound::FirstTry, attempt).await
+        }
+        None => wait_for_turn(client, spec, attempt).await,
+    }
 }
 
 /// The loop of [`wait_for_turn`] on a subscription the caller made (and confirmed) itself:
-/// tries (unless `try_first` is false: the first round only sleeps, for a waiter that queued
+/// tries (unless `first` is [`FirstRound::Sleep`]: the first round only sleeps, for a waiter that queued
 /// behind others without trying), takes a hand-off when one arrives, and sleeps until a
 /// message, the TTL the last try returned or `spec.recheck`.
 ///
@@ -436,7 +484,7 @@ pub async fn wait_on<T, F, Fut>(
     client: &crate::Client,
     subscription: &crate::Subscription,
     spec: &WaitSpec<'_>,
-    mut try_first: bool,
+    mut first: FirstRound,
     mut attempt: F,
 ) -> Result<Option<T>>
 where
@@ -447,7 +495,7 @@ where
     let config = client.config();
     let mut pacer = WaitPacer::new(spec.deadline);
     loop {
-        let bound = if !try_first {
+        let bound = if first == FirstRound::Sleep {
             // Queued without a try: nothing is known, so re-check once a `recheck` at most.
             spec.recheck
         } else {
@@ -471,12 +519,13 @@ where
                             pacer.held();
                             ttl_bound(ttl, spec.recheck).min(spec.recheck)
                         }
+                        Err(e) if first == FirstRound::FirstTry => return Err(e),
                         Err(e) => pacer.failed(e, config)?,
                     }
                 }
             }
         };
-        try_first = true;
+        first = FirstRound::Try;
         let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
             return Ok(None);
         };

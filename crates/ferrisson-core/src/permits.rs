@@ -154,18 +154,7 @@ where
     Fut: std::future::Future<Output = Result<crate::Attempt<T>>>,
 {
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    if let crate::Attempt::Acquired(taken) = attempt().await? {
-        return Ok(Some(taken));
-    }
-    if wait == Some(std::time::Duration::ZERO) {
-        return Ok(None);
-    }
-    let reservation = crate::CleanupGuard::new(|| {
-        let client = client.clone();
-        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
-        let (reservation, waiter) = (keys.reservation.to_owned(), waiter.to_owned());
-        async move { leave_reservation(&client, &key, &channel, &reservation, &waiter).await }
-    });
+    let waits = wait != Some(std::time::Duration::ZERO);
     let spec = crate::WaitSpec {
         channel: keys.channel,
         policy: crate::permits_message_policy,
@@ -174,7 +163,29 @@ where
         recheck: client.config().lease_duration(),
         tag,
     };
-    let outcome = crate::wait_for_turn(client, spec, attempt).await?;
+    // With other local waiters on the semaphore, the channel is subscribed already: register
+    // before the first try (which the wait loop makes), and no try after subscribing is
+    // needed.
+    let early = if waits {
+        crate::register_early(client, &spec)
+    } else {
+        None
+    };
+    if early.is_none() {
+        if let crate::Attempt::Acquired(taken) = attempt().await? {
+            return Ok(Some(taken));
+        }
+        if !waits {
+            return Ok(None);
+        }
+    }
+    let reservation = crate::CleanupGuard::new(|| {
+        let client = client.clone();
+        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
+        let (reservation, waiter) = (keys.reservation.to_owned(), waiter.to_owned());
+        async move { leave_reservation(&client, &key, &channel, &reservation, &waiter).await }
+    });
+    let outcome = crate::wait_registered(client, early.as_ref(), spec, attempt).await?;
     reservation.disarm();
     // A try that took permits dropped the reservation itself; a hand-off did not.
     if outcome.is_none() || holds_reservation.load(std::sync::atomic::Ordering::Acquire) {

@@ -6,7 +6,8 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
-    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec, Wake, wait_for_turn,
+    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec, Wake, register_early,
+    wait_registered,
 };
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
@@ -195,17 +196,6 @@ impl FairLock {
         let deadline = options.wait_time().map(|w| Instant::now() + w);
         let waits = options.wait_time() != Some(Duration::ZERO);
         let client = &self.shared.client;
-        match self.attempt(&owner, lease, waits).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held(_) if !waits => return Ok(None),
-            Attempt::Held(_) => {}
-        }
-        // Queued from here on: whatever ends this wait without the lock leaves the queue
-        // (in the background when the wait is cancelled or fails).
-        let queued = CleanupGuard::new(|| {
-            let (shared, owner) = (self.shared.clone(), owner.clone());
-            async move { shared.leave_logged(&owner).await }
-        });
         let channel = format!("{}:{owner}", self.shared.channel_prefix);
         let spec = WaitSpec {
             channel: &channel,
@@ -215,7 +205,31 @@ impl FairLock {
             recheck: self.shared.heartbeat(),
             tag: None,
         };
-        let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
+        // The caller's own channel lingers subscribed for a while after its last wait: a task
+        // taking the lock again and again registers before its first try and needs no try
+        // after subscribing.
+        let early = if waits {
+            register_early(client, &spec)
+        } else {
+            None
+        };
+        if early.is_none() {
+            match self.attempt(&owner, lease, waits).await? {
+                Attempt::Acquired(guard) => return Ok(Some(guard)),
+                Attempt::Held(_) if !waits => return Ok(None),
+                Attempt::Held(_) => {}
+            }
+        }
+        // Queued from here on: whatever ends this wait without the lock leaves the queue
+        // (in the background when the wait is cancelled or fails).
+        let queued = CleanupGuard::new(|| {
+            let (shared, owner) = (self.shared.clone(), owner.clone());
+            async move { shared.leave_logged(&owner).await }
+        });
+        let outcome = wait_registered(client, early.as_ref(), spec, || {
+            self.attempt(&owner, lease, true)
+        })
+        .await?;
         queued.disarm();
         if outcome.is_none() {
             // Out of time: leave the queue now, so that the caller is gone when it returns.

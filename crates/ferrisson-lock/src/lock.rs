@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
-    Attempt, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd, LeaseSpec,
-    LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result, ScriptCall,
-    WaitSpec, lock_message_policy, spawn_cleanup, wait_on,
+    Attempt, Client, Error, FORCE_RELEASE_HASH, FirstRound, HoldGuard, Instant, LeaseEnd,
+    LeaseSpec, LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result,
+    ScriptCall, WaitSpec, lock_message_policy, spawn_cleanup, wait_on,
 };
 
 use crate::LockGuard;
@@ -293,8 +293,8 @@ impl ReentrantLock {
         } else {
             None
         };
-        let (subscription, try_first) = match early {
-            Some(subscription) => (subscription, false),
+        let (subscription, first) = match early {
+            Some(subscription) => (subscription, FirstRound::Sleep),
             None => {
                 match self.attempt(&owner, lease).await? {
                     Attempt::Acquired(guard) => return Ok(Some(guard)),
@@ -314,7 +314,7 @@ impl ReentrantLock {
                 .await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
-                (subscription, true)
+                (subscription, FirstRound::Try)
             }
         };
         let spec = WaitSpec {
@@ -325,7 +325,7 @@ impl ReentrantLock {
             // The subscription carries the tag already.
             tag: None,
         };
-        wait_on(client, &subscription, &spec, try_first, || {
+        wait_on(client, &subscription, &spec, first, || {
             self.attempt(&owner, lease)
         })
         .await

@@ -7,7 +7,7 @@ use ferrisson_core::keys::{RequestId, prefixed, suffixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
     LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, WaitSpec,
-    lock_message_policy, wait_for_turn,
+    lock_message_policy, register_early, wait_registered,
 };
 
 use crate::scripts::{
@@ -355,20 +355,7 @@ impl Side {
         let lease = options.lease_time();
         let deadline = options.wait_time().map(|w| Instant::now() + w);
         let waits = options.wait_time() != Some(Duration::ZERO);
-        match self.attempt(&owner, lease, waits).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held(_) if !waits => return Ok(None),
-            Attempt::Held(_) => {}
-        }
         let client = &self.shared.client;
-        // A waiting writer has announced itself: whatever ends the wait without the lock
-        // withdraws the intent (in the background when the wait is cancelled or fails).
-        let intent = self.write.then(|| {
-            CleanupGuard::new(|| {
-                let (side, owner) = (self.clone(), owner.clone());
-                async move { side.withdraw_intent_logged(&owner).await }
-            })
-        });
         let spec = WaitSpec {
             channel: &self.shared.channel,
             policy: lock_message_policy,
@@ -380,7 +367,32 @@ impl Side {
             },
             tag: None,
         };
-        let outcome = wait_for_turn(client, spec, || self.attempt(&owner, lease, true)).await?;
+        // With other local waiters on the lock, the channel is subscribed already: register
+        // before the first try, and no try after subscribing is needed.
+        let early = if waits {
+            register_early(client, &spec)
+        } else {
+            None
+        };
+        if early.is_none() {
+            match self.attempt(&owner, lease, waits).await? {
+                Attempt::Acquired(guard) => return Ok(Some(guard)),
+                Attempt::Held(_) if !waits => return Ok(None),
+                Attempt::Held(_) => {}
+            }
+        }
+        // A waiting writer has announced itself: whatever ends the wait without the lock
+        // withdraws the intent (in the background when the wait is cancelled or fails).
+        let intent = self.write.then(|| {
+            CleanupGuard::new(|| {
+                let (side, owner) = (self.clone(), owner.clone());
+                async move { side.withdraw_intent_logged(&owner).await }
+            })
+        });
+        let outcome = wait_registered(client, early.as_ref(), spec, || {
+            self.attempt(&owner, lease, true)
+        })
+        .await?;
         if let Some(intent) = intent {
             intent.disarm();
             if outcome.is_none() {

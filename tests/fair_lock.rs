@@ -464,3 +464,50 @@ async fn dropped_lock_futures_leak_neither_holds_nor_queue_entries() {
     .await;
     assert_eq!(keys_left(&mut con, &name), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_back_while_its_channel_lingers_tries_once_before_it_sleeps() {
+    let redis = TestRedis::any();
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let name = unique_name("linger");
+    // A long waiter timeout: no heartbeat try lands in the counted window.
+    let patient = Duration::from_secs(60);
+    let on_a = FairLock::new(&a, &name)
+        .unwrap()
+        .with_waiter_timeout(patient)
+        .unwrap();
+    let on_b = FairLock::new(&b, &name)
+        .unwrap()
+        .with_waiter_timeout(patient)
+        .unwrap();
+    let held = on_b.lock().await.unwrap();
+    let (first_done, first_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
+    // One task waits twice: its own channel, subscribed for the first wait, lingers.
+    let waiter = tokio::spawn(async move {
+        on_a.lock().await.unwrap().unlock().await.unwrap();
+        first_done.send(()).unwrap();
+        go_rx.await.unwrap();
+        on_a.lock().await.unwrap().unlock().await.unwrap();
+    });
+    eventually(SOON, "the first wait", || async { a.waiter_stats().1 == 1 }).await;
+    held.unlock().await.unwrap();
+    first_done_rx.await.unwrap();
+    let held = on_b.lock().await.unwrap();
+    let mut con = redis.connection();
+    let before = settled_command_calls(&mut con).await;
+    go.send(()).unwrap();
+    eventually(SOON, "the second wait", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        1,
+        "registered on the lingering channel before its try: no try after subscribing"
+    );
+    assert_eq!(delta(&before, &after, "subscribe"), 0, "nor a SUBSCRIBE");
+    held.unlock().await.unwrap();
+    tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+}

@@ -306,6 +306,19 @@ impl Client {
         self.inner.hub.subscribe_if_confirmed(channel, tag)
     }
 
+    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
+    /// with local waiters on it or lingering after the last one left: no message published
+    /// from now on can be missed, but nobody need be ahead of the caller, which must try
+    /// before it sleeps.
+    pub fn subscribe_if_live(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        self.inner.hub.subscribe_if_live(channel, policy, tag)
+    }
+
     /// Reserves the longest-waiting tagged local waiter of `channel` for a hand-off, unless
     /// `max_streak` hand-offs in a row have happened since the last public message.
     pub fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {

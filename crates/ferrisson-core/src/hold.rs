@@ -436,12 +436,13 @@ pub enum FirstRound {
     FirstTry,
 }
 
-/// Registers a caller that is about to try, if other local waiters (or a subscription lingering
-/// after them) keep its channel subscribed and confirmed: every message published from now on
-/// reaches it, so its wait needs no second try after subscribing. Then the caller makes its
-/// first try inside [`wait_registered`]; `None`: it tries first, then waits.
+/// Registers a caller that is about to try, if its channel is subscribed and confirmed already
+/// (other local waiters are on it, or it lingers after the last one left): every message
+/// published from now on reaches it, so its wait needs no second try after subscribing. Then
+/// the caller makes its first try inside [`wait_registered`]; `None`: it tries first, then
+/// waits.
 pub fn register_early(client: &crate::Client, spec: &WaitSpec<'_>) -> Option<crate::Subscription> {
-    client.subscribe_if_confirmed(spec.channel, || spec.tag.clone())
+    client.subscribe_if_live(spec.channel, spec.policy, || spec.tag.clone())
 }
 
 /// Waits as [`wait_for_turn`] does, for a caller registered early ([`register_early`]) or not.

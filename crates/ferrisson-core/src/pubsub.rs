@@ -175,6 +175,9 @@ impl Channel {
 #[derive(Default)]
 struct HubState {
     channels: HashMap<String, Channel>,
+    /// Channels subscribed and confirmed on the current connection, with local waiters or
+    /// lingering after the last one left (see [`Hub::subscribe_if_live`]).
+    live: HashSet<String>,
     /// Incremented at each successful (re)connection.
     epoch: u64,
     connected: bool,
@@ -185,6 +188,8 @@ pub(crate) struct HubShared {
     state: Mutex<HubState>,
     /// How many channels have local waiters: lets the uncontended path skip the hub's lock.
     active: std::sync::atomic::AtomicUsize,
+    /// How many channels are live (`HubState::live`), for the same purpose.
+    live: std::sync::atomic::AtomicUsize,
     kick: Notify,
     confirmations: watch::Sender<u64>,
 }
@@ -213,6 +218,7 @@ impl Hub {
         let shared = Arc::new(HubShared {
             state: Mutex::new(HubState::default()),
             active: std::sync::atomic::AtomicUsize::new(0),
+            live: std::sync::atomic::AtomicUsize::new(0),
             kick: Notify::new(),
             confirmations: watch::Sender::new(0),
         });
@@ -281,10 +287,56 @@ impl Hub {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
+        self.register_confirmed(channel, None, tag)
+    }
+
+    /// Registers a waiter on `channel` if the channel is subscribed and confirmed on the live
+    /// connection: because other local waiters are on it, or because it still lingers after
+    /// the last one left. Every message published from now on reaches the waiter, but nobody
+    /// may be ahead of it: the caller must try before it sleeps.
+    pub(crate) fn subscribe_if_live(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0
+            && self.shared.live.load(Ordering::Acquire) == 0
+        {
+            return None;
+        }
+        self.register_confirmed(channel, Some(policy), tag)
+    }
+
+    /// The waiter's slot on a confirmed channel; with `lingering` (the policy of a channel
+    /// taken back from lingering), also on a live channel nobody waits on.
+    fn register_confirmed(
+        &self,
+        channel: &str,
+        lingering: Option<WakePolicy>,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
         let mut state = self.shared.state();
         let epoch = state.epoch;
         if !state.connected {
             return None;
+        }
+        if let Some(policy) = lingering
+            && !state.channels.contains_key(channel)
+            && state.live.contains(channel)
+        {
+            // Still subscribed on this connection (the driver takes a channel out of `live`
+            // before it unsubscribes it): waiters are back, nothing to send.
+            self.shared.active.fetch_add(1, Ordering::AcqRel);
+            state.channels.insert(
+                channel.to_owned(),
+                Channel {
+                    slots: VecDeque::new(),
+                    policy,
+                    confirmed_epoch: epoch,
+                    streak: 0,
+                },
+            );
         }
         let entry = state.channels.get_mut(channel)?;
         if entry.confirmed_epoch != epoch {
@@ -632,6 +684,9 @@ impl Driver {
                 let mut state = self.shared.state();
                 state.epoch += 1;
                 state.connected = true;
+                // Nothing is subscribed on the new connection until the first reconcile.
+                state.live.clear();
+                self.shared.live.store(0, Ordering::Release);
                 state.epoch > 1
             };
             if failures > 0 || reconnected {
@@ -669,7 +724,12 @@ impl Driver {
                     },
                 }
             }
-            self.shared.state().connected = false;
+            {
+                let mut state = self.shared.state();
+                state.connected = false;
+                state.live.clear();
+                self.shared.live.store(0, Ordering::Release);
+            }
             self.shared.confirmations.send_modify(|n| *n += 1);
             tracing::warn!("pub/sub connection lost; waiters fall back to bounded re-checks");
             failures = 1;
@@ -702,7 +762,7 @@ impl Driver {
         lingering: &mut HashMap<String, Instant>,
     ) -> bool {
         let (to_subscribe, to_unsubscribe) = {
-            let state = self.shared.state();
+            let mut state = self.shared.state();
             let add: Vec<String> = state
                 .channels
                 .keys()
@@ -724,6 +784,12 @@ impl Driver {
                     remove.push(c.clone());
                 }
             }
+            // Out of `live` before the UNSUBSCRIBE is sent: no waiter may count on a channel
+            // that is going away.
+            for c in &remove {
+                state.live.remove(c);
+            }
+            self.shared.live.store(state.live.len(), Ordering::Release);
             (add, remove)
         };
         if !to_subscribe.is_empty() {
@@ -767,6 +833,8 @@ impl Driver {
                     channel.confirmed_epoch = epoch;
                 }
             }
+            state.live.clone_from(subscribed);
+            self.shared.live.store(state.live.len(), Ordering::Release);
         }
         self.shared.confirmations.send_modify(|n| *n += 1);
         true

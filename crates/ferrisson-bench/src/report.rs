@@ -55,6 +55,20 @@ pub fn targets(records: &Records) -> Vec<(String, f64, String, bool)> {
                     ours > best,
                 ));
             }
+            // The steadier comparison with the in-process peer: alternating rounds.
+            if let Some(r) = records.get(
+                "contended",
+                hold,
+                crate::scenarios::rslock_peer::LIBRARY,
+                "ferrisson_ratio_interleaved",
+            ) {
+                out.push((
+                    format!("contended {hold} acquisitions/s vs rslock, alternating rounds"),
+                    r,
+                    "> 1".to_owned(),
+                    r > 1.0,
+                ));
+            }
         }
     }
     let fair = crate::scenarios::lock_kinds::FAIR;

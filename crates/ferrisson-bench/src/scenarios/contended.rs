@@ -118,7 +118,8 @@ where
     Ok(figures)
 }
 
-async fn ferrisson_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, String> {
+/// The contended workload with ferrisson's reentrant lock: 4 clients × 16 tasks on `name`.
+pub async fn ferrisson_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, String> {
     let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
         let client = Client::connect(url).await.map_err(|e| e.to_string())?;

@@ -67,6 +67,42 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         };
         let figures = measure(ctx, hold, make).await?;
         contended::record(records, hold, LIBRARY, &figures);
+        // Head to head: the two libraries' phases run minutes apart above, and this machine
+        // drifts by more than the gap between them. Alternating rounds see the same machine;
+        // the median of the per-round ratios is the comparison.
+        let (rounds, round) = head_to_head_rounds(ctx);
+        let name = format!("bench:contended-h2h:{}", hold_variant(hold));
+        let mut ratios = Vec::new();
+        for _ in 0..rounds {
+            let ours = workload::run(
+                contended::ferrisson_cycles(&ctx.url, &name).await?,
+                round,
+                hold,
+            )
+            .await?;
+            let theirs = workload::run(make().await?, round, hold).await?;
+            ratios.push(ours.per_sec() / theirs.per_sec().max(1e-9));
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
+        records.push(
+            "contended",
+            &hold_variant(hold),
+            LIBRARY,
+            "ferrisson_ratio_interleaved",
+            median,
+            "x",
+        );
+        ctx.probe.flushall().await?;
     }
     ctx.probe.flushall().await
+}
+
+/// Rounds of the head-to-head, each library's round this long.
+fn head_to_head_rounds(ctx: &Ctx) -> (usize, Duration) {
+    if ctx.quick {
+        (4, Duration::from_millis(500))
+    } else {
+        (8, Duration::from_secs(1))
+    }
 }

@@ -98,11 +98,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     ctx.probe.flushall().await
 }
 
-/// Rounds of the head-to-head, each library's round this long.
+/// Rounds of the head-to-head, each library's round as long as a measured phase: shorter
+/// rounds favour ferrisson (rslock takes longer to reach its pace), 1 s rounds by 15-25 %.
 fn head_to_head_rounds(ctx: &Ctx) -> (usize, Duration) {
-    if ctx.quick {
-        (4, Duration::from_millis(500))
-    } else {
-        (8, Duration::from_secs(1))
-    }
+    (if ctx.quick { 3 } else { 4 }, ctx.phase())
 }

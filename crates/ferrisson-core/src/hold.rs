@@ -445,6 +445,41 @@ pub fn register_early(client: &crate::Client, spec: &WaitSpec<'_>) -> Option<cra
     client.subscribe_if_live(spec.channel, spec.policy, || spec.tag.clone())
 }
 
+/// How a call that may wait starts ([`begin_wait`]).
+#[derive(Debug)]
+pub enum Start<T> {
+    /// Done without waiting: taken (`Some`) or, for a call that does not wait, not (`None`).
+    Done(Option<T>),
+    /// To wait, registered early or not: hand this to [`wait_registered`].
+    Wait(Option<crate::Subscription>),
+}
+
+/// The start every waiting call shares: registered early when its channel is live (then its
+/// first try is left to [`wait_registered`]), else one try, which may end the call.
+///
+/// # Errors
+///
+/// The first try's error.
+pub async fn begin_wait<T, F, Fut>(
+    client: &crate::Client,
+    spec: &WaitSpec<'_>,
+    waits: bool,
+    attempt: F,
+) -> Result<Start<T>>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
+    if waits && let Some(early) = register_early(client, spec) {
+        return Ok(Start::Wait(Some(early)));
+    }
+    Ok(match attempt().await? {
+        Attempt::Acquired(taken) => Start::Done(Some(taken)),
+        Attempt::Held(_) if !waits => Start::Done(None),
+        Attempt::Held(_) => Start::Wait(None),
+    })
+}
+
 /// Waits as [`wait_for_turn`] does, for a caller registered early ([`register_early`]) or not.
 /// Registered early, its first try is made here, in the loop, so that a local releaser cannot
 /// hand it anything while that try is in flight (an error of that try is returned at once, as

@@ -32,8 +32,8 @@ pub use config::{ClientConfig, PublishCommand, RetryPolicy};
 pub use error::{Error, LossReason, Result, map_redis_error};
 pub use hold::{
     Attempt, CleanupGuard, FORCE_RELEASE_HASH, FirstRound, HoldGuard, LockOptions, RENEW_HASH,
-    Release, Released, WaitPacer, WaitSpec, register_early, scripts, spawn_cleanup, ttl_bound,
-    wait_for_turn, wait_on, wait_registered,
+    Release, Released, Start, WaitPacer, WaitSpec, begin_wait, register_early, scripts,
+    spawn_cleanup, ttl_bound, wait_for_turn, wait_on, wait_registered,
 };
 pub use owner::Owner;
 pub use pubsub::{

@@ -166,19 +166,10 @@ where
     // With other local waiters on the semaphore, the channel is subscribed already: register
     // before the first try (which the wait loop makes), and no try after subscribing is
     // needed.
-    let early = if waits {
-        crate::register_early(client, &spec)
-    } else {
-        None
+    let early = match crate::begin_wait(client, &spec, waits, &mut attempt).await? {
+        crate::Start::Done(outcome) => return Ok(outcome),
+        crate::Start::Wait(early) => early,
     };
-    if early.is_none() {
-        if let crate::Attempt::Acquired(taken) = attempt().await? {
-            return Ok(Some(taken));
-        }
-        if !waits {
-            return Ok(None);
-        }
-    }
     let reservation = crate::CleanupGuard::new(|| {
         let client = client.clone();
         let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());

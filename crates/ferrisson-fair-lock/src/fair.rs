@@ -6,7 +6,7 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
-    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, WaitSpec, Wake, register_early,
+    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, Start, WaitSpec, Wake, begin_wait,
     wait_registered,
 };
 
@@ -208,18 +208,11 @@ impl FairLock {
         // The caller's own channel lingers subscribed for a while after its last wait: a task
         // taking the lock again and again registers before its first try and needs no try
         // after subscribing.
-        let early = if waits {
-            register_early(client, &spec)
-        } else {
-            None
-        };
-        if early.is_none() {
-            match self.attempt(&owner, lease, waits).await? {
-                Attempt::Acquired(guard) => return Ok(Some(guard)),
-                Attempt::Held(_) if !waits => return Ok(None),
-                Attempt::Held(_) => {}
-            }
-        }
+        let early =
+            match begin_wait(client, &spec, waits, || self.attempt(&owner, lease, waits)).await? {
+                Start::Done(outcome) => return Ok(outcome),
+                Start::Wait(early) => early,
+            };
         // Queued from here on: whatever ends this wait without the lock leaves the queue
         // (in the background when the wait is cancelled or fails).
         let queued = CleanupGuard::new(|| {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed, suffixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
-    LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, WaitSpec,
-    lock_message_policy, register_early, wait_registered,
+    LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, Start, WaitSpec,
+    begin_wait, lock_message_policy, wait_registered,
 };
 
 use crate::scripts::{
@@ -369,18 +369,11 @@ impl Side {
         };
         // With other local waiters on the lock, the channel is subscribed already: register
         // before the first try, and no try after subscribing is needed.
-        let early = if waits {
-            register_early(client, &spec)
-        } else {
-            None
-        };
-        if early.is_none() {
-            match self.attempt(&owner, lease, waits).await? {
-                Attempt::Acquired(guard) => return Ok(Some(guard)),
-                Attempt::Held(_) if !waits => return Ok(None),
-                Attempt::Held(_) => {}
-            }
-        }
+        let early =
+            match begin_wait(client, &spec, waits, || self.attempt(&owner, lease, waits)).await? {
+                Start::Done(outcome) => return Ok(outcome),
+                Start::Wait(early) => early,
+            };
         // A waiting writer has announced itself: whatever ends the wait without the lock
         // withdraws the intent (in the background when the wait is cancelled or fails).
         let intent = self.write.then(|| {

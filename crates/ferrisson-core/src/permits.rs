@@ -98,6 +98,62 @@ pub const RESERVATION: std::time::Duration = std::time::Duration::from_secs(3);
 /// How often the waiter holding the reservation tries again, renewing it.
 pub const RESERVATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The names a semaphore of either kind derives from its key, once, with its client.
+#[derive(Debug)]
+pub struct SemaphoreNames {
+    /// The client the semaphore runs on.
+    pub client: Client,
+    /// The permit count (Redisson's key).
+    pub key: String,
+    /// Release messages, `prefixed("redisson_sc", key)`.
+    pub channel: String,
+    /// The oldest waiting call's reservation **[ext]**, `suffixed(key, "intent")`.
+    pub intent_key: String,
+    /// Acquire latches **[ext]**: a try's latch is `{prefix}:{waiter id}:{try}`.
+    pub acquire_latch_prefix: String,
+    /// Release latches, Redisson's unlock latch layout.
+    pub release_latch_prefix: String,
+}
+
+impl SemaphoreNames {
+    /// The names of the semaphore `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            client: client.clone(),
+            channel: crate::keys::prefixed("redisson_sc", &key),
+            intent_key: crate::keys::suffixed(&key, "intent"),
+            acquire_latch_prefix: crate::keys::suffixed(&key, "acquire"),
+            release_latch_prefix: crate::keys::prefixed("redisson_unlock_latch", &key),
+            key,
+        })
+    }
+
+    /// Where the semaphore's waiters wait.
+    pub fn keys(&self) -> PermitKeys<'_> {
+        PermitKeys {
+            key: &self.key,
+            channel: &self.channel,
+            reservation: &self.intent_key,
+        }
+    }
+
+    /// The latch of try `try_no` of the waiting call `waiter`.
+    pub fn acquire_latch(&self, waiter: &str, try_no: u32) -> String {
+        format!("{}:{waiter}:{try_no}", self.acquire_latch_prefix)
+    }
+
+    /// A fresh id of 32 lowercase hex characters, random as a UUID v4: a waiting call's, or
+    /// a permit's.
+    pub fn random_id() -> String {
+        format!("{:032x}", uuid::Uuid::new_v4().as_u128())
+    }
+}
+
 /// Where a semaphore's waiters wait: its count, channel and reservation keys.
 #[derive(Debug, Clone, Copy)]
 pub struct PermitKeys<'a> {
@@ -186,11 +242,16 @@ where
 }
 
 /// The count-changing methods both semaphores offer, `try_set_permits`, `set_permits` and
-/// `add_permits`, written once over the type's `fn count_target(&self) -> (&Client, &str, &str)`
-/// (the client, the count key, the channel).
+/// `add_permits`, and `key`, written once over the type's `fn names(&self) ->
+/// &SemaphoreNames`.
 #[macro_export]
 macro_rules! permit_count_methods {
     () => {
+        /// The Redis key of the count.
+        pub fn key(&self) -> &str {
+            &self.names().key
+        }
+
         /// Sets the count of free permits to `permits` if no count is set yet; returns whether
         /// it did.
         ///
@@ -199,7 +260,8 @@ macro_rules! permit_count_methods {
         /// [`Error::WrongType`]($crate::Error::WrongType) when the key holds something else
         /// than a count, [`Error::Redis`]($crate::Error::Redis).
         pub async fn try_set_permits(&self, permits: u32) -> $crate::Result<bool> {
-            let (client, key, channel) = self.count_target();
+            let names = self.names();
+            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
             let change = $crate::permits::CountChange::TrySet(permits);
             Ok(
                 $crate::permits::change_permits(client, key, channel, change)
@@ -214,7 +276,8 @@ macro_rules! permit_count_methods {
         ///
         /// As [`try_set_permits`](Self::try_set_permits).
         pub async fn set_permits(&self, permits: u32) -> $crate::Result<()> {
-            let (client, key, channel) = self.count_target();
+            let names = self.names();
+            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
             let change = $crate::permits::CountChange::Set(permits);
             $crate::permits::change_permits(client, key, channel, change)
                 .await
@@ -228,7 +291,8 @@ macro_rules! permit_count_methods {
         ///
         /// As [`try_set_permits`](Self::try_set_permits).
         pub async fn add_permits(&self, delta: i64) -> $crate::Result<i64> {
-            let (client, key, channel) = self.count_target();
+            let names = self.names();
+            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
             let change = $crate::permits::CountChange::Add(delta);
             Ok(
                 $crate::permits::change_permits(client, key, channel, change)

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, prefixed, suffixed};
+use ferrisson_core::keys::{RequestId, suffixed};
 use ferrisson_core::permits::{
-    PermitKeys, RESERVATION, leave_reservation, not_taken, take_permits,
+    RESERVATION, SemaphoreNames, leave_reservation, not_taken, take_permits,
 };
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec,
@@ -68,13 +68,17 @@ impl std::fmt::Debug for ExpirableSemaphore {
 }
 
 struct Shared {
-    client: Client,
-    key: String,
+    names: SemaphoreNames,
+    /// The taken permits (id → expiry), `suffixed(key, "timeout")`.
     timeouts: Arc<str>,
-    channel: String,
-    intent_key: String,
-    acquire_latch_prefix: String,
-    release_latch_prefix: String,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = SemaphoreNames;
+
+    fn deref(&self) -> &SemaphoreNames {
+        &self.names
+    }
 }
 
 /// One permit taken from an [`ExpirableSemaphore`]: its id, its loss signal (dereferences to
@@ -175,7 +179,7 @@ impl PermitRelease {
         let owner = wanted.owner.clone();
         let watched = wanted.lease.is_none();
         let lease = wanted.lease.unwrap_or(client.config().lease_duration());
-        let successor = new_id();
+        let successor = SemaphoreNames::random_id();
         let request_id = RequestId::random();
         let call = |successor: &str, latch: &str| {
             ScriptCall::new(&HAND_OFF, &[&shared.timeouts, latch])
@@ -258,10 +262,6 @@ fn new_permit(
     }
 }
 
-fn new_id() -> String {
-    format!("{:032x}", uuid::Uuid::new_v4().as_u128())
-}
-
 fn check_id(id: &str) -> Result<()> {
     if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(())
@@ -296,30 +296,19 @@ impl ExpirableSemaphore {
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
-        let key = client.object_key(name)?;
+        let names = SemaphoreNames::new(client, name)?;
         Ok(Self {
             shared: Arc::new(Shared {
-                client: client.clone(),
-                timeouts: suffixed(&key, "timeout").into(),
-                channel: prefixed("redisson_sc", &key),
-                intent_key: suffixed(&key, "intent"),
-                acquire_latch_prefix: suffixed(&key, "acquire"),
-                release_latch_prefix: prefixed("redisson_unlock_latch", &key),
-                key,
+                timeouts: suffixed(&names.key, "timeout").into(),
+                names,
             }),
         })
     }
 
-    /// The Redis key of the count.
-    pub fn key(&self) -> &str {
-        &self.shared.key
-    }
-
     ferrisson_core::permit_count_methods!();
 
-    fn count_target(&self) -> (&Client, &str, &str) {
-        let shared = &self.shared;
-        (&shared.client, &shared.key, &shared.channel)
+    fn names(&self) -> &SemaphoreNames {
+        &self.shared.names
     }
 
     /// `(free, taken, remaining lease of id)`, expired permits returned first.
@@ -548,15 +537,10 @@ impl ExpirableSemaphore {
             semaphore: self,
             n,
             lease,
-            id: new_id(),
+            id: SemaphoreNames::random_id(),
             tries: std::sync::atomic::AtomicU32::new(0),
             holds_reservation: std::sync::atomic::AtomicBool::new(false),
             waits: wait != Some(Duration::ZERO),
-        };
-        let keys = PermitKeys {
-            key: &shared.key,
-            channel: &shared.channel,
-            reservation: &shared.intent_key,
         };
         // A call for one permit can be handed a released one; calls for several take theirs
         // from Redis (a permit at a time would hold some while waiting for the rest).
@@ -568,7 +552,7 @@ impl ExpirableSemaphore {
         });
         take_permits(
             &shared.client,
-            keys,
+            shared.keys(),
             &waiter.id,
             wait,
             tag,
@@ -629,8 +613,8 @@ impl Waiter<'_> {
         let try_no = self
             .tries
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let latch = format!("{}:{}:{try_no}", shared.acquire_latch_prefix, self.id);
-        let ids: Vec<String> = (0..self.n).map(|_| new_id()).collect();
+        let latch = shared.acquire_latch(&self.id, try_no);
+        let ids: Vec<String> = (0..self.n).map(|_| SemaphoreNames::random_id()).collect();
         let undo = CleanupGuard::new(|| {
             let (semaphore, latch, ids) = (semaphore.clone(), latch.clone(), ids.clone());
             let waiter = self.id.clone();

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, prefixed, suffixed};
+use ferrisson_core::keys::RequestId;
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, MAX_HANDOFF_STREAK, Result, ScriptCall, spawn_cleanup,
 };
 
 use ferrisson_core::permits::{
-    PermitKeys, PermitNeed, RESERVATION, leave_reservation, not_taken, read_permits, take_permits,
+    PermitNeed, RESERVATION, SemaphoreNames, leave_reservation, not_taken, read_permits,
+    take_permits,
 };
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
@@ -65,15 +66,7 @@ impl std::fmt::Debug for Semaphore {
     }
 }
 
-struct Shared {
-    client: Client,
-    key: String,
-    channel: String,
-    intent_key: String,
-    /// `suffixed(key, "acquire")`: a try's latch is `{prefix}:{waiter id}:{try}`.
-    acquire_latch_prefix: String,
-    release_latch_prefix: String,
-}
+type Shared = SemaphoreNames;
 
 /// Permits taken from a [`Semaphore`]: given back by [`release`](Self::release), or in the
 /// background when dropped.
@@ -142,29 +135,15 @@ impl Semaphore {
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
-        let key = client.object_key(name)?;
         Ok(Self {
-            shared: Arc::new(Shared {
-                client: client.clone(),
-                channel: prefixed("redisson_sc", &key),
-                intent_key: suffixed(&key, "intent"),
-                acquire_latch_prefix: suffixed(&key, "acquire"),
-                release_latch_prefix: prefixed("redisson_unlock_latch", &key),
-                key,
-            }),
+            shared: Arc::new(SemaphoreNames::new(client, name)?),
         })
-    }
-
-    /// The Redis key of the count.
-    pub fn key(&self) -> &str {
-        &self.shared.key
     }
 
     ferrisson_core::permit_count_methods!();
 
-    fn count_target(&self) -> (&Client, &str, &str) {
-        let shared = &self.shared;
-        (&shared.client, &shared.key, &shared.channel)
+    fn names(&self) -> &SemaphoreNames {
+        &self.shared
     }
 
     /// Takes every available permit at once and returns how many (0 when the count is zero,
@@ -372,19 +351,14 @@ impl Semaphore {
         let waiter = Waiter {
             semaphore: self,
             n,
-            id: format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
+            id: SemaphoreNames::random_id(),
             tries: std::sync::atomic::AtomicU32::new(0),
             holds_reservation: std::sync::atomic::AtomicBool::new(false),
             waits: wait != Some(Duration::ZERO),
         };
-        let keys = PermitKeys {
-            key: &shared.key,
-            channel: &shared.channel,
-            reservation: &shared.intent_key,
-        };
         take_permits(
             &shared.client,
-            keys,
+            shared.keys(),
             &waiter.id,
             wait,
             Some(Arc::new(PermitNeed(n))),
@@ -422,7 +396,7 @@ impl Waiter<'_> {
         let try_no = self
             .tries
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let latch = format!("{}:{}:{try_no}", shared.acquire_latch_prefix, self.id);
+        let latch = shared.acquire_latch(&self.id, try_no);
         let undo = CleanupGuard::new(|| {
             let (semaphore, latch, n) = (self.semaphore.clone(), latch.clone(), self.n);
             let id = self.id.clone();

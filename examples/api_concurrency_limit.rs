@@ -48,15 +48,10 @@ async fn connect(url: &str) -> AnyResult<Client> {
 }
 
 async fn coordinator() -> AnyResult<()> {
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let server = RedisServer::try_spawn()?;
-            let url = server.url();
-            println!("started a throwaway redis-server at {url}");
-            (Some(server), url)
-        }
-    };
+    let (server, url) = RedisServer::from_env_or_spawn()?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
     let client = connect(&url).await?;
     let semaphore = ExpirableSemaphore::new(&client, NAME)?;
     semaphore.set_permits(PERMITS).await?;

@@ -52,14 +52,7 @@ impl Ledger {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let server = RedisServer::try_spawn()?;
-            let url = server.url();
-            (Some(server), url)
-        }
-    };
+    let (_server, url) = RedisServer::from_env_or_spawn()?;
     let name = format!("fenced-update:{}", std::process::id());
     let ledger = Arc::new(Mutex::new(Ledger {
         balance: 100,

@@ -29,15 +29,10 @@ async fn main() -> AnyResult<()> {
 }
 
 async fn coordinator() -> AnyResult<()> {
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let server = RedisServer::try_spawn()?;
-            let url = server.url();
-            println!("started a throwaway redis-server at {url}");
-            (Some(server), url)
-        }
-    };
+    let (server, url) = RedisServer::from_env_or_spawn()?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
     let client = Client::connect(&url).await?;
     let barrier = CountDownLatch::new(&client, NAME)?;
     barrier.delete().await?; // a fresh run

@@ -13,16 +13,11 @@ use ferrisson_testkit::RedisServer;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Use the server at REDIS_URL, or start a throwaway one (killed when `_server` drops).
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let server = RedisServer::try_spawn()?;
-            let url = server.url();
-            println!("started a throwaway redis-server at {url}");
-            (Some(server), url)
-        }
-    };
+    // Use the server at REDIS_URL, or start a throwaway one (killed when `server` drops).
+    let (server, url) = RedisServer::from_env_or_spawn()?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
 
     let client = Client::connect(&url).await?;
     let lock = ReentrantLock::new(&client, "quickstart:monthly-report")?;

@@ -109,18 +109,12 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> ExitCode {
     // A server of our own, unless REDIS_URL names one (its data is flushed between scenarios).
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => match ferrisson_testkit::RedisServer::try_spawn() {
-            Ok(server) => {
-                let url = server.url();
-                (Some(server), url)
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let (_server, url) = match ferrisson_testkit::RedisServer::from_env_or_spawn() {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
     };
     let probe = match stats::Probe::new(&url) {
         Ok(probe) => probe,

@@ -73,6 +73,23 @@ impl RedisServer {
         }
     }
 
+    /// The server `REDIS_URL` names, or a throwaway one started here (kept alive by the
+    /// returned `Some`): what the examples and the benchmark harness run against.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn`](Self::try_spawn), when `REDIS_URL` is unset or empty.
+    pub fn from_env_or_spawn() -> Result<(Option<Self>, String), String> {
+        match std::env::var("REDIS_URL") {
+            Ok(url) if !url.is_empty() => Ok((None, url)),
+            _ => {
+                let server = Self::try_spawn()?;
+                let url = server.url();
+                Ok((Some(server), url))
+            }
+        }
+    }
+
     /// Starts a server on a free loopback port.
     ///
     /// # Errors

@@ -194,14 +194,18 @@ impl Client {
             .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))
     }
 
-    /// Runs a script call, retrying per the client's [`RetryPolicy`](crate::RetryPolicy) when the
-    /// connection broke. Only for scripts that are idempotent with the same arguments.
+    /// Runs a script call until its outcome is known ([`settle`](Self::settle)): retried per
+    /// the client's [`RetryPolicy`](crate::RetryPolicy) when the connection broke, and on for
+    /// the retry window while a lost reply leaves it unknown whether the call ran. Only for
+    /// scripts that are idempotent with the same arguments (latched by a request id, or
+    /// carrying the state the client believes in).
     ///
     /// # Errors
     ///
-    /// As [`eval_once`](Self::eval_once), after the last retry.
+    /// As [`eval_once`](Self::eval_once), once the outcome is known to be a failure or could
+    /// not be learnt within the window.
     pub async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        self.retrying(|_| self.eval_once(call)).await
+        self.settle(|_| self.eval_once(call)).await
     }
 
     /// Sends a plain command, retrying when the connection broke. Only for idempotent commands.
@@ -285,6 +289,55 @@ impl Client {
                 other => return other,
             }
         }
+    }
+
+    /// Runs `attempt(n)` for n = 0, 1, … as [`retrying`](Self::retrying) does, for a call that
+    /// changes state and whose outcome the caller must know: after a failure that may have
+    /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
+    /// connection), it goes on asking past the retry policy, with the policy's longest pause,
+    /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
+    /// attempts must be idempotent: each one re-asks the same question (`n > 0` tells a retry),
+    /// so the first reply that arrives says what happened.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: the call failed, or its outcome stayed unknown for the whole
+    /// window (then the caller must undo whatever the call may have done).
+    pub async fn settle<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let policy = self.inner.config.retry;
+        let window = self.settle_window();
+        let started = tokio::time::Instant::now();
+        let mut maybe_ran = false;
+        let mut n: u32 = 0;
+        loop {
+            match attempt(n).await {
+                Err(e) if e.is_connection_error() => {
+                    maybe_ran |= !e.is_refused_connection();
+                    let pause = policy.backoff(n.saturating_add(1));
+                    let retry = n < policy.retries
+                        || (maybe_ran && started.elapsed().saturating_add(pause) < window);
+                    if !retry {
+                        return Err(e);
+                    }
+                    n = n.saturating_add(1);
+                    tracing::debug!(error = %e, retry = n, maybe_ran, "asking again after a connection error");
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// How long [`settle`](Self::settle) keeps asking after a lost reply: the retry window
+    /// (how long request-id latches last) less one response timeout, so that the last retry
+    /// reaches Redis while the first call's latch still stands.
+    pub fn settle_window(&self) -> Duration {
+        self.retry_window()
+            .saturating_sub(self.inner.config.response_timeout)
     }
 
     /// Registers `channel` for the calling waiter on the client's one subscriber connection.

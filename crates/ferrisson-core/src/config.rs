@@ -63,7 +63,8 @@ impl RetryPolicy {
     /// An upper bound of the time a call and all its retries can take.
     pub fn window(&self, response_timeout: Duration) -> Duration {
         let attempts = self.retries.saturating_add(1);
-        (response_timeout + self.max_backoff)
+        response_timeout
+            .saturating_add(self.max_backoff)
             .checked_mul(attempts)
             .unwrap_or(Duration::from_secs(3600))
     }
@@ -200,6 +201,7 @@ impl ClientConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
+        crate::duration::validate_lease("the watchdog lease", self.lease)?;
         if self.lease < Duration::from_millis(10) {
             return Err(Error::InvalidArgument(format!(
                 "lease must be at least 10ms, got {:?}",

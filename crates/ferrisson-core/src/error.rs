@@ -64,6 +64,14 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether this is a connection error raised before the call could be sent (the server
+    /// refused the connection): the call did not run.
+    pub fn is_refused_connection(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.is_connection_refusal())
+    }
+}
+
 /// Whether a redis error is one the client retries (the connection broke or timed out, or the
 /// server is loading or not yet ready).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
@@ -90,6 +98,9 @@ pub enum LossReason {
     Stalled,
     /// A hold taken with a fixed lease reached the end of that lease.
     LeaseExpired,
+    /// The acquire's reply took longer than the lease: by the time it arrived, the lease it
+    /// set could have run out on the server (a slow round trip, a stalled connection).
+    ExpiredInFlight,
 }
 
 impl std::fmt::Display for LossReason {
@@ -99,6 +110,9 @@ impl std::fmt::Display for LossReason {
             LossReason::RenewalFailed => "renewals failed until the lease could have expired",
             LossReason::Stalled => "the watchdog ran too late to renew before the lease ended",
             LossReason::LeaseExpired => "the fixed lease ran out",
+            LossReason::ExpiredInFlight => {
+                "the lease could have run out before the acquire's reply arrived"
+            }
         })
     }
 }

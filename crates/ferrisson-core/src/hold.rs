@@ -81,20 +81,17 @@ impl LockOptions {
         self.lease
     }
 
-    /// Checks the options: a fixed lease is at least one millisecond.
+    /// Checks the options: a fixed lease is at least one millisecond and at most
+    /// [`MAX_LEASE`](crate::duration::MAX_LEASE). Any wait is valid (`Duration::MAX`: no limit).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] otherwise.
     pub fn validate(&self) -> Result<()> {
-        if let Some(lease) = self.lease
-            && lease < Duration::from_millis(1)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "lease must be at least 1ms, got {lease:?}"
-            )));
+        match self.lease {
+            Some(lease) => crate::duration::validate_lease("lease", lease),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -345,6 +342,22 @@ where
     /// The call completed: nothing to clean up.
     pub fn disarm(mut self) {
         self.cleanup = None;
+    }
+
+    /// The call whose result is `result` has ended: disarmed when its outcome is known (a
+    /// reply arrived, or Redis refused the call), left to run the cleanup now when it is not
+    /// (a connection error after the call may have run, past [`Client::settle`]'s window):
+    /// an unknown outcome is undone, never taken for a failure that changed nothing.
+    ///
+    /// [`Client::settle`]: crate::Client::settle
+    pub fn settle<T>(self, result: &Result<T>) {
+        match result {
+            Err(e) if e.is_connection_error() => {
+                tracing::debug!(error = %e, "the call's outcome is unknown: undoing what it may have done");
+                drop(self);
+            }
+            _ => self.disarm(),
+        }
     }
 }
 

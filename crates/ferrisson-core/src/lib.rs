@@ -18,6 +18,7 @@
 
 mod client;
 mod config;
+pub mod duration;
 mod error;
 mod hold;
 pub mod keys;

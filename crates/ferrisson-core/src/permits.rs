@@ -209,7 +209,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<crate::Attempt<T>>>,
 {
-    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    let deadline = wait.and_then(crate::duration::deadline_after);
     let waits = wait != Some(std::time::Duration::ZERO);
     let spec = crate::WaitSpec {
         channel: keys.channel,

@@ -536,7 +536,7 @@ impl Subscription {
     ///
     /// Cancel safe: it only observes.
     pub async fn confirmed(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::duration::later(Instant::now(), timeout);
         let mut changes = self.shared.confirmations.subscribe();
         loop {
             if self.is_confirmed() {

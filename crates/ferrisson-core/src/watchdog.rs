@@ -170,7 +170,7 @@ impl Watchdog {
         let fresh_id = state.next_id;
         let key = (spec.script.name(), spec.key, spec.owner);
         let period = self.shared.period;
-        let expiry = spec.sent_at + spec.lease;
+        let expiry = crate::duration::later(spec.sent_at, spec.lease);
         let entry = state.entries.entry(key.clone()).or_insert_with(|| Entry {
             id: fresh_id,
             script: spec.script,
@@ -199,12 +199,26 @@ impl Watchdog {
         entry.holds += 1;
         let handle = LeaseHandle {
             shared: self.shared.clone(),
-            key,
+            key: key.clone(),
             id: entry.id,
             lost: entry.lost.clone(),
             renewing: entry.renewing,
             ended: false,
         };
+        // The reply came so late that the lease had already run out on the server: the hold
+        // is lost from the start, and the guard says why.
+        let now = Instant::now();
+        if entry.holds == 1 && expiry <= now {
+            let reason = if entry.renewing {
+                LossReason::ExpiredInFlight
+            } else {
+                LossReason::LeaseExpired
+            };
+            if let Some(entry) = state.entries.remove(&key) {
+                signal_loss(&key, &entry, reason, now);
+            }
+            return handle;
+        }
         let wake = if entry.renewing {
             entry.next_renew.min(entry.deadline)
         } else {
@@ -503,7 +517,7 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         .iter()
         .map(|((_, key, _), _)| &**key)
         .collect();
-    let mut call = ScriptCall::new(batch.script, &keys).arg(batch.lease.as_millis() as u64);
+    let mut call = ScriptCall::new(batch.script, &keys).arg(crate::duration::millis(batch.lease));
     for ((_, _, owner), _) in &batch.members {
         call = call.arg(&**owner);
     }
@@ -547,7 +561,9 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         entry.in_flight = false;
         match results.as_ref().and_then(|r| r.get(i).copied()) {
             Some(1) => {
-                entry.deadline = entry.deadline.max(sent_at + batch.lease);
+                entry.deadline = entry
+                    .deadline
+                    .max(crate::duration::later(sent_at, batch.lease));
                 entry.next_renew = sent_at + shared.period;
                 entry.last_failed = false;
             }

@@ -185,8 +185,8 @@ impl PermitRelease {
             ScriptCall::new(&HAND_OFF, &[&shared.timeouts, latch])
                 .arg(self.id.as_str())
                 .arg(successor)
-                .arg(lease.as_millis() as u64)
-                .arg(client.retry_window().as_millis() as u64)
+                .arg(ferrisson_core::duration::millis(lease))
+                .arg(ferrisson_core::duration::millis(client.retry_window()))
         };
         let latch = request_id.latch_key(&shared.release_latch_prefix);
         let resend = CleanupGuard::new(|| {
@@ -282,7 +282,7 @@ async fn release_ids(shared: &Shared, ids: &[&str]) -> Result<i64> {
         &[&shared.key, &shared.timeouts, &shared.channel, &latch],
     )
     .arg(client.config().publish().as_str())
-    .arg(client.retry_window().as_millis() as u64);
+    .arg(ferrisson_core::duration::millis(client.retry_window()));
     for id in ids {
         call = call.arg(*id);
     }
@@ -382,7 +382,7 @@ impl ExpirableSemaphore {
         check_lease(Some(lease))?;
         let shared = &self.shared;
         let call = ScriptCall::new(&RENEW, &[&shared.timeouts])
-            .arg(lease.as_millis() as u64)
+            .arg(ferrisson_core::duration::millis(lease))
             .arg(id);
         let reply: Vec<i64> = shared.client.eval(&call).await?;
         Ok(reply.first() == Some(&1))
@@ -583,10 +583,8 @@ fn one(mut permits: Vec<Permit>) -> Result<Permit> {
 
 fn check_lease(lease: Option<Duration>) -> Result<()> {
     match lease {
-        Some(lease) if lease < Duration::from_millis(1) => Err(Error::InvalidArgument(format!(
-            "lease must be at least 1ms, got {lease:?}"
-        ))),
-        _ => Ok(()),
+        Some(lease) => ferrisson_core::duration::validate_lease("lease", lease),
+        None => Ok(()),
     }
 }
 
@@ -647,12 +645,12 @@ impl Waiter<'_> {
             ],
         )
         .arg(self.n)
-        .arg(lease.as_millis() as u64)
+        .arg(ferrisson_core::duration::millis(lease))
         .arg(&self.id)
-        .arg(client.retry_window().as_millis() as u64)
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
         // Only a call for several permits reserves (see the plain semaphore).
         .arg(if self.waits && self.n > 1 {
-            RESERVATION.as_millis() as u64
+            ferrisson_core::duration::millis(RESERVATION)
         } else {
             0
         })
@@ -662,7 +660,7 @@ impl Waiter<'_> {
         }
         let sent_at = Instant::now();
         let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
-        undo.disarm();
+        undo.settle(&reply);
         let reply = reply?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
         // that took permits dropped it).

@@ -193,7 +193,9 @@ impl FairLock {
         options.validate()?;
         let owner = self.owner();
         let lease = options.lease_time();
-        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        let deadline = options
+            .wait_time()
+            .and_then(ferrisson_core::duration::deadline_after);
         let waits = options.wait_time() != Some(Duration::ZERO);
         let client = &self.shared.client;
         let channel = format!("{}:{owner}", self.shared.channel_prefix);
@@ -248,7 +250,7 @@ impl FairLock {
         // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
         // stays small for as long as it waits.
         let result = Box::pin(self.shared.attempt(owner.clone(), lease, wait)).await;
-        abandoned.disarm();
+        abandoned.settle(&result);
         result
     }
 
@@ -319,7 +321,7 @@ impl FairShared {
         let waiter_deadline = self.waiter_timeout - self.heartbeat();
         let mut sent_at = Instant::now();
         let reply: Vec<i64> = client
-            .retrying(|n| {
+            .settle(|n| {
                 sent_at = Instant::now();
                 let call = ScriptCall::new(
                     &ACQUIRE,
@@ -331,9 +333,9 @@ impl FairShared {
                         &self.channel_prefix,
                     ],
                 )
-                .arg(lease.as_millis() as u64)
+                .arg(ferrisson_core::duration::millis(lease))
                 .arg(owner.as_str())
-                .arg(waiter_deadline.as_millis() as u64)
+                .arg(ferrisson_core::duration::millis(waiter_deadline))
                 .arg(if wait { "wait" } else { "try" })
                 .arg(believed)
                 .arg(if n > 0 { "1" } else { "0" })
@@ -407,7 +409,7 @@ impl FairShared {
             }
         });
         let reply = self.release_call(owner, renew_lease, request_id).await;
-        resend.disarm();
+        resend.settle(&reply);
         match reply? {
             -1 => Ok(Released::NotOwner),
             0 => Ok(Released::StillHeld),
@@ -431,9 +433,9 @@ impl FairShared {
             &RELEASE,
             &[&self.key, &self.queue, &self.channel_prefix, &latch],
         )
-        .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+        .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
         .arg(owner.as_str())
-        .arg(client.retry_window().as_millis() as u64)
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
         .arg(client.config().publish().as_str());
         client.eval(&call).await
     }

@@ -229,7 +229,8 @@ impl CountDownLatch {
     ///
     /// As [`wait`](Self::wait).
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.wait_until(Some(Instant::now() + timeout)).await
+        self.wait_until(ferrisson_core::duration::deadline_after(timeout))
+            .await
     }
 
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {

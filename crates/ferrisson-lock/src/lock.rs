@@ -276,7 +276,9 @@ impl ReentrantLock {
         options.validate()?;
         let owner = self.owner();
         let lease = options.lease_time();
-        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        let deadline = options
+            .wait_time()
+            .and_then(ferrisson_core::duration::deadline_after);
         let client = &self.shared.client;
         let waits = options.wait_time() != Some(Duration::ZERO);
         let tag = || -> ferrisson_core::Tag {
@@ -345,7 +347,8 @@ impl ReentrantLock {
         // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
         // stays small for as long as it waits.
         let result = Box::pin(self.shared.attempt(owner.clone(), lease)).await;
-        abandoned.armed = false;
+        // Still unknown after the settle window: release what the call may have taken.
+        abandoned.armed = outcome_unknown(&result);
         result
     }
 
@@ -376,6 +379,11 @@ impl ReentrantLock {
     fn client(&self) -> &Client {
         &self.shared.client
     }
+}
+
+/// Whether a call ended without its outcome being known (see `CleanupGuard::settle`).
+fn outcome_unknown<T>(result: &Result<T>) -> bool {
+    matches!(result, Err(e) if e.is_connection_error())
 }
 
 /// Armed while an acquire call is in flight; dropped armed, it releases what the call may
@@ -461,7 +469,7 @@ impl LockShared {
         };
         let mut sent_at = Instant::now();
         let reply: Vec<i64> = client
-            .retrying(|n| {
+            .settle(|n| {
                 sent_at = Instant::now();
                 let held = if n > 0 {
                     believed().map_or(0, |s| s.holds)
@@ -469,7 +477,7 @@ impl LockShared {
                     0
                 };
                 let call = ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
-                    .arg(lease.as_millis() as u64)
+                    .arg(ferrisson_core::duration::millis(lease))
                     .arg(owner.as_str())
                     .arg(held)
                     .arg(if n > 0 { "1" } else { "0" })
@@ -552,7 +560,8 @@ impl LockShared {
                 request_id,
             )
             .await;
-        resend.armed = false;
+        // Still unknown after the settle window: send it again in the background.
+        resend.armed = outcome_unknown(&reply);
         match reply? {
             (-1, _) => Ok(Released::NotOwner),
             (0, _) => Ok(Released::StillHeld),
@@ -599,12 +608,12 @@ impl LockShared {
             &RELEASE,
             &[&self.key, &self.channel, &latch, &self.token_key],
         )
-        .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+        .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
         .arg(owner.as_str())
-        .arg(client.retry_window().as_millis() as u64)
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
         .arg(client.config().publish().as_str())
         .arg(successor.map_or("", |(o, _)| o.as_str()))
-        .arg(successor.map_or(0, |(_, lease)| lease.as_millis() as u64))
+        .arg(successor.map_or(0, |(_, lease)| ferrisson_core::duration::millis(lease)))
         .arg(if self.fenced { "1" } else { "0" });
         let reply: Vec<i64> = client.eval(&call).await?;
         match reply.as_slice() {

@@ -353,7 +353,9 @@ impl Side {
     ) -> Result<Option<HoldGuard>> {
         options.validate()?;
         let lease = options.lease_time();
-        let deadline = options.wait_time().map(|w| Instant::now() + w);
+        let deadline = options
+            .wait_time()
+            .and_then(ferrisson_core::duration::deadline_after);
         let waits = options.wait_time() != Some(Duration::ZERO);
         let client = &self.shared.client;
         let spec = WaitSpec {
@@ -426,7 +428,7 @@ impl Side {
         });
         // Boxed: the call's state lives on the heap only while it runs.
         let result = Box::pin(self.acquire_call(owner.clone(), lease, wait)).await;
-        abandoned.disarm();
+        abandoned.settle(&result);
         result
     }
 
@@ -451,7 +453,7 @@ impl Side {
         let writer = owner.writer();
         let mut sent_at = Instant::now();
         let reply: Vec<i64> = client
-            .retrying(|n| {
+            .settle(|n| {
                 sent_at = Instant::now();
                 let retry = if n > 0 { "1" } else { "0" };
                 let call = if self.write {
@@ -459,7 +461,7 @@ impl Side {
                         &WRITE_ACQUIRE,
                         &[&shared.key, &shared.token_key, &shared.intent_key],
                     )
-                    .arg(lease.as_millis() as u64)
+                    .arg(ferrisson_core::duration::millis(lease))
                     .arg(&writer)
                     .arg(owner.as_str())
                     .arg(believed)
@@ -467,13 +469,13 @@ impl Side {
                     .arg(if shared.fenced { "1" } else { "0" })
                     .arg(&shared.hold_base)
                     .arg(if wait {
-                        WRITER_INTENT.as_millis() as u64
+                        ferrisson_core::duration::millis(WRITER_INTENT)
                     } else {
                         0
                     })
                 } else {
                     ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
-                        .arg(lease.as_millis() as u64)
+                        .arg(ferrisson_core::duration::millis(lease))
                         .arg(owner.as_str())
                         .arg(&writer)
                         .arg(believed)
@@ -536,7 +538,7 @@ impl Side {
             }
         });
         let reply = self.release_call(owner, renew_lease, request_id).await;
-        resend.disarm();
+        resend.settle(&reply);
         match reply? {
             -1 => Ok(Released::NotOwner),
             0 => Ok(Released::StillHeld),
@@ -556,12 +558,12 @@ impl Side {
         let shared = &self.shared;
         let client = &shared.client;
         let latch = request_id.latch_key(&shared.latch_prefix);
-        let window = client.retry_window().as_millis() as u64;
+        let window = ferrisson_core::duration::millis(client.retry_window());
         let publish = client.config().publish();
         let call = if self.write {
             ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
                 .arg(owner.writer())
-                .arg(renew_lease.map_or(0, |l| l.as_millis() as u64))
+                .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
                 .arg(publish.as_str())
                 .arg(window)
         } else {

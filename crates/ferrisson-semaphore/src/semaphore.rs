@@ -288,7 +288,7 @@ impl Semaphore {
             }
         });
         let result = self.release_call(n, request_id).await;
-        resend.disarm();
+        resend.settle(&result);
         result
     }
 
@@ -339,7 +339,7 @@ impl Semaphore {
         let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
             .arg(n)
             .arg(client.config().publish().as_str())
-            .arg(client.retry_window().as_millis() as u64);
+            .arg(ferrisson_core::duration::millis(client.retry_window()));
         let _: i64 = client.eval(&call).await?;
         Ok(())
     }
@@ -423,17 +423,17 @@ impl Waiter<'_> {
         // Only a call for several permits reserves: one permit at a time is served by the
         // release messages (and hand-offs) without the reservation's heartbeat.
         let reservation = if self.waits && self.n > 1 {
-            RESERVATION.as_millis() as u64
+            ferrisson_core::duration::millis(RESERVATION)
         } else {
             0
         };
         let call = ScriptCall::new(&ACQUIRE, &[&shared.key, &shared.intent_key, &latch])
             .arg(self.n)
             .arg(&self.id)
-            .arg(client.retry_window().as_millis() as u64)
+            .arg(ferrisson_core::duration::millis(client.retry_window()))
             .arg(reservation);
         let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
-        undo.disarm();
+        undo.settle(&reply);
         let reply = reply?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
         // that took permits dropped it).

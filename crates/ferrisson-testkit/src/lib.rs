@@ -12,6 +12,9 @@
 //! With no binary, no Docker engine and no `REDIS_URL` these panic with instructions: a test
 //! that cannot reach a server fails, it never passes silently.
 
+mod proxy;
+pub use proxy::FaultProxy;
+
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,211 @@
+//! Lost replies: through a proxy that loses a quarter of the server's replies (the command ran,
+//! the client's connection is cut before it hears so), acquire/release cycles of every kind
+//! must end with every permit back and no lock held. A lost reply is an unknown outcome,
+//! resolved before the call returns, never a hold kept with no guard to release it.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{RedisServer, eventually, join_within, unique_name};
+use ferrisson::{Client, ClientConfig, RetryPolicy};
+use ferrisson_testkit::FaultProxy;
+
+/// The share of replies the proxy loses.
+const LOSS: f64 = 0.25;
+
+/// A client through `proxy`, with short back-offs so that a thousand lost replies pass
+/// quickly, and a short response timeout. Its lease is ten minutes: a hold leaked with no
+/// guard to release it would stall the cycles past their time limit instead of ending by
+/// itself.
+async fn lossy_client(proxy: &FaultProxy) -> Client {
+    let config = ClientConfig::new(proxy.url())
+        .lease(Duration::from_secs(600))
+        .response_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
+        .retry(RetryPolicy {
+            retries: 3,
+            min_backoff: Duration::from_millis(2),
+            max_backoff: Duration::from_millis(50),
+        })
+        .wait_outage_limit(Duration::from_secs(60));
+    // Connecting itself can lose its replies: try until one connection is made.
+    for _ in 0..50 {
+        if let Ok(client) = Client::with_config(config.clone()).await {
+            return client;
+        }
+    }
+    panic!("could not connect through the proxy in 50 tries")
+}
+
+/// Runs `cycles` cycles split across `workers` tasks; each cycle's calls may fail (an outcome
+/// unknown for longer than the settle window is reported as an error), but nothing may leak.
+/// Returns how many cycles completed without an error.
+async fn run_cycles<F, Fut>(cycles: u32, workers: u32, cycle: F) -> u64
+where
+    F: Fn(u32) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), ferrisson::Error>> + Send,
+{
+    let cycle = Arc::new(cycle);
+    let next = Arc::new(AtomicU32::new(0));
+    let ok = Arc::new(AtomicU64::new(0));
+    let tasks = (0..workers)
+        .map(|_| {
+            let (cycle, next, ok) = (cycle.clone(), next.clone(), ok.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= cycles {
+                        break;
+                    }
+                    if cycle(i).await.is_ok() {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    join_within(Duration::from_secs(240), "every cycle ends", tasks).await;
+    ok.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_cycles_through_lost_replies_leave_every_permit() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("lost-sem");
+    ferrisson_semaphore::Semaphore::new(&direct, &name)
+        .unwrap()
+        .try_set_permits(3)
+        .await
+        .unwrap();
+    let client = lossy_client(&proxy).await;
+    let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
+    let in_flight = Arc::new(AtomicU32::new(0));
+    proxy.lose_replies(LOSS);
+    let ok = run_cycles(1000, 6, {
+        let in_flight = in_flight.clone();
+        move |_| {
+            let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
+            async move {
+                let permits = semaphore.permits(1).await?;
+                assert!(
+                    in_flight.fetch_add(1, Ordering::SeqCst) < 3,
+                    "over 3 in flight"
+                );
+                tokio::task::yield_now().await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                permits.release().await
+            }
+        }
+    })
+    .await;
+    proxy.lose_replies(0.0);
+    assert!(
+        proxy.replies_lost() > 100,
+        "the proxy lost {}",
+        proxy.replies_lost()
+    );
+    assert!(ok > 500, "only {ok} of 1000 cycles succeeded");
+    let semaphore = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
+    eventually(Duration::from_secs(30), "every permit back", || async {
+        semaphore.available_permits().await.unwrap() == 3
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("lost-lock");
+    let client = lossy_client(&proxy).await;
+    let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+    let holders = Arc::new(AtomicU32::new(0));
+    proxy.lose_replies(LOSS);
+    let ok = run_cycles(1000, 4, {
+        let holders = holders.clone();
+        move |_| {
+            let (lock, holders) = (lock.clone(), holders.clone());
+            async move {
+                let guard = lock.lock().await?;
+                assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                tokio::task::yield_now().await;
+                holders.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await
+            }
+        }
+    })
+    .await;
+    proxy.lose_replies(0.0);
+    assert!(
+        proxy.replies_lost() > 100,
+        "the proxy lost {}",
+        proxy.replies_lost()
+    );
+    assert!(ok > 500, "only {ok} of 1000 cycles succeeded");
+    let lock = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+    eventually(Duration::from_secs(30), "the lock free", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_kinds_through_lost_replies_leak_nothing() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = lossy_client(&proxy).await;
+    let (fair, rw, exp) = (
+        unique_name("lost-fair"),
+        unique_name("lost-rw"),
+        unique_name("lost-exp"),
+    );
+    ferrisson_expirable_semaphore::ExpirableSemaphore::new(&direct, &exp)
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap();
+    let fair_lock = ferrisson_fair_lock::FairLock::new(&client, &fair).unwrap();
+    let rwlock = ferrisson_rwlock::ReadWriteLock::new(&client, &rw).unwrap();
+    let expirable = ferrisson_expirable_semaphore::ExpirableSemaphore::new(&client, &exp).unwrap();
+    proxy.lose_replies(LOSS);
+    let ok = run_cycles(300, 4, move |i| {
+        let (fair_lock, rwlock, expirable) = (fair_lock.clone(), rwlock.clone(), expirable.clone());
+        async move {
+            match i % 4 {
+                0 => fair_lock.lock().await?.unlock().await,
+                1 => rwlock.write_lock().lock().await?.unlock().await,
+                2 => rwlock.read_lock().lock().await?.unlock().await,
+                _ => expirable.acquire(None).await?.release().await,
+            }
+        }
+    })
+    .await;
+    proxy.lose_replies(0.0);
+    assert!(
+        proxy.replies_lost() > 30,
+        "the proxy lost {}",
+        proxy.replies_lost()
+    );
+    assert!(ok > 150, "only {ok} of 300 cycles succeeded");
+    let fair_lock = ferrisson_fair_lock::FairLock::new(&direct, &fair).unwrap();
+    let rwlock = ferrisson_rwlock::ReadWriteLock::new(&direct, &rw).unwrap();
+    let expirable = ferrisson_expirable_semaphore::ExpirableSemaphore::new(&direct, &exp).unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "every lock free, every permit back",
+        || async {
+            !fair_lock.is_locked().await.unwrap()
+                && !rwlock.is_locked().await.unwrap()
+                && expirable.available_permits().await.unwrap() == 2
+        },
+    )
+    .await;
+}

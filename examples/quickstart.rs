@@ -26,9 +26,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let guard = lock.lock().await?;
     println!("holding `{}` as {}", lock.key(), guard.owner());
 
-    // The same task re-enters; each hold is released on its own.
-    let inner = lock.lock().await?;
-    println!("re-entered: hold count {}", lock.hold_count().await?);
+    // Re-entry is explicit: a handle bound to the guard's owner re-enters; each hold is
+    // released on its own. (A second `lock.lock()` would wait, as two tasks would.)
+    let mine = lock.owned_by(guard.owner().clone());
+    let inner = mine.lock().await?;
+    println!("re-entered: hold count {}", mine.hold_count().await?);
     inner.unlock().await?;
 
     // Another task (or another process, or a Java service on Redisson) waits its turn.

@@ -339,7 +339,7 @@ async fn reentry_leases_tokens_and_force_unlock_behave_as_for_the_reentrant_lock
     let name = unique_name("surface");
     let a = client(&redis.url()).await;
     let b = client(&redis.url()).await;
-    let lock = FairLock::fenced(&a, &name).unwrap();
+    let lock = FairLock::fenced(&a, &name).unwrap().owned_by(a.new_owner());
 
     let first = lock.lock().await.unwrap();
     let second = lock.lock().await.unwrap();
@@ -350,7 +350,10 @@ async fn reentry_leases_tokens_and_force_unlock_behave_as_for_the_reentrant_lock
     first.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
     let unheld = fair(&b, &name);
-    assert_eq!(unheld.hold_count().await.unwrap(), 0);
+    assert_eq!(
+        unheld.owned_by(b.new_owner()).hold_count().await.unwrap(),
+        0
+    );
 
     // A fixed lease ends by itself, and the guard says so.
     let short = lock
@@ -472,10 +475,12 @@ async fn a_waiter_back_while_its_channel_lingers_tries_once_before_it_sleeps() {
     let name = unique_name("linger");
     // A long waiter timeout: no heartbeat try lands in the counted window.
     let patient = Duration::from_secs(60);
+    // A handle bound to one owner waits on that owner's channel every time.
     let on_a = FairLock::new(&a, &name)
         .unwrap()
         .with_waiter_timeout(patient)
-        .unwrap();
+        .unwrap()
+        .owned_by(a.new_owner());
     let on_b = FairLock::new(&b, &name)
         .unwrap()
         .with_waiter_timeout(patient)

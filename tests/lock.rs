@@ -18,7 +18,10 @@ const SOON: Duration = Duration::from_secs(10);
 async fn reentrant_hold_counts_up_and_down() {
     let redis = TestRedis::any();
     let client = client(&redis.url()).await;
-    let lock = ReentrantLock::new(&client, &unique_name("reentrant")).unwrap();
+    // Re-entry is explicit: a handle bound to one owner.
+    let lock = ReentrantLock::new(&client, &unique_name("reentrant"))
+        .unwrap()
+        .owned_by(client.new_owner());
 
     let first = lock.lock().await.unwrap();
     let second = lock.lock().await.unwrap();
@@ -59,7 +62,13 @@ async fn another_owner_cannot_take_a_held_lock() {
         same_client_other_task.await.unwrap(),
         "another task of the same client"
     );
-    assert!(!lock_b.is_held_by_current().await.unwrap());
+    assert!(
+        !lock_b
+            .owned_by(b.new_owner())
+            .is_held_by_current()
+            .await
+            .unwrap()
+    );
 
     guard.unlock().await.unwrap();
     let guard_b = lock_b.try_lock().await.unwrap().expect("free after unlock");
@@ -243,7 +252,9 @@ async fn the_watchdog_keeps_a_lock_held_for_several_leases() {
     let name = unique_name("watchdog");
     let lease = Duration::from_millis(600);
     let a = client_with_lease(&redis.url(), lease).await;
-    let lock = ReentrantLock::new(&a, &name).unwrap();
+    let lock = ReentrantLock::new(&a, &name)
+        .unwrap()
+        .owned_by(a.new_owner());
     let guard = lock.lock().await.unwrap();
     let renewals_before = a.renewal_calls();
     let held_until = Instant::now() + lease * 4;
@@ -403,7 +414,10 @@ async fn fencing_tokens_strictly_increase_across_owners() {
     let clients = [client(&redis.url()).await, client(&redis.url()).await];
     let mut last = 0;
     for round in 0..6 {
-        let lock = ReentrantLock::fenced(&clients[round % 2], &name).unwrap();
+        let client = &clients[round % 2];
+        let lock = ReentrantLock::fenced(client, &name)
+            .unwrap()
+            .owned_by(client.new_owner());
         let guard = lock.lock().await.unwrap();
         let token = guard.token().unwrap();
         assert!(token > last, "{token} after {last}");
@@ -669,7 +683,9 @@ async fn bad_input_gets_a_clear_error() {
     let string_key = unique_name("a-string");
     let mut con = server.connection();
     let _: () = con.set(&string_key, "not a lock").unwrap();
-    let lock = ReentrantLock::new(&a, &string_key).unwrap();
+    let lock = ReentrantLock::new(&a, &string_key)
+        .unwrap()
+        .owned_by(a.new_owner());
     for err in [
         lock.try_lock().await.unwrap_err(),
         lock.force_unlock().await.unwrap_err(),
@@ -977,7 +993,9 @@ fn freeze_for(server: &RedisServer, pause: Duration) -> std::thread::JoinHandle<
 async fn an_acquire_retried_after_a_lost_reply_counts_once() {
     let server = RedisServer::spawn();
     let a = impatient_client(&server.url()).await;
-    let lock = ReentrantLock::new(&a, &unique_name("lost-acquire")).unwrap();
+    let lock = ReentrantLock::new(&a, &unique_name("lost-acquire"))
+        .unwrap()
+        .owned_by(a.new_owner());
     lock.lock().await.unwrap().unlock().await.unwrap();
 
     let thaw = freeze_for(&server, Duration::from_millis(350));
@@ -996,7 +1014,9 @@ async fn an_acquire_retried_after_a_lost_reply_counts_once() {
 async fn an_unlock_retried_after_a_lost_reply_releases_once() {
     let server = RedisServer::spawn();
     let a = impatient_client(&server.url()).await;
-    let lock = ReentrantLock::new(&a, &unique_name("lost-unlock")).unwrap();
+    let lock = ReentrantLock::new(&a, &unique_name("lost-unlock"))
+        .unwrap()
+        .owned_by(a.new_owner());
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);

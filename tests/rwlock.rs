@@ -101,7 +101,10 @@ async fn a_writer_downgrades_and_a_reader_cannot_upgrade() {
     let name = unique_name("downgrade");
     let a = client(&redis.url()).await;
     let b = client(&redis.url()).await;
-    let lock = ReadWriteLock::new(&a, &name).unwrap();
+    // Downgrade and the upgrade check need one owner on both sides: bind it.
+    let lock = ReadWriteLock::new(&a, &name)
+        .unwrap()
+        .owned_by(a.new_owner());
     let other = ReadWriteLock::new(&b, &name).unwrap();
 
     let write = lock.write_lock().lock().await.unwrap();
@@ -130,6 +133,7 @@ async fn a_writer_downgrades_and_a_reader_cannot_upgrade() {
     assert!(!lock.is_locked().await.unwrap());
 
     // A plain reader too.
+    let other = other.owned_by(b.new_owner());
     let read = other.read_lock().lock().await.unwrap();
     let err = other
         .write_lock()
@@ -230,7 +234,9 @@ async fn hold_counts_leases_tokens_and_force_unlock() {
     let name = unique_name("surface");
     let a = client(&redis.url()).await;
     let b = client(&redis.url()).await;
-    let lock = ReadWriteLock::fenced(&a, &name).unwrap();
+    let lock = ReadWriteLock::fenced(&a, &name)
+        .unwrap()
+        .owned_by(a.new_owner());
 
     let w1 = lock.write_lock().lock().await.unwrap();
     let w2 = lock.write_lock().lock().await.unwrap();
@@ -469,7 +475,9 @@ async fn a_writer_that_gives_up_stops_holding_readers_back() {
     let name = unique_name("intent");
     let a = client(&redis.url()).await;
     let b = client(&redis.url()).await;
-    let reader = ReadWriteLock::new(&a, &name).unwrap();
+    let reader = ReadWriteLock::new(&a, &name)
+        .unwrap()
+        .owned_by(a.new_owner());
     let read = reader.read_lock().lock().await.unwrap();
     let writer = ReadWriteLock::new(&b, &name).unwrap();
     let intent = format!("redisson_rwlock_writer:{{{name}}}");

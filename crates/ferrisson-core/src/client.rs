@@ -166,12 +166,8 @@ impl Client {
         Ok(format!("{}{name}", self.inner.config.namespace))
     }
 
-    /// The owner of the calling task (or thread, outside a task).
-    pub fn current_owner(&self) -> Owner {
-        Owner::current(&self.inner.id)
-    }
-
-    /// A new explicit owner, for holds that move between tasks.
+    /// A new owner, distinct from every other: bind it to a handle (`owned_by`) for holds that
+    /// re-enter, or that one task takes and another releases (see [`Owner`]).
     pub fn new_owner(&self) -> Owner {
         Owner::fresh(&self.inner.id)
     }

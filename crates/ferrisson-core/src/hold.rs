@@ -785,7 +785,7 @@ macro_rules! hash_lock_queries {
         ///
         /// [`Error::WrongType`]($crate::Error::WrongType), [`Error::Redis`]($crate::Error::Redis).
         pub async fn hold_count(&self) -> $crate::Result<u32> {
-            let owner = self.owner();
+            let owner = $crate::Owner::for_query(self.owner(), "hold_count")?;
             self.client().hash_count(self.key(), owner.as_str()).await
         }
 

@@ -6,7 +6,7 @@
 //! - [`Client`]: the command connection (reconnecting by itself), the client id and settings;
 //! - [`Script`]: the Lua script registry, run by `EVALSHA` with a `NOSCRIPT` fallback;
 //! - [`keys`]: key and channel naming of the Redis state protocol;
-//! - [`Owner`]: who holds what, per Tokio task by default;
+//! - [`Owner`]: who holds what (a fresh owner per acquisition unless a handle is bound to one);
 //! - the watchdog ([`LeaseSpec`], [`LeaseHandle`]): lease renewal by batches and the loss
 //!   signal;
 //! - pub/sub waiters ([`Subscription`]): one subscriber connection per client;

@@ -1,25 +1,31 @@
-//! Owners: who holds a lock, in the protocol's `<client-id>:<n>` form.
+//! Owners: who holds what, in the protocol's `<client-id>:<n>` form (Redisson's
+//! `uuid:threadId`).
 //!
-//! By default the owner is the current Tokio task: the same task re-enters a lock it holds,
-//! another task of the same client waits, as two Java threads do with Redisson. Code outside
-//! any task (the future given to `block_on`) is owned per thread. Code that hands a hold from
-//! one task to another uses an explicit [`Owner`] from [`Client::new_owner`](crate::Client::new_owner).
+//! # The rule
+//!
+//! **A handle with no owner of its own takes every hold under a fresh owner.** Two acquire
+//! futures can never share a hold by accident, wherever they run: joined in one task
+//! (`join!`, `FuturesUnordered`, `buffer_unordered`), in two tasks, or on two threads, they
+//! exclude each other exactly as two processes do (as `tokio::sync::Mutex` guards do). An
+//! implicit owner per Tokio task, as Redisson's per thread, would let two futures joined in
+//! one task both "re-enter" the lock and run their critical sections together.
+//!
+//! **Re-entry is explicit.** A handle bound to an owner ([`Client::new_owner`], or the owner
+//! of a guard, [`HoldGuard::owner`](crate::HoldGuard::owner)) through the synchronizer's
+//! `owned_by` acquires as that owner: the same owner acquiring again re-enters and counts
+//! holds, from any task. Code that binds one owner to two concurrent futures has chosen to
+//! share the hold.
+//!
+//! [`Client::new_owner`]: crate::Client::new_owner
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Owner numbers that are not Tokio task ids start here, so the two never collide.
-const NON_TASK_BASE: u64 = 1 << 53;
-static NEXT_NON_TASK: AtomicU64 = AtomicU64::new(NON_TASK_BASE);
+use crate::error::{Error, Result};
 
-thread_local! {
-    static THREAD_OWNER: u64 = NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed);
-    /// The last owner made on this thread, by task and client id: a task making many calls
-    /// formats its owner once.
-    static LAST_OWNER: std::cell::RefCell<Option<(Option<tokio::task::Id>, usize, Owner)>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// Owner numbers, one per owner this process makes (every client's share one sequence).
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
 /// The identity a hold is recorded under: `<client-id>:<n>`.
 ///
@@ -29,38 +35,38 @@ thread_local! {
 pub struct Owner(Arc<str>);
 
 impl Owner {
-    /// The owner of the calling task (or thread, outside any task) for client `client_id`.
-    pub(crate) fn current(client_id: &str) -> Self {
-        let task = tokio::task::try_id();
-        // The client id string lives as long as its client; its address tells clients apart.
-        let client = client_id.as_ptr() as usize;
-        let cached = LAST_OWNER.with(|last| {
-            last.borrow()
-                .as_ref()
-                .filter(|(t, c, owner)| {
-                    *t == task && *c == client && owner.0.starts_with(client_id)
-                })
-                .map(|(_, _, owner)| owner.clone())
-        });
-        if let Some(owner) = cached {
-            return owner;
+    /// The owner an acquire call on a handle bound to `bound` acts as: that owner, or a fresh
+    /// one (see the [module docs](self)).
+    pub fn for_call(client: &crate::Client, bound: Option<&Owner>) -> Self {
+        match bound {
+            Some(owner) => owner.clone(),
+            None => client.new_owner(),
         }
-        let owner = match task {
-            Some(id) => Self::compose(client_id, task_number(id)),
-            None => Self::compose(client_id, THREAD_OWNER.with(|n| *n)),
-        };
-        LAST_OWNER.with(|last| *last.borrow_mut() = Some((task, client, owner.clone())));
-        owner
     }
 
-    /// A fresh owner, distinct from every task's and every other explicit owner's.
+    /// The owner a query about "this handle's holds" asks about: the bound one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a handle with no owner of its own, whose holds belong
+    /// each to its own guard.
+    pub fn for_query<'a>(bound: Option<&'a Owner>, query: &str) -> Result<&'a Owner> {
+        bound.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "`{query}` asks about this handle's owner, and it has none: each acquire takes \
+                 a fresh owner; bind one with `owned_by` (for example a guard's `owner()`)"
+            ))
+        })
+    }
+
+    /// A fresh owner, distinct from every other owner.
     pub(crate) fn fresh(client_id: &str) -> Self {
-        Self::compose(client_id, NEXT_NON_TASK.fetch_add(1, Ordering::Relaxed))
+        Self::compose(client_id, NEXT_OWNER.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// `<client-id>:<n>`, written on the stack: one allocation, the shared string's. (Owners
-    /// are made on every acquisition by a task that is not the thread's last one: no
-    /// formatting machinery here.)
+    /// `<client-id>:<n>`, written on the stack: one allocation, the shared string's (an owner
+    /// is made for every acquisition of a handle with no owner of its own: no formatting
+    /// machinery here).
     fn compose(client_id: &str, n: u64) -> Self {
         let mut digits = [0u8; 20];
         let digits = decimal(n, &mut digits);
@@ -85,30 +91,6 @@ impl Owner {
     pub fn writer(&self) -> String {
         format!("{}:write", self.0)
     }
-}
-
-/// The number of a task id, the one its `Display` writes, read without formatting: a task id
-/// hashes as its one `u64`, which this hasher keeps. (Should a tokio release hash it otherwise,
-/// the bytes are folded instead: still one number per task, as owners need.)
-fn task_number(id: tokio::task::Id) -> u64 {
-    use std::hash::{Hash, Hasher};
-    struct Keep(u64);
-    impl Hasher for Keep {
-        fn finish(&self) -> u64 {
-            self.0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            for byte in bytes {
-                self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
-            }
-        }
-        fn write_u64(&mut self, n: u64) {
-            self.0 = n;
-        }
-    }
-    let mut keep = Keep(0);
-    id.hash(&mut keep);
-    keep.finish()
 }
 
 /// `n` in decimal, written at the end of `buf`.
@@ -141,35 +123,34 @@ impl fmt::Display for Owner {
 mod tests {
     use super::*;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tasks_have_distinct_owners_and_a_task_keeps_its_own() {
-        let a = tokio::spawn(async { (Owner::current("c"), Owner::current("c")) });
-        let b = tokio::spawn(async { Owner::current("c") });
-        let (a1, a2) = a.await.expect("task a");
-        let b = b.await.expect("task b");
-        assert_eq!(a1, a2);
-        assert_ne!(a1, b);
-        assert!(a1.as_str().starts_with("c:"));
-        assert_ne!(Owner::fresh("c"), Owner::fresh("c"));
-        assert_eq!(Owner::fresh("c").writer().rsplit(':').next(), Some("write"));
-    }
-
-    #[tokio::test]
-    async fn a_task_owner_carries_the_task_id_as_tokio_displays_it() {
-        let (owner, id) = tokio::spawn(async { (Owner::current("c"), tokio::task::id()) })
-            .await
-            .expect("task");
-        assert_eq!(owner.as_str(), format!("c:{id}"));
-        let mut buf = [0u8; 20];
-        assert_eq!(decimal(0, &mut buf), "0");
-        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string());
+    #[test]
+    fn fresh_owners_are_distinct_numbers_of_their_client() {
+        let (a, b) = (Owner::fresh("c"), Owner::fresh("c"));
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with("c:"));
         assert_eq!(
-            Owner::fresh("c")
-                .as_str()
+            a.as_str()
                 .split(':')
                 .nth(1)
                 .map(|n| n.parse::<u64>().is_ok()),
             Some(true)
         );
+        assert_eq!(a.writer().rsplit(':').next(), Some("write"));
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), "0");
+        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn a_query_needs_a_bound_owner() {
+        let owner = Owner::fresh("c");
+        assert_eq!(
+            Owner::for_query(Some(&owner), "hold_count").ok(),
+            Some(&owner)
+        );
+        assert!(matches!(
+            Owner::for_query(None, "hold_count"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

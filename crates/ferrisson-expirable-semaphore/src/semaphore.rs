@@ -546,7 +546,7 @@ impl ExpirableSemaphore {
         // from Redis (a permit at a time would hold some while waiting for the rest).
         let tag = (n == 1 && wait != Some(Duration::ZERO)).then(|| {
             Arc::new(Wanted {
-                owner: shared.client.current_owner(),
+                owner: shared.client.new_owner(),
                 lease,
             }) as ferrisson_core::Tag
         });
@@ -670,7 +670,7 @@ impl Waiter<'_> {
         );
         match reply.as_slice() {
             [1, _, _, _] => {
-                let owner = client.current_owner();
+                let owner = client.new_owner();
                 let permits = ids
                     .into_iter()
                     .map(|id| new_permit(shared, id, owner.clone(), lease, watched, sent_at))

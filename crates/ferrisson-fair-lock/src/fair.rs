@@ -22,8 +22,8 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 /// A fair distributed lock with Redisson's `RFairLock` semantics and Redis layout: waiters of
 /// every client take the lock in the order they queued.
 ///
-/// Everything else is as for the reentrant lock (`ferrisson-lock`): reentrant per owner (the
-/// calling Tokio task by default, or an explicit [`Owner`]), held under a lease the client's
+/// Everything else is as for the reentrant lock (`ferrisson-lock`): exclusive per acquisition
+/// and reentrant per explicit [`Owner`] ([`owned_by`](Self::owned_by)), held under a lease the client's
 /// watchdog renews (or a fixed one), a [loss signal](HoldGuard::lost) that fires before the
 /// lease can have run out on the server, and fencing tokens with [`fenced`](Self::fenced).
 ///
@@ -49,7 +49,8 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 ///
 /// let lock = FairLock::new(&client, "payouts")?.with_waiter_timeout(Duration::from_secs(2))?;
 /// let guard = lock.lock().await?;
-/// assert_eq!(lock.hold_count().await?, 1);
+/// assert!(lock.is_locked().await?);
+/// assert_eq!(lock.owned_by(guard.owner().clone()).hold_count().await?, 1);
 /// guard.unlock().await?;
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
@@ -144,7 +145,8 @@ impl FairLock {
         })
     }
 
-    /// This lock, acquired and queried as `owner` instead of the calling task.
+    /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
+    /// the same owner re-enters.
     pub fn owned_by(&self, owner: Owner) -> Self {
         Self {
             shared: self.shared.clone(),
@@ -167,11 +169,11 @@ impl FairLock {
         self.shared.waiter_timeout
     }
 
-    /// The owner calls on this handle act as: the bound owner, or the calling task's.
-    pub fn owner(&self) -> Owner {
-        self.owner
-            .clone()
-            .unwrap_or_else(|| self.shared.client.current_owner())
+    /// The owner this handle acquires and queries as, when it has one of its own
+    /// ([`owned_by`](Self::owned_by)); `None`: each acquire takes a fresh owner, so that no two
+    /// acquisitions share a hold (see [`Owner`]).
+    pub fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
     }
 
     ferrisson_core::lock_methods! {
@@ -191,7 +193,7 @@ impl FairLock {
 
     async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
         options.validate()?;
-        let owner = self.owner();
+        let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
         let lease = options.lease_time();
         let deadline = options
             .wait_time()

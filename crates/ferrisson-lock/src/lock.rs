@@ -23,10 +23,13 @@ struct WaiterInfo {
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
-/// - **Reentrant per owner.** The owner is the calling Tokio task by default: the same task
-///   locking twice holds the lock twice and must release it twice; another task (or another
-///   client) waits. [`owned_by`](Self::owned_by) binds the lock to an explicit [`Owner`] for
-///   code that moves a hold between tasks.
+/// - **Exclusive per acquisition, reentrant per owner.** A handle with no owner of its own
+///   takes every hold under a fresh owner, so two acquisitions never share a hold: futures
+///   joined in one task exclude each other as two processes do, as with
+///   `tokio::sync::Mutex`. Re-entry is explicit: a handle bound to an [`Owner`] with
+///   [`owned_by`](Self::owned_by) (a guard's [`owner`](LockGuard::owner), or
+///   [`Client::new_owner`]) re-enters when that owner already holds the lock, from any task,
+///   and each hold is released on its own.
 /// - **Leases.** A hold taken without a fixed lease is kept alive by the client's watchdog,
 ///   which renews it every third of the lease (30 s by default). If the process dies, the lock
 ///   ends by itself at most one lease after the last renewal. A hold taken with a fixed lease
@@ -54,7 +57,10 @@ struct WaiterInfo {
 /// let lock = ReentrantLock::new(&client, "orders:42")?;
 /// let guard = lock.lock().await?;
 /// assert!(lock.is_locked().await?);
-/// assert_eq!(lock.hold_count().await?, 1);
+/// // Another acquisition waits, even in this task: re-entry goes through an owner.
+/// assert!(lock.try_lock().await?.is_none());
+/// let mine = lock.owned_by(guard.owner().clone());
+/// assert_eq!(mine.hold_count().await?, 1);
 /// guard.unlock().await?;
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
@@ -206,8 +212,8 @@ impl ReentrantLock {
         })
     }
 
-    /// This lock, acquired and queried as `owner` instead of the calling task: for a hold that
-    /// one task takes and another releases or re-enters.
+    /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
+    /// for holds that re-enter, or that one task takes and another releases.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -247,11 +253,11 @@ impl ReentrantLock {
         self.shared.fenced
     }
 
-    /// The owner calls on this handle act as: the bound owner, or the calling task's.
-    pub fn owner(&self) -> Owner {
-        self.owner
-            .clone()
-            .unwrap_or_else(|| self.shared.client.current_owner())
+    /// The owner this handle acquires and queries as, when it has one of its own
+    /// ([`owned_by`](Self::owned_by)); `None`: each acquire takes a fresh owner, so that no two
+    /// acquisitions share a hold (see [`Owner`]).
+    pub fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
     }
 
     ferrisson_core::lock_methods! {
@@ -274,7 +280,7 @@ impl ReentrantLock {
 
     async fn acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
         options.validate()?;
-        let owner = self.owner();
+        let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
         let lease = options.lease_time();
         let deadline = options
             .wait_time()

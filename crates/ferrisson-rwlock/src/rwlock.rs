@@ -24,8 +24,9 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// A read-write distributed lock with Redisson's `RReadWriteLock` semantics and Redis layout:
 /// many readers or one writer.
 ///
-/// - **Both sides reentrant**, per owner (the calling Tokio task by default, or an explicit
-///   [`Owner`] with [`owned_by`](Self::owned_by)).
+/// - **Both sides reentrant** per explicit [`Owner`] ([`owned_by`](Self::owned_by)); a handle
+///   with no owner of its own takes every hold under a fresh owner, so two acquisitions never
+///   share one. Downgrade and the upgrade check below need a bound owner.
 /// - **Downgrade**: the writer may also take read holds; when its last write hold goes, the
 ///   lock passes to read mode and waiting readers are woken. **Upgrade** (a reader asking for
 ///   the write lock) is refused at once with [`Error::WouldDeadlock`]: it could only wait for
@@ -47,7 +48,8 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use ferrisson_rwlock::ReadWriteLock;
 ///
-/// let lock = ReadWriteLock::fenced(&client, "catalog")?;
+/// // Bound to one owner, so that the writer's read hold is a downgrade.
+/// let lock = ReadWriteLock::fenced(&client, "catalog")?.owned_by(client.new_owner());
 /// let write = lock.write_lock().lock().await?;
 /// assert!(write.token().is_some());
 /// // The writer may read too; its last write release leaves the lock in read mode.
@@ -164,7 +166,8 @@ impl ReadWriteLock {
         })
     }
 
-    /// This lock, acquired and queried as `owner` instead of the calling task.
+    /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
+    /// the same owner re-enters, downgrades, and is told an upgrade would deadlock.
     pub fn owned_by(&self, owner: Owner) -> Self {
         Self {
             owner: Some(owner),
@@ -187,11 +190,12 @@ impl ReadWriteLock {
         &self.read.shared.key
     }
 
-    /// The owner calls on this handle act as: the bound owner, or the calling task's.
-    pub fn owner(&self) -> Owner {
-        self.owner
-            .clone()
-            .unwrap_or_else(|| self.read.shared.client.current_owner())
+    /// The owner this handle acquires and queries as, when it has one of its own
+    /// ([`owned_by`](Self::owned_by)); `None`: each acquire takes a fresh owner, so that no two
+    /// acquisitions share a hold (see [`Owner`]). Downgrading (a writer taking a read hold)
+    /// and the upgrade check need the same owner on both sides: bind one.
+    pub fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
     }
 
     /// Whether anyone holds the lock, reader or writer.
@@ -275,7 +279,11 @@ withdraws its intent.",
 
         async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
             let side = &self.rw.$side;
-            side.acquire(self.rw.owner(), options).await
+            side.acquire(
+                Owner::for_call(&side.shared.client, self.rw.owner.as_ref()),
+                options,
+            )
+            .await
         }
 
         /// How many holds of this side the handle's owner has (0: none).
@@ -285,7 +293,7 @@ withdraws its intent.",
         /// [`Error::WrongType`], [`Error::Redis`].
         pub async fn hold_count(&self) -> Result<u32> {
             let side = &self.rw.$side;
-            let field = side.field(&self.rw.owner());
+            let field = side.field(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?);
             side.shared
                 .client
                 .hash_count(&side.shared.key, &field)

@@ -32,7 +32,11 @@ async fn fair_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
     let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
     for client in clients(url).await? {
         for _ in 0..CONTENDED_TASKS {
-            let lock = FairLock::new(&client, name).map_err(|e| e.to_string())?;
+            // One owner per worker, as a long-lived worker binds one: the fair lock's
+            // per-owner channel then lingers between its waits.
+            let lock = FairLock::new(&client, name)
+                .map_err(|e| e.to_string())?
+                .owned_by(client.new_owner());
             cycles.push(Box::new(HoldCycle(lock)));
         }
     }
@@ -43,7 +47,9 @@ async fn read_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
     let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
     for client in clients(url).await? {
         for _ in 0..CONTENDED_TASKS {
-            let lock = ReadWriteLock::new(&client, name).map_err(|e| e.to_string())?;
+            let lock = ReadWriteLock::new(&client, name)
+                .map_err(|e| e.to_string())?
+                .owned_by(client.new_owner());
             cycles.push(Box::new(HoldCycle(lock.read_lock())));
         }
     }

@@ -35,7 +35,8 @@
 
 #[doc(inline)]
 pub use ferrisson_core::{
-    Client, ClientConfig, Error, LossReason, Owner, PublishCommand, Result, RetryPolicy,
+    Client, ClientConfig, Error, HoldGuard, LockOptions, LossReason, Owner, PublishCommand, Result,
+    RetryPolicy,
 };
 
 /// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.
@@ -43,7 +44,7 @@ pub use ferrisson_core as core;
 
 #[cfg(feature = "lock")]
 #[doc(inline)]
-pub use ferrisson_lock::{LockGuard, LockOptions, ReentrantLock};
+pub use ferrisson_lock::{LockGuard, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
 #[doc(inline)]

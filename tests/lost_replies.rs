@@ -92,7 +92,7 @@ async fn semaphore_cycles_through_lost_replies_leave_every_permit() {
         move |_| {
             let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
             async move {
-                let permits = semaphore.permits(1).await?;
+                let permits = semaphore.acquire().await?;
                 assert!(
                     in_flight.fetch_add(1, Ordering::SeqCst) < 3,
                     "over 3 in flight"

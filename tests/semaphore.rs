@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::Error;
-use ferrisson_semaphore::Semaphore;
+use ferrisson_semaphore::{Permits, Semaphore};
 use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -35,7 +35,7 @@ async fn twenty_permits_bound_two_hundred_tasks_of_four_clients() {
             let semaphore = Semaphore::new(&c, &name).unwrap();
             let (in_flight, most) = (in_flight.clone(), most.clone());
             tasks.push(tokio::spawn(async move {
-                let permit = semaphore.permits(1).await.unwrap();
+                let permit = semaphore.acquire().await.unwrap();
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -67,7 +67,7 @@ async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
         let stop = stop.clone();
         singles.push(tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
-                let permit = s.permits(1).await.unwrap();
+                let permit = s.acquire().await.unwrap();
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 permit.release().await.unwrap();
             }
@@ -79,7 +79,7 @@ async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
     .await;
     for _ in 0..3 {
         let four = semaphore
-            .try_permits_with(4, SOON)
+            .try_acquire_many_with(4, SOON)
             .await
             .unwrap()
             .expect("the waiter for four gets them");
@@ -97,21 +97,27 @@ async fn counts_stay_exact_across_every_operation() {
     let s = Semaphore::new(&a, &unique_name("counts")).unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 0);
     assert_eq!(s.drain_permits().await.unwrap(), 0);
-    assert!(!s.try_acquire(1).await.unwrap());
+    assert!(s.try_acquire_many(1).await.unwrap().is_none());
     assert!(s.try_set_permits(10).await.unwrap());
     assert!(!s.try_set_permits(3).await.unwrap());
-    s.acquire(3).await.unwrap();
+    s.acquire_many(3).await.unwrap().forget();
     assert_eq!(s.available_permits().await.unwrap(), 7);
     assert_eq!(s.drain_permits().await.unwrap(), 7);
     assert_eq!(s.available_permits().await.unwrap(), 0);
     // Reduce below zero: callers wait until enough come back.
     assert_eq!(s.add_permits(-5).await.unwrap(), -5);
-    assert!(!s.try_acquire(1).await.unwrap());
+    assert!(s.try_acquire_many(1).await.unwrap().is_none());
     assert_eq!(s.drain_permits().await.unwrap(), 0);
     assert_eq!(s.available_permits().await.unwrap(), -5);
     s.release(10).await.unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 5);
-    assert!(s.try_acquire(5).await.unwrap());
+    assert!(
+        s.try_acquire_many(5)
+            .await
+            .unwrap()
+            .map(Permits::forget)
+            .is_some()
+    );
     assert_eq!(s.available_permits().await.unwrap(), 0);
     assert_eq!(s.add_permits(0).await.unwrap(), 0);
     s.release(2).await.unwrap();
@@ -119,7 +125,14 @@ async fn counts_stay_exact_across_every_operation() {
     assert_eq!(s.available_permits().await.unwrap(), 1);
     // A waiter is woken by a release.
     let waiting = s.clone();
-    let waiter = tokio::spawn(async move { waiting.try_acquire_with(3, SOON).await.unwrap() });
+    let waiter = tokio::spawn(async move {
+        waiting
+            .try_acquire_many_with(3, SOON)
+            .await
+            .unwrap()
+            .map(Permits::forget)
+            .is_some()
+    });
     eventually(SOON, "the waiter waits", || async {
         a.waiter_stats().1 == 1
     })
@@ -129,9 +142,10 @@ async fn counts_stay_exact_across_every_operation() {
     assert_eq!(s.available_permits().await.unwrap(), 0);
     // Out of time: false, and nothing taken.
     assert!(
-        !s.try_acquire_with(1, Duration::from_millis(100))
+        s.try_acquire_many_with(1, Duration::from_millis(100))
             .await
             .unwrap()
+            .is_none()
     );
     assert_eq!(s.available_permits().await.unwrap(), 0);
 }
@@ -147,10 +161,10 @@ async fn zero_permits_and_wrong_types_get_clear_errors() {
     let s = Semaphore::new(&a, &unique_name("zero")).unwrap();
     s.set_permits(3).await.unwrap();
     for result in [
-        s.acquire(0).await,
+        s.acquire_many(0).await.map(drop),
         s.release(0).await,
-        s.try_acquire(0).await.map(drop),
-        s.permits(0).await.map(drop),
+        s.try_acquire_many(0).await.map(drop),
+        s.try_acquire_many_with(0, SOON).await.map(drop),
     ] {
         assert!(
             matches!(result, Err(Error::InvalidArgument(_))),
@@ -166,7 +180,7 @@ async fn zero_permits_and_wrong_types_get_clear_errors() {
     let _: () = con.set(&text, "not a count").unwrap();
     for name in [&hash, &text] {
         let s = Semaphore::new(&a, name).unwrap();
-        let err = s.try_acquire(1).await.unwrap_err();
+        let err = s.try_acquire().await.unwrap_err();
         assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
         let err = s.release(1).await.unwrap_err();
         assert!(matches!(err, Error::WrongType { .. }), "{name}: {err:?}");
@@ -189,12 +203,18 @@ async fn redisson_format_state_interoperates() {
     let _: () = con.set(&name, 3).unwrap();
     let s = Semaphore::new(&a, &name).unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 3);
-    assert!(s.try_acquire(3).await.unwrap());
+    assert!(
+        s.try_acquire_many(3)
+            .await
+            .unwrap()
+            .map(Permits::forget)
+            .is_some()
+    );
     let raw: i64 = con.get(&name).unwrap();
     assert_eq!(raw, 0);
 
     let waiting = s.clone();
-    let waiter = tokio::spawn(async move { waiting.acquire(2).await.unwrap() });
+    let waiter = tokio::spawn(async move { waiting.acquire_many(2).await.unwrap().forget() });
     eventually(SOON, "the waiter waits", || async {
         a.waiter_stats().1 == 1
     })
@@ -219,12 +239,12 @@ async fn dropped_calls_and_permits_leak_nothing() {
     // and with all of them taken.
     for i in 0..40u64 {
         let held = if i % 2 == 0 {
-            Some(s.permits(2).await.unwrap())
+            Some(s.acquire_many(2).await.unwrap())
         } else {
             None
         };
         let n = if i % 3 == 0 { 2 } else { 1 };
-        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.permits(n)).await;
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.acquire_many(n)).await;
         if let Some(held) = held {
             held.release().await.unwrap();
         }
@@ -241,9 +261,9 @@ async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
     let a = client(&redis.url()).await;
     let s = Semaphore::new(&a, &unique_name("hand-off")).unwrap();
     s.set_permits(1).await.unwrap();
-    let held = s.permits(1).await.unwrap();
+    let held = s.acquire().await.unwrap();
     let waiting = s.clone();
-    let waiter = tokio::spawn(async move { waiting.permits(1).await.unwrap() });
+    let waiter = tokio::spawn(async move { waiting.acquire().await.unwrap() });
     eventually(SOON, "the waiter waits", || async {
         a.waiter_stats().1 == 1
     })
@@ -273,10 +293,10 @@ async fn a_caller_joining_local_waiters_tries_once_before_it_sleeps() {
     let a = client(&redis.url()).await;
     let s = Semaphore::new(&a, &unique_name("join")).unwrap();
     s.set_permits(1).await.unwrap();
-    let held = s.permits(1).await.unwrap();
+    let held = s.acquire().await.unwrap();
     let first = {
         let s = s.clone();
-        tokio::spawn(async move { s.permits(1).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     eventually(SOON, "the first waiter waits", || async {
         a.waiter_stats().1 == 1
@@ -286,7 +306,7 @@ async fn a_caller_joining_local_waiters_tries_once_before_it_sleeps() {
     let before = settled_command_calls(&mut con).await;
     let second = {
         let s = s.clone();
-        tokio::spawn(async move { s.permits(1).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     eventually(SOON, "the second waiter waits", || async {
         a.waiter_stats().1 == 2

@@ -51,7 +51,7 @@ acquire_hold!(
 impl Acquire for ferrisson::Semaphore {
     type Guard = ferrisson::Permits;
     fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send {
-        self.permits(1)
+        ferrisson::Semaphore::acquire(self)
     }
     fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send {
         guard.release()

@@ -107,13 +107,29 @@ impl Client {
     /// [`Error::InvalidArgument`] for inconsistent settings, [`Error::Redis`] when the URL is
     /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
     pub async fn with_config(config: ClientConfig) -> Result<Self> {
+        let redis_client = redis::Client::open(config.url.as_str())?;
+        Self::from_redis_client(redis_client, config).await
+    }
+
+    /// Connects through an existing `redis::Client` (its address, credentials and TLS
+    /// settings), with the other settings of `config` (whose URL is not used).
+    ///
+    /// The connection is checked with a `PING` before this returns, so that a missing or
+    /// wrong password is reported here, not at the first lock call.
+    ///
+    /// # Errors
+    ///
+    /// As [`with_config`](Self::with_config).
+    pub async fn from_redis_client(
+        redis_client: redis::Client,
+        config: ClientConfig,
+    ) -> Result<Self> {
         config.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::Closed(
                 "a client must be created inside a Tokio runtime",
             ));
         }
-        let redis_client = redis::Client::open(config.url.as_str())?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.response_timeout))
             .set_connection_timeout(Some(config.connect_timeout))
@@ -122,6 +138,19 @@ impl Client {
         let manager =
             ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
         let conn = Connection::Standalone(manager);
+        // Authentication errors surface at the first command: make that one ours.
+        let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
+            if matches!(
+                e.code(),
+                Some("NOAUTH") | Some("WRONGPASS") | Some("NOPERM")
+            ) {
+                tracing::warn!(error = %e, "redis refused the client's credentials");
+            }
+            Error::Redis(e)
+        })?;
+        if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
+            return Err(Error::Protocol(format!("PING answered {pong:?}")));
+        }
         let hub = Hub::start(
             redis_client,
             config.connect_timeout,

@@ -94,6 +94,23 @@ pub struct ClientConfig {
     pub(crate) wait_outage_limit: Duration,
 }
 
+impl Default for ClientConfig {
+    /// The defaults of [`new`](ClientConfig::new) for `redis://127.0.0.1:6379`.
+    fn default() -> Self {
+        Self::new("redis://127.0.0.1:6379")
+    }
+}
+
+impl std::str::FromStr for ClientConfig {
+    type Err = Error;
+
+    /// Default settings for the server at a URL, checked to be one redis-rs can open.
+    fn from_str(url: &str) -> Result<Self> {
+        redis::Client::open(url)?;
+        Ok(Self::new(url))
+    }
+}
+
 impl ClientConfig {
     /// Settings for the server at `url` (`redis://`, `unix://`, or `rediss://` with the
     /// `tls-rustls` or `tls-native-tls` feature), with defaults

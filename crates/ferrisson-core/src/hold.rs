@@ -219,6 +219,40 @@ impl HoldGuard {
         }
     }
 
+    /// Runs `work` only while the hold lasts: its output, or [`Error::LeaseLost`] with the
+    /// reason as soon as the hold is lost (then `work` is dropped at its next await point, before
+    /// the lease can have run out on the server). The `select!` on [`lost`](Self::lost) that
+    /// protected work needs, written once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// # let lock = ferrisson_lock::ReentrantLock::new(&client, "ledger")?;
+    /// let guard = lock.lock().await?;
+    /// let total = guard.while_held(async { 40 + 2 }).await?;
+    /// assert_eq!(total, 42);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`: dropping this future drops `work`; the hold stays.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold was lost before or while `work` ran.
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        self.ensure_held()?;
+        tokio::select! {
+            biased;
+            reason = self.lost() => Err(Error::LeaseLost(reason)),
+            output = work => Ok(output),
+        }
+    }
+
     /// The earliest moment the lease can end on the server as known now (the watchdog moves it
     /// forward with each renewal); `None` once lost.
     pub fn lease_deadline(&self) -> Option<Instant> {

@@ -9,7 +9,7 @@
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let limit = Semaphore::new(&client, "partner-api")?;
 //! limit.try_set_permits(20).await?; // the first instance to start sets the limit
-//! let permit = limit.permits(1).await?; // waits while 20 calls are in flight
+//! let permit = limit.acquire().await?; // waits while 20 calls are in flight
 //! // ... call the partner API ...
 //! permit.release().await?;
 //! # Ok(()) }

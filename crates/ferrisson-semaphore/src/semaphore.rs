@@ -47,8 +47,8 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 /// let semaphore = Semaphore::new(&client, "exports")?;
 /// assert!(semaphore.try_set_permits(2).await?);
 /// assert!(!semaphore.try_set_permits(5).await?, "set once");
-/// let two = semaphore.permits(2).await?;
-/// assert!(!semaphore.try_acquire(1).await?);
+/// let two = semaphore.acquire_many(2).await?;
+/// assert!(semaphore.try_acquire().await?.is_none());
 /// two.release().await?;
 /// assert_eq!(semaphore.available_permits().await?, 2);
 /// # Ok(()) }
@@ -169,7 +169,8 @@ impl Semaphore {
         read_permits(&self.shared.client, &self.shared.key).await
     }
 
-    /// Takes `n` permits, waiting as long as it takes.
+    /// Takes one permit, waiting as long as it takes; the [`Permits`] give it back when
+    /// dropped (or with [`Permits::release`]; [`Permits::forget`] keeps it taken).
     ///
     /// # Cancel safety
     ///
@@ -179,15 +180,14 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`] when the key holds
-    /// something else than a count, [`Error::Redis`] when Redis cannot be reached (at the
-    /// first try, or for longer than the client's outage limit while waiting).
-    pub async fn acquire(&self, n: u32) -> Result<()> {
-        self.permits(n).await.map(Permits::forget)
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`]
+    /// when Redis cannot be reached (at the first try, or for longer than the client's outage
+    /// limit while waiting).
+    pub async fn acquire(&self) -> Result<Permits> {
+        self.acquire_many(1).await
     }
 
-    /// Takes `n` permits if that many are free right now (beyond any reservation of an older
-    /// waiting call). One script call.
+    /// Takes `n` permits at once, waiting as long as it takes.
     ///
     /// # Cancel safety
     ///
@@ -195,38 +195,8 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, n: u32) -> Result<bool> {
-        Ok(self.try_permits(n).await?.map(Permits::forget).is_some())
-    }
-
-    /// Takes `n` permits, waiting up to `wait`; returns whether it got them.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire_with(&self, n: u32, wait: Duration) -> Result<bool> {
-        Ok(self
-            .try_permits_with(n, wait)
-            .await?
-            .map(Permits::forget)
-            .is_some())
-    }
-
-    /// As [`acquire`](Self::acquire), as [`Permits`] that are given back when dropped.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub async fn permits(&self, n: u32) -> Result<Permits> {
+    /// [`Error::InvalidArgument`] for `n = 0`, and the errors of [`acquire`](Self::acquire).
+    pub async fn acquire_many(&self, n: u32) -> Result<Permits> {
         match self.take(n, None).await? {
             Some(permits) => Ok(permits),
             None => Err(Error::Protocol(
@@ -235,7 +205,8 @@ impl Semaphore {
         }
     }
 
-    /// As [`try_acquire`](Self::try_acquire), as [`Permits`].
+    /// Takes one permit if one is free right now (beyond any reservation of an older waiting
+    /// call); `Ok(None)` otherwise. One script call.
     ///
     /// # Cancel safety
     ///
@@ -244,11 +215,25 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub async fn try_permits(&self, n: u32) -> Result<Option<Permits>> {
+    pub async fn try_acquire(&self) -> Result<Option<Permits>> {
+        self.try_acquire_many(1).await
+    }
+
+    /// Takes `n` permits if that many are free right now; `Ok(None)` otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<Permits>> {
         self.take(n, Some(Duration::ZERO)).await
     }
 
-    /// As [`try_acquire_with`](Self::try_acquire_with), as [`Permits`].
+    /// Takes one permit, waiting up to `wait` (`Duration::MAX`: no limit); `Ok(None)` when
+    /// none came in time.
     ///
     /// # Cancel safety
     ///
@@ -257,7 +242,20 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub async fn try_permits_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+    pub async fn try_acquire_with(&self, wait: Duration) -> Result<Option<Permits>> {
+        self.try_acquire_many_with(1, wait).await
+    }
+
+    /// Takes `n` permits, waiting up to `wait`; `Ok(None)` when they did not come in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn try_acquire_many_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
         self.take(n, Some(wait)).await
     }
 
@@ -370,8 +368,9 @@ impl Semaphore {
 }
 
 impl Permits {
-    /// The permits stay taken (the explicit API: the caller releases them by count).
-    fn forget(mut self) {
+    /// Lets go of the permits without giving them back: they stay taken until someone
+    /// [`release`](Semaphore::release)s that many (as `tokio::sync::SemaphorePermit::forget`).
+    pub fn forget(mut self) {
         self.held = false;
     }
 }

@@ -1,0 +1,96 @@
+//! Building a client: from a URL, a config parsed from one, or an existing `redis::Client`;
+//! credentials checked at connect; work run only while a hold lasts.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RedisServer, client, client_with_lease, unique_name};
+use ferrisson::{Client, ClientConfig, Error, LossReason, ReentrantLock};
+
+#[tokio::test]
+async fn a_client_comes_from_a_url_a_parsed_config_or_a_redis_client() {
+    let server = RedisServer::spawn();
+    let config: ClientConfig = server.url().parse().unwrap();
+    let from_config = Client::with_config(config.namespace("app:")).await.unwrap();
+    assert_eq!(from_config.object_key("x").unwrap(), "app:x");
+    assert!(matches!(
+        "not a url".parse::<ClientConfig>(),
+        Err(Error::Redis(_))
+    ));
+
+    let redis_client = redis::Client::open(server.url()).unwrap();
+    let from_redis = Client::from_redis_client(redis_client, ClientConfig::default())
+        .await
+        .unwrap();
+    let name = unique_name("client-kinds");
+    let guard = ReentrantLock::new(&from_redis, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let seen_by_url = ReentrantLock::new(&client(&server.url()).await, &name).unwrap();
+    assert!(seen_by_url.is_locked().await.unwrap());
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn missing_or_wrong_credentials_fail_at_connect() {
+    let server = RedisServer::spawn();
+    let mut con = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query(&mut con)
+        .unwrap();
+    let err = Client::connect(&server.url()).await.unwrap_err();
+    assert!(
+        err.to_string().to_uppercase().contains("NOAUTH")
+            || err.to_string().to_lowercase().contains("auth"),
+        "{err}"
+    );
+    let wrong = format!("redis://:wrong@127.0.0.1:{}", server.port());
+    assert!(Client::connect(&wrong).await.is_err());
+    let right = format!("redis://:s3cret@127.0.0.1:{}", server.port());
+    let client = Client::connect(&right).await.unwrap();
+    let lock = ReentrantLock::new(&client, &unique_name("auth")).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_runs_only_while_the_hold_lasts() {
+    let server = RedisServer::spawn();
+    let holder = client_with_lease(&server.url(), Duration::from_millis(300)).await;
+    let other = client(&server.url()).await;
+    let name = unique_name("while-held");
+    let lock = ReentrantLock::new(&holder, &name).unwrap();
+
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.while_held(async { 7 }).await.unwrap(), 7);
+
+    // Someone else takes the lock away: the work is cut off with the reason.
+    let cut = tokio::spawn(async move {
+        let outcome = guard.while_held(std::future::pending::<()>()).await;
+        (outcome, guard)
+    });
+    ReentrantLock::new(&other, &name)
+        .unwrap()
+        .force_unlock()
+        .await
+        .unwrap();
+    let (outcome, guard) = tokio::time::timeout(Duration::from_secs(10), cut)
+        .await
+        .expect("cut off within a lease")
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(Error::LeaseLost(LossReason::NotHeld))),
+        "{outcome:?}"
+    );
+    // Once lost, no work starts at all.
+    assert!(matches!(
+        guard.while_held(async { 1 }).await,
+        Err(Error::LeaseLost(_))
+    ));
+}

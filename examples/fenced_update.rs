@@ -15,6 +15,7 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
+use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

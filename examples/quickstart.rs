@@ -6,6 +6,7 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
+use ferrisson::Lock;
 use std::time::Duration;
 
 use ferrisson::{Client, LockOptions, ReentrantLock};

@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
-//! use ferrisson::{Client, ReentrantLock};
+//! use ferrisson::{Client, Lock, ReentrantLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let lock = ReentrantLock::fenced(&client, "ledger")?;
@@ -35,8 +35,8 @@
 
 #[doc(inline)]
 pub use ferrisson_core::{
-    Client, ClientConfig, Error, HoldGuard, LockOptions, LossReason, Owner, PublishCommand, Result,
-    RetryPolicy,
+    Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner, PublishCommand,
+    Result, RetryPolicy,
 };
 
 /// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.
@@ -52,7 +52,7 @@ pub use ferrisson_fair_lock::{FairLock, FairLockGuard};
 
 #[cfg(feature = "rwlock")]
 #[doc(inline)]
-pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, WriteLock};
+pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, SideLock, WriteLock};
 
 #[cfg(feature = "semaphore")]
 #[doc(inline)]

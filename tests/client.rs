@@ -4,6 +4,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::time::Duration;
 
 use common::{RedisServer, client, client_with_lease, unique_name};

@@ -4,6 +4,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::time::Duration;
 
 use common::{RedisServer, client, unique_name};

@@ -3,6 +3,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

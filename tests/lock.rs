@@ -3,6 +3,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

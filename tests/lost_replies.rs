@@ -6,6 +6,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;

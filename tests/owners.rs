@@ -4,6 +4,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -3,6 +3,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -3,6 +3,8 @@
 
 mod common;
 
+use ferrisson::Lock;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -1,5 +1,6 @@
 //! Running one lock workload over many tasks for a fixed time.
 
+use ferrisson::Lock;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;

@@ -225,16 +225,12 @@ impl HoldGuard {
     /// protected work needs, written once.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let server = ferrisson_testkit::RedisServer::spawn();
-    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-    /// # let lock = ferrisson_lock::ReentrantLock::new(&client, "ledger")?;
-    /// let guard = lock.lock().await?;
-    /// let total = guard.while_held(async { 40 + 2 }).await?;
-    /// assert_eq!(total, 42);
-    /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// use ferrisson_core::{HoldGuard, Result};
+    ///
+    /// async fn post_entry(guard: &HoldGuard) -> Result<u64> {
+    ///     // Cut off with `Error::LeaseLost` if the lock goes while the write runs.
+    ///     guard.while_held(async { /* the protected write */ 42 }).await
+    /// }
     /// ```
     ///
     /// # Cancel safety
@@ -688,153 +684,4 @@ impl WaitPacer {
             None => Some(bound),
         }
     }
-}
-
-/// The acquire methods every lock kind offers, `lock`, `lock_with`, `try_lock` and
-/// `try_lock_with`, written once over the type's own
-/// `async fn acquire(&self, LockOptions) -> Result<Option<HoldGuard>>` (`Ok(None)`: the wait
-/// limit passed). The literals say what is acquired, how waiting works, what `try_lock` takes
-/// and how the calls behave when cancelled; they become the methods' documentation.
-#[macro_export]
-macro_rules! lock_methods {
-    (
-        what: $what:literal,
-        waiting: $waiting:literal,
-        try_now: $try_now:literal,
-        cancel_safety: $cancel:literal $(,)?
-    ) => {
-        #[doc = concat!("Acquires ", $what, ", waiting as long as it takes; the watchdog keeps the hold.")]
-        #[doc = ""]
-        #[doc = $waiting]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = ""]
-        #[doc = $cancel]
-        #[doc = ""]
-        #[doc = "# Errors"]
-        #[doc = ""]
-        #[doc = "[`Error::WrongType`]($crate::Error::WrongType) when the key holds something else than a lock,"]
-        #[doc = "[`Error::Redis`]($crate::Error::Redis) when Redis cannot be reached (at the first attempt, or for"]
-        #[doc = "longer than the client's outage limit while waiting)."]
-        pub async fn lock(&self) -> $crate::Result<$crate::HoldGuard> {
-            self.lock_with($crate::LockOptions::new()).await
-        }
-
-        #[doc = concat!("Acquires ", $what, " with options: a wait limit, a fixed lease.")]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = ""]
-        #[doc = "As [`lock`](Self::lock)."]
-        #[doc = ""]
-        #[doc = "# Errors"]
-        #[doc = ""]
-        #[doc = "[`Error::Timeout`]($crate::Error::Timeout) when the wait limit passed,"]
-        #[doc = "[`Error::InvalidArgument`]($crate::Error::InvalidArgument) for a lease under one millisecond,"]
-        #[doc = "and the errors of [`lock`](Self::lock)."]
-        pub async fn lock_with(
-            &self,
-            options: $crate::LockOptions,
-        ) -> $crate::Result<$crate::HoldGuard> {
-            match self.acquire(options).await? {
-                Some(guard) => Ok(guard),
-                None => Err($crate::Error::Timeout(
-                    options.wait_time().unwrap_or_default(),
-                )),
-            }
-        }
-
-        #[doc = concat!("Acquires ", $what, " ", $try_now, " One script call.")]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = ""]
-        #[doc = "As [`lock`](Self::lock)."]
-        #[doc = ""]
-        #[doc = "# Errors"]
-        #[doc = ""]
-        #[doc = "As [`lock`](Self::lock)."]
-        pub async fn try_lock(&self) -> $crate::Result<Option<$crate::HoldGuard>> {
-            self.acquire($crate::LockOptions::new().wait(std::time::Duration::ZERO))
-                .await
-        }
-
-        #[doc = concat!("Acquires ", $what, ", waiting up to the options' wait limit (none given: try")]
-        #[doc = "once); `Ok(None)` when that was not possible in time."]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = ""]
-        #[doc = "As [`lock`](Self::lock)."]
-        #[doc = ""]
-        #[doc = "# Errors"]
-        #[doc = ""]
-        #[doc = "As [`lock_with`](Self::lock_with), except that running out of time is `Ok(None)`."]
-        pub async fn try_lock_with(
-            &self,
-            options: $crate::LockOptions,
-        ) -> $crate::Result<Option<$crate::HoldGuard>> {
-            let wait = options.wait_time().unwrap_or(std::time::Duration::ZERO);
-            self.acquire(options.wait(wait)).await
-        }
-    };
-}
-
-/// The read-only queries of a lock kept in a hash of `owner → count` (the reentrant lock and
-/// the fair lock): `is_locked`, `is_held_by_current`, `hold_count`, `remaining_ttl`, written
-/// once over the type's `client()`, `key()` and `owner()`.
-#[macro_export]
-macro_rules! hash_lock_queries {
-    () => {
-        /// Whether any owner holds the lock.
-        ///
-        /// # Cancel safety
-        ///
-        /// Cancel safe: it only reads.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::Redis`]($crate::Error::Redis).
-        pub async fn is_locked(&self) -> $crate::Result<bool> {
-            self.client().exists(self.key()).await
-        }
-
-        /// Whether this handle's owner holds the lock.
-        ///
-        /// # Cancel safety
-        ///
-        /// Cancel safe: it only reads.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`]($crate::Error::WrongType), [`Error::Redis`]($crate::Error::Redis).
-        pub async fn is_held_by_current(&self) -> $crate::Result<bool> {
-            Ok(self.hold_count().await? > 0)
-        }
-
-        /// How many times this handle's owner holds the lock (0: not at all).
-        ///
-        /// # Cancel safety
-        ///
-        /// Cancel safe: it only reads.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`]($crate::Error::WrongType), [`Error::Redis`]($crate::Error::Redis).
-        pub async fn hold_count(&self) -> $crate::Result<u32> {
-            let owner = $crate::Owner::for_query(self.owner(), "hold_count")?;
-            self.client().hash_count(self.key(), owner.as_str()).await
-        }
-
-        /// The time left on the lock's lease; `None` when it is not locked (or has no
-        /// expiry).
-        ///
-        /// # Cancel safety
-        ///
-        /// Cancel safe: it only reads.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::Redis`]($crate::Error::Redis).
-        pub async fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
-            self.client().remaining_ttl(self.key()).await
-        }
-    };
 }

@@ -22,6 +22,7 @@ pub mod duration;
 mod error;
 mod hold;
 pub mod keys;
+mod lock;
 mod owner;
 pub mod permits;
 mod pubsub;
@@ -36,6 +37,7 @@ pub use hold::{
     Release, Released, Start, WaitPacer, WaitSpec, begin_wait, register_early, scripts,
     spawn_cleanup, ttl_bound, wait_for_turn, wait_on, wait_registered,
 };
+pub use lock::{Lock, hash_hold_count};
 pub use owner::Owner;
 pub use pubsub::{
     Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,

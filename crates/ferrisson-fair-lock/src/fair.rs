@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, LockOptions,
-    Owner, RENEW_HASH, Release, Released, Result, ScriptCall, Start, WaitSpec, Wake, begin_wait,
-    wait_registered,
+    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, Lock,
+    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, Start, WaitSpec, Wake,
+    begin_wait, hash_hold_count, wait_registered,
 };
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
@@ -45,7 +45,7 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_fair_lock::FairLock;
+/// use ferrisson_fair_lock::{FairLock, Lock};
 ///
 /// let lock = FairLock::new(&client, "payouts")?.with_waiter_timeout(Duration::from_secs(2))?;
 /// let guard = lock.lock().await?;
@@ -176,22 +176,7 @@ impl FairLock {
         self.owner.as_ref()
     }
 
-    ferrisson_core::lock_methods! {
-        what: "the lock in queue order",
-        waiting: "The caller joins the queue in Redis, subscribes to its own channel and sleeps \
-            until the release before it wakes it (or a quarter of the waiter timeout passes: then \
-            it calls again, which keeps its place alive and drops dead waiters ahead of it). When \
-            a wait limit passes, the caller has left the queue by the time the call returns. \
-            Through a Redis outage it keeps waiting, for up to the client's `wait_outage_limit`.",
-        try_now: "if it is free and nobody is queued ahead (or this owner holds it) right now; \
-            `Ok(None)` otherwise, without joining the queue.",
-        cancel_safety: "Cancel safe, and nothing leaks: dropped while waiting, the caller leaves \
-            the queue in the background at once (and wakes the next waiter if it was the head of \
-            a free lock); dropped while an acquire call may have run, a release of that one hold \
-            and the leave follow it on the same connection, so Redis runs them after it.",
-    }
-
-    async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+    async fn acquire_hold(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
         options.validate()?;
         let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
         let lease = options.lease_time();
@@ -256,33 +241,6 @@ impl FairLock {
         result
     }
 
-    /// Releases the lock whoever holds it, and wakes the head waiter. Returns whether it was
-    /// locked. Holders lose their hold; their guards' loss signal fires at the next renewal.
-    ///
-    /// # Cancel safety
-    ///
-    /// The release happens or not, as a whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
-    pub async fn force_unlock(&self) -> Result<bool> {
-        let shared = &self.shared;
-        let call = ScriptCall::new(
-            &FORCE_RELEASE,
-            &[&shared.key, &shared.queue, &shared.channel_prefix],
-        )
-        .arg(shared.client.config().publish().as_str());
-        let released: i64 = shared.client.eval(&call).await?;
-        Ok(released == 1)
-    }
-
-    ferrisson_core::hash_lock_queries!();
-
-    fn client(&self) -> &Client {
-        &self.shared.client
-    }
-
     /// How many waiters are queued (live or not yet found dead).
     ///
     /// # Errors
@@ -293,6 +251,45 @@ impl FairLock {
             .client
             .query(ferrisson_core::redis::cmd("LLEN").arg(&self.shared.queue))
             .await
+    }
+}
+
+/// The fair lock's waiting: the caller joins the queue in Redis, subscribes to its own channel
+/// and sleeps until the release before it wakes it (or a quarter of the waiter timeout passes:
+/// then it calls again, which keeps its place alive and drops dead waiters ahead of it). When a
+/// wait limit passes, the caller has left the queue by the time the call returns; dropped while
+/// waiting, it leaves in the background at once (and wakes the next waiter if it was the head
+/// of a free lock). `try_lock` takes the lock only if it is free and nobody is queued ahead,
+/// without joining the queue.
+impl Lock for FairLock {
+    fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    fn acquire(
+        &self,
+        options: LockOptions,
+    ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
+        self.acquire_hold(options)
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &FORCE_RELEASE,
+            &[&shared.key, &shared.queue, &shared.channel_prefix],
+        )
+        .arg(shared.client.config().publish().as_str());
+        let released: i64 = shared.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+
+    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
     }
 }
 

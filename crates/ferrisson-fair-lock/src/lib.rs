@@ -6,7 +6,7 @@
 //! ```no_run
 //! # async fn demo() -> ferrisson_core::Result<()> {
 //! use ferrisson_core::Client;
-//! use ferrisson_fair_lock::FairLock;
+//! use ferrisson_fair_lock::{FairLock, Lock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let lock = FairLock::new(&client, "settlement")?;
@@ -25,5 +25,5 @@ pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock};
 /// One hold of a [`FairLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as FairLockGuard;
-pub use ferrisson_core::LockOptions;
+pub use ferrisson_core::{Lock, LockOptions};
 pub use scripts::scripts;

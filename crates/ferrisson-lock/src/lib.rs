@@ -4,7 +4,7 @@
 //! ```no_run
 //! # async fn demo() -> ferrisson_core::Result<()> {
 //! use ferrisson_core::Client;
-//! use ferrisson_lock::ReentrantLock;
+//! use ferrisson_lock::{Lock, ReentrantLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let lock = ReentrantLock::new(&client, "invoices:2026-11")?;
@@ -26,6 +26,6 @@ mod scripts;
 /// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as LockGuard;
-pub use ferrisson_core::LockOptions;
+pub use ferrisson_core::{Lock, LockOptions};
 pub use lock::ReentrantLock;
 pub use scripts::scripts;

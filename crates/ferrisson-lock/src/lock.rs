@@ -6,8 +6,8 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed};
 use ferrisson_core::{
     Attempt, Client, Error, FORCE_RELEASE_HASH, FirstRound, HoldGuard, Instant, LeaseEnd,
-    LeaseSpec, LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result,
-    ScriptCall, WaitSpec, lock_message_policy, spawn_cleanup, wait_on,
+    LeaseSpec, Lock, LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result,
+    ScriptCall, WaitSpec, hash_hold_count, lock_message_policy, spawn_cleanup, wait_on,
 };
 
 use crate::LockGuard;
@@ -52,7 +52,7 @@ struct WaiterInfo {
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-/// use ferrisson_lock::ReentrantLock;
+/// use ferrisson_lock::{Lock, ReentrantLock};
 ///
 /// let lock = ReentrantLock::new(&client, "orders:42")?;
 /// let guard = lock.lock().await?;
@@ -76,7 +76,7 @@ struct WaiterInfo {
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-/// use ferrisson_lock::ReentrantLock;
+/// use ferrisson_lock::{Lock, ReentrantLock};
 ///
 /// let lock = ReentrantLock::new(&client, "jobs:nightly-invoices")?;
 /// match lock.try_lock().await? {
@@ -97,7 +97,7 @@ struct WaiterInfo {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_lock::{LockOptions, ReentrantLock};
+/// use ferrisson_lock::{Lock, LockOptions, ReentrantLock};
 ///
 /// let lock = ReentrantLock::new(&client, "reports")?;
 /// let options = LockOptions::new()
@@ -121,7 +121,7 @@ struct WaiterInfo {
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-/// use ferrisson_lock::ReentrantLock;
+/// use ferrisson_lock::{Lock, ReentrantLock};
 ///
 /// let lock = ReentrantLock::new(&client, "ledger")?;
 /// let guard = lock.lock().await?;
@@ -178,7 +178,7 @@ impl ReentrantLock {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let server = ferrisson_testkit::RedisServer::spawn();
     /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-    /// use ferrisson_lock::ReentrantLock;
+    /// use ferrisson_lock::{Lock, ReentrantLock};
     ///
     /// let lock = ReentrantLock::fenced(&client, "ledger")?;
     /// let first = lock.lock().await?;
@@ -220,7 +220,7 @@ impl ReentrantLock {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let server = ferrisson_testkit::RedisServer::spawn();
     /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-    /// use ferrisson_lock::ReentrantLock;
+    /// use ferrisson_lock::{Lock, ReentrantLock};
     ///
     /// let owner = client.new_owner();
     /// let lock = ReentrantLock::new(&client, "batch:7")?.owned_by(owner);
@@ -260,25 +260,7 @@ impl ReentrantLock {
         self.owner.as_ref()
     }
 
-    ferrisson_core::lock_methods! {
-        what: "the lock",
-        waiting: "Waiting costs Redis nothing while the lock does not change hands: the waiter \
-            sleeps on the client's one subscriber connection until a release message (or the \
-            holder's lease ending) wakes it. Local waiters queue in arrival order: a releasing \
-            holder of the same client hands the lock to the first of them in its release call \
-            (at most 8 times in a row, then it frees the lock for everyone), and a new caller \
-            queues behind them instead of barging in. Through a Redis outage it keeps waiting, \
-            for up to the client's `wait_outage_limit`.",
-        try_now: "if it is free (or held by this owner) right now; `Ok(None)` if another owner \
-            holds it.",
-        cancel_safety: "Cancel safe, and nothing leaks: if the future is dropped while an \
-            acquire call may have run, a release of that one hold follows it on the same \
-            connection (so Redis runs it after the acquire), and a lock handed to a waiter that \
-            has left is released at once. A dropped waiter hands any wake-up it received to the \
-            next local waiter.",
-    }
-
-    async fn acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+    async fn acquire_hold(&self, options: LockOptions) -> Result<Option<LockGuard>> {
         options.validate()?;
         let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
         let lease = options.lease_time();
@@ -357,18 +339,32 @@ impl ReentrantLock {
         abandoned.armed = outcome_unknown(&result);
         result
     }
+}
 
-    /// Releases the lock whoever holds it, and wakes a waiter. Returns whether it was locked.
-    /// Holders lose their hold; their guards' loss signal fires at the next renewal.
-    ///
-    /// # Cancel safety
-    ///
-    /// The release happens or not, as a whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
-    pub async fn force_unlock(&self) -> Result<bool> {
+/// The lock's waiting: waiting costs Redis nothing while the lock does not change hands (the
+/// waiter sleeps on the client's one subscriber connection until a release message, or the
+/// holder's lease ending, wakes it). Local waiters queue in arrival order: a releasing holder of
+/// the same client hands the lock to the first of them in its release call (at most 8 times in
+/// a row, then it frees the lock for everyone), and a new caller queues behind them instead of
+/// barging in. A dropped waiter hands any wake-up it received to the next local waiter, and a
+/// lock handed to a waiter that has left is released at once.
+impl Lock for ReentrantLock {
+    fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    fn acquire(
+        &self,
+        options: LockOptions,
+    ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
+        self.acquire_hold(options)
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
         let client = &self.shared.client;
         let call = ScriptCall::new(
             &FORCE_RELEASE_HASH,
@@ -380,10 +376,8 @@ impl ReentrantLock {
         Ok(released == 1)
     }
 
-    ferrisson_core::hash_lock_queries!();
-
-    fn client(&self) -> &Client {
-        &self.shared.client
+    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
     }
 }
 

@@ -6,7 +6,7 @@
 //! ```no_run
 //! # async fn demo() -> ferrisson_core::Result<()> {
 //! use ferrisson_core::Client;
-//! use ferrisson_rwlock::ReadWriteLock;
+//! use ferrisson_rwlock::{Lock, ReadWriteLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let lock = ReadWriteLock::new(&client, "prices")?;
@@ -27,6 +27,6 @@ mod scripts;
 /// side of a fenced lock), and the release on [`unlock`](ferrisson_core::HoldGuard::unlock) or
 /// drop.
 pub use ferrisson_core::HoldGuard as RwLockGuard;
-pub use ferrisson_core::LockOptions;
-pub use rwlock::{Mode, ReadLock, ReadWriteLock, WriteLock};
+pub use ferrisson_core::{Lock, LockOptions};
+pub use rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 pub use scripts::scripts;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ferrisson_core::keys::{RequestId, prefixed, suffixed};
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
-    LeaseSpec, LockOptions, Owner, Release, Released, Result, ScriptCall, Start, WaitSpec,
+    LeaseSpec, Lock, LockOptions, Owner, Release, Released, Result, ScriptCall, Start, WaitSpec,
     begin_wait, lock_message_policy, wait_registered,
 };
 
@@ -46,7 +46,7 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-/// use ferrisson_rwlock::ReadWriteLock;
+/// use ferrisson_rwlock::{Lock, ReadWriteLock};
 ///
 /// // Bound to one owner, so that the writer's read hold is a downgrade.
 /// let lock = ReadWriteLock::fenced(&client, "catalog")?.owned_by(client.new_owner());
@@ -104,19 +104,6 @@ struct RwShared {
 struct Side {
     shared: Arc<RwShared>,
     write: bool,
-}
-
-/// The read side of a [`ReadWriteLock`]: shared with other readers, exclusive of writers
-/// (other than the reader's own write hold).
-#[derive(Clone, Debug)]
-pub struct ReadLock {
-    rw: ReadWriteLock,
-}
-
-/// The write side of a [`ReadWriteLock`]: exclusive of every other owner.
-#[derive(Clone, Debug)]
-pub struct WriteLock {
-    rw: ReadWriteLock,
 }
 
 impl ReadWriteLock {
@@ -177,12 +164,12 @@ impl ReadWriteLock {
 
     /// The read side.
     pub fn read_lock(&self) -> ReadLock {
-        ReadLock { rw: self.clone() }
+        SideLock { rw: self.clone() }
     }
 
     /// The write side.
     pub fn write_lock(&self) -> WriteLock {
-        WriteLock { rw: self.clone() }
+        SideLock { rw: self.clone() }
     }
 
     /// The Redis key of the lock.
@@ -265,78 +252,70 @@ impl ReadWriteLock {
     }
 }
 
-macro_rules! side_api {
-    ($side:ident, $what:literal, $waiting:literal, $try_now:literal) => {
-        ferrisson_core::lock_methods! {
-            what: $what,
-            waiting: $waiting,
-            try_now: $try_now,
-            cancel_safety: "Cancel safe, and nothing leaks: if the future is dropped while an \
-acquire call may have run, a release of that one hold follows it on the same \
-connection, so Redis runs it after the acquire; a writer that stops waiting \
-withdraws its intent.",
-        }
+/// One side of a [`ReadWriteLock`]: [`ReadLock`] (`WRITE = false`) or [`WriteLock`]
+/// (`WRITE = true`). Both are [`Lock`]s; how each waits:
+///
+/// - **Read**: the reader gets in at once unless a writer holds the lock or waits for it (then
+///   it sleeps until that writer's release wakes every waiter); re-entries never wait.
+///   `try_lock` takes a read hold if no writer holds or waits for it (or this owner already
+///   reads).
+/// - **Write**: the writer announces itself while it waits, so that new readers wait behind
+///   it, and sleeps until the last read release (or a write release) wakes it, trying again
+///   every second to keep its intent alive; a writer that stops waiting withdraws its intent.
+///   A bound owner that reads and asks for the write lock fails at once with
+///   [`Error::WouldDeadlock`]. `try_lock` takes it if nobody else holds it, without
+///   announcing a wait.
+#[derive(Clone, Debug)]
+pub struct SideLock<const WRITE: bool> {
+    rw: ReadWriteLock,
+}
 
-        async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
-            let side = &self.rw.$side;
-            side.acquire(
-                Owner::for_call(&side.shared.client, self.rw.owner.as_ref()),
-                options,
-            )
+/// The read side of a [`ReadWriteLock`]: shared with other readers, exclusive of writers
+/// (other than the reader's own write hold).
+pub type ReadLock = SideLock<false>;
+
+/// The write side of a [`ReadWriteLock`]: exclusive of every other owner.
+pub type WriteLock = SideLock<true>;
+
+impl<const WRITE: bool> SideLock<WRITE> {
+    /// The whole read-write lock.
+    pub fn read_write_lock(&self) -> &ReadWriteLock {
+        &self.rw
+    }
+
+    fn side(&self) -> &Arc<Side> {
+        if WRITE { &self.rw.write } else { &self.rw.read }
+    }
+}
+
+impl<const WRITE: bool> Lock for SideLock<WRITE> {
+    fn client(&self) -> &Client {
+        &self.side().shared.client
+    }
+
+    fn key(&self) -> &str {
+        self.rw.key()
+    }
+
+    async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
+        let side = self.side();
+        let owner = Owner::for_call(&side.shared.client, self.rw.owner.as_ref());
+        side.acquire(owner, options).await
+    }
+
+    fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
+        self.rw.force_unlock()
+    }
+
+    /// How many holds of this side the handle's bound owner has (0: none).
+    async fn hold_count(&self) -> Result<u32> {
+        let side = self.side();
+        let field = side.field(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?);
+        side.shared
+            .client
+            .hash_count(&side.shared.key, &field)
             .await
-        }
-
-        /// How many holds of this side the handle's owner has (0: none).
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`], [`Error::Redis`].
-        pub async fn hold_count(&self) -> Result<u32> {
-            let side = &self.rw.$side;
-            let field = side.field(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?);
-            side.shared
-                .client
-                .hash_count(&side.shared.key, &field)
-                .await
-        }
-
-        /// Whether the handle's owner has a hold of this side.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`], [`Error::Redis`].
-        pub async fn is_held_by_current(&self) -> Result<bool> {
-            Ok(self.hold_count().await? > 0)
-        }
-
-        /// The whole read-write lock.
-        pub fn read_write_lock(&self) -> &ReadWriteLock {
-            &self.rw
-        }
-    };
-}
-
-impl ReadLock {
-    side_api!(
-        read,
-        "a read hold (shared with other readers)",
-        "The reader gets in at once unless a writer holds the lock or waits for it (then it \
-            sleeps until that writer's release wakes every waiter); re-entries never wait.",
-        "if no writer holds or waits for it (or this owner already reads) right now; \
-            `Ok(None)` otherwise."
-    );
-}
-
-impl WriteLock {
-    side_api!(
-        write,
-        "the write lock (exclusive)",
-        "The writer announces itself while it waits, so that new readers wait behind it, and \
-            sleeps until the last read release (or a write release) wakes it, trying again \
-            every second to keep its intent alive. A reader asking for the write lock fails at \
-            once with `Error::WouldDeadlock`.",
-        "if nobody else holds it right now; `Ok(None)` otherwise, without announcing a wait."
-    );
+    }
 }
 
 impl Side {

@@ -5,6 +5,7 @@
 //! - Read-write lock: read lock + unlock throughput with 64 readers of 4 clients, and the wait
 //!   of one writer among them (read-heavy load).
 
+use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! receives per second while nothing changes, and the hand-off time from one unlock to the next
 //! acquisition as the lock passes through all of them.
 
+use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,0 +1,205 @@
+//! The [`Lock`] trait: what every lock kind offers (the reentrant lock, the fair lock, and
+//! either side of the read-write lock), written once over the few calls each kind supplies.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::hold::{HoldGuard, LockOptions};
+
+/// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the
+/// watchdog), ask about it, force it free.
+///
+/// A kind supplies [`acquire`](Self::acquire) (one call that takes the lock as the options
+/// say, or gives up at the wait limit), [`force_unlock`](Self::force_unlock) and
+/// [`hold_count`](Self::hold_count); every other method is written here once. How a kind
+/// waits (in arrival order, in a FIFO queue across clients, readers together) is in its type
+/// docs.
+///
+/// Bring it into scope to call its methods: `use ferrisson::Lock;`.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson_core::{Lock, LockOptions};
+///
+/// // Any kind will do: generic code takes the trait.
+/// async fn run_once<L: Lock>(lock: &L) -> ferrisson_core::Result<bool> {
+///     let options = LockOptions::new().wait(Duration::from_millis(100));
+///     match lock.try_lock_with(options).await? {
+///         Some(guard) => guard.unlock().await.map(|()| true),
+///         None => Ok(false),
+///     }
+/// }
+/// ```
+pub trait Lock: Send + Sync {
+    /// The client the lock runs on.
+    fn client(&self) -> &Client;
+
+    /// The Redis key of the lock.
+    fn key(&self) -> &str;
+
+    /// Takes the lock as `options` say: waiting up to their wait limit (none: as long as it
+    /// takes; zero: one try), held for their fixed lease (none: kept by the watchdog).
+    /// `Ok(None)`: the wait limit passed. The call every other acquire builds on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, and nothing leaks: a hold an abandoned call may have taken is released
+    /// after it on the same connection, and a waiter that leaves gives up its place at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a lease Redis cannot take, [`Error::WrongType`] when the
+    /// key holds something else than this kind of lock, [`Error::WouldDeadlock`] for a read
+    /// lock's owner asking for the write lock, [`Error::Redis`] when Redis cannot be reached
+    /// (at the first try, or for longer than the client's outage limit while waiting).
+    fn acquire(
+        &self,
+        options: LockOptions,
+    ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send;
+
+    /// Releases the lock whoever holds it, waking waiters; returns whether it was locked.
+    /// Holders lose their hold: their guards' loss signal fires at the next renewal.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release happens or not, as a whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    fn force_unlock(&self) -> impl Future<Output = Result<bool>> + Send;
+
+    /// How many holds the handle's bound owner has (0: none).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a handle with no owner of its own (see
+    /// [`Owner`](crate::Owner)), [`Error::WrongType`], [`Error::Redis`].
+    fn hold_count(&self) -> impl Future<Output = Result<u32>> + Send;
+
+    /// Takes the lock, waiting as long as it takes; the watchdog keeps the hold.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn lock(&self) -> impl Future<Output = Result<HoldGuard>> + Send {
+        self.lock_with(LockOptions::new())
+    }
+
+    /// Takes the lock with options (a wait limit, a fixed lease); running out of time is
+    /// [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when the wait limit passed, and the errors of
+    /// [`acquire`](Self::acquire).
+    fn lock_with(&self, options: LockOptions) -> impl Future<Output = Result<HoldGuard>> + Send {
+        let acquired = self.acquire(options);
+        async move {
+            match acquired.await? {
+                Some(guard) => Ok(guard),
+                None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
+            }
+        }
+    }
+
+    /// Takes the lock if that is possible right now (one script call); `Ok(None)` otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn try_lock(&self) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
+        self.acquire(LockOptions::new().wait(Duration::ZERO))
+    }
+
+    /// Takes the lock, waiting up to the options' wait limit (none given: one try);
+    /// `Ok(None)` when that was not possible in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn try_lock_with(
+        &self,
+        options: LockOptions,
+    ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
+        let wait = options.wait_time().unwrap_or(Duration::ZERO);
+        self.acquire(options.wait(wait))
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    fn is_locked(&self) -> impl Future<Output = Result<bool>> + Send {
+        self.client().exists(self.key())
+    }
+
+    /// Whether the handle's bound owner holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// As [`hold_count`](Self::hold_count).
+    fn is_held_by_current(&self) -> impl Future<Output = Result<bool>> + Send {
+        let count = self.hold_count();
+        async move { Ok(count.await? > 0) }
+    }
+
+    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send {
+        self.client().remaining_ttl(self.key())
+    }
+}
+
+/// How many holds `owner` has on a lock kept in a hash of `owner → count` (the reentrant lock's
+/// and the fair lock's [`Lock::hold_count`]).
+///
+/// # Errors
+///
+/// As [`Lock::hold_count`].
+pub async fn hash_hold_count(
+    client: &Client,
+    key: &str,
+    owner: Option<&crate::Owner>,
+) -> Result<u32> {
+    let owner = crate::Owner::for_query(owner, "hold_count")?;
+    client.hash_count(key, owner.as_str()).await
+}

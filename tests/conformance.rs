@@ -1,0 +1,245 @@
+//! What every lock kind promises, tested once by a suite generic over [`Lock`]: the reentrant
+//! lock, the fair lock, and the write side of the read-write lock run the same checks.
+//! Kind-specific behaviour (FIFO order, readers sharing, local hand-offs) stays in each kind's
+//! own test file.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    TestRedis, client, client_with_lease, drop_calls_at_every_stage, eventually, unique_name,
+};
+use ferrisson::{Client, Error, Lock, LockOptions, LossReason, ReentrantLock};
+use ferrisson_fair_lock::FairLock;
+use ferrisson_rwlock::{ReadWriteLock, WriteLock};
+use redis::Commands;
+
+const SOON: Duration = Duration::from_secs(10);
+
+/// A lock kind under test: how to make a handle, plain or fenced.
+trait Kind {
+    type L: Lock + Clone + 'static;
+    const NAME: &'static str;
+    fn make(client: &Client, name: &str) -> Self::L;
+    fn fenced(client: &Client, name: &str) -> Self::L;
+}
+
+struct Reentrant;
+impl Kind for Reentrant {
+    type L = ReentrantLock;
+    const NAME: &'static str = "reentrant lock";
+    fn make(client: &Client, name: &str) -> ReentrantLock {
+        ReentrantLock::new(client, name).unwrap()
+    }
+    fn fenced(client: &Client, name: &str) -> ReentrantLock {
+        ReentrantLock::fenced(client, name).unwrap()
+    }
+}
+
+struct Fair;
+impl Kind for Fair {
+    type L = FairLock;
+    const NAME: &'static str = "fair lock";
+    fn make(client: &Client, name: &str) -> FairLock {
+        FairLock::new(client, name).unwrap()
+    }
+    fn fenced(client: &Client, name: &str) -> FairLock {
+        FairLock::fenced(client, name).unwrap()
+    }
+}
+
+struct Write;
+impl Kind for Write {
+    type L = WriteLock;
+    const NAME: &'static str = "write lock";
+    fn make(client: &Client, name: &str) -> WriteLock {
+        ReadWriteLock::new(client, name).unwrap().write_lock()
+    }
+    fn fenced(client: &Client, name: &str) -> WriteLock {
+        ReadWriteLock::fenced(client, name).unwrap().write_lock()
+    }
+}
+
+/// Exclusion, try and wait limits, force unlock, and the loss signal it raises.
+async fn exclusion_force_unlock_and_loss<K: Kind>() {
+    let redis = TestRedis::any();
+    let name = unique_name("conf-excl");
+    let a = client_with_lease(&redis.url(), Duration::from_millis(600)).await;
+    let b = client(&redis.url()).await;
+    let (on_a, on_b) = (K::make(&a, &name), K::make(&b, &name));
+    let what = K::NAME;
+
+    let guard = on_a.lock().await.unwrap();
+    assert!(
+        on_b.try_lock().await.unwrap().is_none(),
+        "{what}: another client"
+    );
+    assert!(
+        on_a.try_lock().await.unwrap().is_none(),
+        "{what}: another acquisition"
+    );
+    let limited = LockOptions::new().wait(Duration::from_millis(100));
+    assert!(
+        on_b.try_lock_with(limited).await.unwrap().is_none(),
+        "{what}"
+    );
+    assert!(
+        matches!(on_b.lock_with(limited).await, Err(Error::Timeout(_))),
+        "{what}: lock_with times out with an error"
+    );
+    assert!(on_a.is_locked().await.unwrap());
+    assert!(on_a.remaining_ttl().await.unwrap().is_some());
+
+    assert!(on_b.force_unlock().await.unwrap(), "{what}: was locked");
+    assert!(!on_b.force_unlock().await.unwrap(), "{what}: no longer");
+    assert_eq!(
+        tokio::time::timeout(SOON, guard.lost()).await.unwrap(),
+        LossReason::NotHeld,
+        "{what}: the holder is told"
+    );
+    assert!(matches!(guard.unlock().await, Err(Error::LeaseLost(_))));
+    let again = on_b
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free after force unlock");
+    again.unlock().await.unwrap();
+    assert!(!on_a.is_locked().await.unwrap());
+}
+
+/// Fencing tokens grow with every acquisition, across clients and re-entries.
+async fn fencing_tokens_grow<K: Kind>() {
+    let redis = TestRedis::any();
+    let name = unique_name("conf-fence");
+    let clients = [client(&redis.url()).await, client(&redis.url()).await];
+    let mut last = 0;
+    for round in 0..4 {
+        let client = &clients[round % 2];
+        let lock = K::fenced(client, &name);
+        let guard = lock.lock().await.unwrap();
+        let token = guard.token().expect("fenced");
+        assert!(token > last, "{}: {token} after {last}", K::NAME);
+        last = token;
+        guard.unlock().await.unwrap();
+    }
+    let plain = K::make(&clients[0], &unique_name("conf-plain"));
+    let guard = plain.lock().await.unwrap();
+    assert_eq!(guard.token(), None, "{}: no token unfenced", K::NAME);
+    guard.unlock().await.unwrap();
+}
+
+/// A fixed lease ends by itself and the guard says so; bad leases are refused.
+async fn leases<K: Kind>() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let lock = K::make(&a, &unique_name("conf-lease"));
+    for lease in [Duration::ZERO, Duration::MAX] {
+        let err = lock
+            .lock_with(LockOptions::new().lease(lease))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument(_)),
+            "{}: {err}",
+            K::NAME
+        );
+    }
+    let short = lock
+        .lock_with(LockOptions::new().lease(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    assert!(lock.remaining_ttl().await.unwrap().unwrap() <= Duration::from_millis(200));
+    assert_eq!(
+        tokio::time::timeout(SOON, short.lost()).await.unwrap(),
+        LossReason::LeaseExpired
+    );
+    eventually(SOON, "the lease ran out on the server", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+}
+
+/// A key of another type is a clear error and stays as it was.
+async fn wrong_types<K: Kind>() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("conf-string");
+    let mut con = redis.connection();
+    let _: () = con.set(&name, "not a lock").unwrap();
+    let lock = K::make(&a, &name);
+    for err in [
+        lock.try_lock().await.unwrap_err(),
+        lock.force_unlock().await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::WrongType { .. }),
+            "{}: {err:?}",
+            K::NAME
+        );
+    }
+    let value: String = con.get(&name).unwrap();
+    assert_eq!(value, "not a lock");
+    assert!(matches!(
+        lock.hold_count().await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// Lock futures dropped at every stage leave no hold.
+async fn dropped_futures_leak_nothing<K: Kind>() {
+    let redis = TestRedis::any();
+    let name = unique_name("conf-dropped");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let (lock, other) = (K::make(&a, &name), K::make(&b, &name));
+    drop_calls_at_every_stage(
+        30,
+        || async { other.lock().await.unwrap() },
+        |_| {
+            let lock = lock.clone();
+            async move { lock.lock().await.map(drop) }
+        },
+    )
+    .await;
+    eventually(SOON, "no hold left", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+}
+
+macro_rules! conformance {
+    ($($kind:ident => $module:ident),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn exclusion_force_unlock_and_loss() {
+                super::exclusion_force_unlock_and_loss::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fencing_tokens_grow() {
+                super::fencing_tokens_grow::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn leases() {
+                super::leases::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn wrong_types() {
+                super::wrong_types::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn dropped_futures_leak_nothing() {
+                super::dropped_futures_leak_nothing::<$kind>().await;
+            }
+        }
+    )*};
+}
+
+conformance!(Reentrant => reentrant_lock, Fair => fair_lock, Write => write_lock);

@@ -19,7 +19,7 @@ use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrisson::{Client, ClientConfig, ReentrantLock};
+use ferrisson::{Client, ClientConfig, FencedLock};
 use ferrisson_testkit::RedisServer;
 
 const LEASE: Duration = Duration::from_millis(1_000);
@@ -73,9 +73,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let client = Client::with_config(ClientConfig::new(&url).lease(LEASE))
                     .await
                     .map_err(|e| e.to_string())?;
-                let lock = ReentrantLock::fenced(&client, &name).map_err(|e| e.to_string())?;
+                let lock = FencedLock::new(&client, &name).map_err(|e| e.to_string())?;
                 let guard = lock.lock().await.map_err(|e| e.to_string())?;
-                let token = guard.token().unwrap_or(0);
+                let token = guard.token();
                 let seen = ledger.lock().map_err(|e| e.to_string())?.balance;
                 println!(
                     "A: took the lock with token {token}, read balance {seen}; now stalling..."
@@ -102,13 +102,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let client = Client::connect(&url).await?;
-        let lock = ReentrantLock::fenced(&client, &name)?;
+        let lock = FencedLock::new(&client, &name)?;
         // Wait until A holds the lock, then queue up behind it.
-        while !lock.is_locked().await? {
+        while !lock.as_lock().is_locked().await? {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let guard = lock.lock().await?;
-        let token = guard.token().unwrap_or(0);
+        let token = guard.token();
         println!("B: got the lock after A's lease ran out, token {token}");
         let seen = ledger.lock().map_err(|e| e.to_string())?.balance;
         ledger

@@ -44,7 +44,7 @@ pub use ferrisson_core as core;
 
 #[cfg(feature = "lock")]
 #[doc(inline)]
-pub use ferrisson_lock::{LockGuard, ReentrantLock};
+pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
 #[doc(inline)]

@@ -1034,3 +1034,26 @@ async fn an_unlock_retried_after_a_lost_reply_releases_once() {
     outer.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_lock_always_hands_out_a_growing_token() {
+    let redis = TestRedis::any();
+    let name = unique_name("fenced-type");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let on_a = ferrisson::FencedLock::new(&a, &name).unwrap();
+    let on_b = ferrisson::FencedLock::new(&b, &name).unwrap();
+    let first = on_a.lock().await.unwrap();
+    assert!(on_b.try_lock().await.unwrap().is_none());
+    // Re-entry through the guard's owner gets a token of its own, and a larger one.
+    let again = on_a.owned_by(first.owner().clone()).lock().await.unwrap();
+    assert!(again.token() > first.token());
+    let last = again.token();
+    again.unlock().await.unwrap();
+    first.unlock().await.unwrap();
+    let second = on_b.lock().await.unwrap();
+    assert!(second.token() > last, "across clients too");
+    assert!(!second.is_lost());
+    second.into_inner().unlock().await.unwrap();
+    assert!(!on_a.as_lock().is_locked().await.unwrap());
+}

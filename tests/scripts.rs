@@ -71,7 +71,9 @@ fn every_script_loads_on_a_real_server_under_its_sha() {
 async fn locks_keep_working_across_a_script_flush() {
     let server = RedisServer::spawn();
     let client = client(&server.url()).await;
-    let lock = ReentrantLock::new(&client, &unique_name("flush")).unwrap();
+    let lock = ReentrantLock::new(&client, &unique_name("flush"))
+        .unwrap()
+        .owned_by(client.new_owner());
     let guard = lock.lock().await.unwrap();
     server.flush_scripts();
     let inner = lock.lock().await.unwrap();

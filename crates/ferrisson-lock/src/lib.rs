@@ -20,9 +20,11 @@
 //! See [`ReentrantLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
 //! promise (failover, pauses) and what to do about it.
 
+mod fenced;
 mod lock;
 mod scripts;
 
+pub use fenced::{FencedGuard, FencedLock};
 /// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as LockGuard;

@@ -1,0 +1,174 @@
+//! The fenced lock: Redisson's `RFencedLock`, whose every acquisition carries a token.
+
+use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
+
+use crate::ReentrantLock;
+
+/// A reentrant lock whose every acquisition carries a fencing token, with Redisson's
+/// `RFencedLock` layout: the counter `redisson_lock_token:{name}` grows by one with every
+/// acquisition (re-entries included) and never expires.
+///
+/// Its guard's [`token`](FencedGuard::token) is a plain `u64`, strictly greater than the token
+/// of every earlier acquisition of the lock by any owner. Send it with every write to the
+/// protected resource, and have the resource reject a write whose token is not above the
+/// highest it has accepted: a holder that lost the lock without knowing it (a long pause, a
+/// failover) is then turned away instead of overwriting its successor's work.
+///
+/// Everything else is the [`ReentrantLock`]'s: [`as_lock`](Self::as_lock) gives the
+/// [`Lock`] queries (`is_locked`, `force_unlock`, …).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_lock::FencedLock;
+///
+/// let lock = FencedLock::new(&client, "ledger")?;
+/// let first = lock.lock().await?;
+/// let token: u64 = first.token();
+/// first.unlock().await?;
+/// let second = lock.lock().await?;
+/// assert!(second.token() > token);
+/// second.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FencedLock {
+    lock: ReentrantLock,
+}
+
+/// One hold of a [`FencedLock`]: a [`HoldGuard`] (which it dereferences to, for the loss
+/// signal and the rest) whose token is always there.
+#[must_use = "dropping the guard releases the lock at once (in the background)"]
+#[derive(Debug)]
+pub struct FencedGuard {
+    guard: HoldGuard,
+    token: u64,
+}
+
+impl FencedGuard {
+    /// The fencing token of this acquisition.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Releases this hold; see [`HoldGuard::unlock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`HoldGuard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`HoldGuard::unlock`].
+    pub async fn unlock(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+
+    /// The plain guard.
+    pub fn into_inner(self) -> HoldGuard {
+        self.guard
+    }
+}
+
+impl std::ops::Deref for FencedGuard {
+    type Target = HoldGuard;
+
+    fn deref(&self) -> &HoldGuard {
+        &self.guard
+    }
+}
+
+/// A guard of a fenced acquisition, which always carries a token.
+fn fenced(guard: HoldGuard) -> Result<FencedGuard> {
+    match guard.token() {
+        Some(token) => Ok(FencedGuard { guard, token }),
+        None => Err(Error::Protocol(format!(
+            "fenced lock `{}` was acquired without a token",
+            guard.key()
+        ))),
+    }
+}
+
+impl FencedLock {
+    /// A handle to the fenced lock named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Ok(Self {
+            lock: ReentrantLock::fenced(client, name)?,
+        })
+    }
+
+    /// This lock, acquired as `owner` (re-entry; see [`ReentrantLock::owned_by`]).
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            lock: self.lock.owned_by(owner),
+        }
+    }
+
+    /// The lock as a [`Lock`], for its queries and for code generic over lock kinds (whose
+    /// guards then carry the token as `Some`).
+    pub fn as_lock(&self) -> &ReentrantLock {
+        &self.lock
+    }
+
+    /// Takes the lock, waiting as long as it takes; see [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    pub async fn lock(&self) -> Result<FencedGuard> {
+        fenced(self.lock.lock().await?)
+    }
+
+    /// Takes the lock with options; see [`Lock::lock_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock_with`].
+    pub async fn lock_with(&self, options: LockOptions) -> Result<FencedGuard> {
+        fenced(self.lock.lock_with(options).await?)
+    }
+
+    /// Takes the lock if that is possible right now; see [`Lock::try_lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_lock`].
+    pub async fn try_lock(&self) -> Result<Option<FencedGuard>> {
+        self.lock.try_lock().await?.map(fenced).transpose()
+    }
+
+    /// Takes the lock, waiting up to the options' wait limit; see [`Lock::try_lock_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_lock_with`].
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<FencedGuard>> {
+        self.lock
+            .try_lock_with(options)
+            .await?
+            .map(fenced)
+            .transpose()
+    }
+}

@@ -357,17 +357,7 @@ async fn reentry_leases_tokens_and_force_unlock_behave_as_for_the_reentrant_lock
         0
     );
 
-    // A fixed lease ends by itself, and the guard says so.
-    let short = lock
-        .lock_with(LockOptions::new().lease(Duration::from_millis(200)))
-        .await
-        .unwrap();
-    assert!(lock.remaining_ttl().await.unwrap().unwrap() <= Duration::from_millis(200));
-    assert_eq!(
-        tokio::time::timeout(SOON, short.lost()).await.unwrap(),
-        LossReason::LeaseExpired
-    );
-
+    // Fixed leases, force unlock and wrong types of every lock kind: tests/conformance.rs.
     // Force unlock frees it for the waiter and the holder is told.
     let holder = lock.lock().await.unwrap();
     let other = FairLock::fenced(&b, &name).unwrap();

@@ -259,17 +259,7 @@ async fn hold_counts_leases_tokens_and_force_unlock() {
     let err = r2_again(&lock).await;
     assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
 
-    // Fixed leases run out, and the guards say so.
-    let short = lock
-        .write_lock()
-        .lock_with(LockOptions::new().lease(Duration::from_millis(200)))
-        .await
-        .unwrap();
-    assert!(lock.remaining_ttl().await.unwrap().unwrap() <= Duration::from_millis(200));
-    assert_eq!(
-        tokio::time::timeout(SOON, short.lost()).await.unwrap(),
-        LossReason::LeaseExpired
-    );
+    // A read hold's fixed lease runs out too (the write side's: tests/conformance.rs).
     let short = lock
         .read_lock()
         .lock_with(LockOptions::new().lease(Duration::from_millis(200)))

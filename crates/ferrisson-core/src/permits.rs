@@ -133,6 +133,16 @@ impl SemaphoreNames {
         })
     }
 
+    /// Changes the count as `change` says and publishes it: whether it changed and the count
+    /// after (see [`change_permits`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`change_permits`].
+    pub async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
+        change_permits(&self.client, &self.key, &self.channel, change).await
+    }
+
     /// Where the semaphore's waiters wait.
     pub fn keys(&self) -> PermitKeys<'_> {
         PermitKeys {
@@ -239,66 +249,4 @@ where
         leave_reservation(client, keys.key, keys.channel, keys.reservation, waiter).await;
     }
     Ok(outcome)
-}
-
-/// The count-changing methods both semaphores offer, `try_set_permits`, `set_permits` and
-/// `add_permits`, and `key`, written once over the type's `fn names(&self) ->
-/// &SemaphoreNames`.
-#[macro_export]
-macro_rules! permit_count_methods {
-    () => {
-        /// The Redis key of the count.
-        pub fn key(&self) -> &str {
-            &self.names().key
-        }
-
-        /// Sets the count of free permits to `permits` if no count is set yet; returns whether
-        /// it did.
-        ///
-        /// # Errors
-        ///
-        /// [`Error::WrongType`]($crate::Error::WrongType) when the key holds something else
-        /// than a count, [`Error::Redis`]($crate::Error::Redis).
-        pub async fn try_set_permits(&self, permits: u32) -> $crate::Result<bool> {
-            let names = self.names();
-            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
-            let change = $crate::permits::CountChange::TrySet(permits);
-            Ok(
-                $crate::permits::change_permits(client, key, channel, change)
-                    .await?
-                    .0,
-            )
-        }
-
-        /// Sets the count of free permits, whatever it was, and wakes waiters.
-        ///
-        /// # Errors
-        ///
-        /// As [`try_set_permits`](Self::try_set_permits).
-        pub async fn set_permits(&self, permits: u32) -> $crate::Result<()> {
-            let names = self.names();
-            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
-            let change = $crate::permits::CountChange::Set(permits);
-            $crate::permits::change_permits(client, key, channel, change)
-                .await
-                .map(drop)
-        }
-
-        /// Adds `delta` free permits (negative: takes them away, below zero if need be,
-        /// without waiting) and returns the new count. Zero changes nothing.
-        ///
-        /// # Errors
-        ///
-        /// As [`try_set_permits`](Self::try_set_permits).
-        pub async fn add_permits(&self, delta: i64) -> $crate::Result<i64> {
-            let names = self.names();
-            let (client, key, channel) = (&names.client, &names.key[..], &names.channel[..]);
-            let change = $crate::permits::CountChange::Add(delta);
-            Ok(
-                $crate::permits::change_permits(client, key, channel, change)
-                    .await?
-                    .1,
-            )
-        }
-    };
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferrisson_core::keys::{RequestId, suffixed};
 use ferrisson_core::permits::{
-    RESERVATION, SemaphoreNames, leave_reservation, not_taken, take_permits,
+    CountChange, RESERVATION, SemaphoreNames, leave_reservation, not_taken, take_permits,
 };
 use ferrisson_core::{
     Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec,
@@ -305,10 +305,47 @@ impl ExpirableSemaphore {
         })
     }
 
-    ferrisson_core::permit_count_methods!();
+    /// The Redis key of the count.
+    pub fn key(&self) -> &str {
+        &self.shared.names.key
+    }
 
-    fn names(&self) -> &SemaphoreNames {
-        &self.shared.names
+    /// Sets the count of free permits to `permits` if no count is set yet (the first instance
+    /// to start wins); returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        Ok(self
+            .shared
+            .names
+            .change(CountChange::TrySet(permits))
+            .await?
+            .0)
+    }
+
+    /// Sets the count of free permits, whatever it was, and wakes waiters.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.shared
+            .names
+            .change(CountChange::Set(permits))
+            .await
+            .map(drop)
+    }
+
+    /// Adds `delta` free permits (negative: takes them away, below zero if need be, without
+    /// waiting) and returns the new count. Zero changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        Ok(self.shared.names.change(CountChange::Add(delta)).await?.1)
     }
 
     /// `(free, taken, remaining lease of id)`, expired permits returned first.

@@ -9,8 +9,8 @@ use ferrisson_core::{
 };
 
 use ferrisson_core::permits::{
-    PermitNeed, RESERVATION, SemaphoreNames, leave_reservation, not_taken, read_permits,
-    take_permits,
+    CountChange, PermitNeed, RESERVATION, SemaphoreNames, leave_reservation, not_taken,
+    read_permits, take_permits,
 };
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
@@ -140,10 +140,41 @@ impl Semaphore {
         })
     }
 
-    ferrisson_core::permit_count_methods!();
+    /// The Redis key of the count.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
 
-    fn names(&self) -> &SemaphoreNames {
-        &self.shared
+    /// Sets the count of free permits to `permits` if no count is set yet (the first instance
+    /// to start wins); returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        Ok(self.shared.change(CountChange::TrySet(permits)).await?.0)
+    }
+
+    /// Sets the count of free permits, whatever it was, and wakes waiters.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        self.shared
+            .change(CountChange::Set(permits))
+            .await
+            .map(drop)
+    }
+
+    /// Adds `delta` free permits (negative: takes them away, below zero if need be, without
+    /// waiting) and returns the new count. Zero changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        Ok(self.shared.change(CountChange::Add(delta)).await?.1)
     }
 
     /// Takes every available permit at once and returns how many (0 when the count is zero,

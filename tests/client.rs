@@ -16,7 +16,8 @@ async fn a_client_comes_from_a_url_a_parsed_config_or_a_redis_client() {
     let server = RedisServer::spawn();
     let config: ClientConfig = server.url().parse().unwrap();
     let from_config = Client::with_config(config.namespace("app:")).await.unwrap();
-    assert_eq!(from_config.object_key("x").unwrap(), "app:x");
+    let namespaced = ReentrantLock::new(&from_config, "x").unwrap();
+    assert_eq!(namespaced.key(), "app:x");
     assert!(matches!(
         "not a url".parse::<ClientConfig>(),
         Err(Error::Redis(_))

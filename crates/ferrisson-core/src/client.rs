@@ -185,21 +185,34 @@ impl Client {
         &self.inner.config
     }
 
-    /// The Redis key of the object the user named `name`: the namespace prefix, then `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] when `name` is empty.
-    pub fn object_key(&self, name: &str) -> Result<String> {
-        validate_name(name)?;
-        Ok(format!("{}{name}", self.inner.config.namespace))
-    }
-
     /// A new owner, distinct from every other: bind it to a handle (`owned_by`) for holds that
     /// re-enter, or that one task takes and another releases (see [`Owner`]).
     pub fn new_owner(&self) -> Owner {
         Owner::fresh(&self.inner.id)
     }
+
+    /// Channels currently subscribed (or being subscribed) and waiters on them.
+    pub fn waiter_stats(&self) -> (usize, usize) {
+        self.inner.hub.stats()
+    }
+
+    /// How many renewal script calls the watchdog has sent.
+    pub fn renewal_calls(&self) -> u64 {
+        self.inner.watchdog.renew_calls()
+    }
+}
+
+/// What synchronizer crates need of a [`Client`] beyond what users touch: script calls that
+/// settle lost replies, plain commands, pub/sub waiters and hand-off claims, leases with the
+/// watchdog, key naming. Part of the [engine](crate::engine); users never need it.
+#[allow(async_fn_in_trait)]
+pub trait ClientEngine {
+    /// The Redis key of the object the user named `name`: the namespace prefix, then `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    fn object_key(&self, name: &str) -> Result<String>;
 
     /// Runs a script call once: `EVALSHA`, loading the script when the server answers
     /// `NOSCRIPT`.
@@ -208,16 +221,7 @@ impl Client {
     ///
     /// [`Error::WrongType`] (naming the call's first key) when a key holds another type,
     /// [`Error::Redis`] for any other failure, transient or not.
-    pub async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        let value = self
-            .inner
-            .conn
-            .eval(call)
-            .await
-            .map_err(|e| script_error(e, call))?;
-        redis::from_redis_value(value)
-            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))
-    }
+    async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
     /// Runs a script call until its outcome is known ([`settle`](Self::settle)): retried per
     /// the client's [`RetryPolicy`](crate::RetryPolicy) when the connection broke, and on for
@@ -229,9 +233,7 @@ impl Client {
     ///
     /// As [`eval_once`](Self::eval_once), once the outcome is known to be a failure or could
     /// not be learnt within the window.
-    pub async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        self.settle(|_| self.eval_once(call)).await
-    }
+    async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
     /// Sends a plain command, retrying when the connection broke. Only for idempotent commands.
     ///
@@ -239,7 +241,127 @@ impl Client {
     ///
     /// [`Error::WrongType`] (naming the command's first argument) when the key holds another
     /// type, [`Error::Redis`] otherwise.
-    pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T>;
+
+    /// Whether `key` exists (`EXISTS`): a lock is held, a semaphore or latch is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    async fn exists(&self, key: &str) -> Result<bool>;
+
+    /// The time left before `key` expires (`PTTL`); `None` when it does not exist or has no
+    /// expiry.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    async fn remaining_ttl(&self, key: &str) -> Result<Option<Duration>>;
+
+    /// The count stored in field `field` of hash `key` (`HGET`), 0 when absent: how many times
+    /// an owner holds a lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
+    async fn hash_count(&self, key: &str, field: &str) -> Result<u32>;
+
+    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error,
+    /// or the retry policy is used up. Synchronizers use the attempt number to make a retried
+    /// call idempotent (an acquire retried after a lost reply must not count twice).
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error.
+    async fn retrying<T, F, Fut>(&self, attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>;
+
+    /// Runs `attempt(n)` for n = 0, 1, … as [`retrying`](Self::retrying) does, for a call that
+    /// changes state and whose outcome the caller must know: after a failure that may have
+    /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
+    /// connection), it goes on asking past the retry policy, with the policy's longest pause,
+    /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
+    /// attempts must be idempotent: each one re-asks the same question (`n > 0` tells a retry),
+    /// so the first reply that arrives says what happened.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: the call failed, or its outcome stayed unknown for the whole
+    /// window (then the caller must undo whatever the call may have done).
+    async fn settle<T, F, Fut>(&self, attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>;
+
+    /// How long [`settle`](Self::settle) keeps asking after a lost reply: the retry window
+    /// (how long request-id latches last) less one response timeout, so that the last retry
+    /// reaches Redis while the first call's latch still stands.
+    fn settle_window(&self) -> Duration;
+
+    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
+    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
+    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
+    fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription;
+
+    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
+    /// and confirmed: then no message published from now on can be missed, and the caller can
+    /// queue behind them without trying first. `tag` is called only when the waiter registers
+    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
+    fn subscribe_if_confirmed(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription>;
+
+    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
+    /// with local waiters on it or lingering after the last one left: no message published
+    /// from now on can be missed, but nobody need be ahead of the caller, which must try
+    /// before it sleeps.
+    fn subscribe_if_live(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription>;
+
+    /// Reserves the longest-waiting tagged local waiter of `channel` for a hand-off, unless
+    /// `max_streak` hand-offs in a row have happened since the last public message.
+    fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim>;
+
+    /// Registers a hold with the client's watchdog.
+    fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle;
+
+    /// What the client knows locally about the holds of `owner` on `key`.
+    fn lease_state(&self, script: &Script, key: &Arc<str>, owner: &Arc<str>) -> Option<LeaseState>;
+
+    /// How long an unlock result is kept for a retried release: the retry window of a call.
+    fn retry_window(&self) -> Duration;
+}
+
+impl ClientEngine for Client {
+    fn object_key(&self, name: &str) -> Result<String> {
+        validate_name(name)?;
+        Ok(format!("{}{name}", self.inner.config.namespace))
+    }
+
+    async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        let value = self
+            .inner
+            .conn
+            .eval(call)
+            .await
+            .map_err(|e| script_error(e, call))?;
+        redis::from_redis_value(value)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))
+    }
+
+    async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        self.settle(|_| self.eval_once(call)).await
+    }
+
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.retrying(|_| async {
             let value = self.inner.conn.query(cmd).await.map_err(|e| {
                 // The key is the command's first argument (`EXISTS key`, `HGET key field`).
@@ -258,46 +380,22 @@ impl Client {
         .await
     }
 
-    /// Whether `key` exists (`EXISTS`): a lock is held, a semaphore or latch is set.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn exists(&self, key: &str) -> Result<bool> {
+    async fn exists(&self, key: &str) -> Result<bool> {
         let exists: i64 = self.query(redis::cmd("EXISTS").arg(key)).await?;
         Ok(exists == 1)
     }
 
-    /// The time left before `key` expires (`PTTL`); `None` when it does not exist or has no
-    /// expiry.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn remaining_ttl(&self, key: &str) -> Result<Option<Duration>> {
+    async fn remaining_ttl(&self, key: &str) -> Result<Option<Duration>> {
         let ttl: i64 = self.query(redis::cmd("PTTL").arg(key)).await?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
-    /// The count stored in field `field` of hash `key` (`HGET`), 0 when absent: how many times
-    /// an owner holds a lock.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
-    pub async fn hash_count(&self, key: &str, field: &str) -> Result<u32> {
+    async fn hash_count(&self, key: &str, field: &str) -> Result<u32> {
         let count: Option<u32> = self.query(redis::cmd("HGET").arg(key).arg(field)).await?;
         Ok(count.unwrap_or(0))
     }
 
-    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error,
-    /// or the retry policy is used up. Synchronizers use the attempt number to make a retried
-    /// call idempotent (an acquire retried after a lost reply must not count twice).
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error.
-    pub async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T>>,
@@ -316,19 +414,7 @@ impl Client {
         }
     }
 
-    /// Runs `attempt(n)` for n = 0, 1, … as [`retrying`](Self::retrying) does, for a call that
-    /// changes state and whose outcome the caller must know: after a failure that may have
-    /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
-    /// connection), it goes on asking past the retry policy, with the policy's longest pause,
-    /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
-    /// attempts must be idempotent: each one re-asks the same question (`n > 0` tells a retry),
-    /// so the first reply that arrives says what happened.
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error: the call failed, or its outcome stayed unknown for the whole
-    /// window (then the caller must undo whatever the call may have done).
-    pub async fn settle<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    async fn settle<T, F, Fut>(&self, mut attempt: F) -> Result<T>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T>>,
@@ -357,26 +443,16 @@ impl Client {
         }
     }
 
-    /// How long [`settle`](Self::settle) keeps asking after a lost reply: the retry window
-    /// (how long request-id latches last) less one response timeout, so that the last retry
-    /// reaches Redis while the first call's latch still stands.
-    pub fn settle_window(&self) -> Duration {
+    fn settle_window(&self) -> Duration {
         self.retry_window()
             .saturating_sub(self.inner.config.response_timeout)
     }
 
-    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
-    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
-    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
-    pub fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription {
+    fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription {
         self.inner.hub.subscribe(channel, policy, tag)
     }
 
-    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
-    /// and confirmed: then no message published from now on can be missed, and the caller can
-    /// queue behind them without trying first. `tag` is called only when the waiter registers
-    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
-    pub fn subscribe_if_confirmed(
+    fn subscribe_if_confirmed(
         &self,
         channel: &str,
         tag: impl FnOnce() -> Option<Tag>,
@@ -384,11 +460,7 @@ impl Client {
         self.inner.hub.subscribe_if_confirmed(channel, tag)
     }
 
-    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
-    /// with local waiters on it or lingering after the last one left: no message published
-    /// from now on can be missed, but nobody need be ahead of the caller, which must try
-    /// before it sleeps.
-    pub fn subscribe_if_live(
+    fn subscribe_if_live(
         &self,
         channel: &str,
         policy: WakePolicy,
@@ -397,39 +469,19 @@ impl Client {
         self.inner.hub.subscribe_if_live(channel, policy, tag)
     }
 
-    /// Reserves the longest-waiting tagged local waiter of `channel` for a hand-off, unless
-    /// `max_streak` hand-offs in a row have happened since the last public message.
-    pub fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+    fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
         self.inner.hub.claim(channel, max_streak)
     }
 
-    /// Channels currently subscribed (or being subscribed) and waiters on them.
-    pub fn waiter_stats(&self) -> (usize, usize) {
-        self.inner.hub.stats()
-    }
-
-    /// Registers a hold with the client's watchdog.
-    pub fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {
+    fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {
         self.inner.watchdog.hold(spec)
     }
 
-    /// What the client knows locally about the holds of `owner` on `key`.
-    pub fn lease_state(
-        &self,
-        script: &Script,
-        key: &Arc<str>,
-        owner: &Arc<str>,
-    ) -> Option<LeaseState> {
+    fn lease_state(&self, script: &Script, key: &Arc<str>, owner: &Arc<str>) -> Option<LeaseState> {
         self.inner.watchdog.state(script, key, owner)
     }
 
-    /// How many renewal script calls the watchdog has sent.
-    pub fn renewal_calls(&self) -> u64 {
-        self.inner.watchdog.renew_calls()
-    }
-
-    /// How long an unlock result is kept for a retried release: the retry window of a call.
-    pub fn retry_window(&self) -> Duration {
+    fn retry_window(&self) -> Duration {
         let config = &self.inner.config;
         config.retry.window(config.response_timeout)
     }

@@ -1,17 +1,16 @@
 //! The shared core of [ferrisson](https://docs.rs/ferrisson): Redisson's distributed
 //! synchronizers for Rust.
 //!
-//! This crate holds what every synchronizer needs and nothing specific to any of them:
+//! This crate holds what every synchronizer needs and nothing specific to any of them, for two
+//! audiences:
 //!
-//! - [`Client`]: the command connection (reconnecting by itself), the client id and settings;
-//! - [`Script`]: the Lua script registry, run by `EVALSHA` with a `NOSCRIPT` fallback;
-//! - [`keys`]: key and channel naming of the Redis state protocol;
-//! - [`Owner`]: who holds what (a fresh owner per acquisition unless a handle is bound to one);
-//! - the watchdog ([`LeaseSpec`], [`LeaseHandle`]): lease renewal by batches and the loss
-//!   signal;
-//! - pub/sub waiters ([`Subscription`]): one subscriber connection per client;
-//! - what every lock kind shares ([`HoldGuard`], [`LockOptions`], [`Release`]);
-//! - [`Error`], the one error type.
+//! - **Users**, at the crate root: [`Client`] (connections, settings), [`ClientConfig`],
+//!   [`Error`] and [`LossReason`], the guard of a hold ([`HoldGuard`]) and the options of a
+//!   lock call ([`LockOptions`]), the [`Lock`] trait every lock kind implements, [`Owner`]
+//!   (who holds what: a fresh owner per acquisition unless a handle is bound to one), and
+//!   [`duration`] (which durations are valid where).
+//! - **Synchronizer crates**, in [`engine`]: the acquire/wait/release machinery, scripts, key
+//!   naming, the watchdog's lease table and pub/sub waiters.
 //!
 //! Users normally depend on the `ferrisson` facade or on one synchronizer crate
 //! (`ferrisson-lock`, …), which re-export what they need from here.
@@ -20,34 +19,64 @@ mod client;
 mod config;
 pub mod duration;
 mod error;
-mod hold;
+mod guard;
+#[doc(hidden)]
 pub mod keys;
 mod lock;
+mod options;
 mod owner;
+#[doc(hidden)]
 pub mod permits;
 mod pubsub;
 mod script;
+mod wait;
 mod watchdog;
 
+// What users touch.
 pub use client::Client;
 pub use config::{ClientConfig, PublishCommand, RetryPolicy};
-pub use error::{Error, LossReason, Result, map_redis_error};
-pub use hold::{
-    Attempt, CleanupGuard, FORCE_RELEASE_HASH, FirstRound, HoldGuard, LockOptions, RENEW_HASH,
-    Release, Released, Start, WaitPacer, WaitSpec, begin_wait, register_early, scripts,
-    spawn_cleanup, ttl_bound, wait_for_turn, wait_on, wait_registered,
-};
-pub use lock::{Lock, hash_hold_count};
+pub use error::{Error, LossReason, Result};
+pub use guard::HoldGuard;
+pub use lock::Lock;
+pub use options::LockOptions;
 pub use owner::Owner;
-pub use pubsub::{
-    Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,
-    lock_message_policy, permits_message_policy,
-};
-pub use script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
-pub use watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 
-/// Re-exported for synchronizer crates, whose plain commands go through [`Client::query`].
-pub use redis;
+pub mod engine {
+    //! The engine: what synchronizer crates build on, and users never need. One acquire, wait and
+    //! release machinery for every kind (see `docs/architecture.md`):
+    //!
+    //! - [`ClientEngine`]: script calls that settle lost replies (`eval`, `settle`), plain
+    //!   commands, pub/sub waiters and hand-off claims, leases with the watchdog, key naming;
+    //! - the wait loop ([`wait_for_turn`], [`begin_wait`], [`wait_registered`], [`wait_on`],
+    //!   [`WaitSpec`], [`WaitPacer`]) and its tries ([`Attempt`]);
+    //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
+    //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`],
+    //!   [`LeaseHandle`]);
+    //! - pub/sub wake policies and local hand-offs ([`Subscription`], [`Claim`], [`Tag`]);
+    //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
-/// Re-exported for synchronizer crates: `tokio::time::Instant`, the clock of [`LeaseSpec`].
-pub use tokio::time::Instant;
+    pub use crate::client::ClientEngine;
+    pub use crate::error::map_redis_error;
+    pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
+    pub use crate::keys;
+    pub use crate::lock::hash_hold_count;
+    pub use crate::lock::{FORCE_RELEASE_HASH, RENEW_HASH, scripts};
+    pub use crate::permits;
+    pub use crate::pubsub::{
+        Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,
+        lock_message_policy, permits_message_policy,
+    };
+    pub use crate::script::{PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
+    pub use crate::wait::{
+        Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early, ttl_bound,
+        wait_for_turn, wait_on, wait_registered,
+    };
+    pub use crate::watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
+
+    /// Re-exported for synchronizer crates, whose plain commands go through
+    /// [`ClientEngine::query`].
+    pub use redis;
+
+    /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
+    pub use tokio::time::Instant;
+}

@@ -1,12 +1,15 @@
 //! The [`Lock`] trait: what every lock kind offers (the reentrant lock, the fair lock, and
 //! either side of the read-write lock), written once over the few calls each kind supplies.
 
+use crate::client::ClientEngine;
 use std::future::Future;
 use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::hold::{HoldGuard, LockOptions};
+use crate::guard::HoldGuard;
+use crate::options::LockOptions;
+use crate::script::Script;
 
 /// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the
 /// watchdog), ask about it, force it free.
@@ -202,4 +205,26 @@ pub async fn hash_hold_count(
 ) -> Result<u32> {
     let owner = crate::Owner::for_query(owner, "hold_count")?;
     client.hash_count(key, owner.as_str()).await
+}
+
+/// The watchdog's renewal script for locks held in a hash (`owner → count`): the reentrant
+/// lock's and the fair lock's (`lua/core/renew_hash.lua`).
+pub static RENEW_HASH: Script =
+    Script::new("core/renew_hash", include_str!("../lua/renew_hash.lua"));
+
+/// Force release of a lock kept in a hash, whoever holds it (`lua/core/force_release_hash.lua`):
+/// the reentrant lock's (message `0`) and the read-write lock's (message `1`).
+pub static FORCE_RELEASE_HASH: Script = Script::new(
+    "core/force_release_hash",
+    include_str!("../lua/force_release_hash.lua"),
+);
+
+/// Every script this crate runs, for tests and tools that load or check them.
+pub fn scripts() -> [&'static Script; 4] {
+    [
+        &RENEW_HASH,
+        &FORCE_RELEASE_HASH,
+        &crate::permits::PERMITS_UPDATE,
+        &crate::permits::PERMITS_LEAVE,
+    ]
 }

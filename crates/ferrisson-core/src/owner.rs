@@ -36,7 +36,7 @@ pub struct Owner(Arc<str>);
 
 impl Owner {
     /// The owner an acquire call on a handle bound to `bound` acts as: that owner, or a fresh
-    /// one (see the [module docs](self)).
+    /// one (see [`Owner`]).
     pub fn for_call(client: &crate::Client, bound: Option<&Owner>) -> Self {
         match bound {
             Some(owner) => owner.clone(),

@@ -1,6 +1,7 @@
 //! What the two semaphores share: the permit count's changes, and a waiter's reservation.
 
 use crate::client::Client;
+use crate::client::ClientEngine;
 use crate::error::{Error, Result};
 use crate::script::{Script, ScriptCall};
 
@@ -179,7 +180,11 @@ pub struct PermitKeys<'a> {
 /// holder comes back within [`RESERVATION_RECHECK`] to keep it; a waiter that knows when
 /// something may change (`hint_ms > 0`) looks again then; the others wait for a release (or
 /// a lease-long re-check).
-pub fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate::Attempt<T> {
+pub fn not_taken<T>(
+    client: &Client,
+    holds_reservation: bool,
+    hint_ms: i64,
+) -> crate::engine::Attempt<T> {
     let ms = if holds_reservation {
         RESERVATION_RECHECK.as_millis() as i64
     } else if hint_ms > 0 {
@@ -187,7 +192,7 @@ pub fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> c
     } else {
         client.config().lease_duration().as_millis() as i64
     };
-    crate::Attempt::Held(ms)
+    crate::engine::Attempt::Held(ms)
 }
 
 /// What a waiting permit call tells a local releaser that may hand it permits: how many it
@@ -204,26 +209,26 @@ pub struct PermitNeed(pub u32);
 ///
 /// # Errors
 ///
-/// The errors of `attempt` (see [`wait_for_turn`](crate::wait_for_turn)).
+/// The errors of `attempt` (see [`wait_for_turn`](crate::engine::wait_for_turn)).
 pub async fn take_permits<T, F, Fut>(
     client: &Client,
     keys: PermitKeys<'_>,
     waiter: &str,
     wait: Option<std::time::Duration>,
-    tag: Option<crate::Tag>,
+    tag: Option<crate::engine::Tag>,
     holds_reservation: &std::sync::atomic::AtomicBool,
     mut attempt: F,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<crate::Attempt<T>>>,
+    Fut: std::future::Future<Output = Result<crate::engine::Attempt<T>>>,
 {
     let deadline = wait.and_then(crate::duration::deadline_after);
     let waits = wait != Some(std::time::Duration::ZERO);
-    let spec = crate::WaitSpec {
+    let spec = crate::engine::WaitSpec {
         channel: keys.channel,
-        policy: crate::permits_message_policy,
+        policy: crate::engine::permits_message_policy,
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
         recheck: client.config().lease_duration(),
@@ -232,17 +237,17 @@ where
     // With other local waiters on the semaphore, the channel is subscribed already: register
     // before the first try (which the wait loop makes), and no try after subscribing is
     // needed.
-    let early = match crate::begin_wait(client, &spec, waits, &mut attempt).await? {
-        crate::Start::Done(outcome) => return Ok(outcome),
-        crate::Start::Wait(early) => early,
+    let early = match crate::engine::begin_wait(client, &spec, waits, &mut attempt).await? {
+        crate::engine::Start::Done(outcome) => return Ok(outcome),
+        crate::engine::Start::Wait(early) => early,
     };
-    let reservation = crate::CleanupGuard::new(|| {
+    let reservation = crate::engine::CleanupGuard::new(|| {
         let client = client.clone();
         let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
         let (reservation, waiter) = (keys.reservation.to_owned(), waiter.to_owned());
         async move { leave_reservation(&client, &key, &channel, &reservation, &waiter).await }
     });
-    let outcome = crate::wait_registered(client, early.as_ref(), spec, attempt).await?;
+    let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
     reservation.disarm();
     // A try that took permits dropped the reservation itself; a hand-off did not.
     if outcome.is_none() || holds_reservation.load(std::sync::atomic::Ordering::Acquire) {

@@ -48,7 +48,7 @@ use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
 
-/// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::Client::claim_waiter))
+/// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::engine::ClientEngine::claim_waiter))
 /// before a release goes through Redis publicly, so that waiters of other clients (and
 /// Redisson) get their turn. Every synchronizer that hands off locally uses this bound.
 pub const MAX_HANDOFF_STREAK: u32 = 8;

@@ -3,14 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, suffixed};
-use ferrisson_core::permits::{
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::{RequestId, suffixed};
+use ferrisson_core::engine::permits::{
     CountChange, RESERVATION, SemaphoreNames, leave_reservation, not_taken, take_permits,
 };
-use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec,
-    MAX_HANDOFF_STREAK, Owner, Release, Released, Result, ScriptCall,
+use ferrisson_core::engine::{
+    Attempt, CleanupGuard, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Release, Released,
+    ScriptCall,
 };
+use ferrisson_core::{Client, Error, HoldGuard, Owner, Result};
 
 use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 
@@ -585,7 +587,7 @@ impl ExpirableSemaphore {
             Arc::new(Wanted {
                 owner: shared.client.new_owner(),
                 lease,
-            }) as ferrisson_core::Tag
+            }) as ferrisson_core::engine::Tag
         });
         take_permits(
             &shared.client,

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, prefixed};
-use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, HoldGuard, Instant, LeaseEnd, LeaseSpec, Lock,
-    LockOptions, Owner, RENEW_HASH, Release, Released, Result, ScriptCall, Start, WaitSpec, Wake,
-    begin_wait, hash_hold_count, wait_registered,
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::{RequestId, prefixed};
+use ferrisson_core::engine::{
+    Attempt, CleanupGuard, Instant, LeaseEnd, LeaseSpec, RENEW_HASH, Release, Released, ScriptCall,
+    Start, WaitSpec, Wake, begin_wait, hash_hold_count, wait_registered,
 };
+use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
 
@@ -249,7 +250,7 @@ impl FairLock {
     pub async fn queue_length(&self) -> Result<usize> {
         self.shared
             .client
-            .query(ferrisson_core::redis::cmd("LLEN").arg(&self.shared.queue))
+            .query(ferrisson_core::engine::redis::cmd("LLEN").arg(&self.shared.queue))
             .await
     }
 }

@@ -1,6 +1,6 @@
 //! The Lua scripts of the fair lock (`lua/fair_lock/`).
 
-use ferrisson_core::Script;
+use ferrisson_core::engine::Script;
 
 pub(crate) static ACQUIRE: Script =
     Script::new("fair_lock/acquire", include_str!("../lua/acquire.lua"));

@@ -3,8 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::suffixed;
-use ferrisson_core::{Client, Error, Instant, Result, ScriptCall, WaitPacer, Wake};
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::suffixed;
+use ferrisson_core::engine::{Instant, ScriptCall, WaitPacer, Wake};
+use ferrisson_core::{Client, Error, Result};
 
 use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
 

@@ -1,6 +1,6 @@
 //! The Lua scripts of the countdown latch (`lua/latch/`).
 
-use ferrisson_core::Script;
+use ferrisson_core::engine::Script;
 
 pub(crate) static TRY_SET: Script =
     Script::new("latch/try_set", include_str!("../lua/try_set.lua"));

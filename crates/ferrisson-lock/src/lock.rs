@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, prefixed};
-use ferrisson_core::{
-    Attempt, Client, Error, FORCE_RELEASE_HASH, FirstRound, HoldGuard, Instant, LeaseEnd,
-    LeaseSpec, Lock, LockOptions, MAX_HANDOFF_STREAK, Owner, RENEW_HASH, Release, Released, Result,
-    ScriptCall, WaitSpec, hash_hold_count, lock_message_policy, spawn_cleanup, wait_on,
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::{RequestId, prefixed};
+use ferrisson_core::engine::{
+    Attempt, FORCE_RELEASE_HASH, FirstRound, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK,
+    RENEW_HASH, Release, Released, ScriptCall, WaitSpec, hash_hold_count, lock_message_policy,
+    spawn_cleanup, wait_on,
 };
+use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
 use crate::LockGuard;
 use crate::scripts::{ACQUIRE, RELEASE};
@@ -269,7 +271,7 @@ impl ReentrantLock {
             .and_then(ferrisson_core::duration::deadline_after);
         let client = &self.shared.client;
         let waits = options.wait_time() != Some(Duration::ZERO);
-        let tag = || -> ferrisson_core::Tag {
+        let tag = || -> ferrisson_core::engine::Tag {
             Arc::new(WaiterInfo {
                 owner: owner.clone(),
                 lease,

@@ -1,6 +1,6 @@
 //! The Lua scripts of the reentrant lock (`lua/lock/`).
 
-use ferrisson_core::Script;
+use ferrisson_core::engine::Script;
 
 pub(crate) static ACQUIRE: Script = Script::new("lock/acquire", include_str!("../lua/acquire.lua"));
 pub(crate) static RELEASE: Script = Script::new("lock/release", include_str!("../lua/release.lua"));

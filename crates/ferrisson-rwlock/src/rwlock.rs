@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::{RequestId, prefixed, suffixed};
-use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, FORCE_RELEASE_HASH, HoldGuard, Instant, LeaseEnd,
-    LeaseSpec, Lock, LockOptions, Owner, Release, Released, Result, ScriptCall, Start, WaitSpec,
-    begin_wait, lock_message_policy, wait_registered,
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::{RequestId, prefixed, suffixed};
+use ferrisson_core::engine::{
+    Attempt, CleanupGuard, FORCE_RELEASE_HASH, Instant, LeaseEnd, LeaseSpec, Release, Released,
+    ScriptCall, Start, WaitSpec, begin_wait, lock_message_policy, wait_registered,
 };
+use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
 use crate::scripts::{
     READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
@@ -206,7 +207,7 @@ impl ReadWriteLock {
             .shared
             .client
             .query(
-                ferrisson_core::redis::cmd("HGET")
+                ferrisson_core::engine::redis::cmd("HGET")
                     .arg(self.key())
                     .arg("mode"),
             )

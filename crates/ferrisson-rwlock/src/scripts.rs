@@ -1,6 +1,6 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::Script;
+use ferrisson_core::engine::Script;
 
 pub(crate) static READ_ACQUIRE: Script = Script::new(
     "rwlock/read_acquire",

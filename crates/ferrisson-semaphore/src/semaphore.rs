@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::keys::RequestId;
-use ferrisson_core::{
-    Attempt, CleanupGuard, Client, Error, MAX_HANDOFF_STREAK, Result, ScriptCall, spawn_cleanup,
+use ferrisson_core::engine::ClientEngine;
+use ferrisson_core::engine::keys::RequestId;
+use ferrisson_core::engine::{
+    Attempt, CleanupGuard, MAX_HANDOFF_STREAK, ScriptCall, spawn_cleanup,
 };
+use ferrisson_core::{Client, Error, Result};
 
-use ferrisson_core::permits::{
+use ferrisson_core::engine::permits::{
     CountChange, PermitNeed, RESERVATION, SemaphoreNames, leave_reservation, not_taken,
     read_permits, take_permits,
 };

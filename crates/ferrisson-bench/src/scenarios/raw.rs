@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferrisson::core::keys::RequestId;
+use ferrisson::core::engine::keys::RequestId;
 use tokio::time::Instant;
 
 use super::{Ctx, UNCONTENDED};

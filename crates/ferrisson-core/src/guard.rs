@@ -1,0 +1,313 @@
+//! The guard of a hold, which every lock kind shares (loss signal, fencing token, release on
+//! unlock or drop), the seam through which it releases ([`Release`]), and the cleanups that
+//! cancelled or unknown calls leave to the background ([`CleanupGuard`]).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::error::{Error, LossReason, Result};
+use crate::owner::Owner;
+use crate::watchdog::{LeaseEnd, LeaseHandle};
+use tokio::time::Instant;
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The owner held nothing.
+    NotOwner,
+    /// Holds of the owner remain.
+    StillHeld,
+    /// The lock is free; a waiter was woken.
+    Freed,
+    /// The lock went straight to a local waiter.
+    HandedOff,
+}
+
+/// How a lock kind releases one hold; the guard calls it on unlock and on drop.
+pub trait Release: Send + Sync + 'static {
+    /// The Redis key of the lock, for messages.
+    fn key(&self) -> &str;
+
+    /// Releases one hold of `owner`, whose lease has just ended locally as `end` says.
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> BoxFuture<'static, Result<Released>>;
+}
+
+/// One hold of a lock: of a [`ReentrantLock`], a fair lock, or either side of a read-write lock.
+///
+/// Release it with [`unlock`](Self::unlock) to learn the outcome. Dropping it releases the
+/// hold in the background (never blocking); without a Tokio runtime to run that release, the
+/// hold ends when its lease runs out, since the watchdog stops renewing it at once.
+///
+/// While held, watch [`lost`](Self::lost): it resolves if the hold cannot be kept, before the
+/// lease can have run out on the server, so the holder can stop before another holder gets in.
+///
+/// [`ReentrantLock`]: https://docs.rs/ferrisson-lock
+#[must_use = "dropping the guard releases the lock at once (in the background)"]
+pub struct HoldGuard {
+    lock: Arc<dyn Release>,
+    owner: Owner,
+    lease: Option<LeaseHandle>,
+    token: Option<u64>,
+}
+
+impl std::fmt::Debug for HoldGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldGuard")
+            .field("key", &self.lock.key())
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("lost", &self.loss_reason())
+            .finish()
+    }
+}
+
+impl HoldGuard {
+    /// The guard of a hold just taken: `lease` is its registration with the watchdog.
+    pub fn new(
+        lock: Arc<dyn Release>,
+        owner: Owner,
+        lease: LeaseHandle,
+        token: Option<u64>,
+    ) -> Self {
+        Self {
+            lock,
+            owner,
+            lease: Some(lease),
+            token,
+        }
+    }
+
+    /// The fencing token of this acquisition (fenced locks and write locks): strictly greater
+    /// than the token of every earlier acquisition of the lock, by any owner. Pass it to the
+    /// protected resource, which rejects a write whose token is below the highest it has seen.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The owner the hold is recorded under.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        self.lock.key()
+    }
+
+    /// Why the hold was lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.lease.as_ref().and_then(LeaseHandle::lost_reason)
+    }
+
+    /// Whether the hold was lost.
+    pub fn is_lost(&self) -> bool {
+        self.loss_reason().is_some()
+    }
+
+    /// `Ok(())` while the hold is believed held; [`Error::LeaseLost`] once it is lost.
+    /// Call it before each step that must run under the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        match self.loss_reason() {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves when the hold is lost, with the reason; pending while it is held. Use it in a
+    /// `tokio::select!` beside the work the lock protects.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LossReason {
+        match &self.lease {
+            Some(lease) => lease.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Runs `work` only while the hold lasts: its output, or [`Error::LeaseLost`] with the
+    /// reason as soon as the hold is lost (then `work` is dropped at its next await point, before
+    /// the lease can have run out on the server). The `select!` on [`lost`](Self::lost) that
+    /// protected work needs, written once.
+    ///
+    /// ```
+    /// use ferrisson_core::{HoldGuard, Result};
+    ///
+    /// async fn post_entry(guard: &HoldGuard) -> Result<u64> {
+    ///     // Cut off with `Error::LeaseLost` if the lock goes while the write runs.
+    ///     guard.while_held(async { /* the protected write */ 42 }).await
+    /// }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`: dropping this future drops `work`; the hold stays.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold was lost before or while `work` ran.
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        self.ensure_held()?;
+        tokio::select! {
+            biased;
+            reason = self.lost() => Err(Error::LeaseLost(reason)),
+            output = work => Ok(output),
+        }
+    }
+
+    /// The earliest moment the lease can end on the server as known now (the watchdog moves it
+    /// forward with each renewal); `None` once lost.
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.lease.as_ref().and_then(LeaseHandle::deadline)
+    }
+
+    /// Releases this hold (one level of re-entry), waking a waiter when the lock becomes free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping this future does not undo the unlock: a release that may have been sent is
+    /// sent again in the background with the same request id (Redis counts it once), and one
+    /// that was not sent yet is sent then.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then: the
+    /// lock was not held continuously), [`Error::NotOwner`] when Redis says this owner holds
+    /// nothing, [`Error::Redis`] when Redis could not be reached (the hold then ends with its
+    /// lease: the watchdog no longer renews it).
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        // Leave the watchdog first, so it does not renew a hold being released.
+        let end = lease.end();
+        let released = self.lock.clone().release(self.owner.clone(), end).await?;
+        match (released, end.lost) {
+            (_, Some(reason)) => Err(Error::LeaseLost(reason)),
+            (Released::NotOwner, None) => Err(Error::NotOwner(format!(
+                "`{}` is not held by {}",
+                self.lock.key(),
+                self.owner
+            ))),
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+impl HoldGuard {
+    /// Lets go of the guard without releasing the hold: the watchdog stops renewing it, and
+    /// it ends when its lease runs out, or when someone releases it explicitly (a permit by
+    /// its id). Nothing is sent to Redis.
+    pub fn detach(mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.end();
+        }
+    }
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let end = lease.end();
+        let release = self.lock.clone().release(self.owner.clone(), end);
+        let key = self.lock.key().to_owned();
+        let owner = self.owner.clone();
+        let spawned = spawn_cleanup(async move {
+            if let Err(e) = release.await {
+                tracing::warn!(%key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
+            }
+        });
+        if !spawned {
+            tracing::warn!(
+                key = %self.lock.key(),
+                owner = %self.owner,
+                "lock guard dropped outside a Tokio runtime; the hold ends with its lease"
+            );
+        }
+    }
+}
+
+/// Runs a cleanup in the background from a `Drop`, on the current Tokio runtime; returns
+/// false (nothing runs) outside one: the hold then ends with its lease.
+pub fn spawn_cleanup(cleanup: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(cleanup);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// A cleanup that runs in the background (see [`spawn_cleanup`]) if the guard is dropped
+/// armed: what a cancelled call must undo (a hold an abandoned acquire may have taken, a queue
+/// place, a release to send again). [`disarm`](Self::disarm) once the call has completed.
+pub struct CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    cleanup: Option<F>,
+}
+
+impl<F, Fut> CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    /// Armed with `cleanup`, which builds the future to run.
+    pub fn new(cleanup: F) -> Self {
+        Self {
+            cleanup: Some(cleanup),
+        }
+    }
+
+    /// The call completed: nothing to clean up.
+    pub fn disarm(mut self) {
+        self.cleanup = None;
+    }
+
+    /// The call whose result is `result` has ended: disarmed when its outcome is known (a
+    /// reply arrived, or Redis refused the call), left to run the cleanup now when it is not
+    /// (a connection error after the call may have run, past [`Client::settle`]'s window):
+    /// an unknown outcome is undone, never taken for a failure that changed nothing.
+    ///
+    /// [`Client::settle`]: crate::engine::ClientEngine::settle
+    pub fn settle<T>(self, result: &Result<T>) {
+        match result {
+            Err(e) if e.is_connection_error() => {
+                tracing::debug!(error = %e, "the call's outcome is unknown: undoing what it may have done");
+                drop(self);
+            }
+            _ => self.disarm(),
+        }
+    }
+}
+
+impl<F, Fut> Drop for CleanupGuard<F, Fut>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(cleanup) = self.cleanup.take()
+            && !spawn_cleanup(cleanup())
+        {
+            tracing::warn!(
+                "a cancelled call could not clean up outside a Tokio runtime; what it held ends with its lease"
+            );
+        }
+    }
+}

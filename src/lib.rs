@@ -18,13 +18,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
-//! use ferrisson::{Client, Lock, ReentrantLock};
+//! use ferrisson::{Client, FencedLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
-//! let lock = ReentrantLock::fenced(&client, "ledger")?;
+//! let lock = FencedLock::new(&client, "ledger")?;
 //! let guard = lock.lock().await?;
-//! let token = guard.token().expect("fenced locks hand out tokens");
-//! // ... write to the ledger with `token`, so it can reject stale holders ...
+//! let token: u64 = guard.token(); // strictly greater than every earlier holder's
+//! // The work runs only while the lock is held: a loss cuts it off with Error::LeaseLost.
+//! guard
+//!     .while_held(async { /* write to the ledger with `token`, so it rejects stale holders */ })
+//!     .await?;
 //! # let _ = token;
 //! guard.unlock().await?;
 //! # Ok(()) }

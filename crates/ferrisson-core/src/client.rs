@@ -159,7 +159,7 @@ impl Client {
         );
         let watchdog = Watchdog::start(
             conn.clone(),
-            config.watchdog_period(),
+            config.get_watchdog_period(),
             config.response_timeout,
         );
         let id = uuid::Uuid::new_v4().hyphenated().to_string();

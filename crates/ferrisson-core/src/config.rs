@@ -72,6 +72,9 @@ impl RetryPolicy {
 
 /// Settings of a [`Client`](crate::Client).
 ///
+/// One naming rule, as `tokio-postgres`'s `Config`: a setter is named after its setting and
+/// returns the config (`.lease(d)`), the getter adds `get_` (`.get_lease()`).
+///
 /// ```
 /// use std::time::Duration;
 /// use ferrisson_core::ClientConfig;
@@ -79,7 +82,7 @@ impl RetryPolicy {
 /// let config = ClientConfig::new("redis://127.0.0.1:6379")
 ///     .namespace("billing:")
 ///     .lease(Duration::from_secs(9));
-/// assert_eq!(config.watchdog_period(), Duration::from_secs(3));
+/// assert_eq!(config.get_watchdog_period(), Duration::from_secs(3));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -146,12 +149,7 @@ impl ClientConfig {
 
     /// How often the watchdog renews leases; a third of the lease by default. Must be shorter
     /// than the lease.
-    pub fn watchdog_period(&self) -> Duration {
-        self.watchdog_period.unwrap_or(self.lease / 3)
-    }
-
-    /// Sets how often the watchdog renews leases (see [`watchdog_period`](Self::watchdog_period)).
-    pub fn with_watchdog_period(mut self, period: Duration) -> Self {
+    pub fn watchdog_period(mut self, period: Duration) -> Self {
         self.watchdog_period = Some(period);
         self
     }
@@ -187,33 +185,43 @@ impl ClientConfig {
         self
     }
 
-    /// The configured lease of watchdog-kept holds.
-    pub fn lease_duration(&self) -> Duration {
+    /// The lease of watchdog-kept holds.
+    pub fn get_lease(&self) -> Duration {
         self.lease
     }
 
-    /// The configured response timeout.
-    pub fn response_timeout_duration(&self) -> Duration {
+    /// How often the watchdog renews leases (a third of the lease unless set).
+    pub fn get_watchdog_period(&self) -> Duration {
+        self.watchdog_period.unwrap_or(self.lease / 3)
+    }
+
+    /// The response timeout.
+    pub fn get_response_timeout(&self) -> Duration {
         self.response_timeout
     }
 
-    /// The configured retry policy.
-    pub fn retry_policy(&self) -> RetryPolicy {
+    /// The connect timeout.
+    pub fn get_connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The retry policy.
+    pub fn get_retry(&self) -> RetryPolicy {
         self.retry
     }
 
-    /// The configured publish command.
-    pub fn publish(&self) -> PublishCommand {
+    /// The publish command.
+    pub fn get_publish_command(&self) -> PublishCommand {
         self.publish
     }
 
-    /// The configured outage limit of waiting calls.
-    pub fn outage_limit(&self) -> Duration {
+    /// The outage limit of waiting calls.
+    pub fn get_wait_outage_limit(&self) -> Duration {
         self.wait_outage_limit
     }
 
-    /// The configured namespace prefix.
-    pub fn namespace_prefix(&self) -> &str {
+    /// The namespace prefix.
+    pub fn get_namespace(&self) -> &str {
         &self.namespace
     }
 
@@ -225,7 +233,7 @@ impl ClientConfig {
                 self.lease
             )));
         }
-        let period = self.watchdog_period();
+        let period = self.get_watchdog_period();
         if period.is_zero() || period >= self.lease {
             return Err(Error::InvalidArgument(format!(
                 "watchdog period must be above zero and below the lease ({:?}), got {period:?}",

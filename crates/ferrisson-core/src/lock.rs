@@ -115,7 +115,7 @@ pub trait Lock: Send + Sync {
         async move {
             match acquired.await? {
                 Some(guard) => Ok(guard),
-                None => Err(Error::Timeout(options.wait_time().unwrap_or_default())),
+                None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
             }
         }
     }
@@ -147,7 +147,7 @@ pub trait Lock: Send + Sync {
         &self,
         options: LockOptions,
     ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
-        let wait = options.wait_time().unwrap_or(Duration::ZERO);
+        let wait = options.get_wait().unwrap_or(Duration::ZERO);
         self.acquire(options.wait(wait))
     }
 

@@ -13,8 +13,8 @@ use crate::error::Result;
 /// let options = LockOptions::new()
 ///     .wait(Duration::from_secs(2))
 ///     .lease(Duration::from_secs(10));
-/// assert_eq!(options.wait_time(), Some(Duration::from_secs(2)));
-/// assert_eq!(options.lease_time(), Some(Duration::from_secs(10)));
+/// assert_eq!(options.get_wait(), Some(Duration::from_secs(2)));
+/// assert_eq!(options.get_lease(), Some(Duration::from_secs(10)));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockOptions {
@@ -42,12 +42,12 @@ impl LockOptions {
     }
 
     /// The wait limit, if any.
-    pub fn wait_time(&self) -> Option<Duration> {
+    pub fn get_wait(&self) -> Option<Duration> {
         self.wait
     }
 
     /// The fixed lease, if any (`None`: the watchdog keeps the hold).
-    pub fn lease_time(&self) -> Option<Duration> {
+    pub fn get_lease(&self) -> Option<Duration> {
         self.lease
     }
 

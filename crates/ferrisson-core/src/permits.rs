@@ -50,7 +50,7 @@ pub async fn change_permits(
     let call = ScriptCall::new(&PERMITS_UPDATE, &[key, channel])
         .arg(mode)
         .arg(value)
-        .arg(client.config().publish().as_str());
+        .arg(client.config().get_publish_command().as_str());
     let reply: Vec<i64> = client.eval_once(&call).await?;
     match reply.as_slice() {
         [changed, count] => Ok((*changed == 1, *count)),
@@ -87,7 +87,7 @@ pub async fn leave_reservation(
 ) {
     let call = ScriptCall::new(&PERMITS_LEAVE, &[key, channel, reservation])
         .arg(waiter)
-        .arg(client.config().publish().as_str());
+        .arg(client.config().get_publish_command().as_str());
     if let Err(e) = client.eval::<i64>(&call).await {
         tracing::warn!(%key, error = %e, "giving up a reservation failed; it expires by itself");
     }
@@ -190,7 +190,7 @@ pub fn not_taken<T>(
     } else if hint_ms > 0 {
         hint_ms
     } else {
-        client.config().lease_duration().as_millis() as i64
+        client.config().get_lease().as_millis() as i64
     };
     crate::engine::Attempt::Held(ms)
 }
@@ -231,7 +231,7 @@ where
         policy: crate::engine::permits_message_policy,
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
-        recheck: client.config().lease_duration(),
+        recheck: client.config().get_lease(),
         tag,
     };
     // With other local waiters on the semaphore, the channel is subscribed already: register

@@ -65,9 +65,9 @@ where
     let subscription = client.subscribe(spec.channel, spec.policy, spec.tag.clone());
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
-        None => config.response_timeout_duration(),
+        None => config.get_response_timeout(),
     };
-    Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration()))).await;
+    Box::pin(subscription.confirmed(confirm_within.min(config.get_response_timeout()))).await;
     wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
 }
 
@@ -192,7 +192,7 @@ where
                 }
                 // A local releaser claimed this waiter: what it waits for (or a wake-up, if
                 // the hand-off fails) is on its way; trying now could take it twice.
-                Err(None) => config.response_timeout_duration(),
+                Err(None) => config.get_response_timeout(),
                 Ok(trying) => {
                     let result = attempt().await;
                     drop(trying);
@@ -266,12 +266,12 @@ impl WaitPacer {
             return Err(e);
         }
         let since = *self.outage_since.get_or_insert_with(Instant::now);
-        if since.elapsed() > config.outage_limit() {
+        if since.elapsed() > config.get_wait_outage_limit() {
             return Err(e);
         }
         self.failures += 1;
         tracing::debug!(error = %e, failures = self.failures, "waiting through a redis outage");
-        Ok(config.retry_policy().backoff(self.failures))
+        Ok(config.get_retry().backoff(self.failures))
     }
 
     /// How long to sleep before the next try: `bound`, at most a short re-check while the

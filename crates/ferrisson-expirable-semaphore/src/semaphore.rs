@@ -180,7 +180,7 @@ impl PermitRelease {
         };
         let owner = wanted.owner.clone();
         let watched = wanted.lease.is_none();
-        let lease = wanted.lease.unwrap_or(client.config().lease_duration());
+        let lease = wanted.lease.unwrap_or(client.config().get_lease());
         let successor = SemaphoreNames::random_id();
         let request_id = RequestId::random();
         let call = |successor: &str, latch: &str| {
@@ -283,7 +283,7 @@ async fn release_ids(shared: &Shared, ids: &[&str]) -> Result<i64> {
         &RELEASE,
         &[&shared.key, &shared.timeouts, &shared.channel, &latch],
     )
-    .arg(client.config().publish().as_str())
+    .arg(client.config().get_publish_command().as_str())
     .arg(ferrisson_core::duration::millis(client.retry_window()));
     for id in ids {
         call = call.arg(*id);
@@ -354,7 +354,7 @@ impl ExpirableSemaphore {
     async fn state(&self, id: &str) -> Result<(i64, i64, i64)> {
         let shared = &self.shared;
         let call = ScriptCall::new(&STATE, &[&shared.key, &shared.timeouts, &shared.channel])
-            .arg(shared.client.config().publish().as_str())
+            .arg(shared.client.config().get_publish_command().as_str())
             .arg(id);
         let reply: Vec<i64> = shared.client.eval(&call).await?;
         match reply.as_slice() {
@@ -661,7 +661,7 @@ impl Waiter<'_> {
                     &UNDO_ACQUIRE,
                     &[&shared.key, &shared.timeouts, &shared.channel, &latch],
                 )
-                .arg(shared.client.config().publish().as_str());
+                .arg(shared.client.config().get_publish_command().as_str());
                 for id in &ids {
                     call = call.arg(id.as_str());
                 }
@@ -672,7 +672,7 @@ impl Waiter<'_> {
             }
         });
         let watched = self.lease.is_none();
-        let lease = self.lease.unwrap_or(client.config().lease_duration());
+        let lease = self.lease.unwrap_or(client.config().get_lease());
         let mut call = ScriptCall::new(
             &ACQUIRE,
             &[
@@ -693,7 +693,7 @@ impl Waiter<'_> {
         } else {
             0
         })
-        .arg(client.config().publish().as_str());
+        .arg(client.config().get_publish_command().as_str());
         for id in &ids {
             call = call.arg(id.as_str());
         }

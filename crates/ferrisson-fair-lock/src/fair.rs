@@ -180,11 +180,11 @@ impl FairLock {
     async fn acquire_hold(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
         options.validate()?;
         let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
-        let lease = options.lease_time();
+        let lease = options.get_lease();
         let deadline = options
-            .wait_time()
+            .get_wait()
             .and_then(ferrisson_core::duration::deadline_after);
-        let waits = options.wait_time() != Some(Duration::ZERO);
+        let waits = options.get_wait() != Some(Duration::ZERO);
         let client = &self.shared.client;
         let channel = format!("{}:{owner}", self.shared.channel_prefix);
         let spec = WaitSpec {
@@ -284,7 +284,7 @@ impl Lock for FairLock {
             &FORCE_RELEASE,
             &[&shared.key, &shared.queue, &shared.channel_prefix],
         )
-        .arg(shared.client.config().publish().as_str());
+        .arg(shared.client.config().get_publish_command().as_str());
         let released: i64 = shared.client.eval(&call).await?;
         Ok(released == 1)
     }
@@ -313,7 +313,7 @@ impl FairShared {
         let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
         let lease = match lease {
             Some(lease) if !watched => lease,
-            _ => client.config().lease_duration(),
+            _ => client.config().get_lease(),
         };
         // A waiter's deadline is three heartbeats ahead: a live waiter refreshes it in time
         // even after missing two, and a dead one is dropped at most a waiter timeout after its
@@ -340,7 +340,7 @@ impl FairShared {
                 .arg(believed)
                 .arg(if n > 0 { "1" } else { "0" })
                 .arg(if self.fenced { "1" } else { "0" })
-                .arg(client.config().publish().as_str());
+                .arg(client.config().get_publish_command().as_str());
                 async move { client.eval_once(&call).await }
             })
             .await?;
@@ -379,7 +379,7 @@ impl FairShared {
             &[&self.key, &self.queue, &self.timeouts, &self.channel_prefix],
         )
         .arg(owner.as_str())
-        .arg(self.client.config().publish().as_str());
+        .arg(self.client.config().get_publish_command().as_str());
         let _: i64 = self.client.eval(&call).await?;
         Ok(())
     }
@@ -436,7 +436,7 @@ impl FairShared {
         .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
         .arg(owner.as_str())
         .arg(ferrisson_core::duration::millis(client.retry_window()))
-        .arg(client.config().publish().as_str());
+        .arg(client.config().get_publish_command().as_str());
         client.eval(&call).await
     }
 }
@@ -451,7 +451,7 @@ impl Release for FairShared {
         owner: Owner,
         end: LeaseEnd,
     ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        let renew_lease = end.renewed.then(|| self.client.config().lease_duration());
+        let renew_lease = end.renewed.then(|| self.client.config().get_lease());
         Box::pin(async move { self.release_hold(&owner, renew_lease).await })
     }
 }

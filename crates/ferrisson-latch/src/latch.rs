@@ -120,7 +120,7 @@ impl CountDownLatch {
             ],
         )
         .arg(count)
-        .arg(shared.client.config().publish().as_str());
+        .arg(shared.client.config().get_publish_command().as_str());
         // Not retried: a retry after a lost reply would find the latch armed and say no.
         let armed: i64 = shared.client.eval_once(&call).await?;
         Ok(armed == 1)
@@ -160,7 +160,7 @@ impl CountDownLatch {
             &COUNT_DOWN,
             &[&shared.key, &shared.channel, &shared.counted_key],
         )
-        .arg(shared.client.config().publish().as_str())
+        .arg(shared.client.config().get_publish_command().as_str())
         .arg(participant);
         // A participant's count-down is idempotent and retried; a plain one is sent once (a
         // retry after a lost reply could count twice).
@@ -202,7 +202,7 @@ impl CountDownLatch {
             &DELETE,
             &[&shared.key, &shared.channel, &shared.counted_key],
         )
-        .arg(shared.client.config().publish().as_str());
+        .arg(shared.client.config().get_publish_command().as_str());
         let deleted: i64 = shared.client.eval(&call).await?;
         Ok(deleted == 1)
     }
@@ -245,11 +245,10 @@ impl CountDownLatch {
         // Every message (opened, re-armed, deleted) is a reason to look again.
         let subscription = client.subscribe(&shared.channel, |_| Wake::All, None);
         let config = client.config();
-        let confirm_within = deadline.map_or(config.response_timeout_duration(), |d| {
+        let confirm_within = deadline.map_or(config.get_response_timeout(), |d| {
             d.saturating_duration_since(Instant::now())
         });
-        Box::pin(subscription.confirmed(confirm_within.min(config.response_timeout_duration())))
-            .await;
+        Box::pin(subscription.confirmed(confirm_within.min(config.get_response_timeout()))).await;
         let mut pacer = WaitPacer::new(deadline);
         loop {
             // Subscribed first, then looked: an opening in between is not missed.

@@ -265,12 +265,12 @@ impl ReentrantLock {
     async fn acquire_hold(&self, options: LockOptions) -> Result<Option<LockGuard>> {
         options.validate()?;
         let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
-        let lease = options.lease_time();
+        let lease = options.get_lease();
         let deadline = options
-            .wait_time()
+            .get_wait()
             .and_then(ferrisson_core::duration::deadline_after);
         let client = &self.shared.client;
-        let waits = options.wait_time() != Some(Duration::ZERO);
+        let waits = options.get_wait() != Some(Duration::ZERO);
         let tag = || -> ferrisson_core::engine::Tag {
             Arc::new(WaiterInfo {
                 owner: owner.clone(),
@@ -297,11 +297,11 @@ impl ReentrantLock {
                     client.subscribe(&self.shared.channel, lock_message_policy, Some(tag()));
                 let confirm_within = match deadline {
                     Some(d) => d.saturating_duration_since(Instant::now()),
-                    None => client.config().response_timeout_duration(),
+                    None => client.config().get_response_timeout(),
                 };
                 Box::pin(
                     subscription
-                        .confirmed(confirm_within.min(client.config().response_timeout_duration())),
+                        .confirmed(confirm_within.min(client.config().get_response_timeout())),
                 )
                 .await;
                 // Subscribed first, then tried again: a release between the first try and the
@@ -313,7 +313,7 @@ impl ReentrantLock {
             channel: &self.shared.channel,
             policy: lock_message_policy,
             deadline,
-            recheck: client.config().lease_duration(),
+            recheck: client.config().get_lease(),
             // The subscription carries the tag already.
             tag: None,
         };
@@ -372,7 +372,7 @@ impl Lock for ReentrantLock {
             &FORCE_RELEASE_HASH,
             &[&self.shared.key, &self.shared.channel],
         )
-        .arg(client.config().publish().as_str())
+        .arg(client.config().get_publish_command().as_str())
         .arg("0");
         let released: i64 = client.eval(&call).await?;
         Ok(released == 1)
@@ -467,7 +467,7 @@ impl LockShared {
         let watched = lease.is_none() || believed().is_some_and(|s| s.renewing);
         let lease = match lease {
             Some(lease) if !watched => lease,
-            _ => client.config().lease_duration(),
+            _ => client.config().get_lease(),
         };
         let mut sent_at = Instant::now();
         let reply: Vec<i64> = client
@@ -541,7 +541,7 @@ impl LockShared {
             .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
             .map(|waiter| match waiter.lease {
                 Some(lease) => (waiter.owner.clone(), lease, false),
-                None => (waiter.owner.clone(), client.config().lease_duration(), true),
+                None => (waiter.owner.clone(), client.config().get_lease(), true),
             });
         // Random, as a UUID v4 is: the latch key must not collide with another release's.
         let request_id = RequestId::random();
@@ -613,7 +613,7 @@ impl LockShared {
         .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
         .arg(owner.as_str())
         .arg(ferrisson_core::duration::millis(client.retry_window()))
-        .arg(client.config().publish().as_str())
+        .arg(client.config().get_publish_command().as_str())
         .arg(successor.map_or("", |(o, _)| o.as_str()))
         .arg(successor.map_or(0, |(_, lease)| ferrisson_core::duration::millis(lease)))
         .arg(if self.fenced { "1" } else { "0" });
@@ -635,7 +635,7 @@ impl Release for LockShared {
         owner: Owner,
         end: LeaseEnd,
     ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        let renew_lease = end.renewed.then(|| self.client.config().lease_duration());
+        let renew_lease = end.renewed.then(|| self.client.config().get_lease());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
         Box::pin(async move { self.release_hold(&owner, renew_lease, handoff).await })

@@ -246,7 +246,7 @@ impl ReadWriteLock {
     pub async fn force_unlock(&self) -> Result<bool> {
         let shared = &self.read.shared;
         let call = ScriptCall::new(&FORCE_RELEASE_HASH, &[&shared.key, &shared.channel])
-            .arg(shared.client.config().publish().as_str())
+            .arg(shared.client.config().get_publish_command().as_str())
             .arg("1");
         let released: i64 = shared.client.eval(&call).await?;
         Ok(released == 1)
@@ -340,11 +340,11 @@ impl Side {
         options: LockOptions,
     ) -> Result<Option<HoldGuard>> {
         options.validate()?;
-        let lease = options.lease_time();
+        let lease = options.get_lease();
         let deadline = options
-            .wait_time()
+            .get_wait()
             .and_then(ferrisson_core::duration::deadline_after);
-        let waits = options.wait_time() != Some(Duration::ZERO);
+        let waits = options.get_wait() != Some(Duration::ZERO);
         let client = &self.shared.client;
         let spec = WaitSpec {
             channel: &self.shared.channel,
@@ -353,7 +353,7 @@ impl Side {
             recheck: if self.write {
                 WRITER_RECHECK
             } else {
-                client.config().lease_duration()
+                client.config().get_lease()
             },
             tag: None,
         };
@@ -390,7 +390,7 @@ impl Side {
         let shared = &self.shared;
         let call = ScriptCall::new(&WRITE_LEAVE, &[&shared.intent_key, &shared.channel])
             .arg(owner.writer())
-            .arg(shared.client.config().publish().as_str());
+            .arg(shared.client.config().get_publish_command().as_str());
         if let Err(e) = shared.client.eval::<i64>(&call).await {
             tracing::warn!(key = %shared.key, %owner, error = %e, "withdrawing a writer intent failed; it expires by itself");
         }
@@ -435,7 +435,7 @@ impl Side {
         let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
         let lease = match lease {
             Some(lease) if !watched => lease,
-            _ => client.config().lease_duration(),
+            _ => client.config().get_lease(),
         };
         let prefix = self.hold_prefix(&owner);
         let writer = owner.writer();
@@ -547,7 +547,7 @@ impl Side {
         let client = &shared.client;
         let latch = request_id.latch_key(&shared.latch_prefix);
         let window = ferrisson_core::duration::millis(client.retry_window());
-        let publish = client.config().publish();
+        let publish = client.config().get_publish_command();
         let call = if self.write {
             ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
                 .arg(owner.writer())
@@ -588,7 +588,7 @@ impl Release for Side {
         // A write hold kept by the watchdog keeps the lease while write holds remain; read
         // holds keep their own lease keys.
         let renew_lease =
-            (self.write && end.renewed).then(|| self.shared.client.config().lease_duration());
+            (self.write && end.renewed).then(|| self.shared.client.config().get_lease());
         Box::pin(async move { self.release_hold(&owner, renew_lease).await })
     }
 }

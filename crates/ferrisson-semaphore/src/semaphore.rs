@@ -369,7 +369,7 @@ impl Semaphore {
         let latch = request_id.latch_key(&shared.release_latch_prefix);
         let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
             .arg(n)
-            .arg(client.config().publish().as_str())
+            .arg(client.config().get_publish_command().as_str())
             .arg(ferrisson_core::duration::millis(client.retry_window()));
         let _: i64 = client.eval(&call).await?;
         Ok(())
@@ -436,7 +436,7 @@ impl Waiter<'_> {
                 let shared = &semaphore.shared;
                 let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, &latch])
                     .arg(n)
-                    .arg(shared.client.config().publish().as_str());
+                    .arg(shared.client.config().get_publish_command().as_str());
                 if let Err(e) = shared.client.eval::<i64>(&call).await {
                     tracing::warn!(key = %shared.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
                 }

@@ -116,8 +116,8 @@ pub async fn raw_cycles(
     let (acquire, release) = load_scripts(&mut con).await?;
     let defaults = ferrisson::ClientConfig::new(url);
     let latch_ms = defaults
-        .retry_policy()
-        .window(defaults.response_timeout_duration())
+        .get_retry()
+        .window(defaults.get_response_timeout())
         .as_millis() as u64;
     Ok((0..tasks)
         .map(|i| {

@@ -195,6 +195,17 @@ pub(crate) struct HubShared {
 }
 
 impl HubShared {
+    /// A message arrived on `channel`: wake its waiters as the channel's policy says.
+    fn message(&self, channel: &str, payload: &[u8]) {
+        let mut state = self.state();
+        if let Some(channel) = state.channels.get_mut(channel) {
+            // Someone released publicly: the hand-off streak starts over.
+            channel.streak = 0;
+            let wake = (channel.policy)(payload);
+            channel.wake(wake);
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, HubState> {
         // A panic while holding this lock cannot leave the state half-updated in a way that
         // matters more than stopping every waiter would, so poisoning is ignored.
@@ -208,6 +219,21 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
+    /// The hub's shared state, with no driver and no connection (unit tests of the
+    /// claim/wake state machine).
+    #[cfg(test)]
+    fn detached() -> Self {
+        Self {
+            shared: Arc::new(HubShared {
+                state: Mutex::new(HubState::default()),
+                active: std::sync::atomic::AtomicUsize::new(0),
+                live: std::sync::atomic::AtomicUsize::new(0),
+                kick: Notify::new(),
+                confirmations: watch::Sender::new(0),
+            }),
+        }
+    }
+
     /// Starts the driver on the current Tokio runtime.
     pub(crate) fn start(
         client: redis::Client,
@@ -744,13 +770,8 @@ impl Driver {
     }
 
     fn dispatch(&self, message: &redis::Msg) {
-        let mut state = self.shared.state();
-        if let Some(channel) = state.channels.get_mut(message.get_channel_name()) {
-            // Someone released publicly: the hand-off streak starts over.
-            channel.streak = 0;
-            let wake = (channel.policy)(message.get_payload_bytes());
-            channel.wake(wake);
-        }
+        self.shared
+            .message(message.get_channel_name(), message.get_payload_bytes());
     }
 
     /// Brings the connection's subscriptions in line with the channels waiters are on.
@@ -838,5 +859,183 @@ impl Driver {
         }
         self.shared.confirmations.send_modify(|n| *n += 1);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The claim/wake state machine, without Redis: who a message wakes, who a releaser may
+    //! claim, and the race of a waiter's own try with a local hand-off.
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+
+    fn tag(n: u32) -> Option<Tag> {
+        Some(Arc::new(n))
+    }
+
+    fn tag_of(claim: &Claim) -> u32 {
+        *claim.tag().unwrap().downcast_ref::<u32>().unwrap()
+    }
+
+    const CH: &str = "ch";
+
+    #[test]
+    fn a_claim_takes_the_longest_waiting_free_tagged_waiter() {
+        let hub = Hub::detached();
+        let _untagged = hub.subscribe(CH, lock_message_policy, None);
+        let first = hub.subscribe(CH, lock_message_policy, tag(1));
+        let _second = hub.subscribe(CH, lock_message_policy, tag(2));
+        assert!(hub.claim("other", MAX_HANDOFF_STREAK).is_none());
+        // The first is trying: it cannot be claimed, the second is.
+        let trying = first.begin_try().unwrap();
+        let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+        assert_eq!(tag_of(&claim), 2);
+        drop(trying);
+        let claim1 = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+        assert_eq!(tag_of(&claim1), 1);
+        // Both claimed: nobody is left.
+        assert!(hub.claim(CH, MAX_HANDOFF_STREAK).is_none());
+        drop((claim, claim1));
+    }
+
+    #[tokio::test]
+    async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
+        let hub = Hub::detached();
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+        // A retried acquire meeting the hand-off: the try must not run.
+        assert!(matches!(waiter.begin_try(), Err(None)));
+        claim.deliver(Box::new(7u32)).unwrap();
+        match waiter.begin_try() {
+            Err(Some(handoff)) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 7),
+            other => panic!("expected the hand-off, got {other:?}"),
+        }
+        // Nothing is left for a later round but (at most) a spurious wake-up.
+        assert!(!matches!(
+            waiter.wait(Duration::from_millis(1)).await,
+            Woken::Handed(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_hand_off_to_a_waiter_that_left_comes_back_and_a_dropped_claim_wakes() {
+        let hub = Hub::detached();
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+        drop(waiter);
+        let back = claim.deliver(Box::new(3u32)).unwrap_err();
+        assert_eq!(*back.downcast::<u32>().unwrap(), 3);
+
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        drop(hub.claim(CH, MAX_HANDOFF_STREAK).unwrap());
+        assert!(matches!(
+            waiter.wait(Duration::from_secs(5)).await,
+            Woken::Notified
+        ));
+    }
+
+    #[tokio::test]
+    async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
+        let hub = Hub::detached();
+        let a = hub.subscribe(CH, permits_message_policy, tag(1));
+        let b = hub.subscribe(CH, permits_message_policy, tag(2));
+        let c = hub.subscribe(CH, permits_message_policy, tag(3));
+        let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+        assert_eq!(tag_of(&claim), 1);
+        // Two permits released: the two unclaimed waiters wake, the claimed one does not.
+        hub.shared.message(CH, b"2");
+        let quick = Duration::from_millis(1);
+        assert!(matches!(b.wait(quick).await, Woken::Notified));
+        assert!(matches!(c.wait(quick).await, Woken::Notified));
+        assert!(matches!(a.wait(quick).await, Woken::TimedOut));
+        claim.deliver(Box::new(())).unwrap();
+        assert!(matches!(a.wait(quick).await, Woken::Handed(_)));
+        // A count of zero wakes nobody.
+        let d = hub.subscribe(CH, permits_message_policy, tag(4));
+        hub.shared.message(CH, b"0");
+        assert!(matches!(d.wait(quick).await, Woken::TimedOut));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_leaving_with_an_unused_wake_up_passes_it_on() {
+        let hub = Hub::detached();
+        let first = hub.subscribe(CH, lock_message_policy, None);
+        let second = hub.subscribe(CH, lock_message_policy, None);
+        hub.shared.message(CH, b"0");
+        first.satisfied();
+        drop(first);
+        assert!(matches!(
+            second.wait(Duration::from_secs(5)).await,
+            Woken::Notified
+        ));
+    }
+
+    #[test]
+    fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
+        let hub = Hub::detached();
+        let waiters: Vec<_> = (0..4)
+            .map(|i| hub.subscribe(CH, lock_message_policy, tag(i)))
+            .collect();
+        for _ in 0..2 {
+            hub.claim(CH, 2).unwrap().deliver(Box::new(())).unwrap();
+        }
+        assert!(
+            hub.claim(CH, 2).is_none(),
+            "streak reached: release publicly"
+        );
+        assert!(hub.claim(CH, 2).is_some(), "the streak restarted");
+        hub.shared.message(CH, b"1");
+        drop(waiters);
+        assert_eq!(hub.stats(), (0, 0));
+    }
+
+    /// The race the restart test found, run many times on real threads: a waiter's retried
+    /// try and a releaser's claim + hand-off. The waiter must never both try and receive a
+    /// hand-off in the same round: either its try runs (no claim could be made meanwhile) or
+    /// it finds the claim and takes the hand-off instead.
+    #[test]
+    fn a_try_and_a_hand_off_never_both_happen() {
+        for _ in 0..2_000 {
+            let hub = Arc::new(Hub::detached());
+            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+            let tried = Arc::new(AtomicBool::new(false));
+            let releaser = {
+                let (hub, tried) = (hub.clone(), tried.clone());
+                std::thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
+                    Some(claim) => {
+                        // The waiter cannot be in a try while claimed.
+                        assert!(!tried.load(Ordering::SeqCst), "claimed while trying");
+                        claim.deliver(Box::new(())).is_ok()
+                    }
+                    None => false,
+                })
+            };
+            let mut received = 0;
+            let claimed = match waiter.begin_try() {
+                Ok(trying) => {
+                    tried.store(true, Ordering::SeqCst);
+                    std::thread::yield_now();
+                    tried.store(false, Ordering::SeqCst);
+                    drop(trying);
+                    false
+                }
+                Err(Some(_)) => {
+                    received += 1;
+                    true
+                }
+                Err(None) => true,
+            };
+            let delivered = releaser.join().unwrap();
+            if claimed {
+                assert!(delivered, "claimed but nothing delivered");
+            }
+            // A hand-off delivered after the try ended (or while the waiter stood aside) is
+            // taken on the next round: exactly once, never lost.
+            if let Err(Some(_)) = waiter.begin_try() {
+                received += 1;
+            }
+            assert_eq!(received, usize::from(delivered));
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferrisson_core::engine::ClientEngine;
 use ferrisson_core::engine::keys::suffixed;
-use ferrisson_core::engine::{Instant, ScriptCall, WaitPacer, Wake};
+use ferrisson_core::engine::{Attempt, Instant, ScriptCall, WaitSpec, Wake, wait_for_turn};
 use ferrisson_core::{Client, Error, Result};
 
 use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
@@ -235,37 +235,34 @@ impl CountDownLatch {
             .await
     }
 
+    /// Waits through the engine's one wait loop: a look at the count, then (subscribed and
+    /// confirmed) a look after every message, every [`RECHECK`] at the latest, through
+    /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let shared = &self.shared;
-        let client = &shared.client;
         let (count, round) = self.state().await?;
         if count == 0 {
             return Ok(true);
         }
-        // Every message (opened, re-armed, deleted) is a reason to look again.
-        let subscription = client.subscribe(&shared.channel, |_| Wake::All, None);
-        let config = client.config();
-        let confirm_within = deadline.map_or(config.get_response_timeout(), |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        Box::pin(subscription.confirmed(confirm_within.min(config.get_response_timeout()))).await;
-        let mut pacer = WaitPacer::new(deadline);
-        loop {
-            // Subscribed first, then looked: an opening in between is not missed.
-            let bound = match self.state().await {
-                Ok((0, _)) => return Ok(true),
+        let spec = WaitSpec {
+            channel: &shared.channel,
+            // Every message (opened, re-armed, deleted) is a reason to look again.
+            policy: |_| Wake::All,
+            deadline,
+            recheck: RECHECK,
+            tag: None,
+        };
+        // Subscribed first, then looked again: an opening in between is not missed.
+        let opened = wait_for_turn(&shared.client, spec, || async {
+            Ok(match self.state().await? {
+                (0, _) => Attempt::Acquired(()),
                 // A new round began: the one this call waited for has ended.
-                Ok((_, now)) if now != round => return Ok(true),
-                Ok(_) => {
-                    pacer.held();
-                    RECHECK
-                }
-                Err(e) => pacer.failed(e, config)?,
-            };
-            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
-                return Ok(false);
-            };
-            subscription.wait(bound).await;
-        }
+                (_, now) if now != round => Attempt::Acquired(()),
+                // No TTL to go by: look again after a message, or at the re-check.
+                _ => Attempt::Held(-1),
+            })
+        })
+        .await?;
+        Ok(opened.is_some())
     }
 }

@@ -74,6 +74,37 @@ where
     ok.load(Ordering::Relaxed)
 }
 
+/// Runs `cycles` cycles through `proxy` losing [`LOSS`] of the replies, then stops the loss
+/// and checks that replies were lost and most cycles succeeded.
+async fn lossy_run<F, Fut>(proxy: &FaultProxy, cycles: u32, workers: u32, cycle: F)
+where
+    F: Fn(u32) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), ferrisson::Error>> + Send,
+{
+    proxy.lose_replies(LOSS);
+    let ok = run_cycles(cycles, workers, cycle).await;
+    proxy.lose_replies(0.0);
+    let lost = proxy.replies_lost();
+    assert!(
+        lost > u64::from(cycles / 10),
+        "the proxy lost only {lost} replies"
+    );
+    assert!(
+        ok > u64::from(cycles / 2),
+        "only {ok} of {cycles} cycles succeeded"
+    );
+}
+
+/// Counts a task into a section that at most `most` may be in at once.
+async fn in_section(inside: &AtomicU32, most: u32) {
+    assert!(
+        inside.fetch_add(1, Ordering::SeqCst) < most,
+        "over {most} inside"
+    );
+    tokio::task::yield_now().await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_cycles_through_lost_replies_leave_every_permit() {
     let server = RedisServer::spawn();
@@ -88,31 +119,15 @@ async fn semaphore_cycles_through_lost_replies_leave_every_permit() {
     let client = lossy_client(&proxy).await;
     let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
     let in_flight = Arc::new(AtomicU32::new(0));
-    proxy.lose_replies(LOSS);
-    let ok = run_cycles(1000, 6, {
-        let in_flight = in_flight.clone();
-        move |_| {
-            let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
-            async move {
-                let permits = semaphore.acquire().await?;
-                assert!(
-                    in_flight.fetch_add(1, Ordering::SeqCst) < 3,
-                    "over 3 in flight"
-                );
-                tokio::task::yield_now().await;
-                in_flight.fetch_sub(1, Ordering::SeqCst);
-                permits.release().await
-            }
+    lossy_run(&proxy, 1000, 6, move |_| {
+        let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
+        async move {
+            let permits = semaphore.acquire().await?;
+            in_section(&in_flight, 3).await;
+            permits.release().await
         }
     })
     .await;
-    proxy.lose_replies(0.0);
-    assert!(
-        proxy.replies_lost() > 100,
-        "the proxy lost {}",
-        proxy.replies_lost()
-    );
-    assert!(ok > 500, "only {ok} of 1000 cycles succeeded");
     let semaphore = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
     eventually(Duration::from_secs(30), "every permit back", || async {
         semaphore.available_permits().await.unwrap() == 3
@@ -129,28 +144,15 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
     let client = lossy_client(&proxy).await;
     let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
     let holders = Arc::new(AtomicU32::new(0));
-    proxy.lose_replies(LOSS);
-    let ok = run_cycles(1000, 4, {
-        let holders = holders.clone();
-        move |_| {
-            let (lock, holders) = (lock.clone(), holders.clone());
-            async move {
-                let guard = lock.lock().await?;
-                assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                tokio::task::yield_now().await;
-                holders.fetch_sub(1, Ordering::SeqCst);
-                guard.unlock().await
-            }
+    lossy_run(&proxy, 1000, 4, move |_| {
+        let (lock, holders) = (lock.clone(), holders.clone());
+        async move {
+            let guard = lock.lock().await?;
+            in_section(&holders, 1).await;
+            guard.unlock().await
         }
     })
     .await;
-    proxy.lose_replies(0.0);
-    assert!(
-        proxy.replies_lost() > 100,
-        "the proxy lost {}",
-        proxy.replies_lost()
-    );
-    assert!(ok > 500, "only {ok} of 1000 cycles succeeded");
     let lock = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
     eventually(Duration::from_secs(30), "the lock free", || async {
         !lock.is_locked().await.unwrap()
@@ -177,8 +179,7 @@ async fn other_kinds_through_lost_replies_leak_nothing() {
     let fair_lock = ferrisson_fair_lock::FairLock::new(&client, &fair).unwrap();
     let rwlock = ferrisson_rwlock::ReadWriteLock::new(&client, &rw).unwrap();
     let expirable = ferrisson_expirable_semaphore::ExpirableSemaphore::new(&client, &exp).unwrap();
-    proxy.lose_replies(LOSS);
-    let ok = run_cycles(300, 4, move |i| {
+    lossy_run(&proxy, 300, 4, move |i| {
         let (fair_lock, rwlock, expirable) = (fair_lock.clone(), rwlock.clone(), expirable.clone());
         async move {
             match i % 4 {
@@ -190,13 +191,6 @@ async fn other_kinds_through_lost_replies_leak_nothing() {
         }
     })
     .await;
-    proxy.lose_replies(0.0);
-    assert!(
-        proxy.replies_lost() > 30,
-        "the proxy lost {}",
-        proxy.replies_lost()
-    );
-    assert!(ok > 150, "only {ok} of 300 cycles succeeded");
     let fair_lock = ferrisson_fair_lock::FairLock::new(&direct, &fair).unwrap();
     let rwlock = ferrisson_rwlock::ReadWriteLock::new(&direct, &rw).unwrap();
     let expirable = ferrisson_expirable_semaphore::ExpirableSemaphore::new(&direct, &exp).unwrap();

@@ -1,0 +1,189 @@
+//! What both semaphores promise, tested once by a suite generic over the permit kinds: the
+//! semaphore and the permit-expirable semaphore run the same checks through a small adapter.
+//! Kind-specific behaviour (leases and ids, reservations, hand-offs) stays in each kind's file.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::future::Future;
+use std::time::Duration;
+
+use common::{TestRedis, client, eventually, unique_name};
+use ferrisson::{Client, Error, Result};
+use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
+use ferrisson_semaphore::{Permits, Semaphore};
+use redis::Commands;
+
+const SOON: Duration = Duration::from_secs(10);
+
+/// A permit kind under test: one permit at a time, as a guard that gives it back on drop.
+trait Kind: Clone + Send + Sync + 'static {
+    type Guard: Send + 'static;
+    const NAME: &'static str;
+    fn make(client: &Client, name: &str) -> Self;
+    fn set(&self, n: u32) -> impl Future<Output = Result<bool>> + Send;
+    fn take(&self) -> impl Future<Output = Result<Self::Guard>> + Send;
+    fn try_take(&self, wait: Duration) -> impl Future<Output = Result<Option<Self::Guard>>> + Send;
+    fn give(guard: Self::Guard) -> impl Future<Output = Result<()>> + Send;
+    fn available(&self) -> impl Future<Output = Result<i64>> + Send;
+}
+
+impl Kind for Semaphore {
+    type Guard = Permits;
+    const NAME: &'static str = "semaphore";
+    fn make(client: &Client, name: &str) -> Self {
+        Semaphore::new(client, name).unwrap()
+    }
+    fn set(&self, n: u32) -> impl Future<Output = Result<bool>> + Send {
+        self.try_set_permits(n)
+    }
+    fn take(&self) -> impl Future<Output = Result<Permits>> + Send {
+        self.acquire()
+    }
+    fn try_take(&self, wait: Duration) -> impl Future<Output = Result<Option<Permits>>> + Send {
+        self.try_acquire_with(wait)
+    }
+    fn give(guard: Permits) -> impl Future<Output = Result<()>> + Send {
+        guard.release()
+    }
+    fn available(&self) -> impl Future<Output = Result<i64>> + Send {
+        self.available_permits()
+    }
+}
+
+impl Kind for ExpirableSemaphore {
+    type Guard = Permit;
+    const NAME: &'static str = "expirable semaphore";
+    fn make(client: &Client, name: &str) -> Self {
+        ExpirableSemaphore::new(client, name).unwrap()
+    }
+    fn set(&self, n: u32) -> impl Future<Output = Result<bool>> + Send {
+        self.try_set_permits(n)
+    }
+    fn take(&self) -> impl Future<Output = Result<Permit>> + Send {
+        self.acquire(None)
+    }
+    fn try_take(&self, wait: Duration) -> impl Future<Output = Result<Option<Permit>>> + Send {
+        self.try_acquire_with(wait, None)
+    }
+    fn give(guard: Permit) -> impl Future<Output = Result<()>> + Send {
+        guard.release()
+    }
+    fn available(&self) -> impl Future<Output = Result<i64>> + Send {
+        self.available_permits()
+    }
+}
+
+/// N permits go to N takers; the next waits, and gets in when one comes back.
+async fn counts_limit_and_wake<K: Kind>() {
+    let redis = TestRedis::any();
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let name = unique_name("pconf-limit");
+    let (on_a, on_b) = (K::make(&a, &name), K::make(&b, &name));
+    assert!(on_a.set(2).await.unwrap());
+    assert!(!on_b.set(5).await.unwrap(), "{}: set once", K::NAME);
+    let first = on_a.take().await.unwrap();
+    let second = on_b.take().await.unwrap();
+    assert_eq!(on_a.available().await.unwrap(), 0);
+    assert!(
+        on_b.try_take(Duration::ZERO).await.unwrap().is_none(),
+        "{}: none left",
+        K::NAME
+    );
+    assert!(
+        on_b.try_take(Duration::from_millis(100))
+            .await
+            .unwrap()
+            .is_none(),
+        "{}: the wait limit passes",
+        K::NAME
+    );
+    let waiter = tokio::spawn({
+        let on_b = on_b.clone();
+        async move { on_b.try_take(SOON).await }
+    });
+    K::give(first).await.unwrap();
+    let third = tokio::time::timeout(SOON, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .expect("woken by the release");
+    K::give(second).await.unwrap();
+    // Dropped, a guard gives its permit back by itself.
+    drop(third);
+    eventually(SOON, "every permit back", || async {
+        on_a.available().await.unwrap() == 2
+    })
+    .await;
+}
+
+/// Acquire futures dropped at every stage leave every permit in place.
+async fn dropped_futures_leak_nothing<K: Kind>() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let kind = K::make(&a, &unique_name("pconf-dropped"));
+    kind.set(1).await.unwrap();
+    for i in 0..40u64 {
+        let held = if i % 2 == 0 {
+            Some(kind.take().await.unwrap())
+        } else {
+            None
+        };
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), kind.take()).await;
+        if let Some(held) = held {
+            K::give(held).await.unwrap();
+        }
+    }
+    eventually(SOON, "the permit back", || async {
+        kind.available().await.unwrap() == 1
+    })
+    .await;
+}
+
+/// A key of another type is a clear error and stays as it was.
+async fn wrong_types<K: Kind>() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("pconf-list");
+    let mut con = redis.connection();
+    let _: () = con.rpush(&name, "not a count").unwrap();
+    let kind = K::make(&a, &name);
+    for err in [
+        kind.try_take(Duration::ZERO).await.map(drop).unwrap_err(),
+        kind.set(1).await.map(drop).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::WrongType { .. }),
+            "{}: {err:?}",
+            K::NAME
+        );
+    }
+    let len: usize = con.llen(&name).unwrap();
+    assert_eq!(len, 1);
+}
+
+macro_rules! conformance {
+    ($($kind:ty => $module:ident),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn counts_limit_and_wake() {
+                super::counts_limit_and_wake::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn dropped_futures_leak_nothing() {
+                super::dropped_futures_leak_nothing::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn wrong_types() {
+                super::wrong_types::<$kind>().await;
+            }
+        }
+    )*};
+}
+
+conformance!(Semaphore => semaphore, ExpirableSemaphore => expirable_semaphore);

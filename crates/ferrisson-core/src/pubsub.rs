@@ -134,6 +134,12 @@ impl Slot {
         true
     }
 
+    /// Consumes a stored notification, if any, without waiting.
+    fn forget_notification(&self) {
+        use futures::FutureExt;
+        let _ = self.notify.notified().now_or_never();
+    }
+
     fn take_handoff(&self) -> Option<Handoff> {
         self.handoff
             .lock()
@@ -547,6 +553,7 @@ impl Subscription {
     pub fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
         let _state = self.shared.state();
         if let Some(handoff) = self.slot.take_handoff() {
+            self.slot.forget_notification();
             return Err(Some(handoff));
         }
         if self.slot.claimed.load(Ordering::Acquire) {
@@ -587,9 +594,14 @@ impl Subscription {
     /// it: the lock crate's hand-off is a guard, whose drop releases).
     pub async fn wait(&self, bound: Duration) -> Woken {
         if let Some(handoff) = self.slot.take_handoff() {
+            self.slot.forget_notification();
             return Woken::Handed(handoff);
         }
         if self.slot.pending.swap(false, Ordering::AcqRel) {
+            // The wake-up that set the flag also stored a notification: used up here, so the
+            // next wait does not return at once for nothing. (A wake-up racing in sets the flag
+            // again, which the next wait sees.)
+            self.slot.forget_notification();
             return Woken::Notified;
         }
         let woken = tokio::time::timeout(bound, self.slot.notify.notified())
@@ -911,10 +923,10 @@ mod tests {
             Err(Some(handoff)) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 7),
             other => panic!("expected the hand-off, got {other:?}"),
         }
-        // Nothing is left for a later round but (at most) a spurious wake-up.
-        assert!(!matches!(
+        // Nothing is left for a later round, not even a spurious wake-up.
+        assert!(matches!(
             waiter.wait(Duration::from_millis(1)).await,
-            Woken::Handed(_)
+            Woken::TimedOut
         ));
     }
 
@@ -951,6 +963,9 @@ mod tests {
         assert!(matches!(a.wait(quick).await, Woken::TimedOut));
         claim.deliver(Box::new(())).unwrap();
         assert!(matches!(a.wait(quick).await, Woken::Handed(_)));
+        // A wake-up is used once: no spurious second one.
+        assert!(matches!(b.wait(quick).await, Woken::TimedOut));
+        assert!(matches!(a.wait(quick).await, Woken::TimedOut));
         // A count of zero wakes nobody.
         let d = hub.subscribe(CH, permits_message_policy, tag(4));
         hub.shared.message(CH, b"0");

@@ -186,11 +186,11 @@ pub fn not_taken<T>(
     hint_ms: i64,
 ) -> crate::engine::Attempt<T> {
     let ms = if holds_reservation {
-        RESERVATION_RECHECK.as_millis() as i64
+        i64::try_from(crate::duration::millis(RESERVATION_RECHECK)).unwrap_or(i64::MAX)
     } else if hint_ms > 0 {
         hint_ms
     } else {
-        client.config().get_lease().as_millis() as i64
+        i64::try_from(crate::duration::millis(client.config().get_lease())).unwrap_or(i64::MAX)
     };
     crate::engine::Attempt::Held(ms)
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use ferrisson_core::engine::ClientEngine;
 use ferrisson_core::engine::keys::{RequestId, prefixed};
 use ferrisson_core::engine::{
-    Attempt, FORCE_RELEASE_HASH, FirstRound, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK,
-    RENEW_HASH, Release, Released, ScriptCall, WaitSpec, hash_hold_count, lock_message_policy,
-    spawn_cleanup, wait_on,
+    Attempt, CleanupGuard, FORCE_RELEASE_HASH, FirstRound, Instant, LeaseEnd, LeaseSpec,
+    MAX_HANDOFF_STREAK, RENEW_HASH, Release, Released, ScriptCall, WaitSpec, hash_hold_count,
+    lock_message_policy, wait_on,
 };
 use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
@@ -329,16 +329,19 @@ impl ReentrantLock {
     /// (A call that did not take a hold makes that release a no-op: a re-entrant acquire always
     /// succeeds, and a first acquire that failed leaves the owner holding nothing.)
     async fn attempt(&self, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
-        let mut abandoned = Abandoned {
-            shared: &self.shared,
-            owner,
-            armed: true,
-        };
+        let abandoned = CleanupGuard::new(|| {
+            let (shared, owner) = (self.shared.clone(), owner.clone());
+            async move {
+                if let Err(e) = shared.release_hold(&owner, None, false).await {
+                    tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+                }
+            }
+        });
         // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
         // stays small for as long as it waits.
         let result = Box::pin(self.shared.attempt(owner.clone(), lease)).await;
         // Still unknown after the settle window: release what the call may have taken.
-        abandoned.armed = outcome_unknown(&result);
+        abandoned.settle(&result);
         result
     }
 }
@@ -380,77 +383,6 @@ impl Lock for ReentrantLock {
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
         hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
-    }
-}
-
-/// Whether a call ended without its outcome being known (see `CleanupGuard::settle`).
-fn outcome_unknown<T>(result: &Result<T>) -> bool {
-    matches!(result, Err(e) if e.is_connection_error())
-}
-
-/// Armed while an acquire call is in flight; dropped armed, it releases what the call may
-/// have taken.
-struct Abandoned<'a> {
-    shared: &'a Arc<LockShared>,
-    owner: &'a Owner,
-    armed: bool,
-}
-
-impl Drop for Abandoned<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        spawn_cleanup(async move {
-            if let Err(e) = shared.release_hold(&owner, None, false).await {
-                tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
-            }
-        });
-    }
-}
-
-/// Armed while a release call is in flight; dropped armed, it sends the release again with
-/// the same request id (so it counts once), and undoes a hand-off whose guard was never built.
-struct Resend {
-    shared: Arc<LockShared>,
-    owner: Owner,
-    renew_lease: Option<Duration>,
-    request_id: RequestId,
-    successor: Option<Owner>,
-    armed: bool,
-}
-
-impl Drop for Resend {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let shared = self.shared.clone();
-        let owner = self.owner.clone();
-        let renew_lease = self.renew_lease;
-        let request_id = self.request_id;
-        let successor = self.successor.take();
-        spawn_cleanup(async move {
-            let outcome = shared
-                .release_call(&owner, renew_lease, None, request_id)
-                .await;
-            let undo = match outcome {
-                Ok((2, _)) => successor,
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
-                    None
-                }
-            };
-            // The lock went to a waiter that was never told: give its hold back.
-            if let Some(successor) = undo
-                && let Err(e) = shared.release_hold(&successor, None, false).await
-            {
-                tracing::warn!(key = %shared.key, %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
-            }
-        });
     }
 }
 
@@ -545,14 +477,31 @@ impl LockShared {
             });
         // Random, as a UUID v4 is: the latch key must not collide with another release's.
         let request_id = RequestId::random();
-        let mut resend = Resend {
-            shared: self.clone(),
-            owner: owner.clone(),
-            renew_lease,
-            request_id,
-            successor: successor.as_ref().map(|(o, _, _)| o.clone()),
-            armed: true,
-        };
+        // Dropped while the call may have run (or left unknown), the release is sent again with
+        // the same request id (counted once), and a hand-off to a waiter that was never told
+        // is undone.
+        let resend = CleanupGuard::new(|| {
+            let (shared, owner) = (self.clone(), owner.clone());
+            let successor = successor.as_ref().map(|(o, _, _)| o.clone());
+            async move {
+                let outcome = shared
+                    .release_call(&owner, renew_lease, None, request_id)
+                    .await;
+                let undo = match outcome {
+                    Ok((2, _)) => successor,
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                        None
+                    }
+                };
+                if let Some(successor) = undo
+                    && let Err(e) = shared.clone().release_one(successor.clone()).await
+                {
+                    tracing::warn!(key = %shared.key, %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
+                }
+            }
+        });
         let sent_at = Instant::now();
         let reply = self
             .release_call(
@@ -563,7 +512,7 @@ impl LockShared {
             )
             .await;
         // Still unknown after the settle window: send it again in the background.
-        resend.armed = outcome_unknown(&reply);
+        resend.settle(&reply);
         match reply? {
             (-1, _) => Ok(Released::NotOwner),
             (0, _) => Ok(Released::StillHeld),
@@ -594,6 +543,15 @@ impl LockShared {
             }
             (code, _) => Err(Error::Protocol(format!("lock/release replied code {code}"))),
         }
+    }
+
+    /// Releases one hold of `owner`, without a hand-off, as a boxed future: what a cleanup
+    /// inside [`release_hold`](Self::release_hold) calls (the box ends the recursion).
+    fn release_one(
+        self: Arc<Self>,
+        owner: Owner,
+    ) -> futures::future::BoxFuture<'static, Result<Released>> {
+        Box::pin(async move { self.release_hold(&owner, None, false).await })
     }
 
     /// The `lock/release` script call: `(code, token)` as the script documents.

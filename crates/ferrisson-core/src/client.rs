@@ -200,6 +200,39 @@ impl Client {
     pub fn renewal_calls(&self) -> u64 {
         self.inner.watchdog.renew_calls()
     }
+
+    /// The one retry loop: runs `attempt(n)` for n = 0, 1, … while it fails on a broken
+    /// connection, pausing per the retry policy, for up to the policy's retries; with a
+    /// `settle` window, on past them while a failure may have come after the call reached
+    /// Redis (anything but a refused connection), until the window would be passed.
+    async fn retry_loop<T, F, Fut>(&self, mut attempt: F, settle: Option<Duration>) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let policy = self.inner.config.retry;
+        let started = tokio::time::Instant::now();
+        let mut maybe_ran = false;
+        let mut n: u32 = 0;
+        loop {
+            match attempt(n).await {
+                Err(e) if e.is_connection_error() => {
+                    maybe_ran |= !e.is_refused_connection();
+                    let pause = policy.backoff(n.saturating_add(1));
+                    let settling = settle.is_some_and(|window| {
+                        maybe_ran && started.elapsed().saturating_add(pause) < window
+                    });
+                    if n >= policy.retries && !settling {
+                        return Err(e);
+                    }
+                    n = n.saturating_add(1);
+                    tracing::debug!(error = %e, retry = n, maybe_ran, "asking again after a connection error");
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
 }
 
 /// What synchronizer crates need of a [`Client`] beyond what users touch: script calls that
@@ -266,20 +299,9 @@ pub trait ClientEngine {
     /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
     async fn hash_count(&self, key: &str, field: &str) -> Result<u32>;
 
-    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error,
-    /// or the retry policy is used up. Synchronizers use the attempt number to make a retried
-    /// call idempotent (an acquire retried after a lost reply must not count twice).
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error.
-    async fn retrying<T, F, Fut>(&self, attempt: F) -> Result<T>
-    where
-        F: FnMut(u32) -> Fut,
-        Fut: Future<Output = Result<T>>;
-
-    /// Runs `attempt(n)` for n = 0, 1, … as [`retrying`](Self::retrying) does, for a call that
-    /// changes state and whose outcome the caller must know: after a failure that may have
+    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error, or
+    /// the client's retry policy is used up, for a call that changes state and whose outcome
+    /// the caller must know: after a failure that may have
     /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
     /// connection), it goes on asking past the retry policy, with the policy's longest pause,
     /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
@@ -362,21 +384,24 @@ impl ClientEngine for Client {
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.retrying(|_| async {
-            let value = self.inner.conn.query(cmd).await.map_err(|e| {
-                // The key is the command's first argument (`EXISTS key`, `HGET key field`).
-                let key = cmd
-                    .args_iter()
-                    .nth(1)
-                    .and_then(|a| match a {
-                        redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
-                        _ => None,
-                    })
-                    .unwrap_or_default();
-                map_redis_error(e, key)
-            })?;
-            redis::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
-        })
+        self.retry_loop(
+            |_| async {
+                let value = self.inner.conn.query(cmd).await.map_err(|e| {
+                    // The key is the command's first argument (`EXISTS key`, `HGET key field`).
+                    let key = cmd
+                        .args_iter()
+                        .nth(1)
+                        .and_then(|a| match a {
+                            redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    map_redis_error(e, key)
+                })?;
+                redis::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+            },
+            None,
+        )
         .await
     }
 
@@ -395,52 +420,12 @@ impl ClientEngine for Client {
         Ok(count.unwrap_or(0))
     }
 
-    async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    async fn settle<T, F, Fut>(&self, attempt: F) -> Result<T>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let policy = self.inner.config.retry;
-        let mut n = 0;
-        loop {
-            match attempt(n).await {
-                Err(e) if e.is_connection_error() && n < policy.retries => {
-                    n += 1;
-                    tracing::debug!(error = %e, retry = n, "retrying after a connection error");
-                    tokio::time::sleep(policy.backoff(n)).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    async fn settle<T, F, Fut>(&self, mut attempt: F) -> Result<T>
-    where
-        F: FnMut(u32) -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        let policy = self.inner.config.retry;
-        let window = self.settle_window();
-        let started = tokio::time::Instant::now();
-        let mut maybe_ran = false;
-        let mut n: u32 = 0;
-        loop {
-            match attempt(n).await {
-                Err(e) if e.is_connection_error() => {
-                    maybe_ran |= !e.is_refused_connection();
-                    let pause = policy.backoff(n.saturating_add(1));
-                    let retry = n < policy.retries
-                        || (maybe_ran && started.elapsed().saturating_add(pause) < window);
-                    if !retry {
-                        return Err(e);
-                    }
-                    n = n.saturating_add(1);
-                    tracing::debug!(error = %e, retry = n, maybe_ran, "asking again after a connection error");
-                    tokio::time::sleep(pause).await;
-                }
-                other => return other,
-            }
-        }
+        self.retry_loop(attempt, Some(self.settle_window())).await
     }
 
     fn settle_window(&self) -> Duration {

@@ -17,13 +17,9 @@ fn wrapping_lease() -> Duration {
     Duration::from_millis(u64::MAX) + Duration::from_millis(1001)
 }
 
-#[tokio::test]
-async fn an_endless_wait_is_no_limit_for_every_kind() {
-    let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
-    let endless = LockOptions::new().wait(Duration::MAX);
-
-    let lock = ReentrantLock::new(&client, &unique_name("dur-lock")).unwrap();
+/// Held by one acquisition, `lock` is taken by a waiter with `endless` options once released,
+/// and `lock_with` the same options takes it at once when free.
+async fn endless_wait_gets_in<L: Lock + Clone + 'static>(lock: &L, endless: LockOptions) {
     let held = lock.lock().await.unwrap();
     let waiter = tokio::spawn({
         let lock = lock.clone();
@@ -32,30 +28,23 @@ async fn an_endless_wait_is_no_limit_for_every_kind() {
     held.unlock().await.unwrap();
     let got = waiter.await.unwrap().unwrap().expect("taken once free");
     got.unlock().await.unwrap();
-    lock.lock_with(endless)
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    let again = lock.lock_with(endless).await.unwrap();
+    again.unlock().await.unwrap();
+}
 
+#[tokio::test]
+async fn an_endless_wait_is_no_limit_for_every_kind() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let endless = LockOptions::new().wait(Duration::MAX);
+
+    // Every lock kind, through the one trait: a waiter with no limit gets in once free.
+    let lock = ReentrantLock::new(&client, &unique_name("dur-lock")).unwrap();
     let fair = ferrisson_fair_lock::FairLock::new(&client, &unique_name("dur-fair")).unwrap();
-    fair.try_lock_with(endless)
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
     let rw = ferrisson_rwlock::ReadWriteLock::new(&client, &unique_name("dur-rw")).unwrap();
-    rw.write_lock()
-        .try_lock_with(endless)
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    endless_wait_gets_in(&lock, endless).await;
+    endless_wait_gets_in(&fair, endless).await;
+    endless_wait_gets_in(&rw.write_lock(), endless).await;
 
     let semaphore = ferrisson_semaphore::Semaphore::new(&client, &unique_name("dur-sem")).unwrap();
     semaphore.try_set_permits(1).await.unwrap();

@@ -22,6 +22,7 @@ mod error;
 mod guard;
 #[doc(hidden)]
 pub mod keys;
+mod kind;
 mod lock;
 mod options;
 mod owner;
@@ -47,6 +48,8 @@ pub mod engine {
     //!
     //! - [`ClientEngine`]: script calls that settle lost replies (`eval`, `settle`), plain
     //!   commands, pub/sub waiters and hand-off claims, leases with the watchdog, key naming;
+    //! - the lock kinds' engine: [`HoldKind`] (a kind's scripts, waiting and give-up), driven by
+    //!   [`acquire`] and [`release`];
     //! - the wait loop ([`wait_for_turn`], [`begin_wait`], [`wait_registered`], [`wait_on`],
     //!   [`WaitSpec`], [`WaitPacer`]) and its tries ([`Attempt`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
@@ -59,6 +62,7 @@ pub mod engine {
     pub use crate::error::map_redis_error;
     pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
     pub use crate::keys;
+    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
     pub use crate::lock::{FORCE_RELEASE_HASH, RENEW_HASH, scripts};
     pub use crate::permits;

@@ -3,11 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
-use ferrisson_core::engine::keys::{RequestId, prefixed};
+use std::borrow::Cow;
+
+use futures::future::BoxFuture;
+
+use ferrisson_core::engine::keys::prefixed;
 use ferrisson_core::engine::{
-    Attempt, CleanupGuard, Instant, LeaseEnd, LeaseSpec, RENEW_HASH, Release, Released, ScriptCall,
-    Start, WaitSpec, Wake, begin_wait, hash_hold_count, wait_registered,
+    self, ClientEngine, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
+    Wake, hash_hold_count,
 };
 use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
@@ -177,71 +180,6 @@ impl FairLock {
         self.owner.as_ref()
     }
 
-    async fn acquire_hold(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
-        options.validate()?;
-        let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
-        let lease = options.get_lease();
-        let deadline = options
-            .get_wait()
-            .and_then(ferrisson_core::duration::deadline_after);
-        let waits = options.get_wait() != Some(Duration::ZERO);
-        let client = &self.shared.client;
-        let channel = format!("{}:{owner}", self.shared.channel_prefix);
-        let spec = WaitSpec {
-            channel: &channel,
-            policy: |_| Wake::All,
-            deadline,
-            // Calling again keeps the caller's place alive and drops dead waiters ahead.
-            recheck: self.shared.heartbeat(),
-            tag: None,
-        };
-        // The caller's own channel lingers subscribed for a while after its last wait: a task
-        // taking the lock again and again registers before its first try and needs no try
-        // after subscribing.
-        let early =
-            match begin_wait(client, &spec, waits, || self.attempt(&owner, lease, waits)).await? {
-                Start::Done(outcome) => return Ok(outcome),
-                Start::Wait(early) => early,
-            };
-        // Queued from here on: whatever ends this wait without the lock leaves the queue
-        // (in the background when the wait is cancelled or fails).
-        let queued = CleanupGuard::new(|| {
-            let (shared, owner) = (self.shared.clone(), owner.clone());
-            async move { shared.leave_logged(&owner).await }
-        });
-        let outcome = wait_registered(client, early.as_ref(), spec, || {
-            self.attempt(&owner, lease, true)
-        })
-        .await?;
-        queued.disarm();
-        if outcome.is_none() {
-            // Out of time: leave the queue now, so that the caller is gone when it returns.
-            self.shared.leave(&owner).await?;
-        }
-        Ok(outcome)
-    }
-
-    /// One acquire script call (with its retries). If the caller drops the future while the
-    /// call may have run, a release of one hold of `owner` and a leave follow it on the same
-    /// connection, so Redis runs them after it.
-    async fn attempt(&self, owner: &Owner, lease: Option<Duration>, wait: bool) -> Result<Attempt> {
-        let abandoned = CleanupGuard::new(|| {
-            let (shared, owner) = (self.shared.clone(), owner.clone());
-            async move {
-                let request_id = RequestId::random();
-                if let Err(e) = shared.release_call(&owner, None, request_id).await {
-                    tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
-                }
-                shared.leave_logged(&owner).await;
-            }
-        });
-        // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
-        // stays small for as long as it waits.
-        let result = Box::pin(self.shared.attempt(owner.clone(), lease, wait)).await;
-        abandoned.settle(&result);
-        result
-    }
-
     /// How many waiters are queued (live or not yet found dead).
     ///
     /// # Errors
@@ -275,7 +213,7 @@ impl Lock for FairLock {
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
-        self.acquire_hold(options)
+        engine::acquire(&self.shared, self.owner.as_ref(), options)
     }
 
     async fn force_unlock(&self) -> Result<bool> {
@@ -300,78 +238,6 @@ impl FairShared {
         self.waiter_timeout / 4
     }
 
-    async fn attempt(
-        self: &Arc<Self>,
-        owner: Owner,
-        lease: Option<Duration>,
-        wait: bool,
-    ) -> Result<Attempt> {
-        let client = &self.client;
-        let state = client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
-        let believed = state.map_or(0, |s| s.holds);
-        // Once a hold is kept by the watchdog it stays so until its last release.
-        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
-        let lease = match lease {
-            Some(lease) if !watched => lease,
-            _ => client.config().get_lease(),
-        };
-        // A waiter's deadline is three heartbeats ahead: a live waiter refreshes it in time
-        // even after missing two, and a dead one is dropped at most a waiter timeout after its
-        // last call (the deadline, plus at most one heartbeat until another waiter calls).
-        let waiter_deadline = self.waiter_timeout - self.heartbeat();
-        let mut sent_at = Instant::now();
-        let reply: Vec<i64> = client
-            .settle(|n| {
-                sent_at = Instant::now();
-                let call = ScriptCall::new(
-                    &ACQUIRE,
-                    &[
-                        &self.key,
-                        &self.queue,
-                        &self.timeouts,
-                        &self.token_key,
-                        &self.channel_prefix,
-                    ],
-                )
-                .arg(ferrisson_core::duration::millis(lease))
-                .arg(owner.as_str())
-                .arg(ferrisson_core::duration::millis(waiter_deadline))
-                .arg(if wait { "wait" } else { "try" })
-                .arg(believed)
-                .arg(if n > 0 { "1" } else { "0" })
-                .arg(if self.fenced { "1" } else { "0" })
-                .arg(client.config().get_publish_command().as_str());
-                async move { client.eval_once(&call).await }
-            })
-            .await?;
-        match reply.as_slice() {
-            [1, held, token] => {
-                if u32::try_from(*held).ok() != Some(believed + 1) {
-                    tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
-                }
-                let handle = client.hold_lease(LeaseSpec {
-                    script: &RENEW_HASH,
-                    key: self.key.clone(),
-                    owner: owner.as_shared().clone(),
-                    lease,
-                    renew: watched,
-                    sent_at,
-                });
-                let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
-                Ok(Attempt::Acquired(HoldGuard::new(
-                    self.clone(),
-                    owner,
-                    handle,
-                    token,
-                )))
-            }
-            [0, ttl] => Ok(Attempt::Held(*ttl)),
-            other => Err(Error::Protocol(format!(
-                "fair_lock/acquire replied {other:?}"
-            ))),
-        }
-    }
-
     /// Leaves the queue (idempotent, so retried).
     async fn leave(&self, owner: &Owner) -> Result<()> {
         let call = ScriptCall::new(
@@ -383,75 +249,78 @@ impl FairShared {
         let _: i64 = self.client.eval(&call).await?;
         Ok(())
     }
-
-    async fn leave_logged(&self, owner: &Owner) {
-        if let Err(e) = self.leave(owner).await {
-            tracing::warn!(key = %self.key, %owner, error = %e, "leaving the queue failed; the entry is dropped when its deadline passes");
-        }
-    }
-
-    /// Releases one hold of `owner`, retried with one request id.
-    ///
-    /// Cancel safe: dropped while the call is in flight, it sends the release again in the
-    /// background with the same request id.
-    async fn release_hold(
-        self: &Arc<Self>,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-    ) -> Result<Released> {
-        let request_id = RequestId::random();
-        let resend = CleanupGuard::new(|| {
-            let (shared, owner) = (self.clone(), owner.clone());
-            async move {
-                if let Err(e) = shared.release_call(&owner, renew_lease, request_id).await {
-                    tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
-                }
-            }
-        });
-        let reply = self.release_call(owner, renew_lease, request_id).await;
-        resend.settle(&reply);
-        match reply? {
-            -1 => Ok(Released::NotOwner),
-            0 => Ok(Released::StillHeld),
-            1 => Ok(Released::Freed),
-            code => Err(Error::Protocol(format!(
-                "fair_lock/release replied code {code}"
-            ))),
-        }
-    }
-
-    /// The `fair_lock/release` script call.
-    async fn release_call(
-        &self,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-        request_id: RequestId,
-    ) -> Result<i64> {
-        let client = &self.client;
-        let latch = request_id.latch_key(&self.latch_prefix);
-        let call = ScriptCall::new(
-            &RELEASE,
-            &[&self.key, &self.queue, &self.channel_prefix, &latch],
-        )
-        .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
-        .arg(owner.as_str())
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
-        .arg(client.config().get_publish_command().as_str());
-        client.eval(&call).await
-    }
 }
 
-impl Release for FairShared {
-    fn key(&self) -> &str {
+impl HoldKind for FairShared {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn lock_key(&self) -> &Arc<str> {
         &self.key
     }
 
-    fn release(
-        self: Arc<Self>,
-        owner: Owner,
-        end: LeaseEnd,
-    ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        let renew_lease = end.renewed.then(|| self.client.config().get_lease());
-        Box::pin(async move { self.release_hold(&owner, renew_lease).await })
+    fn renew_script(&self) -> &'static Script {
+        &RENEW_HASH
+    }
+
+    fn fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// On the owner's own channel, woken by the release before it; calling again every
+    /// heartbeat keeps its place alive and drops dead waiters ahead.
+    fn waiting(&self, owner: &Owner) -> Waiting<'_> {
+        Waiting {
+            channel: Cow::Owned(format!("{}:{owner}", self.channel_prefix)),
+            policy: |_| Wake::All,
+            recheck: self.heartbeat(),
+        }
+    }
+
+    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
+        // A waiter's deadline is three heartbeats ahead: a live waiter refreshes it in time
+        // even after missing two, and a dead one is dropped at most a waiter timeout after its
+        // last call (the deadline, plus at most one heartbeat until another waiter calls).
+        let waiter_deadline = self.waiter_timeout - self.heartbeat();
+        ScriptCall::new(
+            &ACQUIRE,
+            &[
+                &self.key,
+                &self.queue,
+                &self.timeouts,
+                &self.token_key,
+                &self.channel_prefix,
+            ],
+        )
+        .arg(ferrisson_core::duration::millis(args.lease))
+        .arg(args.owner.as_str())
+        .arg(ferrisson_core::duration::millis(waiter_deadline))
+        .arg(if args.wait { "wait" } else { "try" })
+        .arg(args.believed)
+        .arg(if args.retry { "1" } else { "0" })
+        .arg(if self.fenced { "1" } else { "0" })
+        .arg(self.client.config().get_publish_command().as_str())
+    }
+
+    /// Leaves the queue.
+    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
+        Box::pin(async move { self.leave(&owner).await })
+    }
+
+    fn latch_prefix(&self) -> &str {
+        &self.latch_prefix
+    }
+
+    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
+        let client = &self.client;
+        ScriptCall::new(
+            &RELEASE,
+            &[&self.key, &self.queue, &self.channel_prefix, args.latch],
+        )
+        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
+        .arg(args.owner.as_str())
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
+        .arg(client.config().get_publish_command().as_str())
     }
 }

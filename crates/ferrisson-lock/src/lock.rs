@@ -1,27 +1,18 @@
 //! The reentrant lock.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
-use ferrisson_core::engine::keys::{RequestId, prefixed};
+use std::borrow::Cow;
+
+use ferrisson_core::engine::keys::prefixed;
 use ferrisson_core::engine::{
-    Attempt, CleanupGuard, FORCE_RELEASE_HASH, FirstRound, Instant, LeaseEnd, LeaseSpec,
-    MAX_HANDOFF_STREAK, RENEW_HASH, Release, Released, ScriptCall, WaitSpec, hash_hold_count,
-    lock_message_policy, wait_on,
+    self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall,
+    TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{Client, Lock, LockOptions, Owner, Result};
 
 use crate::LockGuard;
 use crate::scripts::{ACQUIRE, RELEASE};
-
-/// What a waiter tells a local releaser that may hand it the lock.
-#[derive(Debug)]
-struct WaiterInfo {
-    owner: Owner,
-    /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
-    lease: Option<Duration>,
-}
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
@@ -261,89 +252,6 @@ impl ReentrantLock {
     pub fn owner(&self) -> Option<&Owner> {
         self.owner.as_ref()
     }
-
-    async fn acquire_hold(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        options.validate()?;
-        let owner = Owner::for_call(&self.shared.client, self.owner.as_ref());
-        let lease = options.get_lease();
-        let deadline = options
-            .get_wait()
-            .and_then(ferrisson_core::duration::deadline_after);
-        let client = &self.shared.client;
-        let waits = options.get_wait() != Some(Duration::ZERO);
-        let tag = || -> ferrisson_core::engine::Tag {
-            Arc::new(WaiterInfo {
-                owner: owner.clone(),
-                lease,
-            })
-        };
-        // When other local waiters keep the channel subscribed, the lock is taken and they are
-        // ahead: queue behind them without a try (no barging, no wasted call). They are woken
-        // or handed the lock first, and one leaving unserved wakes the next.
-        let early = if waits {
-            client.subscribe_if_confirmed(&self.shared.channel, || Some(tag()))
-        } else {
-            None
-        };
-        let (subscription, first) = match early {
-            Some(subscription) => (subscription, FirstRound::Sleep),
-            None => {
-                match self.attempt(&owner, lease).await? {
-                    Attempt::Acquired(guard) => return Ok(Some(guard)),
-                    Attempt::Held(_) if !waits => return Ok(None),
-                    Attempt::Held(_) => {}
-                }
-                let subscription =
-                    client.subscribe(&self.shared.channel, lock_message_policy, Some(tag()));
-                let confirm_within = match deadline {
-                    Some(d) => d.saturating_duration_since(Instant::now()),
-                    None => client.config().get_response_timeout(),
-                };
-                Box::pin(
-                    subscription
-                        .confirmed(confirm_within.min(client.config().get_response_timeout())),
-                )
-                .await;
-                // Subscribed first, then tried again: a release between the first try and the
-                // subscription cannot be missed.
-                (subscription, FirstRound::Try)
-            }
-        };
-        let spec = WaitSpec {
-            channel: &self.shared.channel,
-            policy: lock_message_policy,
-            deadline,
-            recheck: client.config().get_lease(),
-            // The subscription carries the tag already.
-            tag: None,
-        };
-        wait_on(client, &subscription, &spec, first, || {
-            self.attempt(&owner, lease)
-        })
-        .await
-    }
-
-    /// One acquire script call (with its retries). If the caller drops the future while the
-    /// call may have run, a release of one hold of `owner` follows it on the same connection,
-    /// so Redis runs it after the acquire: a hold the abandoned call took is given back at once.
-    /// (A call that did not take a hold makes that release a no-op: a re-entrant acquire always
-    /// succeeds, and a first acquire that failed leaves the owner holding nothing.)
-    async fn attempt(&self, owner: &Owner, lease: Option<Duration>) -> Result<Attempt> {
-        let abandoned = CleanupGuard::new(|| {
-            let (shared, owner) = (self.shared.clone(), owner.clone());
-            async move {
-                if let Err(e) = shared.release_hold(&owner, None, false).await {
-                    tracing::warn!(key = %shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
-                }
-            }
-        });
-        // Boxed: the call's state lives on the heap only while it runs, so a waiter's future
-        // stays small for as long as it waits.
-        let result = Box::pin(self.shared.attempt(owner.clone(), lease)).await;
-        // Still unknown after the settle window: release what the call may have taken.
-        abandoned.settle(&result);
-        result
-    }
 }
 
 /// The lock's waiting: waiting costs Redis nothing while the lock does not change hands (the
@@ -366,7 +274,7 @@ impl Lock for ReentrantLock {
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
-        self.acquire_hold(options)
+        engine::acquire(&self.shared, self.owner.as_ref(), options)
     }
 
     async fn force_unlock(&self) -> Result<bool> {
@@ -386,216 +294,63 @@ impl Lock for ReentrantLock {
     }
 }
 
-impl LockShared {
-    async fn attempt(self: &Arc<Self>, owner: Owner, lease: Option<Duration>) -> Result<Attempt> {
-        let client = &self.client;
-        // The holds this owner has locally: the table changes only when a reply arrives, so
-        // reading it at a retry gives the count from before the first try.
-        let believed = || client.lease_state(&RENEW_HASH, &self.key, owner.as_shared());
-        // Once a hold is kept by the watchdog it stays so until its last release: a shorter
-        // fixed lease on re-entry would cut the TTL under the watchdog's feet. (Without a fixed
-        // lease there is nothing to look up before the first try: the script reads the
-        // believed count only on a retry.)
-        let watched = lease.is_none() || believed().is_some_and(|s| s.renewing);
-        let lease = match lease {
-            Some(lease) if !watched => lease,
-            _ => client.config().get_lease(),
-        };
-        let mut sent_at = Instant::now();
-        let reply: Vec<i64> = client
-            .settle(|n| {
-                sent_at = Instant::now();
-                let held = if n > 0 {
-                    believed().map_or(0, |s| s.holds)
-                } else {
-                    0
-                };
-                let call = ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
-                    .arg(ferrisson_core::duration::millis(lease))
-                    .arg(owner.as_str())
-                    .arg(held)
-                    .arg(if n > 0 { "1" } else { "0" })
-                    .arg(if self.fenced { "1" } else { "0" });
-                async move { client.eval_once(&call).await }
-            })
-            .await?;
-        match reply.as_slice() {
-            [1, held, token] => {
-                if tracing::enabled!(tracing::Level::DEBUG) {
-                    let believed = believed().map_or(0, |s| s.holds);
-                    if u32::try_from(*held).ok() != Some(believed + 1) {
-                        tracing::debug!(key = %self.key, %owner, held, believed, "hold count differs from the local one");
-                    }
-                }
-                let handle = client.hold_lease(LeaseSpec {
-                    script: &RENEW_HASH,
-                    key: self.key.clone(),
-                    owner: owner.as_shared().clone(),
-                    lease,
-                    renew: watched,
-                    sent_at,
-                });
-                let token = self.fenced.then(|| u64::try_from(*token).unwrap_or(0));
-                Ok(Attempt::Acquired(HoldGuard::new(
-                    self.clone(),
-                    owner,
-                    handle,
-                    token,
-                )))
-            }
-            [0, ttl] => Ok(Attempt::Held(*ttl)),
-            other => Err(Error::Protocol(format!("lock/acquire replied {other:?}"))),
-        }
+impl HoldKind for LockShared {
+    fn client(&self) -> &Client {
+        &self.client
     }
 
-    /// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows
-    /// and one waits (then it builds that waiter's guard and delivers it). Retried with one
-    /// request id, so a retry after a lost reply cannot release twice.
-    ///
-    /// Cancel safe: dropped while the call is in flight, it sends the release again in the
-    /// background with the same request id, and undoes a hand-off it could not deliver.
-    pub(crate) async fn release_hold(
-        self: &Arc<Self>,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-        handoff: bool,
-    ) -> Result<Released> {
-        let client = &self.client;
-        let claim = if handoff {
-            client.claim_waiter(&self.channel, MAX_HANDOFF_STREAK)
-        } else {
-            None
-        };
-        // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
-        let successor: Option<(Owner, Duration, bool)> = claim
-            .as_ref()
-            .and_then(|c| c.tag())
-            .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
-            .map(|waiter| match waiter.lease {
-                Some(lease) => (waiter.owner.clone(), lease, false),
-                None => (waiter.owner.clone(), client.config().get_lease(), true),
-            });
-        // Random, as a UUID v4 is: the latch key must not collide with another release's.
-        let request_id = RequestId::random();
-        // Dropped while the call may have run (or left unknown), the release is sent again with
-        // the same request id (counted once), and a hand-off to a waiter that was never told
-        // is undone.
-        let resend = CleanupGuard::new(|| {
-            let (shared, owner) = (self.clone(), owner.clone());
-            let successor = successor.as_ref().map(|(o, _, _)| o.clone());
-            async move {
-                let outcome = shared
-                    .release_call(&owner, renew_lease, None, request_id)
-                    .await;
-                let undo = match outcome {
-                    Ok((2, _)) => successor,
-                    Ok(_) => None,
-                    Err(e) => {
-                        tracing::warn!(key = %shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
-                        None
-                    }
-                };
-                if let Some(successor) = undo
-                    && let Err(e) = shared.clone().release_one(successor.clone()).await
-                {
-                    tracing::warn!(key = %shared.key, %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
-                }
-            }
-        });
-        let sent_at = Instant::now();
-        let reply = self
-            .release_call(
-                owner,
-                renew_lease,
-                successor.as_ref().map(|(o, lease, _)| (o, *lease)),
-                request_id,
-            )
-            .await;
-        // Still unknown after the settle window: send it again in the background.
-        resend.settle(&reply);
-        match reply? {
-            (-1, _) => Ok(Released::NotOwner),
-            (0, _) => Ok(Released::StillHeld),
-            (1, _) => Ok(Released::Freed),
-            (2, token) => {
-                let (Some(claim), Some((successor_owner, lease, renew))) = (claim, successor)
-                else {
-                    return Err(Error::Protocol(
-                        "lock/release handed off without a successor".into(),
-                    ));
-                };
-                let handle = client.hold_lease(LeaseSpec {
-                    script: &RENEW_HASH,
-                    key: self.key.clone(),
-                    owner: successor_owner.as_shared().clone(),
-                    lease,
-                    renew,
-                    sent_at,
-                });
-                let token = self.fenced.then(|| u64::try_from(token).unwrap_or(0));
-                let guard = HoldGuard::new(self.clone(), successor_owner, handle, token);
-                // A waiter that left meanwhile gets nothing: its guard comes back and is
-                // dropped, which releases the lock.
-                if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
-                    drop(unclaimed);
-                }
-                Ok(Released::HandedOff)
-            }
-            (code, _) => Err(Error::Protocol(format!("lock/release replied code {code}"))),
-        }
-    }
-
-    /// Releases one hold of `owner`, without a hand-off, as a boxed future: what a cleanup
-    /// inside [`release_hold`](Self::release_hold) calls (the box ends the recursion).
-    fn release_one(
-        self: Arc<Self>,
-        owner: Owner,
-    ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        Box::pin(async move { self.release_hold(&owner, None, false).await })
-    }
-
-    /// The `lock/release` script call: `(code, token)` as the script documents.
-    async fn release_call(
-        &self,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-        successor: Option<(&Owner, Duration)>,
-        request_id: RequestId,
-    ) -> Result<(i64, i64)> {
-        let client = &self.client;
-        let latch = request_id.latch_key(&self.latch_prefix);
-        let call = ScriptCall::new(
-            &RELEASE,
-            &[&self.key, &self.channel, &latch, &self.token_key],
-        )
-        .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
-        .arg(owner.as_str())
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
-        .arg(client.config().get_publish_command().as_str())
-        .arg(successor.map_or("", |(o, _)| o.as_str()))
-        .arg(successor.map_or(0, |(_, lease)| ferrisson_core::duration::millis(lease)))
-        .arg(if self.fenced { "1" } else { "0" });
-        let reply: Vec<i64> = client.eval(&call).await?;
-        match reply.as_slice() {
-            [code, token] => Ok((*code, *token)),
-            other => Err(Error::Protocol(format!("lock/release replied {other:?}"))),
-        }
-    }
-}
-
-impl Release for LockShared {
-    fn key(&self) -> &str {
+    fn lock_key(&self) -> &Arc<str> {
         &self.key
     }
 
-    fn release(
-        self: Arc<Self>,
-        owner: Owner,
-        end: LeaseEnd,
-    ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        let renew_lease = end.renewed.then(|| self.client.config().get_lease());
-        // Only the last local hold of a live lock can go straight to a local waiter.
-        let handoff = end.lost.is_none() && end.last_hold;
-        Box::pin(async move { self.release_hold(&owner, renew_lease, handoff).await })
+    fn renew_script(&self) -> &'static Script {
+        &RENEW_HASH
+    }
+
+    fn fenced(&self) -> bool {
+        self.fenced
+    }
+
+    fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
+        Waiting {
+            channel: Cow::Borrowed(&self.channel),
+            policy: lock_message_policy,
+            recheck: self.client.config().get_lease(),
+        }
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
+        ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
+            .arg(ferrisson_core::duration::millis(args.lease))
+            .arg(args.owner.as_str())
+            .arg(args.believed)
+            .arg(if args.retry { "1" } else { "0" })
+            .arg(if self.fenced { "1" } else { "0" })
+    }
+
+    fn latch_prefix(&self) -> &str {
+        &self.latch_prefix
+    }
+
+    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
+        let client = &self.client;
+        ScriptCall::new(
+            &RELEASE,
+            &[&self.key, &self.channel, args.latch, &self.token_key],
+        )
+        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
+        .arg(args.owner.as_str())
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
+        .arg(client.config().get_publish_command().as_str())
+        .arg(args.successor.map_or("", |(o, _)| o.as_str()))
+        .arg(
+            args.successor
+                .map_or(0, |(_, lease)| ferrisson_core::duration::millis(lease)),
+        )
+        .arg(if self.fenced { "1" } else { "0" })
     }
 }

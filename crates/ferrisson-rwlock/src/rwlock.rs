@@ -3,11 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
-use ferrisson_core::engine::keys::{RequestId, prefixed, suffixed};
+use std::borrow::Cow;
+
+use futures::future::BoxFuture;
+
+use ferrisson_core::engine::keys::{prefixed, suffixed};
 use ferrisson_core::engine::{
-    Attempt, CleanupGuard, FORCE_RELEASE_HASH, Instant, LeaseEnd, LeaseSpec, Release, Released,
-    ScriptCall, Start, WaitSpec, begin_wait, lock_message_policy, wait_registered,
+    self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, ReleaseArgs, Script, ScriptCall, TryArgs,
+    Waiting, lock_message_policy,
 };
 use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
 
@@ -298,10 +301,11 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
         self.rw.key()
     }
 
-    async fn acquire(&self, options: LockOptions) -> Result<Option<HoldGuard>> {
-        let side = self.side();
-        let owner = Owner::for_call(&side.shared.client, self.rw.owner.as_ref());
-        side.acquire(owner, options).await
+    fn acquire(
+        &self,
+        options: LockOptions,
+    ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
+        engine::acquire(self.side(), self.rw.owner.as_ref(), options)
     }
 
     fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
@@ -334,261 +338,140 @@ impl Side {
         format!("{}:{owner}:rwlock_timeout", self.shared.hold_base)
     }
 
-    async fn acquire(
-        self: &Arc<Self>,
-        owner: Owner,
-        options: LockOptions,
-    ) -> Result<Option<HoldGuard>> {
-        options.validate()?;
-        let lease = options.get_lease();
-        let deadline = options
-            .get_wait()
-            .and_then(ferrisson_core::duration::deadline_after);
-        let waits = options.get_wait() != Some(Duration::ZERO);
-        let client = &self.shared.client;
-        let spec = WaitSpec {
-            channel: &self.shared.channel,
-            policy: lock_message_policy,
-            deadline,
-            recheck: if self.write {
-                WRITER_RECHECK
-            } else {
-                client.config().get_lease()
-            },
-            tag: None,
-        };
-        // With other local waiters on the lock, the channel is subscribed already: register
-        // before the first try, and no try after subscribing is needed.
-        let early =
-            match begin_wait(client, &spec, waits, || self.attempt(&owner, lease, waits)).await? {
-                Start::Done(outcome) => return Ok(outcome),
-                Start::Wait(early) => early,
-            };
-        // A waiting writer has announced itself: whatever ends the wait without the lock
-        // withdraws the intent (in the background when the wait is cancelled or fails).
-        let intent = self.write.then(|| {
-            CleanupGuard::new(|| {
-                let (side, owner) = (self.clone(), owner.clone());
-                async move { side.withdraw_intent_logged(&owner).await }
-            })
-        });
-        let outcome = wait_registered(client, early.as_ref(), spec, || {
-            self.attempt(&owner, lease, true)
-        })
-        .await?;
-        if let Some(intent) = intent {
-            intent.disarm();
-            if outcome.is_none() {
-                self.withdraw_intent_logged(&owner).await;
-            }
-        }
-        Ok(outcome)
-    }
-
     /// Withdraws `owner`'s writer intent, if it is still the one set.
-    async fn withdraw_intent_logged(&self, owner: &Owner) {
+    async fn withdraw_intent(&self, owner: &Owner) -> Result<()> {
         let shared = &self.shared;
         let call = ScriptCall::new(&WRITE_LEAVE, &[&shared.intent_key, &shared.channel])
             .arg(owner.writer())
             .arg(shared.client.config().get_publish_command().as_str());
-        if let Err(e) = shared.client.eval::<i64>(&call).await {
-            tracing::warn!(key = %shared.key, %owner, error = %e, "withdrawing a writer intent failed; it expires by itself");
+        let _: i64 = shared.client.eval(&call).await?;
+        Ok(())
+    }
+}
+
+impl HoldKind for Side {
+    fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    fn lock_key(&self) -> &Arc<str> {
+        &self.shared.key
+    }
+
+    fn renew_script(&self) -> &'static Script {
+        &RENEW
+    }
+
+    fn hold_field(&self, owner: &Owner) -> Arc<str> {
+        self.field(owner).into()
+    }
+
+    fn fenced(&self) -> bool {
+        self.shared.fenced
+    }
+
+    /// On the lock's channel; a waiting writer tries again every second to keep its intent
+    /// alive.
+    fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
+        Waiting {
+            channel: Cow::Borrowed(&self.shared.channel),
+            policy: lock_message_policy,
+            recheck: if self.write {
+                WRITER_RECHECK
+            } else {
+                self.shared.client.config().get_lease()
+            },
         }
     }
 
-    /// One acquire script call (with its retries). If the caller drops the future while the
-    /// call may have run, a release of one hold of `owner` on this side follows it on the same
-    /// connection, so Redis runs it after the acquire.
-    async fn attempt(
-        self: &Arc<Self>,
-        owner: &Owner,
-        lease: Option<Duration>,
-        wait: bool,
-    ) -> Result<Attempt> {
-        let abandoned = CleanupGuard::new(|| {
-            let (side, owner) = (self.clone(), owner.clone());
-            async move {
-                let request_id = RequestId::random();
-                if let Err(e) = side.release_call(&owner, None, request_id).await {
-                    tracing::warn!(key = %side.shared.key, %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
-                }
-            }
-        });
-        // Boxed: the call's state lives on the heap only while it runs.
-        let result = Box::pin(self.acquire_call(owner.clone(), lease, wait)).await;
-        abandoned.settle(&result);
-        result
-    }
-
-    async fn acquire_call(
-        self: &Arc<Self>,
-        owner: Owner,
-        lease: Option<Duration>,
-        wait: bool,
-    ) -> Result<Attempt> {
+    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
-        let client = &shared.client;
-        let field: Arc<str> = self.field(&owner).into();
-        let state = client.lease_state(&RENEW, &shared.key, &field);
-        let believed = state.map_or(0, |s| s.holds);
-        // Once holds are kept by the watchdog they stay so until the last release.
-        let watched = lease.is_none() || state.is_some_and(|s| s.renewing);
-        let lease = match lease {
-            Some(lease) if !watched => lease,
-            _ => client.config().get_lease(),
-        };
-        let prefix = self.hold_prefix(&owner);
-        let writer = owner.writer();
-        let mut sent_at = Instant::now();
-        let reply: Vec<i64> = client
-            .settle(|n| {
-                sent_at = Instant::now();
-                let retry = if n > 0 { "1" } else { "0" };
-                let call = if self.write {
-                    ScriptCall::new(
-                        &WRITE_ACQUIRE,
-                        &[&shared.key, &shared.token_key, &shared.intent_key],
-                    )
-                    .arg(ferrisson_core::duration::millis(lease))
-                    .arg(&writer)
-                    .arg(owner.as_str())
-                    .arg(believed)
-                    .arg(retry)
-                    .arg(if shared.fenced { "1" } else { "0" })
-                    .arg(&shared.hold_base)
-                    .arg(if wait {
-                        ferrisson_core::duration::millis(WRITER_INTENT)
-                    } else {
-                        0
-                    })
-                } else {
-                    ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
-                        .arg(ferrisson_core::duration::millis(lease))
-                        .arg(owner.as_str())
-                        .arg(&writer)
-                        .arg(believed)
-                        .arg(retry)
-                };
-                async move { client.eval_once(&call).await }
+        let retry = if args.retry { "1" } else { "0" };
+        let lease = ferrisson_core::duration::millis(args.lease);
+        if self.write {
+            ScriptCall::new(
+                &WRITE_ACQUIRE,
+                &[&shared.key, &shared.token_key, &shared.intent_key],
+            )
+            .arg(lease)
+            .arg(args.owner.writer())
+            .arg(args.owner.as_str())
+            .arg(args.believed)
+            .arg(retry)
+            .arg(if shared.fenced { "1" } else { "0" })
+            .arg(&shared.hold_base)
+            .arg(if args.wait {
+                ferrisson_core::duration::millis(WRITER_INTENT)
+            } else {
+                0
             })
-            .await?;
-        let (held, token) = match reply.as_slice() {
-            [1, held] => (*held, None),
-            [1, held, token] => (
-                *held,
-                shared.fenced.then(|| u64::try_from(*token).unwrap_or(0)),
-            ),
-            [0, ttl] => return Ok(Attempt::Held(*ttl)),
-            [-1, _] => {
-                return Err(Error::WouldDeadlock(format!(
-                    "{owner} holds read locks of `{}` and asked for its write lock: a read-write lock cannot be upgraded; release the read holds first",
-                    shared.key
-                )));
-            }
-            other => {
-                return Err(Error::Protocol(format!("rwlock acquire replied {other:?}")));
-            }
-        };
-        if u32::try_from(held).ok() != Some(believed + 1) {
-            tracing::debug!(key = %shared.key, %owner, held, believed, "hold count differs from the local one");
-        }
-        let handle = client.hold_lease(LeaseSpec {
-            script: &RENEW,
-            key: shared.key.clone(),
-            owner: field,
-            lease,
-            renew: watched,
-            sent_at,
-        });
-        Ok(Attempt::Acquired(HoldGuard::new(
-            self.clone(),
-            owner,
-            handle,
-            token,
-        )))
-    }
-
-    /// Releases one hold of `owner` on this side, retried with one request id. Cancel safe:
-    /// dropped while the call is in flight, it sends the release again in the background with
-    /// the same request id.
-    async fn release_hold(
-        self: &Arc<Self>,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-    ) -> Result<Released> {
-        let request_id = RequestId::random();
-        let resend = CleanupGuard::new(|| {
-            let (side, owner) = (self.clone(), owner.clone());
-            async move {
-                if let Err(e) = side.release_call(&owner, renew_lease, request_id).await {
-                    tracing::warn!(key = %side.shared.key, %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
-                }
-            }
-        });
-        let reply = self.release_call(owner, renew_lease, request_id).await;
-        resend.settle(&reply);
-        match reply? {
-            -1 => Ok(Released::NotOwner),
-            0 => Ok(Released::StillHeld),
-            1 => Ok(Released::Freed),
-            code => Err(Error::Protocol(format!(
-                "rwlock release replied code {code}"
-            ))),
+        } else {
+            let prefix = self.hold_prefix(args.owner);
+            ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
+                .arg(lease)
+                .arg(args.owner.as_str())
+                .arg(args.owner.writer())
+                .arg(args.believed)
+                .arg(retry)
         }
     }
 
-    async fn release_call(
-        &self,
-        owner: &Owner,
-        renew_lease: Option<Duration>,
-        request_id: RequestId,
-    ) -> Result<i64> {
+    fn refusal(&self, owner: &Owner, reply: &[i64]) -> Option<Error> {
+        matches!(reply, [-1, _]).then(|| {
+            Error::WouldDeadlock(format!(
+                "{owner} holds read locks of `{}` and asked for its write lock: a read-write lock cannot be upgraded; release the read holds first",
+                self.shared.key
+            ))
+        })
+    }
+
+    /// A waiting writer withdraws its intent.
+    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
+        Box::pin(async move {
+            if self.write {
+                self.withdraw_intent(&owner).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn latch_prefix(&self) -> &str {
+        &self.shared.latch_prefix
+    }
+
+    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        let latch = request_id.latch_key(&shared.latch_prefix);
         let window = ferrisson_core::duration::millis(client.retry_window());
         let publish = client.config().get_publish_command();
-        let call = if self.write {
-            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
-                .arg(owner.writer())
-                .arg(renew_lease.map_or(0, ferrisson_core::duration::millis))
+        if self.write {
+            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, args.latch])
+                .arg(args.owner.writer())
+                .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
                 .arg(publish.as_str())
                 .arg(window)
         } else {
-            let prefix = self.hold_prefix(owner);
+            let prefix = self.hold_prefix(args.owner);
             ScriptCall::new(
                 &READ_RELEASE,
                 &[
                     &shared.key,
                     &shared.channel,
                     &prefix,
-                    &latch,
+                    args.latch,
                     &shared.intent_key,
                 ],
             )
-            .arg(owner.as_str())
+            .arg(args.owner.as_str())
             .arg(publish.as_str())
             .arg(window)
             .arg(&shared.hold_base)
-        };
-        client.eval(&call).await
-    }
-}
-
-impl Release for Side {
-    fn key(&self) -> &str {
-        &self.shared.key
+        }
     }
 
-    fn release(
-        self: Arc<Self>,
-        owner: Owner,
-        end: LeaseEnd,
-    ) -> futures::future::BoxFuture<'static, Result<Released>> {
-        // A write hold kept by the watchdog keeps the lease while write holds remain; read
-        // holds keep their own lease keys.
-        let renew_lease =
-            (self.write && end.renewed).then(|| self.shared.client.config().get_lease());
-        Box::pin(async move { self.release_hold(&owner, renew_lease).await })
+    /// A write hold kept by the watchdog keeps the lease while write holds remain; read holds
+    /// keep their own lease keys.
+    fn renews_on_release(&self) -> bool {
+        self.write
     }
 }

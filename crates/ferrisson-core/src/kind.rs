@@ -1,0 +1,511 @@
+//! The engine every lock kind runs on: one acquire (try, wait, give up, settle a lost reply,
+//! hand the hold to the watchdog) and one release (request id, resend, local hand-off), written
+//! once. A kind plugs in through [`HoldKind`]: its scripts and how to call them, where and how
+//! its waiters wait, what a waiter that gives up must undo.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::client::{Client, ClientEngine};
+use crate::error::{Error, Result};
+use crate::guard::{CleanupGuard, HoldGuard, Release, Released};
+use crate::keys::RequestId;
+use crate::options::LockOptions;
+use crate::owner::Owner;
+use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, WakePolicy};
+use crate::script::{Script, ScriptCall};
+use crate::wait::{Attempt, FirstRound, WaitSpec, register_early, wait_on};
+use crate::watchdog::{LeaseEnd, LeaseSpec};
+
+/// The arguments of one acquire script call ([`HoldKind::try_call`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TryArgs<'a> {
+    /// Who takes the hold.
+    pub owner: &'a Owner,
+    /// The lease the hold is taken for (the client's lease when the watchdog keeps it).
+    pub lease: Duration,
+    /// The holds the client believes `owner` has: read by a retry, to tell whether the call
+    /// whose reply was lost took a hold (0 on a first call).
+    pub believed: u32,
+    /// Whether this call retries one whose reply was lost.
+    pub retry: bool,
+    /// Whether the caller waits when the hold cannot be taken now (and may queue or announce
+    /// itself for that).
+    pub wait: bool,
+}
+
+/// The arguments of one release script call ([`HoldKind::release_call`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseArgs<'a> {
+    /// Whose hold is released.
+    pub owner: &'a Owner,
+    /// The lease to set when holds remain and the watchdog keeps them (`None`: leave the TTL).
+    pub renew_lease: Option<Duration>,
+    /// A local waiter to hand the lock to, with the lease it takes it for (only for kinds that
+    /// [hand off](HoldKind::hands_off)).
+    pub successor: Option<(&'a Owner, Duration)>,
+    /// The release's latch key: a retried call with the same latch is counted once.
+    pub latch: &'a str,
+}
+
+/// Where and how a kind's waiter waits.
+#[derive(Debug, Clone)]
+pub struct Waiting<'a> {
+    /// The channel its wake-ups are published on.
+    pub channel: Cow<'a, str>,
+    /// Which local waiters a message wakes.
+    pub policy: WakePolicy,
+    /// The longest sleep between two tries (a heartbeat, or a safety net for lost messages).
+    pub recheck: Duration,
+}
+
+/// A lock kind, as the engine drives it: the reentrant lock, the fair lock, either side of the
+/// read-write lock. The kind's shared state implements it; [`acquire`] and [`release`] do the
+/// rest, and the kind's guards release through it ([`Release`] is implemented for every
+/// `HoldKind`).
+///
+/// Replies the engine reads from [`try_call`](Self::try_call): `{1, held}` or
+/// `{1, held, token}` (taken: the owner's hold count after, and the fencing token when
+/// [`fenced`](Self::fenced)); `{0, ttl}` (not taken: the holder's remaining lease in ms, negative
+/// without one); anything else goes to [`refusal`](Self::refusal). From
+/// [`release_call`](Self::release_call): a code, alone or as `{code, token}`: `-1` not the
+/// owner's, `0` holds remain, `1` freed, `2` handed to the successor (with its token).
+pub trait HoldKind: Send + Sync + 'static {
+    /// The client the lock runs on.
+    fn client(&self) -> &Client;
+
+    /// The Redis key of the lock.
+    fn lock_key(&self) -> &Arc<str>;
+
+    /// The watchdog's renewal script for this kind's holds.
+    fn renew_script(&self) -> &'static Script;
+
+    /// The field `owner`'s holds are counted under (the watchdog renews it).
+    fn hold_field(&self, owner: &Owner) -> Arc<str> {
+        owner.as_shared().clone()
+    }
+
+    /// Whether acquisitions hand out fencing tokens.
+    fn fenced(&self) -> bool;
+
+    /// Where and how `owner` waits.
+    fn waiting(&self, owner: &Owner) -> Waiting<'_>;
+
+    /// Whether local waiters queue in arrival order and a releasing holder hands the lock
+    /// straight to the first of them ([`ReleaseArgs::successor`]). Such a kind's new callers
+    /// queue behind local waiters without a try of their own.
+    fn hands_off(&self) -> bool {
+        false
+    }
+
+    /// One acquire script call.
+    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall;
+
+    /// The error for an acquire reply of neither shape (`None`: a protocol error).
+    fn refusal(&self, owner: &Owner, reply: &[i64]) -> Option<Error> {
+        let _ = (owner, reply);
+        None
+    }
+
+    /// What a waiting call that ends without the hold undoes (leave the queue, withdraw an
+    /// intent); nothing by default. Idempotent: it may run for a call that never queued.
+    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
+        let _ = owner;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The prefix of release latch keys: a release's latch is `{prefix}:{request id}`.
+    fn latch_prefix(&self) -> &str;
+
+    /// One release script call.
+    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall;
+
+    /// Whether releasing one of several holds kept by the watchdog sets the lease again
+    /// ([`ReleaseArgs::renew_lease`]); a read side keeps a lease per hold instead.
+    fn renews_on_release(&self) -> bool {
+        true
+    }
+}
+
+/// What a waiter of a kind that [hands off](HoldKind::hands_off) tells a local releaser.
+#[derive(Debug)]
+struct WaiterInfo {
+    owner: Owner,
+    /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
+    lease: Option<Duration>,
+}
+
+/// Takes a hold of `kind` as `options` say, as `bound` (a fresh owner when `None`): the
+/// [`Lock::acquire`](crate::Lock::acquire) of every kind.
+///
+/// # Errors
+///
+/// As [`Lock::acquire`](crate::Lock::acquire).
+pub async fn acquire<K: HoldKind>(
+    kind: &Arc<K>,
+    bound: Option<&Owner>,
+    options: LockOptions,
+) -> Result<Option<HoldGuard>> {
+    options.validate()?;
+    let client = kind.client();
+    let owner = Owner::for_call(client, bound);
+    let lease = options.get_lease();
+    let deadline = options.get_wait().and_then(crate::duration::deadline_after);
+    let waits = options.get_wait() != Some(Duration::ZERO);
+    let waiting = kind.waiting(&owner);
+    let spec = WaitSpec {
+        channel: &waiting.channel,
+        policy: waiting.policy,
+        deadline,
+        recheck: waiting.recheck,
+        // A subscription made here carries the tag already.
+        tag: None,
+    };
+    let handoffs = kind.hands_off();
+    let tag = || -> Tag {
+        Arc::new(WaiterInfo {
+            owner: owner.clone(),
+            lease,
+        })
+    };
+    // Whatever ends a waiting call without the hold (a failure, cancellation: in the
+    // background) gives up what the kind set up for the wait.
+    let give_up = waits.then(|| {
+        CleanupGuard::new(|| {
+            let (kind, owner) = (kind.clone(), owner.clone());
+            async move {
+                if let Err(e) = kind.clone().give_up(owner.clone()).await {
+                    tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "giving up a wait failed; what it left expires by itself");
+                }
+            }
+        })
+    });
+    // Registered before the first try when the channel is subscribed already: a kind that
+    // hands off queues behind the local waiters there without a try (no barging, no wasted
+    // call: they are woken or handed the lock first, and one leaving unserved wakes the next);
+    // another kind makes its first try in the loop, needing no second one after subscribing.
+    let early = if !waits {
+        None
+    } else if handoffs {
+        client
+            .subscribe_if_confirmed(spec.channel, || Some(tag()))
+            .map(|s| (s, FirstRound::Sleep))
+    } else {
+        register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
+    };
+    let (subscription, first) = match early {
+        Some(early) => early,
+        None => {
+            match try_once(kind, &owner, lease, waits).await? {
+                Attempt::Acquired(guard) => {
+                    if let Some(give_up) = give_up {
+                        give_up.disarm();
+                    }
+                    return Ok(Some(guard));
+                }
+                Attempt::Held(_) if !waits => return Ok(None),
+                Attempt::Held(_) => {}
+            }
+            let subscription = client.subscribe(spec.channel, spec.policy, handoffs.then(tag));
+            let confirm_within = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => client.config().get_response_timeout(),
+            };
+            Box::pin(
+                subscription.confirmed(confirm_within.min(client.config().get_response_timeout())),
+            )
+            .await;
+            // Subscribed first, then tried again: a release between the first try and the
+            // subscription cannot be missed.
+            (subscription, FirstRound::Try)
+        }
+    };
+    let outcome = wait_on(client, &subscription, &spec, first, || {
+        try_once(kind, &owner, lease, true)
+    })
+    .await?;
+    drop(subscription);
+    if let Some(give_up) = give_up {
+        give_up.disarm();
+        if outcome.is_none() {
+            // Out of time: give up now, so that the caller is gone when it returns.
+            kind.clone().give_up(owner.clone()).await?;
+        }
+    }
+    Ok(outcome)
+}
+
+/// One acquire script call (settled when its reply is lost). If the caller drops the future
+/// while the call may have run, or its outcome stays unknown, a release of one hold of `owner`
+/// follows it on the same connection, so Redis runs it after the acquire: a hold the call took
+/// is given back at once. (A call that did not take a hold makes that release a no-op: a
+/// re-entrant acquire always succeeds, and a first acquire that failed leaves the owner holding
+/// nothing.)
+async fn try_once<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    lease: Option<Duration>,
+    wait: bool,
+) -> Result<Attempt> {
+    let abandoned = CleanupGuard::new(|| {
+        let (kind, owner) = (kind.clone(), owner.clone());
+        async move {
+            if let Err(e) = release_boxed(kind.clone(), owner.clone()).await {
+                tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+            }
+        }
+    });
+    // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
+    // small for as long as it waits.
+    let result = Box::pin(try_call(kind, owner.clone(), lease, wait)).await;
+    abandoned.settle(&result);
+    result
+}
+
+async fn try_call<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: Owner,
+    lease: Option<Duration>,
+    wait: bool,
+) -> Result<Attempt> {
+    let client = kind.client();
+    let field = kind.hold_field(&owner);
+    // The holds this owner has locally: the table changes only when a reply arrives, so
+    // reading it at a retry gives the count from before the first try.
+    let believed = || client.lease_state(kind.renew_script(), kind.lock_key(), &field);
+    // Once a hold is kept by the watchdog it stays so until its last release: a shorter fixed
+    // lease on re-entry would cut the TTL under the watchdog's feet. (Without a fixed lease
+    // there is nothing to look up before the first try.)
+    let watched = lease.is_none() || believed().is_some_and(|s| s.renewing);
+    let lease = match lease {
+        Some(lease) if !watched => lease,
+        _ => client.config().get_lease(),
+    };
+    let mut sent_at = Instant::now();
+    let reply: Vec<i64> = client
+        .settle(|n| {
+            sent_at = Instant::now();
+            let call = kind.try_call(&TryArgs {
+                owner: &owner,
+                lease,
+                believed: if n > 0 {
+                    believed().map_or(0, |s| s.holds)
+                } else {
+                    0
+                },
+                retry: n > 0,
+                wait,
+            });
+            async move { client.eval_once(&call).await }
+        })
+        .await?;
+    let (held, token) = match reply.as_slice() {
+        [1, held] => (*held, None),
+        [1, held, token] => (*held, kind.fenced().then(|| token_of(*token))),
+        [0, ttl] => return Ok(Attempt::Held(*ttl)),
+        other => {
+            return Err(kind.refusal(&owner, other).unwrap_or_else(|| {
+                Error::Protocol(format!(
+                    "the acquire script of `{}` replied {other:?}",
+                    kind.lock_key()
+                ))
+            }));
+        }
+    };
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let believed = believed().map_or(0, |s| s.holds);
+        if u32::try_from(held).ok() != Some(believed + 1) {
+            tracing::debug!(key = %kind.lock_key(), %owner, held, believed, "hold count differs from the local one");
+        }
+    }
+    let handle = client.hold_lease(LeaseSpec {
+        script: kind.renew_script(),
+        key: kind.lock_key().clone(),
+        owner: field,
+        lease,
+        renew: watched,
+        sent_at,
+    });
+    Ok(Attempt::Acquired(HoldGuard::new(
+        kind.clone(),
+        owner,
+        handle,
+        token,
+    )))
+}
+
+/// A fencing token as the scripts reply it (a counter, never negative).
+fn token_of(token: i64) -> u64 {
+    u64::try_from(token).unwrap_or(0)
+}
+
+/// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows and
+/// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
+/// it). Retried with one request id, so a retry after a lost reply cannot release twice.
+///
+/// # Cancel safety
+///
+/// Dropped while the call is in flight (or left unknown), it sends the release again in the
+/// background with the same request id, and undoes a hand-off it could not deliver.
+///
+/// # Errors
+///
+/// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] for a reply of no known
+/// shape.
+pub async fn release<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+) -> Result<Released> {
+    let client = kind.client();
+    let claim = if handoff && kind.hands_off() {
+        client.claim_waiter(&kind.waiting(owner).channel, MAX_HANDOFF_STREAK)
+    } else {
+        None
+    };
+    // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
+    let successor: Option<(Owner, Duration, bool)> = claim
+        .as_ref()
+        .and_then(|c| c.tag())
+        .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
+        .map(|waiter| match waiter.lease {
+            Some(lease) => (waiter.owner.clone(), lease, false),
+            None => (waiter.owner.clone(), client.config().get_lease(), true),
+        });
+    // Random, as a UUID v4 is: the latch key must not collide with another release's.
+    let request_id = RequestId::random();
+    // Dropped while the call may have run (or left unknown), the release is sent again with
+    // the same request id (counted once), and a hand-off to a waiter that was never told is
+    // undone.
+    let resend = CleanupGuard::new(|| {
+        let (kind, owner) = (kind.clone(), owner.clone());
+        let successor = successor.as_ref().map(|(o, _, _)| o.clone());
+        async move {
+            let undo = match release_call(&*kind, &owner, renew_lease, None, request_id).await {
+                Ok((2, _)) => successor,
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                    None
+                }
+            };
+            if let Some(successor) = undo
+                && let Err(e) = release_boxed(kind.clone(), successor.clone()).await
+            {
+                tracing::warn!(key = %kind.lock_key(), %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
+            }
+        }
+    });
+    let sent_at = Instant::now();
+    let reply = release_call(
+        &**kind,
+        owner,
+        renew_lease,
+        successor.as_ref().map(|(o, lease, _)| (o, *lease)),
+        request_id,
+    )
+    .await;
+    // Still unknown after the settle window: send it again in the background.
+    resend.settle(&reply);
+    match reply? {
+        (-1, _) => Ok(Released::NotOwner),
+        (0, _) => Ok(Released::StillHeld),
+        (1, _) => Ok(Released::Freed),
+        (2, token) => {
+            let (Some(claim), Some((successor_owner, lease, renew))) = (claim, successor) else {
+                return Err(Error::Protocol(format!(
+                    "the release script of `{}` handed off without a successor",
+                    kind.lock_key()
+                )));
+            };
+            let handle = client.hold_lease(LeaseSpec {
+                script: kind.renew_script(),
+                key: kind.lock_key().clone(),
+                owner: kind.hold_field(&successor_owner),
+                lease,
+                renew,
+                sent_at,
+            });
+            let token = kind.fenced().then(|| token_of(token));
+            let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
+            // A waiter that left meanwhile gets nothing: its guard comes back and is dropped,
+            // which releases the lock.
+            if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
+                drop(unclaimed);
+            }
+            Ok(Released::HandedOff)
+        }
+        (code, _) => Err(Error::Protocol(format!(
+            "the release script of `{}` replied code {code}",
+            kind.lock_key()
+        ))),
+    }
+}
+
+/// Releases one hold of `owner` without a hand-off, as a boxed future: what the cleanups
+/// inside [`release`] and [`try_once`] call (the box ends the recursion).
+fn release_boxed<K: HoldKind>(kind: Arc<K>, owner: Owner) -> BoxFuture<'static, Result<Released>> {
+    Box::pin(async move { release(&kind, &owner, None, false).await })
+}
+
+/// One release script call (settled): `(code, token)`, token 0 when the script replies its
+/// code alone.
+async fn release_call<K: HoldKind>(
+    kind: &K,
+    owner: &Owner,
+    renew_lease: Option<Duration>,
+    successor: Option<(&Owner, Duration)>,
+    request_id: RequestId,
+) -> Result<(i64, i64)> {
+    let latch = request_id.latch_key(kind.latch_prefix());
+    let call = kind.release_call(&ReleaseArgs {
+        owner,
+        renew_lease,
+        successor,
+        latch: &latch,
+    });
+    let reply: redis::Value = kind.client().eval(&call).await?;
+    let code = |v: &redis::Value| match v {
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let parsed = match &reply {
+        redis::Value::Int(n) => Some((*n, 0)),
+        redis::Value::Array(items) => match items.as_slice() {
+            [c] => code(c).map(|c| (c, 0)),
+            [c, t] => code(c).zip(code(t)),
+            _ => None,
+        },
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        Error::Protocol(format!(
+            "the release script of `{}` replied {reply:?}",
+            kind.lock_key()
+        ))
+    })
+}
+
+/// A kind's guards release through the engine.
+impl<K: HoldKind> Release for K {
+    fn key(&self) -> &str {
+        self.lock_key()
+    }
+
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> BoxFuture<'static, Result<Released>> {
+        let renew_lease =
+            (end.renewed && self.renews_on_release()).then(|| self.client().config().get_lease());
+        // Only the last local hold of a live lock can go straight to a local waiter.
+        let handoff = end.lost.is_none() && end.last_hold;
+        Box::pin(async move { release(&self, &owner, renew_lease, handoff).await })
+    }
+}

@@ -78,7 +78,7 @@ pub async fn read_permits(client: &Client, key: &str) -> Result<i64> {
 /// Gives up `waiter`'s reservation in `reservation` (if it holds it) and publishes the count on
 /// `channel`, so that callers it held back try again. Failures are logged: the reservation then
 /// expires by itself.
-pub async fn leave_reservation(
+async fn leave_reservation(
     client: &Client,
     key: &str,
     channel: &str,
@@ -145,7 +145,7 @@ impl SemaphoreNames {
     }
 
     /// Where the semaphore's waiters wait.
-    pub fn keys(&self) -> PermitKeys<'_> {
+    fn keys(&self) -> PermitKeys<'_> {
         PermitKeys {
             key: &self.key,
             channel: &self.channel,
@@ -165,22 +165,219 @@ impl SemaphoreNames {
     }
 }
 
+/// The arguments of one acquire try of a permit kind ([`PermitKind::try_call`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PermitTry<'a> {
+    /// How many permits the call takes.
+    pub n: u32,
+    /// The waiting call's id (who holds the reservation).
+    pub waiter: &'a str,
+    /// This try's latch: a retried try with the same latch takes its permits once.
+    pub latch: &'a str,
+    /// How long the reservation the try may take lasts, in ms (0: the try does not reserve).
+    pub reservation_ms: u64,
+}
+
+/// A semaphore kind, as [`take`] drives it: the plain semaphore and the permit-expirable one.
+/// A value of it stands for one acquire call (what the call asked for beyond `n`, a lease for
+/// example, lives in it).
+///
+/// The engine reads the acquire script's reply as `{1, _, _, _}` (taken) or
+/// `{0, _, reserved, hint}` (not taken; `reserved` 1 when this waiter holds the reservation,
+/// `hint` > 0 the ms after which something may change).
+pub trait PermitKind: Clone + Send + Sync + 'static {
+    /// What a try prepares before its call and needs again to undo or to build its result
+    /// (the permit ids of the expirable semaphore).
+    type Ticket: Clone + Send + Sync + 'static;
+    /// What a call that took its permits returns.
+    type Taken: Send + 'static;
+
+    /// The semaphore's names and client.
+    fn names(&self) -> &SemaphoreNames;
+
+    /// What a try of `n` permits prepares.
+    fn ticket(&self, n: u32) -> Self::Ticket;
+
+    /// The acquire script call of a try.
+    fn try_call(&self, args: &PermitTry<'_>, ticket: &Self::Ticket) -> ScriptCall;
+
+    /// The script call that gives back what a try whose caller left (or whose outcome stayed
+    /// unknown) may have taken, latched by the try's latch.
+    fn undo_call(&self, args: &PermitTry<'_>, ticket: &Self::Ticket) -> ScriptCall;
+
+    /// The permits a try took, the call having been sent at `sent_at`.
+    fn taken(
+        &self,
+        args: &PermitTry<'_>,
+        ticket: Self::Ticket,
+        sent_at: tokio::time::Instant,
+    ) -> Self::Taken;
+}
+
+/// One waiting call for permits: its id, its tries, whether it holds the reservation.
+struct Waiter<'a, K> {
+    kind: &'a K,
+    n: u32,
+    id: String,
+    tries: std::sync::atomic::AtomicU32,
+    holds_reservation: std::sync::atomic::AtomicBool,
+    waits: bool,
+}
+
+impl<K: PermitKind> Waiter<'_, K> {
+    /// One acquire try. If the caller drops it while the call may have run, or its outcome
+    /// stays unknown, the undo call follows on the same connection (a try that took nothing
+    /// makes it a no-op), and the reservation the try may have taken is given up.
+    async fn attempt(&self) -> Result<crate::engine::Attempt<K::Taken>> {
+        let names = self.kind.names();
+        let client = &names.client;
+        let try_no = self
+            .tries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let latch = names.acquire_latch(&self.id, try_no);
+        // Only a call for several permits reserves: one permit at a time is served by the
+        // release messages (and hand-offs) without the reservation's heartbeat.
+        let reservation_ms = if self.waits && self.n > 1 {
+            crate::duration::millis(RESERVATION)
+        } else {
+            0
+        };
+        let args = PermitTry {
+            n: self.n,
+            waiter: &self.id,
+            latch: &latch,
+            reservation_ms,
+        };
+        let ticket = self.kind.ticket(self.n);
+        let undo = crate::engine::CleanupGuard::new(|| {
+            let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
+            let (waiter, n) = (self.id.clone(), self.n);
+            async move {
+                let names = kind.names();
+                let args = PermitTry {
+                    n,
+                    waiter: &waiter,
+                    latch: &latch,
+                    reservation_ms: 0,
+                };
+                let call = kind.undo_call(&args, &ticket);
+                if let Err(e) = names.client.eval::<i64>(&call).await {
+                    tracing::warn!(key = %names.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
+                }
+                // The try may have reserved permits for a caller that has gone.
+                let keys = names.keys();
+                leave_reservation(
+                    &names.client,
+                    keys.key,
+                    keys.channel,
+                    keys.reservation,
+                    &waiter,
+                )
+                .await;
+            }
+        });
+        let call = self.kind.try_call(&args, &ticket);
+        let sent_at = tokio::time::Instant::now();
+        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
+        undo.settle(&reply);
+        let reply = reply?;
+        // Taken or not, the reply says whether this waiter holds the reservation now (a try
+        // that took permits dropped it).
+        self.holds_reservation.store(
+            matches!(reply.as_slice(), [0, _, 1, _]),
+            std::sync::atomic::Ordering::Release,
+        );
+        match reply.as_slice() {
+            [1, _, _, _] => Ok(crate::engine::Attempt::Acquired(
+                self.kind.taken(&args, ticket, sent_at),
+            )),
+            // The reservation holder must come back before its reservation expires; a waiter
+            // blocked by another's reservation alone is told when it ends; the others sleep
+            // until a release (or a lease-long re-check) wakes them.
+            [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
+            other => Err(Error::Protocol(format!(
+                "the acquire script of `{}` replied {other:?}",
+                names.key
+            ))),
+        }
+    }
+}
+
+/// Takes `n` permits of `kind`: one try, then (when `wait` is not zero) the wait loop until a
+/// try takes them, a local releaser hands them over (`tag`: what the waiter needs; `None`: no
+/// hand-offs), or the wait ends; a wait that ends without them (deadline, error,
+/// cancellation) gives up the waiter's reservation, and so does a hand-off received while the
+/// waiter holds it. `wait`: `Some(zero)` tries once, `None` waits as long as it takes.
+///
+/// # Errors
+///
+/// The errors of the tries (see [`wait_for_turn`](crate::engine::wait_for_turn)).
+pub async fn take<K: PermitKind>(
+    kind: &K,
+    n: u32,
+    wait: Option<std::time::Duration>,
+    tag: Option<crate::engine::Tag>,
+) -> Result<Option<K::Taken>> {
+    let names = kind.names();
+    let client = &names.client;
+    let keys = names.keys();
+    let waiter = Waiter {
+        kind,
+        n,
+        id: SemaphoreNames::random_id(),
+        tries: std::sync::atomic::AtomicU32::new(0),
+        holds_reservation: std::sync::atomic::AtomicBool::new(false),
+        waits: wait != Some(std::time::Duration::ZERO),
+    };
+    let deadline = wait.and_then(crate::duration::deadline_after);
+    let spec = crate::engine::WaitSpec {
+        channel: keys.channel,
+        policy: crate::engine::permits_message_policy,
+        deadline,
+        // A safety net for lost messages; tries that know better say so (`not_taken`).
+        recheck: client.config().get_lease(),
+        tag,
+    };
+    let mut attempt = || waiter.attempt();
+    // With other local waiters on the semaphore, the channel is subscribed already: register
+    // before the first try (which the wait loop makes), and no try after subscribing is
+    // needed.
+    let early = match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
+        crate::engine::Start::Done(outcome) => return Ok(outcome),
+        crate::engine::Start::Wait(early) => early,
+    };
+    let reservation = crate::engine::CleanupGuard::new(|| {
+        let client = client.clone();
+        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
+        let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
+        async move { leave_reservation(&client, &key, &channel, &reservation, &id).await }
+    });
+    let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
+    reservation.disarm();
+    // A try that took permits dropped the reservation itself; a hand-off did not.
+    if outcome.is_none()
+        || waiter
+            .holds_reservation
+            .load(std::sync::atomic::Ordering::Acquire)
+    {
+        leave_reservation(client, keys.key, keys.channel, keys.reservation, &waiter.id).await;
+    }
+    Ok(outcome)
+}
+
 /// Where a semaphore's waiters wait: its count, channel and reservation keys.
 #[derive(Debug, Clone, Copy)]
-pub struct PermitKeys<'a> {
-    /// The permit count.
-    pub key: &'a str,
-    /// The channel releases are published on.
-    pub channel: &'a str,
-    /// The oldest waiter's reservation.
-    pub reservation: &'a str,
+struct PermitKeys<'a> {
+    key: &'a str,
+    channel: &'a str,
+    reservation: &'a str,
 }
 
 /// What a failed try means for the wait, from the acquire script's reply: the reservation
 /// holder comes back within [`RESERVATION_RECHECK`] to keep it; a waiter that knows when
 /// something may change (`hint_ms > 0`) looks again then; the others wait for a release (or
 /// a lease-long re-check).
-pub fn not_taken<T>(
+fn not_taken<T>(
     client: &Client,
     holds_reservation: bool,
     hint_ms: i64,
@@ -199,59 +396,3 @@ pub fn not_taken<T>(
 /// needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitNeed(pub u32);
-
-/// Takes permits: one try, then (when `wait` is not zero) the wait loop until `attempt` takes
-/// them, a local releaser hands them over (`tag`: what the waiter needs; `None`: no
-/// hand-offs), or the wait ends; a wait that ends without them (deadline, error,
-/// cancellation) gives up the waiter's reservation, and so does a hand-off received while
-/// `holds_reservation` says the waiter holds it. `wait`: `Some(zero)` tries once, `None` waits
-/// as long as it takes.
-///
-/// # Errors
-///
-/// The errors of `attempt` (see [`wait_for_turn`](crate::engine::wait_for_turn)).
-pub async fn take_permits<T, F, Fut>(
-    client: &Client,
-    keys: PermitKeys<'_>,
-    waiter: &str,
-    wait: Option<std::time::Duration>,
-    tag: Option<crate::engine::Tag>,
-    holds_reservation: &std::sync::atomic::AtomicBool,
-    mut attempt: F,
-) -> Result<Option<T>>
-where
-    T: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<crate::engine::Attempt<T>>>,
-{
-    let deadline = wait.and_then(crate::duration::deadline_after);
-    let waits = wait != Some(std::time::Duration::ZERO);
-    let spec = crate::engine::WaitSpec {
-        channel: keys.channel,
-        policy: crate::engine::permits_message_policy,
-        deadline,
-        // A safety net for lost messages; tries that know better say so (`not_taken`).
-        recheck: client.config().get_lease(),
-        tag,
-    };
-    // With other local waiters on the semaphore, the channel is subscribed already: register
-    // before the first try (which the wait loop makes), and no try after subscribing is
-    // needed.
-    let early = match crate::engine::begin_wait(client, &spec, waits, &mut attempt).await? {
-        crate::engine::Start::Done(outcome) => return Ok(outcome),
-        crate::engine::Start::Wait(early) => early,
-    };
-    let reservation = crate::engine::CleanupGuard::new(|| {
-        let client = client.clone();
-        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
-        let (reservation, waiter) = (keys.reservation.to_owned(), waiter.to_owned());
-        async move { leave_reservation(&client, &key, &channel, &reservation, &waiter).await }
-    });
-    let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
-    reservation.disarm();
-    // A try that took permits dropped the reservation itself; a hand-off did not.
-    if outcome.is_none() || holds_reservation.load(std::sync::atomic::Ordering::Acquire) {
-        leave_reservation(client, keys.key, keys.channel, keys.reservation, waiter).await;
-    }
-    Ok(outcome)
-}

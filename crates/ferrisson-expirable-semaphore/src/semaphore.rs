@@ -3,14 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
 use ferrisson_core::engine::keys::{RequestId, suffixed};
-use ferrisson_core::engine::permits::{
-    CountChange, RESERVATION, SemaphoreNames, leave_reservation, not_taken, take_permits,
-};
+use ferrisson_core::engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
 use ferrisson_core::engine::{
-    Attempt, CleanupGuard, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Release, Released,
-    ScriptCall,
+    CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Release,
+    Released, ScriptCall,
 };
 use ferrisson_core::{Client, Error, HoldGuard, Owner, Result};
 
@@ -572,15 +569,6 @@ impl ExpirableSemaphore {
         }
         check_lease(lease)?;
         let shared = &self.shared;
-        let waiter = Waiter {
-            semaphore: self,
-            n,
-            lease,
-            id: SemaphoreNames::random_id(),
-            tries: std::sync::atomic::AtomicU32::new(0),
-            holds_reservation: std::sync::atomic::AtomicBool::new(false),
-            waits: wait != Some(Duration::ZERO),
-        };
         // A call for one permit can be handed a released one; calls for several take theirs
         // from Redis (a permit at a time would hold some while waiting for the rest).
         let tag = (n == 1 && wait != Some(Duration::ZERO)).then(|| {
@@ -589,31 +577,13 @@ impl ExpirableSemaphore {
                 lease,
             }) as ferrisson_core::engine::Tag
         });
-        take_permits(
-            &shared.client,
-            shared.keys(),
-            &waiter.id,
-            wait,
-            tag,
-            &waiter.holds_reservation,
-            || waiter.attempt(),
-        )
-        .await
-    }
-
-    async fn leave(&self, waiter: &str) {
-        let shared = &self.shared;
-        leave_reservation(
-            &shared.client,
-            &shared.key,
-            &shared.channel,
-            &shared.intent_key,
-            waiter,
-        )
-        .await;
+        let call = AcquireCall {
+            shared: shared.clone(),
+            lease,
+        };
+        take(&call, n, wait, tag).await
     }
 }
-
 fn one(mut permits: Vec<Permit>) -> Result<Permit> {
     permits
         .pop()
@@ -628,51 +598,36 @@ fn check_lease(lease: Option<Duration>) -> Result<()> {
 }
 
 /// One acquire call: its id (the reservation's owner) and its tries.
-struct Waiter<'a> {
-    semaphore: &'a ExpirableSemaphore,
-    n: u32,
+/// One acquire call of the expirable semaphore, as the core's permit engine drives it: each
+/// try makes fresh permit ids, which its undo gives back and its permits carry.
+#[derive(Clone)]
+struct AcquireCall {
+    shared: Arc<Shared>,
     lease: Option<Duration>,
-    id: String,
-    tries: std::sync::atomic::AtomicU32,
-    /// Whether the last try left this waiter holding the reservation.
-    holds_reservation: std::sync::atomic::AtomicBool,
-    waits: bool,
 }
 
-impl Waiter<'_> {
-    /// One try (with its retries, which reuse its latch and its permit ids). Dropped while the
-    /// call may have run, an undo follows it on the same connection and gives back what it
-    /// took.
-    async fn attempt(&self) -> Result<Attempt<Vec<Permit>>> {
-        let semaphore = self.semaphore;
-        let shared = &semaphore.shared;
+impl AcquireCall {
+    fn lease(&self) -> Duration {
+        self.lease
+            .unwrap_or(self.shared.client.config().get_lease())
+    }
+}
+
+impl PermitKind for AcquireCall {
+    type Ticket = Arc<[String]>;
+    type Taken = Vec<Permit>;
+
+    fn names(&self) -> &SemaphoreNames {
+        &self.shared.names
+    }
+
+    fn ticket(&self, n: u32) -> Arc<[String]> {
+        (0..n).map(|_| SemaphoreNames::random_id()).collect()
+    }
+
+    fn try_call(&self, args: &PermitTry<'_>, ids: &Arc<[String]>) -> ScriptCall {
+        let shared = &self.shared;
         let client = &shared.client;
-        let try_no = self
-            .tries
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let latch = shared.acquire_latch(&self.id, try_no);
-        let ids: Vec<String> = (0..self.n).map(|_| SemaphoreNames::random_id()).collect();
-        let undo = CleanupGuard::new(|| {
-            let (semaphore, latch, ids) = (semaphore.clone(), latch.clone(), ids.clone());
-            let waiter = self.id.clone();
-            async move {
-                let shared = &semaphore.shared;
-                let mut call = ScriptCall::new(
-                    &UNDO_ACQUIRE,
-                    &[&shared.key, &shared.timeouts, &shared.channel, &latch],
-                )
-                .arg(shared.client.config().get_publish_command().as_str());
-                for id in &ids {
-                    call = call.arg(id.as_str());
-                }
-                if let Err(e) = shared.client.eval::<i64>(&call).await {
-                    tracing::warn!(key = %shared.key, error = %e, "giving back the permits of an abandoned acquire failed; they expire with their lease");
-                }
-                semaphore.leave(&waiter).await;
-            }
-        });
-        let watched = self.lease.is_none();
-        let lease = self.lease.unwrap_or(client.config().get_lease());
         let mut call = ScriptCall::new(
             &ACQUIRE,
             &[
@@ -680,47 +635,48 @@ impl Waiter<'_> {
                 &shared.timeouts,
                 &shared.channel,
                 &shared.intent_key,
-                &latch,
+                args.latch,
             ],
         )
-        .arg(self.n)
-        .arg(ferrisson_core::duration::millis(lease))
-        .arg(&self.id)
+        .arg(args.n)
+        .arg(ferrisson_core::duration::millis(self.lease()))
+        .arg(args.waiter)
         .arg(ferrisson_core::duration::millis(client.retry_window()))
-        // Only a call for several permits reserves (see the plain semaphore).
-        .arg(if self.waits && self.n > 1 {
-            ferrisson_core::duration::millis(RESERVATION)
-        } else {
-            0
-        })
+        .arg(args.reservation_ms)
         .arg(client.config().get_publish_command().as_str());
-        for id in &ids {
+        for id in ids.iter() {
             call = call.arg(id.as_str());
         }
-        let sent_at = Instant::now();
-        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
-        undo.settle(&reply);
-        let reply = reply?;
-        // Taken or not, the reply says whether this waiter holds the reservation now (a try
-        // that took permits dropped it).
-        self.holds_reservation.store(
-            matches!(reply.as_slice(), [0, _, 1, _]),
-            std::sync::atomic::Ordering::Release,
-        );
-        match reply.as_slice() {
-            [1, _, _, _] => {
-                let owner = client.new_owner();
-                let permits = ids
-                    .into_iter()
-                    .map(|id| new_permit(shared, id, owner.clone(), lease, watched, sent_at))
-                    .collect();
-                Ok(Attempt::Acquired(permits))
-            }
-            // A waiter blocked by another's reservation alone is told when it ends.
-            [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
-            other => Err(Error::Protocol(format!(
-                "expirable_semaphore/acquire replied {other:?}"
-            ))),
+        call
+    }
+
+    fn undo_call(&self, args: &PermitTry<'_>, ids: &Arc<[String]>) -> ScriptCall {
+        let shared = &self.shared;
+        let mut call = ScriptCall::new(
+            &UNDO_ACQUIRE,
+            &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
+        )
+        .arg(shared.client.config().get_publish_command().as_str());
+        for id in ids.iter() {
+            call = call.arg(id.as_str());
         }
+        call
+    }
+
+    fn taken(&self, _args: &PermitTry<'_>, ids: Arc<[String]>, sent_at: Instant) -> Vec<Permit> {
+        let owner = self.shared.client.new_owner();
+        let (lease, watched) = (self.lease(), self.lease.is_none());
+        ids.iter()
+            .map(|id| {
+                new_permit(
+                    &self.shared,
+                    id.clone(),
+                    owner.clone(),
+                    lease,
+                    watched,
+                    sent_at,
+                )
+            })
+            .collect()
     }
 }

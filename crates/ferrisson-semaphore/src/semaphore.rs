@@ -3,17 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
 use ferrisson_core::engine::keys::RequestId;
+use ferrisson_core::engine::permits::{
+    CountChange, PermitKind, PermitNeed, PermitTry, SemaphoreNames, read_permits, take,
+};
 use ferrisson_core::engine::{
-    Attempt, CleanupGuard, MAX_HANDOFF_STREAK, ScriptCall, spawn_cleanup,
+    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, ScriptCall, spawn_cleanup,
 };
 use ferrisson_core::{Client, Error, Result};
-
-use ferrisson_core::engine::permits::{
-    CountChange, PermitNeed, RESERVATION, SemaphoreNames, leave_reservation, not_taken,
-    read_permits, take_permits,
-};
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 
@@ -378,25 +375,7 @@ impl Semaphore {
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
     async fn take(&self, n: u32, wait: Option<Duration>) -> Result<Option<Permits>> {
         positive(n, "acquire")?;
-        let shared = &self.shared;
-        let waiter = Waiter {
-            semaphore: self,
-            n,
-            id: SemaphoreNames::random_id(),
-            tries: std::sync::atomic::AtomicU32::new(0),
-            holds_reservation: std::sync::atomic::AtomicBool::new(false),
-            waits: wait != Some(Duration::ZERO),
-        };
-        take_permits(
-            &shared.client,
-            shared.keys(),
-            &waiter.id,
-            wait,
-            Some(Arc::new(PermitNeed(n))),
-            &waiter.holds_reservation,
-            || waiter.attempt(),
-        )
-        .await
+        take(self, n, wait, Some(Arc::new(PermitNeed(n)))).await
     }
 }
 
@@ -409,83 +388,40 @@ impl Permits {
 }
 
 /// One acquire call: its id (the reservation's owner) and its tries.
-struct Waiter<'a> {
-    semaphore: &'a Semaphore,
-    n: u32,
-    id: String,
-    tries: std::sync::atomic::AtomicU32,
-    /// Whether the last try left this waiter holding the reservation.
-    holds_reservation: std::sync::atomic::AtomicBool,
-    waits: bool,
-}
+/// The semaphore's acquire and undo scripts, as the core's permit engine calls them.
+impl PermitKind for Semaphore {
+    type Ticket = ();
+    type Taken = Permits;
 
-impl Waiter<'_> {
-    /// One try (with its retries, which reuse its latch). Dropped while the call may have run,
-    /// an undo follows it on the same connection and gives back what it took.
-    async fn attempt(&self) -> Result<Attempt<Permits>> {
-        let shared = &self.semaphore.shared;
-        let client = &shared.client;
-        let try_no = self
-            .tries
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let latch = shared.acquire_latch(&self.id, try_no);
-        let undo = CleanupGuard::new(|| {
-            let (semaphore, latch, n) = (self.semaphore.clone(), latch.clone(), self.n);
-            let id = self.id.clone();
-            async move {
-                let shared = &semaphore.shared;
-                let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, &latch])
-                    .arg(n)
-                    .arg(shared.client.config().get_publish_command().as_str());
-                if let Err(e) = shared.client.eval::<i64>(&call).await {
-                    tracing::warn!(key = %shared.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
-                }
-                // The try may have reserved permits for a caller that has gone.
-                let shared = &semaphore.shared;
-                leave_reservation(
-                    &shared.client,
-                    &shared.key,
-                    &shared.channel,
-                    &shared.intent_key,
-                    &id,
-                )
-                .await;
-            }
-        });
-        // Only a call for several permits reserves: one permit at a time is served by the
-        // release messages (and hand-offs) without the reservation's heartbeat.
-        let reservation = if self.waits && self.n > 1 {
-            ferrisson_core::duration::millis(RESERVATION)
-        } else {
-            0
-        };
-        let call = ScriptCall::new(&ACQUIRE, &[&shared.key, &shared.intent_key, &latch])
-            .arg(self.n)
-            .arg(&self.id)
-            .arg(ferrisson_core::duration::millis(client.retry_window()))
-            .arg(reservation);
-        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
-        undo.settle(&reply);
-        let reply = reply?;
-        // Taken or not, the reply says whether this waiter holds the reservation now (a try
-        // that took permits dropped it).
-        self.holds_reservation.store(
-            matches!(reply.as_slice(), [0, _, 1, _]),
-            std::sync::atomic::Ordering::Release,
-        );
-        match reply.as_slice() {
-            [1, _, _, _] => Ok(Attempt::Acquired(Permits {
-                semaphore: self.semaphore.clone(),
-                count: self.n,
-                held: true,
-            })),
-            // The reservation holder must come back before its reservation expires; the
-            // others sleep until a release (or a lease-long re-check) wakes them.
-            // A waiter blocked by another's reservation alone is told when it ends.
-            [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
-            other => Err(Error::Protocol(format!(
-                "semaphore/acquire replied {other:?}"
-            ))),
+    fn names(&self) -> &SemaphoreNames {
+        &self.shared
+    }
+
+    fn ticket(&self, _n: u32) {}
+
+    fn try_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
+        let shared = &self.shared;
+        ScriptCall::new(&ACQUIRE, &[&shared.key, &shared.intent_key, args.latch])
+            .arg(args.n)
+            .arg(args.waiter)
+            .arg(ferrisson_core::duration::millis(
+                shared.client.retry_window(),
+            ))
+            .arg(args.reservation_ms)
+    }
+
+    fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
+        let shared = &self.shared;
+        ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, args.latch])
+            .arg(args.n)
+            .arg(shared.client.config().get_publish_command().as_str())
+    }
+
+    fn taken(&self, args: &PermitTry<'_>, (): (), _sent_at: Instant) -> Permits {
+        Permits {
+            semaphore: self.clone(),
+            count: args.n,
+            held: true,
         }
     }
 }

@@ -38,15 +38,30 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use std::time::Duration;
+use sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
 
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
+
+/// The hub's locks and flags: std's, or shuttle's under the model checks (feature
+/// `model-check`), which then explore the interleavings of the threads that use them.
+mod sync {
+    #[cfg(feature = "model-check")]
+    pub(super) use shuttle::sync::atomic::{AtomicBool, AtomicUsize};
+    #[cfg(feature = "model-check")]
+    pub(super) use shuttle::sync::{Mutex, MutexGuard};
+    #[cfg(not(feature = "model-check"))]
+    pub(super) use std::sync::atomic::{AtomicBool, AtomicUsize};
+    #[cfg(not(feature = "model-check"))]
+    pub(super) use std::sync::{Mutex, MutexGuard};
+}
 
 /// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::engine::ClientEngine::claim_waiter))
 /// before a release goes through Redis publicly, so that waiters of other clients (and
@@ -193,9 +208,9 @@ struct HubState {
 pub(crate) struct HubShared {
     state: Mutex<HubState>,
     /// How many channels have local waiters: lets the uncontended path skip the hub's lock.
-    active: std::sync::atomic::AtomicUsize,
+    active: AtomicUsize,
     /// How many channels are live (`HubState::live`), for the same purpose.
-    live: std::sync::atomic::AtomicUsize,
+    live: AtomicUsize,
     kick: Notify,
     confirmations: watch::Sender<u64>,
 }
@@ -232,8 +247,8 @@ impl Hub {
         Self {
             shared: Arc::new(HubShared {
                 state: Mutex::new(HubState::default()),
-                active: std::sync::atomic::AtomicUsize::new(0),
-                live: std::sync::atomic::AtomicUsize::new(0),
+                active: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
                 kick: Notify::new(),
                 confirmations: watch::Sender::new(0),
             }),
@@ -249,8 +264,8 @@ impl Hub {
     ) -> Self {
         let shared = Arc::new(HubShared {
             state: Mutex::new(HubState::default()),
-            active: std::sync::atomic::AtomicUsize::new(0),
-            live: std::sync::atomic::AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            live: AtomicUsize::new(0),
             kick: Notify::new(),
             confirmations: watch::Sender::new(0),
         });
@@ -874,7 +889,161 @@ impl Driver {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "model-check"))]
+mod model {
+    //! Model checks of the claim/wake state machine: shuttle runs each scenario's threads under
+    //! thousands of schedules (random, and PCT, which finds bugs of small depth with a known
+    //! probability), every lock and flag of the hub a scheduling point.
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    use shuttle::sync::atomic::AtomicBool as ModelBool;
+    use shuttle::thread;
+
+    const CH: &str = "ch";
+    const RANDOM_RUNS: usize = 3_000;
+    const PCT_RUNS: usize = 3_000;
+    const PCT_DEPTH: usize = 3;
+
+    fn tag(n: u32) -> Option<Tag> {
+        Some(Arc::new(n))
+    }
+
+    /// Runs `scenario` under random schedules and under PCT schedules.
+    fn check(scenario: fn()) {
+        shuttle::check_random(scenario, RANDOM_RUNS);
+        shuttle::check_pct(scenario, PCT_RUNS, PCT_DEPTH);
+    }
+
+    /// The race the restart test found: a waiter's retried try and a releaser's claim and
+    /// hand-off. The waiter never both tries and receives a hand-off for the same round; a
+    /// hand-off delivered is received exactly once; a claim always ends in a delivery.
+    #[test]
+    fn a_try_and_a_hand_off_never_both_happen() {
+        check(|| {
+            let hub = Arc::new(Hub::detached());
+            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+            let trying = Arc::new(ModelBool::new(false));
+            let releaser = {
+                let (hub, trying) = (hub.clone(), trying.clone());
+                thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
+                    Some(claim) => {
+                        assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
+                        claim.deliver(Box::new(())).is_ok()
+                    }
+                    None => false,
+                })
+            };
+            let mut received = 0;
+            let claimed = match waiter.begin_try() {
+                Ok(guard) => {
+                    trying.store(true, Ordering::SeqCst);
+                    thread::yield_now();
+                    assert!(
+                        !waiter.slot.claimed.load(Ordering::SeqCst),
+                        "trying while claimed"
+                    );
+                    trying.store(false, Ordering::SeqCst);
+                    drop(guard);
+                    false
+                }
+                Err(Some(_)) => {
+                    received += 1;
+                    true
+                }
+                Err(None) => true,
+            };
+            let delivered = releaser.join().unwrap();
+            if claimed {
+                assert!(delivered, "claimed but nothing delivered");
+            }
+            if let Err(Some(_)) = waiter.begin_try() {
+                received += 1;
+            }
+            assert_eq!(received, usize::from(delivered));
+        });
+    }
+
+    /// A hand-off racing the waiter's leave (its future dropped): either the waiter is still
+    /// there and the hand-off lands in its slot, where leaving drops it (which undoes it), or
+    /// the releaser gets it back; it is undone exactly once either way, and never both
+    /// delivered and returned.
+    #[test]
+    fn a_hand_off_to_a_leaving_waiter_is_undone_exactly_once() {
+        struct Payload(Arc<AtomicUsize>);
+        impl Drop for Payload {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        check(|| {
+            let hub = Arc::new(Hub::detached());
+            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+            let undone = Arc::new(AtomicUsize::new(0));
+            let releaser = {
+                let (hub, undone) = (hub.clone(), undone.clone());
+                thread::spawn(move || {
+                    hub.claim(CH, MAX_HANDOFF_STREAK)
+                        .map(|claim| claim.deliver(Box::new(Payload(undone))).is_ok())
+                })
+            };
+            drop(waiter);
+            let outcome = releaser.join().unwrap();
+            let expected = usize::from(outcome.is_some());
+            assert_eq!(undone.load(Ordering::SeqCst), expected);
+            assert_eq!(hub.stats(), (0, 0));
+        });
+    }
+
+    /// A lock release's one wake-up is never swallowed by a waiter that leaves at the same
+    /// moment (served already, so leaving alone does not pass the baton): the next waiter ends
+    /// up woken.
+    #[test]
+    fn a_leaving_waiter_never_swallows_the_one_wake_up() {
+        check(|| {
+            let hub = Arc::new(Hub::detached());
+            let first = hub.subscribe(CH, lock_message_policy, None);
+            let second = hub.subscribe(CH, lock_message_policy, None);
+            first.satisfied();
+            let publisher = {
+                let hub = hub.clone();
+                thread::spawn(move || hub.shared.message(CH, b"0"))
+            };
+            drop(first);
+            publisher.join().unwrap();
+            assert!(
+                second.slot.pending.load(Ordering::SeqCst),
+                "the wake-up was lost"
+            );
+        });
+    }
+
+    /// A claim that fails (dropped without a delivery) while a release message arrives: the
+    /// message skipped the claimed waiter, so dropping the claim wakes it.
+    #[test]
+    fn a_waiter_skipped_while_claimed_is_woken_when_the_claim_fails() {
+        check(|| {
+            let hub = Arc::new(Hub::detached());
+            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+            let releaser = {
+                let hub = hub.clone();
+                thread::spawn(move || drop(hub.claim(CH, MAX_HANDOFF_STREAK)))
+            };
+            let publisher = {
+                let hub = hub.clone();
+                thread::spawn(move || hub.shared.message(CH, b"0"))
+            };
+            releaser.join().unwrap();
+            publisher.join().unwrap();
+            assert!(
+                waiter.slot.pending.load(Ordering::SeqCst),
+                "the wake-up was lost"
+            );
+        });
+    }
+}
+
+#[cfg(all(test, not(feature = "model-check")))]
 mod tests {
     //! The claim/wake state machine, without Redis: who a message wakes, who a releaser may
     //! claim, and the race of a waiter's own try with a local hand-off.

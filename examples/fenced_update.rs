@@ -25,7 +25,7 @@ use ferrisson_testkit::RedisServer;
 const LEASE: Duration = Duration::from_millis(1_000);
 
 /// The protected resource: it remembers the highest fencing token it has accepted and rejects
-/// writes carrying an older one. (A database row with a `fence` column works the same way:
+/// writes carrying an older or equal one. (A database row with a `fence` column works the same way:
 /// `UPDATE … SET balance = ?, fence = ? WHERE id = ? AND fence < ?`.)
 #[derive(Debug)]
 struct Ledger {
@@ -35,7 +35,9 @@ struct Ledger {
 
 impl Ledger {
     fn deduct(&mut self, who: &str, amount: i64, seen_balance: i64, token: u64) -> bool {
-        if token < self.highest_token {
+        // Strictly greater: every acquisition has a token of its own, so an equal token is a
+        // second write of a hold this ledger has already served (or a replay), never a newer one.
+        if token <= self.highest_token {
             println!(
                 "  ledger: REJECTED {who}'s write with token {token} (already saw {})",
                 self.highest_token

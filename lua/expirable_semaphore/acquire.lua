@@ -15,10 +15,13 @@
 -- ARGV[4] how long the latch is kept, in milliseconds
 -- ARGV[5] how long this waiter's reservation lasts unless renewed, in ms; "0": no reservation
 -- ARGV[6] publish command ("publish")
--- ARGV[7 .. 6 + n] the new permits' ids, 32 hex chars each (stored as 16 raw bytes)
+-- ARGV[7] the semaphore's configured limit [ext], or "" for none: a missing count (never set,
+--         or lost with Redis data) is restored to the limit less the permits still held
+-- ARGV[8 .. 7 + n] the new permits' ids, 32 hex chars each (stored as 16 raw bytes)
 -- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
 --         reservation else 0, ms until something may change (a permit expires, another
---         reservation ends), -1 when nothing is known}
+--         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
+--         no limit given
 local function raw(hex)
   return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
 end
@@ -32,7 +35,17 @@ if raw_count and not tonumber(raw_count) then
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
 end
 local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-local value = tonumber(raw_count or '0')
+local value
+if raw_count then
+  value = tonumber(raw_count)
+elseif ARGV[7] == '' then
+  return {2, 0, 0, -1}
+else
+  -- The expired permits are gone from the set already: the limit less the live ones is free.
+  value = tonumber(ARGV[7]) - redis.call('zcard', KEYS[2])
+  redis.call('set', KEYS[1], value)
+  expired = 0
+end
 if expired > 0 then
   value = redis.call('incrby', KEYS[1], expired)
   if value > 0 then
@@ -54,7 +67,7 @@ end
 if value - reserved >= need then
   redis.call('decrby', KEYS[1], need)
   local expiry = now + tonumber(ARGV[2])
-  for i = 7, 6 + need do
+  for i = 8, 7 + need do
     redis.call('zadd', KEYS[2], expiry, raw(ARGV[i]))
   end
   if mine then

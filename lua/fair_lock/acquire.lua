@@ -6,7 +6,7 @@
 -- KEYS[1] lock hash (field = owner, value = hold count)
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name): LIST of owners, FIFO
 -- KEYS[3] waiter deadlines, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms
--- KEYS[4] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[7] = "1"
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[7] = "1"
 -- KEYS[5] release channel prefix, prefixed("redisson_lock__channel", name); a waiter's channel
 --         is KEYS[5] .. ":" .. owner
 -- ARGV[1] lease in milliseconds
@@ -31,7 +31,7 @@ local function token_of(increment)
     return 0
   end
   if increment then
-    return redis.call('incr', KEYS[4])
+    return next_token(KEYS[4])
   end
   return tonumber(redis.call('get', KEYS[4]) or '0')
 end

@@ -3,7 +3,7 @@
 -- protocol: 1
 -- Take or re-enter a reentrant lock (Redisson RLock layout), optionally with a fencing token.
 -- KEYS[1] lock hash (field = owner, value = hold count)
--- KEYS[2] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[5] = "1"
+-- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[5] = "1"
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
 -- ARGV[3] hold count the client believes the owner has (read only on a retry)
@@ -28,7 +28,7 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   redis.call('pexpire', KEYS[1], ARGV[1])
   local token = 0
   if ARGV[5] == '1' then
-    token = redis.call('incr', KEYS[2])
+    token = next_token(KEYS[2])
   end
   return {1, held, token}
 end

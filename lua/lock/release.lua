@@ -6,7 +6,7 @@
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_lock__channel", name)
 -- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
--- KEYS[4] fencing counter, prefixed("redisson_lock_token", name); touched only for a fenced hand-off
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only for a fenced hand-off
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] how long the latch keeps the result, in milliseconds
@@ -36,7 +36,7 @@ elseif ARGV[5] ~= '' then
   redis.call('hincrby', KEYS[1], ARGV[5], 1)
   redis.call('pexpire', KEYS[1], ARGV[6])
   if ARGV[7] == '1' then
-    token = redis.call('incr', KEYS[4])
+    token = next_token(KEYS[4])
   end
   code = 2
 else

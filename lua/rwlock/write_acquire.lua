@@ -5,7 +5,7 @@
 -- Read holds whose every lease key has expired (their client died) are dropped first, so a
 -- crashed reader never keeps writers out [ext]. A read -> write upgrade is refused at once.
 -- KEYS[1] lock hash
--- KEYS[2] fencing counter, prefixed("redisson_lock_token", name); touched only when ARGV[6] = "1"
+-- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[6] = "1"
 -- KEYS[3] writer intent, prefixed("redisson_rwlock_writer", name) [ext]: set while the caller
 --         waits (new readers then wait too), cleared when it gets the lock
 -- ARGV[1] lease in milliseconds
@@ -26,7 +26,7 @@ local function token_of(increment)
     return 0
   end
   if increment then
-    return redis.call('incr', KEYS[2])
+    return next_token(KEYS[2])
   end
   return tonumber(redis.call('get', KEYS[2]) or '0')
 end

@@ -15,9 +15,11 @@
 -- ARGV[3] how long the latch is kept, in milliseconds
 -- ARGV[4] how long this waiter's reservation lasts unless renewed, in milliseconds; "0" for a
 --         try that will not wait (it reserves nothing)
+-- ARGV[5] the semaphore's configured limit [ext], or "" for none: a missing count (never set, or
+--         lost with Redis data) is restored to it, since no holder is known any more
 -- returns {1, permits left, 0, 0} when taken; when not, {0, permits available, 1 if this
 --         waiter holds the reservation else 0, ms until another waiter's reservation expires
---         (-1: none stands in the way)}
+--         (-1: none stands in the way)}; {2, 0, 0, -1} when no count is set and no limit given
 local latched = redis.call('get', KEYS[3])
 if latched == '1' then
   return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
@@ -29,6 +31,11 @@ if raw then
   if not value then
     return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
   end
+elseif ARGV[5] == '' then
+  return {2, 0, 0, -1}
+else
+  value = tonumber(ARGV[5])
+  redis.call('set', KEYS[1], ARGV[5])
 end
 local need = tonumber(ARGV[1])
 local reserved = 0

@@ -9,6 +9,9 @@
 -- ARGV[1] permits, n >= 1
 -- ARGV[2] publish command ("publish")
 -- ARGV[3] how long the latch is kept, in milliseconds
+-- ARGV[4] the semaphore's configured limit [ext], or "" for none: the count never grows above
+--         it (after a count restored to the limit, holders from before the loss give back
+--         permits the restore already counted)
 -- returns the count after the release
 local latched = redis.call('get', KEYS[3])
 if latched then
@@ -19,6 +22,10 @@ if raw and not tonumber(raw) then
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
 end
 local value = redis.call('incrby', KEYS[1], ARGV[1])
+if ARGV[4] ~= '' and value > tonumber(ARGV[4]) then
+  value = tonumber(ARGV[4])
+  redis.call('set', KEYS[1], ARGV[4])
+end
 redis.call(ARGV[2], KEYS[2], value)
 redis.call('set', KEYS[3], value, 'PX', ARGV[3])
 return value

@@ -41,6 +41,12 @@ pub enum Error {
         key: String,
     },
 
+    /// A waiting call found nothing to wait for: the synchronizer was never set up, or Redis
+    /// lost it (a restart without persistence, `FLUSHALL`, a failover), so that no release
+    /// could ever end the wait. (A semaphore built with a limit restores itself instead.)
+    #[error("{0}")]
+    NotSetUp(String),
+
     /// Redis answered with something this protocol version does not expect.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),

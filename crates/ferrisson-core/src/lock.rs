@@ -220,8 +220,9 @@ pub static FORCE_RELEASE_HASH: Script = Script::new(
 );
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 4] {
+pub fn scripts() -> [&'static Script; 5] {
     [
+        &crate::script::NEXT_TOKEN,
         &RENEW_HASH,
         &FORCE_RELEASE_HASH,
         &crate::permits::PERMITS_UPDATE,

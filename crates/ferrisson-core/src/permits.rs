@@ -182,9 +182,10 @@ pub struct PermitTry<'a> {
 /// A value of it stands for one acquire call (what the call asked for beyond `n`, a lease for
 /// example, lives in it).
 ///
-/// The engine reads the acquire script's reply as `{1, _, _, _}` (taken) or
+/// The engine reads the acquire script's reply as `{1, _, _, _}` (taken),
 /// `{0, _, reserved, hint}` (not taken; `reserved` 1 when this waiter holds the reservation,
-/// `hint` > 0 the ms after which something may change).
+/// `hint` > 0 the ms after which something may change) or `{2, _, _, _}` (no count is set and
+/// the kind gave no limit to restore it to: [`Error::NotSetUp`] for a call that waits).
 pub trait PermitKind: Clone + Send + Sync + 'static {
     /// What a try prepares before its call and needs again to undo or to build its result
     /// (the permit ids of the expirable semaphore).
@@ -295,6 +296,13 @@ impl<K: PermitKind> Waiter<'_, K> {
             // blocked by another's reservation alone is told when it ends; the others sleep
             // until a release (or a lease-long re-check) wakes them.
             [0, _, mine, hint] => Ok(not_taken(client, *mine == 1, *hint)),
+            // No count set, and no limit to restore it to: a try that does not wait finds no
+            // permit, as Redisson's would; a wait would never end.
+            [2, _, _, _] if !self.waits => Ok(not_taken(client, false, -1)),
+            [2, _, _, _] => Err(Error::NotSetUp(format!(
+                "semaphore `{}` has no permit count (never set, or lost with Redis data), so a wait for permits would never end: set it (try_set_permits), or build the semaphore with a limit (with_limit), which restores a lost count",
+                names.key
+            ))),
             other => Err(Error::Protocol(format!(
                 "the acquire script of `{}` replied {other:?}",
                 names.key

@@ -22,8 +22,18 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub struct Script {
     name: &'static str,
     source: &'static str,
+    /// A fragment the source starts with (functions it calls), e.g. [`NEXT_TOKEN`].
+    prelude: Option<&'static Script>,
+    /// The prelude and the source, joined once.
+    joined: OnceLock<String>,
     compiled: OnceLock<redis::Script>,
 }
+
+/// The fragment that issues fencing tokens (`lua/core/next_token.lua`): scripts that hand out
+/// tokens start with it ([`Script::with_prelude`]) and call `next_token(key)`, whose tokens only
+/// grow, even after the counter was lost (the server's clock in microseconds is their floor).
+pub static NEXT_TOKEN: Script =
+    Script::new("core/next_token", include_str!("../lua/next_token.lua"));
 
 /// What a script's header says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +50,25 @@ impl Script {
         Self {
             name,
             source,
+            prelude: None,
+            joined: OnceLock::new(),
+            compiled: OnceLock::new(),
+        }
+    }
+
+    /// A script whose source starts with the fragment `prelude` (whose local functions it
+    /// calls), e.g. [`NEXT_TOKEN`] for the scripts that hand out fencing tokens. The header is
+    /// read from `source`.
+    pub const fn with_prelude(
+        name: &'static str,
+        prelude: &'static Script,
+        source: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            source,
+            prelude: Some(prelude),
+            joined: OnceLock::new(),
             compiled: OnceLock::new(),
         }
     }
@@ -49,9 +78,14 @@ impl Script {
         self.name
     }
 
-    /// The Lua source.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The Lua source Redis runs: the prelude's, if any, then the script's own.
+    pub fn source(&self) -> &str {
+        match self.prelude {
+            None => self.source,
+            Some(prelude) => self
+                .joined
+                .get_or_init(|| format!("{}\n{}", prelude.source(), self.source)),
+        }
     }
 
     /// The SHA1 digest `EVALSHA` uses.
@@ -61,7 +95,7 @@ impl Script {
 
     fn compiled(&self) -> &redis::Script {
         self.compiled
-            .get_or_init(|| redis::Script::new(self.source))
+            .get_or_init(|| redis::Script::new(self.source()))
     }
 
     /// Reads the `operation` and `protocol` lines of the header (the leading `--` comments).

@@ -56,12 +56,15 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 #[derive(Clone)]
 pub struct ExpirableSemaphore {
     shared: Arc<Shared>,
+    /// The configured limit ([`with_limit`](Self::with_limit)).
+    limit: Option<u32>,
 }
 
 impl std::fmt::Debug for ExpirableSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExpirableSemaphore")
             .field("key", &self.shared.key)
+            .field("limit", &self.limit)
             .finish()
     }
 }
@@ -301,7 +304,50 @@ impl ExpirableSemaphore {
                 timeouts: suffixed(&names.key, "timeout").into(),
                 names,
             }),
+            limit: None,
         })
+    }
+
+    /// This semaphore with a limit of `limit` permits (**[ext]**): the count survives Redis
+    /// losing it. An acquire that finds no count (never set, or lost in a restart without
+    /// persistence, a `FLUSHALL`, a failover) sets it to the limit less the permits still held
+    /// (none, when everything was lost). Without a limit, a call that waits on a missing count
+    /// fails with [`Error::NotSetUp`] instead of waiting for ever. (Releases need no cap here:
+    /// a permit lost with the data is not held, so giving it back adds nothing.) Every handle of
+    /// one semaphore should use the same limit.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use ferrisson_expirable_semaphore::ExpirableSemaphore;
+    ///
+    /// let api_calls = ExpirableSemaphore::new(&client, "partner-api")?.with_limit(3)?;
+    /// let permit = api_calls.acquire(None).await?;
+    /// assert_eq!(api_calls.available_permits().await?, 2);
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of 0.
+    pub fn with_limit(&self, limit: u32) -> Result<Self> {
+        if limit == 0 {
+            return Err(Error::InvalidArgument(
+                "a semaphore's limit needs at least one permit, got 0".into(),
+            ));
+        }
+        Ok(Self {
+            shared: self.shared.clone(),
+            limit: Some(limit),
+        })
+    }
+
+    /// The configured limit, if any ([`with_limit`](Self::with_limit)).
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
     }
 
     /// The Redis key of the count.
@@ -580,6 +626,7 @@ impl ExpirableSemaphore {
         let call = AcquireCall {
             shared: shared.clone(),
             lease,
+            limit: self.limit,
         };
         take(&call, n, wait, tag).await
     }
@@ -604,6 +651,7 @@ fn check_lease(lease: Option<Duration>) -> Result<()> {
 struct AcquireCall {
     shared: Arc<Shared>,
     lease: Option<Duration>,
+    limit: Option<u32>,
 }
 
 impl AcquireCall {
@@ -643,7 +691,8 @@ impl PermitKind for AcquireCall {
         .arg(args.waiter)
         .arg(ferrisson_core::duration::millis(client.retry_window()))
         .arg(args.reservation_ms)
-        .arg(client.config().get_publish_command().as_str());
+        .arg(client.config().get_publish_command().as_str())
+        .arg(self.limit.map(|l| l.to_string()).unwrap_or_default());
         for id in ids.iter() {
             call = call.arg(id.as_str());
         }

@@ -1,9 +1,12 @@
 //! The Lua scripts of the fair lock (`lua/fair_lock/`).
 
-use ferrisson_core::engine::Script;
+use ferrisson_core::engine::{NEXT_TOKEN, Script};
 
-pub(crate) static ACQUIRE: Script =
-    Script::new("fair_lock/acquire", include_str!("../lua/acquire.lua"));
+pub(crate) static ACQUIRE: Script = Script::with_prelude(
+    "fair_lock/acquire",
+    &NEXT_TOKEN,
+    include_str!("../lua/acquire.lua"),
+);
 pub(crate) static RELEASE: Script =
     Script::new("fair_lock/release", include_str!("../lua/release.lua"));
 pub(crate) static LEAVE: Script = Script::new("fair_lock/leave", include_str!("../lua/leave.lua"));

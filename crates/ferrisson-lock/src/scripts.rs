@@ -1,9 +1,17 @@
 //! The Lua scripts of the reentrant lock (`lua/lock/`).
 
-use ferrisson_core::engine::Script;
+use ferrisson_core::engine::{NEXT_TOKEN, Script};
 
-pub(crate) static ACQUIRE: Script = Script::new("lock/acquire", include_str!("../lua/acquire.lua"));
-pub(crate) static RELEASE: Script = Script::new("lock/release", include_str!("../lua/release.lua"));
+pub(crate) static ACQUIRE: Script = Script::with_prelude(
+    "lock/acquire",
+    &NEXT_TOKEN,
+    include_str!("../lua/acquire.lua"),
+);
+pub(crate) static RELEASE: Script = Script::with_prelude(
+    "lock/release",
+    &NEXT_TOKEN,
+    include_str!("../lua/release.lua"),
+);
 
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/renew_hash` and `core/force_release_hash`).

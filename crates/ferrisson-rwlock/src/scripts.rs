@@ -1,13 +1,14 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::engine::Script;
+use ferrisson_core::engine::{NEXT_TOKEN, Script};
 
 pub(crate) static READ_ACQUIRE: Script = Script::new(
     "rwlock/read_acquire",
     include_str!("../lua/read_acquire.lua"),
 );
-pub(crate) static WRITE_ACQUIRE: Script = Script::new(
+pub(crate) static WRITE_ACQUIRE: Script = Script::with_prelude(
     "rwlock/write_acquire",
+    &NEXT_TOKEN,
     include_str!("../lua/write_acquire.lua"),
 );
 pub(crate) static READ_RELEASE: Script = Script::new(

@@ -55,12 +55,15 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 #[derive(Clone)]
 pub struct Semaphore {
     shared: Arc<Shared>,
+    /// The configured limit ([`with_limit`](Self::with_limit)).
+    limit: Option<u32>,
 }
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Semaphore")
             .field("key", &self.shared.key)
+            .field("limit", &self.limit)
             .finish()
     }
 }
@@ -136,7 +139,54 @@ impl Semaphore {
     pub fn new(client: &Client, name: &str) -> Result<Self> {
         Ok(Self {
             shared: Arc::new(SemaphoreNames::new(client, name)?),
+            limit: None,
         })
+    }
+
+    /// This semaphore with a limit of `limit` permits (**[ext]**, as npm `redis-semaphore`
+    /// takes one): the count survives Redis losing it. An acquire that finds no count (never
+    /// set, or lost in a restart without persistence, a `FLUSHALL`, a failover) sets it to the
+    /// limit, since no holder is known any more; and a release never raises the count above the
+    /// limit, so holders from before the loss giving their permits back cannot push it past.
+    /// Without a limit, a call that waits on a missing count fails with
+    /// [`Error::NotSetUp`] instead of waiting for ever. Every handle of one semaphore should
+    /// use the same limit; [`add_permits`](Self::add_permits) and
+    /// [`set_permits`](Self::set_permits) still change the count as asked.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use ferrisson_semaphore::Semaphore;
+    ///
+    /// // No try_set_permits needed: the first acquire sets the count to the limit.
+    /// let api_calls = Semaphore::new(&client, "partner-api")?.with_limit(3)?;
+    /// let permit = api_calls.acquire().await?;
+    /// assert_eq!(api_calls.available_permits().await?, 2);
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of 0.
+    pub fn with_limit(&self, limit: u32) -> Result<Self> {
+        positive(limit, "a semaphore's limit")?;
+        Ok(Self {
+            shared: self.shared.clone(),
+            limit: Some(limit),
+        })
+    }
+
+    /// The configured limit, if any ([`with_limit`](Self::with_limit)).
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
+    }
+
+    /// The limit as the scripts take it: `""` for none.
+    fn limit_arg(&self) -> String {
+        self.limit.map(|l| l.to_string()).unwrap_or_default()
     }
 
     /// The Redis key of the count.
@@ -367,7 +417,8 @@ impl Semaphore {
         let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
             .arg(n)
             .arg(client.config().get_publish_command().as_str())
-            .arg(ferrisson_core::duration::millis(client.retry_window()));
+            .arg(ferrisson_core::duration::millis(client.retry_window()))
+            .arg(self.limit_arg());
         let _: i64 = client.eval(&call).await?;
         Ok(())
     }
@@ -408,6 +459,7 @@ impl PermitKind for Semaphore {
                 shared.client.retry_window(),
             ))
             .arg(args.reservation_ms)
+            .arg(self.limit_arg())
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {

@@ -185,6 +185,35 @@ async fn wrong_types<K: Kind>() {
         lock.hold_count().await,
         Err(Error::InvalidArgument(_))
     ));
+
+    // A user's hash at the lock's name (no expiry, fields that are no owners): never waited on,
+    // written into or deleted.
+    let name = unique_name("conf-hash");
+    let _: () = con.hset(&name, "f", "x").unwrap();
+    let lock = K::make(&a, &name);
+    let waiting = LockOptions::new().wait(Duration::from_millis(200));
+    for err in [
+        lock.try_lock().await.unwrap_err(),
+        lock.try_lock_with(waiting).await.unwrap_err(),
+        lock.lock().await.unwrap_err(),
+        lock.force_unlock().await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::WrongType { .. }),
+            "{}: {err:?}",
+            K::NAME
+        );
+    }
+    let hash: std::collections::HashMap<String, String> = con.hgetall(&name).unwrap();
+    assert_eq!(
+        hash.len(),
+        1,
+        "{}: the user's hash changed: {hash:?}",
+        K::NAME
+    );
+    assert_eq!(hash.get("f").map(String::as_str), Some("x"));
+    let ttl: i64 = con.pttl(&name).unwrap();
+    assert_eq!(ttl, -1, "{}: the user's hash got an expiry", K::NAME);
 }
 
 /// Lock futures dropped at every stage leave no hold.
@@ -243,3 +272,53 @@ macro_rules! conformance {
 }
 
 conformance!(Reentrant => reentrant_lock, Fair => fair_lock, Write => write_lock);
+
+/// A lock of one family at a name is no lock of the other: a reentrant or fair lock meets a
+/// read-write lock's hash (its `mode` field), and the read and write locks meet a reentrant
+/// lock's hash (no `mode`). Each is a clear error, and the holder keeps its hold untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_of_one_family_is_no_lock_of_the_other() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let mut con = redis.connection();
+
+    let name = unique_name("conf-family-rw");
+    let rw = ReadWriteLock::new(&a, &name).unwrap();
+    let writer = rw.write_lock().lock().await.unwrap();
+    for err in [
+        ReentrantLock::new(&a, &name)
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap_err(),
+        FairLock::new(&a, &name)
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap_err(),
+        ReentrantLock::new(&a, &name)
+            .unwrap()
+            .force_unlock()
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    }
+    assert!(writer.ensure_held().is_ok());
+    writer.unlock().await.unwrap();
+
+    let name = unique_name("conf-family-hash");
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    let guard = lock.lock().await.unwrap();
+    let rw = ReadWriteLock::new(&a, &name).unwrap();
+    for err in [
+        rw.read_lock().try_lock().await.unwrap_err(),
+        rw.write_lock().try_lock().await.unwrap_err(),
+        rw.force_unlock().await.unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    }
+    let fields: Vec<String> = con.hkeys(&name).unwrap();
+    assert_eq!(fields, vec![guard.owner().to_string()]);
+    guard.unlock().await.unwrap();
+}

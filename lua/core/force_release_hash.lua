@@ -7,13 +7,13 @@
 -- KEYS[2] release channel
 -- ARGV[1] publish command ("publish")
 -- ARGV[2] message: "0" (reentrant lock: wake one) or "1" (read-write lock: wake all)
--- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error for another type
-local kind = redis.call('type', KEYS[1]).ok
-if kind == 'none' then
-  return 0
+-- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error when the key holds no lock of this kind (core/lock_prelude)
+local foreign = foreign_lock(KEYS[1], ARGV[2] == '1')
+if foreign then
+  return foreign
 end
-if kind ~= 'hash' then
-  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+if redis.call('exists', KEYS[1]) == 0 then
+  return 0
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[1], KEYS[2], ARGV[2])

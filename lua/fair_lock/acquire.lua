@@ -6,7 +6,7 @@
 -- KEYS[1] lock hash (field = owner, value = hold count)
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name): LIST of owners, FIFO
 -- KEYS[3] waiter deadlines, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms
--- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[7] = "1"
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only when ARGV[7] = "1"
 -- KEYS[5] release channel prefix, prefixed("redisson_lock__channel", name); a waiter's channel
 --         is KEYS[5] .. ":" .. owner
 -- ARGV[1] lease in milliseconds
@@ -36,6 +36,13 @@ local function token_of(increment)
   return tonumber(redis.call('get', KEYS[4]) or '0')
 end
 local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+if held == 0 and kind == 'hash' then
+  -- Held by another owner, or not a lock at all (a user's hash): never wait on that.
+  local foreign = foreign_lock(KEYS[1], false)
+  if foreign then
+    return foreign
+  end
+end
 if ARGV[6] == '1' and held == tonumber(ARGV[5]) + 1 then
   -- The lost attempt ran: the owner holds one more than it believes.
   redis.call('pexpire', KEYS[1], ARGV[1])

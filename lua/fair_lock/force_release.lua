@@ -6,13 +6,13 @@
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name)
 -- KEYS[3] release channel prefix, prefixed("redisson_lock__channel", name)
 -- ARGV[1] publish command ("publish")
--- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error for another type
-local kind = redis.call('type', KEYS[1]).ok
-if kind == 'none' then
-  return 0
+-- returns 1 when a lock was released, 0 when it was not locked; WRONGTYPE error when the key holds no lock of this kind (core/lock_prelude)
+local foreign = foreign_lock(KEYS[1], false)
+if foreign then
+  return foreign
 end
-if kind ~= 'hash' then
-  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+if redis.call('exists', KEYS[1]) == 0 then
+  return 0
 end
 redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)

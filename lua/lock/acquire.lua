@@ -3,7 +3,7 @@
 -- protocol: 1
 -- Take or re-enter a reentrant lock (Redisson RLock layout), optionally with a fencing token.
 -- KEYS[1] lock hash (field = owner, value = hold count)
--- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[5] = "1"
+-- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only when ARGV[5] = "1"
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
 -- ARGV[3] hold count the client believes the owner has (read only on a retry)
@@ -31,5 +31,10 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     token = next_token(KEYS[2])
   end
   return {1, held, token}
+end
+-- Held by another owner, or not a lock at all (a user's hash): never wait on that.
+local foreign = foreign_lock(KEYS[1], false)
+if foreign then
+  return foreign
 end
 return {0, redis.call('pttl', KEYS[1])}

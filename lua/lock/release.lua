@@ -6,7 +6,7 @@
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_lock__channel", name)
 -- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
--- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only for a fenced hand-off
+-- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only for a fenced hand-off
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] how long the latch keeps the result, in milliseconds

@@ -17,6 +17,13 @@
 -- returns {1, read hold count} when the owner now holds one more read hold,
 --         {0, ms to wait at most} when a writer (another owner) holds it or waits for it
 local mode = redis.call('hget', KEYS[1], 'mode')
+if mode ~= 'read' and mode ~= 'write' then
+  -- Free, or a hash that is no read-write lock (a user's): never write into that.
+  local foreign = foreign_lock(KEYS[1], true)
+  if foreign then
+    return foreign
+  end
+end
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
   -- The lost attempt ran: the owner holds one more than it believes.

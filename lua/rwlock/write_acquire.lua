@@ -5,7 +5,7 @@
 -- Read holds whose every lease key has expired (their client died) are dropped first, so a
 -- crashed reader never keeps writers out [ext]. A read -> write upgrade is refused at once.
 -- KEYS[1] lock hash
--- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/next_token); touched only when ARGV[6] = "1"
+-- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only when ARGV[6] = "1"
 -- KEYS[3] writer intent, prefixed("redisson_rwlock_writer", name) [ext]: set while the caller
 --         waits (new readers then wait too), cleared when it gets the lock
 -- ARGV[1] lease in milliseconds
@@ -31,6 +31,13 @@ local function token_of(increment)
   return tonumber(redis.call('get', KEYS[2]) or '0')
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
+if mode ~= 'read' and mode ~= 'write' then
+  -- Free, or a hash that is no read-write lock (a user's): never write into that.
+  local foreign = foreign_lock(KEYS[1], true)
+  if foreign then
+    return foreign
+  end
+end
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))

@@ -70,7 +70,7 @@ pub mod engine {
         Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,
         lock_message_policy, permits_message_policy,
     };
-    pub use crate::script::{NEXT_TOKEN, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
+    pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
     pub use crate::wait::{
         Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early, ttl_bound,
         wait_for_turn, wait_on, wait_registered,

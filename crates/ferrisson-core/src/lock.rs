@@ -214,15 +214,16 @@ pub static RENEW_HASH: Script =
 
 /// Force release of a lock kept in a hash, whoever holds it (`lua/core/force_release_hash.lua`):
 /// the reentrant lock's (message `0`) and the read-write lock's (message `1`).
-pub static FORCE_RELEASE_HASH: Script = Script::new(
+pub static FORCE_RELEASE_HASH: Script = Script::with_prelude(
     "core/force_release_hash",
+    &crate::script::LOCK_PRELUDE,
     include_str!("../lua/force_release_hash.lua"),
 );
 
 /// Every script this crate runs, for tests and tools that load or check them.
 pub fn scripts() -> [&'static Script; 5] {
     [
-        &crate::script::NEXT_TOKEN,
+        &crate::script::LOCK_PRELUDE,
         &RENEW_HASH,
         &FORCE_RELEASE_HASH,
         &crate::permits::PERMITS_UPDATE,

@@ -22,18 +22,19 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub struct Script {
     name: &'static str,
     source: &'static str,
-    /// A fragment the source starts with (functions it calls), e.g. [`NEXT_TOKEN`].
+    /// A fragment the source starts with (functions it calls), e.g. [`LOCK_PRELUDE`].
     prelude: Option<&'static Script>,
     /// The prelude and the source, joined once.
     joined: OnceLock<String>,
     compiled: OnceLock<redis::Script>,
 }
 
-/// The fragment that issues fencing tokens (`lua/core/next_token.lua`): scripts that hand out
-/// tokens start with it ([`Script::with_prelude`]) and call `next_token(key)`, whose tokens only
-/// grow, even after the counter was lost (the server's clock in microseconds is their floor).
-pub static NEXT_TOKEN: Script =
-    Script::new("core/next_token", include_str!("../lua/next_token.lua"));
+/// The lock scripts' shared functions (`lua/core/lock_prelude.lua`), which they start with
+/// ([`Script::with_prelude`]): `next_token(key)` issues fencing tokens that only grow, even after
+/// the counter was lost (the server's clock in microseconds is their floor), and
+/// `foreign_lock(key, rw)` refuses a hash that is no lock of the caller's family.
+pub static LOCK_PRELUDE: Script =
+    Script::new("core/lock_prelude", include_str!("../lua/lock_prelude.lua"));
 
 /// What a script's header says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +58,7 @@ impl Script {
     }
 
     /// A script whose source starts with the fragment `prelude` (whose local functions it
-    /// calls), e.g. [`NEXT_TOKEN`] for the scripts that hand out fencing tokens. The header is
+    /// calls), e.g. [`LOCK_PRELUDE`] for the lock scripts. The header is
     /// read from `source`.
     pub const fn with_prelude(
         name: &'static str,

@@ -1,17 +1,18 @@
 //! The Lua scripts of the fair lock (`lua/fair_lock/`).
 
-use ferrisson_core::engine::{NEXT_TOKEN, Script};
+use ferrisson_core::engine::{LOCK_PRELUDE, Script};
 
 pub(crate) static ACQUIRE: Script = Script::with_prelude(
     "fair_lock/acquire",
-    &NEXT_TOKEN,
+    &LOCK_PRELUDE,
     include_str!("../lua/acquire.lua"),
 );
 pub(crate) static RELEASE: Script =
     Script::new("fair_lock/release", include_str!("../lua/release.lua"));
 pub(crate) static LEAVE: Script = Script::new("fair_lock/leave", include_str!("../lua/leave.lua"));
-pub(crate) static FORCE_RELEASE: Script = Script::new(
+pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
     "fair_lock/force_release",
+    &LOCK_PRELUDE,
     include_str!("../lua/force_release.lua"),
 );
 

@@ -1,15 +1,15 @@
 //! The Lua scripts of the reentrant lock (`lua/lock/`).
 
-use ferrisson_core::engine::{NEXT_TOKEN, Script};
+use ferrisson_core::engine::{LOCK_PRELUDE, Script};
 
 pub(crate) static ACQUIRE: Script = Script::with_prelude(
     "lock/acquire",
-    &NEXT_TOKEN,
+    &LOCK_PRELUDE,
     include_str!("../lua/acquire.lua"),
 );
 pub(crate) static RELEASE: Script = Script::with_prelude(
     "lock/release",
-    &NEXT_TOKEN,
+    &LOCK_PRELUDE,
     include_str!("../lua/release.lua"),
 );
 

@@ -1,14 +1,15 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::engine::{NEXT_TOKEN, Script};
+use ferrisson_core::engine::{LOCK_PRELUDE, Script};
 
-pub(crate) static READ_ACQUIRE: Script = Script::new(
+pub(crate) static READ_ACQUIRE: Script = Script::with_prelude(
     "rwlock/read_acquire",
+    &LOCK_PRELUDE,
     include_str!("../lua/read_acquire.lua"),
 );
 pub(crate) static WRITE_ACQUIRE: Script = Script::with_prelude(
     "rwlock/write_acquire",
-    &NEXT_TOKEN,
+    &LOCK_PRELUDE,
     include_str!("../lua/write_acquire.lua"),
 );
 pub(crate) static READ_RELEASE: Script = Script::new(

@@ -1,0 +1,56 @@
+-- ferrisson script
+-- operation: core/lock_prelude
+-- protocol: 1
+-- A fragment, not run alone: the lock scripts start with it (Script::with_prelude) and call its
+-- functions.
+--
+-- next_token(key) issues a fencing token from the counter at `key`
+-- (prefixed("redisson_lock_token", name), Redisson's RFencedLock counter). A token is the larger
+-- of the counter + 1 and the server's clock in microseconds, and the counter is set to it. So
+-- tokens only grow, even when the counter is lost (a restart without persistence, FLUSHALL, a
+-- failover to a replica that missed the last increments): the clock has moved past every token
+-- issued before, as long as the clock of the server that issues the next token is not behind the
+-- last issuer's by more than the time that passed in between (docs/guarantees.md). The counter
+-- stays an integer string, so Redisson's INCR on it keeps working and keeps growing it.
+local function next_token(key)
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local token = math.max(tonumber(redis.call('get', key) or '0') + 1, now)
+  -- '%.0f': Lua's default number format would round a 16-digit integer.
+  redis.call('set', key, string.format('%.0f', token))
+  return token
+end
+
+-- foreign_lock(key, rw) is a WRONGTYPE error reply when the hash at `key` is not a lock of the
+-- caller's family, nil when it is one (or the key is missing), so that a lock never waits on,
+-- writes into or deletes a user's hash. `rw` true: a read-write lock, whose hash always has a
+-- `mode` field of "read" or "write". Otherwise a reentrant or fair lock, which has none. Locks
+-- always carry an expiry; a hash without one is also checked field by field: every field but
+-- `mode` must be an owner ("<id>:<n>", or "<id>:<n>:write") holding a positive count.
+local function foreign_lock(key, rw)
+  local kind = redis.call('type', key).ok
+  if kind == 'none' then
+    return nil
+  end
+  local wrong = redis.error_reply('WRONGTYPE the key holds no lock of this kind')
+  if kind ~= 'hash' then
+    return wrong
+  end
+  local mode = redis.call('hget', key, 'mode')
+  if rw ~= (mode == 'read' or mode == 'write') or (not rw and mode) then
+    return wrong
+  end
+  if redis.call('pttl', key) == -1 then
+    local all = redis.call('hgetall', key)
+    for i = 1, #all, 2 do
+      local field, count = all[i], tonumber(all[i + 1])
+      if field ~= 'mode' then
+        local owner = string.find(field, ':%d+$') or string.find(field, ':%d+:write$')
+        if not owner or not count or count < 1 then
+          return wrong
+        end
+      end
+    end
+  end
+  return nil
+end

@@ -97,3 +97,39 @@ async fn work_runs_only_while_the_hold_lasts() {
         Err(Error::LeaseLost(_))
     ));
 }
+
+/// An ACL user that may not publish on the synchronizers' channels is refused at connect with
+/// a clear error, before a release could run half (Redis does not roll a script back when its
+/// PUBLISH is refused, so the release would have happened and reported an error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_that_may_not_publish_is_refused_at_connect() {
+    let server = RedisServer::spawn();
+    let mut con = server.connection();
+    let users: [(&str, &[&str]); 3] = [
+        // No @pubsub at all.
+        ("nopubsub", &["on", ">pw", "~*", "&*", "+@all", "-@pubsub"]),
+        // Redis 7's default for a new user: no channel may be used.
+        ("nochannels", &["on", ">pw", "~*", "resetchannels", "+@all"]),
+        // What ferrisson needs: its keys, its channels, scripting and pub/sub.
+        ("enough", &["on", ">pw", "~*", "&redisson_*", "+@all"]),
+    ];
+    for (user, rules) in users {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg(rules)
+            .query(&mut con)
+            .unwrap();
+    }
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+    for user in ["nopubsub", "nochannels"] {
+        let err = Client::connect(&url(user)).await.unwrap_err();
+        assert!(matches!(err, Error::NotPermitted(_)), "{user}: {err:?}");
+        assert!(err.to_string().contains("+@pubsub"), "{user}: {err}");
+    }
+    let client = Client::connect(&url("enough")).await.unwrap();
+    let name = unique_name("acl");
+    let lock = ReentrantLock::new(&client, &name).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

@@ -151,6 +151,7 @@ impl Client {
         if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
+        check_publish(&conn, &config).await?;
         let hub = Hub::start(
             redis_client,
             config.connect_timeout,
@@ -360,6 +361,32 @@ pub trait ClientEngine {
 
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
+}
+
+/// Checks that the user may publish on the synchronizers' channels: every release script
+/// publishes after it changed the state, and Redis does not roll a script back when a command
+/// in it is refused, so a user without `@pubsub` (or without channel access, the default for
+/// new ACL users since Redis 7) would see a release fail after it had happened. One `PUBLISH`
+/// of an empty message on a channel of the synchronizers' naming (`redisson_lock__channel:…`,
+/// in the client's namespace), which no waiter listens to.
+async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
+    let channel = crate::keys::prefixed(
+        "redisson_lock__channel",
+        &format!("{}ferrisson:connect-check", config.get_namespace()),
+    );
+    let probe = redis::cmd(config.get_publish_command().as_str())
+        .arg(&channel)
+        .arg("")
+        .clone();
+    match conn.query(&probe).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("NOPERM") => Err(Error::NotPermitted(format!(
+            "the Redis user may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
+            config.get_publish_command().as_str().to_uppercase(),
+            config.get_publish_command().as_str(),
+        ))),
+        Err(e) => Err(Error::Redis(e)),
+    }
 }
 
 impl ClientEngine for Client {

@@ -47,6 +47,11 @@ pub enum Error {
     #[error("{0}")]
     NotSetUp(String),
 
+    /// The Redis user may not run what the synchronizers need (an ACL without `@pubsub` or
+    /// without channel access): found at connect, before any call could be half done.
+    #[error("{0}")]
+    NotPermitted(String),
+
     /// Redis answered with something this protocol version does not expect.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),

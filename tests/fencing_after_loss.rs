@@ -8,7 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{FairLock, FencedLock, Lock, ReadWriteLock, ReentrantLock};
+use ferrisson::{FencedLock, Lock, ReentrantLock};
+use ferrisson_fair_lock::FairLock;
+use ferrisson_rwlock::ReadWriteLock;
 
 /// Takes and releases a fenced lock of every kind named `name` `rounds` times each; returns the
 /// tokens in the order they were issued (every kind shares Redisson's token counter).

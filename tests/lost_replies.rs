@@ -205,3 +205,55 @@ async fn other_kinds_through_lost_replies_leak_nothing() {
     )
     .await;
 }
+
+/// Count-downs through lost replies: every call is resolved under its request id, so plain
+/// count-downs count exactly once each (the latch opens at the last one, never before), and a
+/// participant whose reply was lost is told it counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_count_downs_through_lost_replies_count_exactly_once() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let client = lossy_client(&proxy).await;
+    let direct = common::client(&server.url()).await;
+    const N: u32 = 200;
+    let name = unique_name("lossy-latch");
+    let check = ferrisson_latch::CountDownLatch::new(&direct, &name).unwrap();
+    assert!(check.try_set_count(N).await.unwrap());
+    proxy.lose_replies(LOSS);
+    let latch = ferrisson_latch::CountDownLatch::new(&client, &name).unwrap();
+    for i in 0..N - 1 {
+        // An error is an outcome still unknown after the settle window: not expected at this
+        // loss rate with retries, and then the count below tells whether it counted.
+        latch.count_down().await.unwrap();
+        assert_eq!(
+            check.count().await.unwrap(),
+            u64::from(N - 1 - i),
+            "after {} count-downs",
+            i + 1
+        );
+    }
+    latch.count_down().await.unwrap();
+    assert_eq!(check.count().await.unwrap(), 0);
+
+    let name = unique_name("lossy-participants");
+    let check = ferrisson_latch::CountDownLatch::new(&direct, &name).unwrap();
+    assert!(check.try_set_count(N).await.unwrap());
+    let latch = ferrisson_latch::CountDownLatch::new(&client, &name).unwrap();
+    for i in 0..N {
+        let participant = format!("p{i}");
+        assert!(
+            latch.count_down_once(&participant).await.unwrap(),
+            "{participant} counted"
+        );
+        assert!(
+            !latch.count_down_once(&participant).await.unwrap(),
+            "{participant} once"
+        );
+    }
+    assert_eq!(check.count().await.unwrap(), 0);
+    assert!(
+        proxy.replies_lost() > 20,
+        "the proxy lost {} replies",
+        proxy.replies_lost()
+    );
+}

@@ -8,7 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Error, ExpirableSemaphore, Semaphore};
+use ferrisson::Error;
+use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use ferrisson_semaphore::Semaphore;
 
 fn flushall(server: &RedisServer) {
     let _: () = redis::cmd("FLUSHALL")

@@ -8,18 +8,31 @@
 -- KEYS[3] participants counted this round, suffixed(name, "counted")
 -- ARGV[1] publish command ("publish")
 -- ARGV[2] participant id, or "" to count unconditionally (Redisson's countDown)
+-- KEYS[4] this call's latch [ext], suffixed(name, "count_latch") .. ":" .. request id: keeps the
+--         call's result for ARGV[3] ms, so that a retry after a lost reply gets the first
+--         result instead of counting again (or reporting "already counted" for its own count)
+-- ARGV[3] how long the call's latch keeps the result, in milliseconds
 -- returns {1 if this call counted else 0, the count after}
+local done = redis.call('get', KEYS[4])
+if done then
+  local sep = string.find(done, ':', 1, true)
+  return {tonumber(string.sub(done, 1, sep - 1)), tonumber(string.sub(done, sep + 1))}
+end
 local raw = redis.call('get', KEYS[1])
 if raw and not tonumber(raw) then
   return redis.error_reply('WRONGTYPE the latch key does not hold a count')
 end
+local function result(counted, count)
+  redis.call('set', KEYS[4], counted .. ':' .. count, 'PX', ARGV[3])
+  return {counted, count}
+end
 if ARGV[2] ~= '' then
   if not raw then
     -- Nothing armed: nothing to count (Redisson's countDown would leave nothing either).
-    return {0, 0}
+    return result(0, 0)
   end
   if redis.call('sadd', KEYS[3], ARGV[2]) == 0 then
-    return {0, tonumber(raw)}
+    return result(0, tonumber(raw))
   end
 end
 local value = redis.call('decr', KEYS[1])
@@ -29,4 +42,4 @@ end
 if value == 0 then
   redis.call(ARGV[1], KEYS[2], '0')
 end
-return {1, math.max(value, 0)}
+return result(1, math.max(value, 0))

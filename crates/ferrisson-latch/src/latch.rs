@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::engine::ClientEngine;
-use ferrisson_core::engine::keys::suffixed;
+use ferrisson_core::engine::keys::{RequestId, suffixed};
 use ferrisson_core::engine::{Attempt, Instant, ScriptCall, WaitSpec, Wake, wait_for_turn};
 use ferrisson_core::{Client, Error, Result};
 
@@ -70,6 +70,8 @@ struct Shared {
     channel: String,
     round_key: String,
     counted_key: String,
+    /// Count-down call latches **[ext]**: a call's latch is `{prefix}:{request id}`.
+    count_latch_prefix: String,
 }
 
 impl CountDownLatch {
@@ -86,6 +88,7 @@ impl CountDownLatch {
                 channel: format!("redisson_countdownlatch__channel__{{{key}}}"),
                 round_key: suffixed(&key, "round"),
                 counted_key: suffixed(&key, "counted"),
+                count_latch_prefix: suffixed(&key, "count_latch"),
                 key,
             }),
         })
@@ -156,19 +159,19 @@ impl CountDownLatch {
 
     async fn count_down_as(&self, participant: &str) -> Result<bool> {
         let shared = &self.shared;
+        let client = &shared.client;
+        // Latched by a request id: a retry after a lost reply gets the first call's result, so
+        // that a plain count-down never counts twice and a participant's own count is
+        // reported as counted.
+        let latch = RequestId::random().latch_key(&shared.count_latch_prefix);
         let call = ScriptCall::new(
             &COUNT_DOWN,
-            &[&shared.key, &shared.channel, &shared.counted_key],
+            &[&shared.key, &shared.channel, &shared.counted_key, &latch],
         )
-        .arg(shared.client.config().get_publish_command().as_str())
-        .arg(participant);
-        // A participant's count-down is idempotent and retried; a plain one is sent once (a
-        // retry after a lost reply could count twice).
-        let reply: Vec<i64> = if participant.is_empty() {
-            shared.client.eval_once(&call).await?
-        } else {
-            shared.client.eval(&call).await?
-        };
+        .arg(client.config().get_publish_command().as_str())
+        .arg(participant)
+        .arg(ferrisson_core::duration::millis(client.retry_window()));
+        let reply: Vec<i64> = client.eval(&call).await?;
         Ok(reply.first() == Some(&1))
     }
 

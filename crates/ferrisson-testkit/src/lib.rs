@@ -62,6 +62,28 @@ pub fn find_binary() -> Option<PathBuf> {
     })
 }
 
+/// The major version of the `redis-server` at `binary` (`redis-server --version`), once per
+/// binary.
+fn major_version(binary: &Path) -> Option<u32> {
+    static VERSIONS: std::sync::Mutex<Vec<(PathBuf, Option<u32>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut versions = VERSIONS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, version)) = versions.iter().find(|(b, _)| b == binary) {
+        return *version;
+    }
+    let version = Command::new(binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|out| {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let v = text.split("v=").nth(1)?;
+            v.split('.').next()?.parse().ok()
+        });
+    versions.push((binary.to_owned(), version));
+    version
+}
+
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -131,7 +153,13 @@ impl RedisServer {
 
     fn start_process(&mut self) -> Result<(), String> {
         let _ = std::fs::remove_file(self.log_path());
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if major_version(&self.binary) >= Some(7) {
+            // DEBUG SLEEP and friends, from loopback connections (Redis 7 refuses them by
+            // default; older servers allow them and do not know the option).
+            command.args(["--enable-debug-command", "local"]);
+        }
+        let child = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -235,8 +263,30 @@ impl RedisServer {
         }
     }
 
-    /// Stops and starts the server: every key, client and subscription is gone.
+    /// Stops and starts the server: every key, client and subscription is gone (a restart
+    /// without persistence).
     pub fn restart(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(self.dir.path().join("dump.rdb"));
+        self.start();
+    }
+
+    /// `SAVE`s a snapshot, kills the server (SIGKILL) and starts it again from the snapshot:
+    /// a restart with persistence. Clients and subscriptions are gone, the keys are back.
+    #[allow(clippy::panic)]
+    pub fn restart_persisted(&mut self) {
+        let mut con = self.connection();
+        // No write lands between the snapshot and the kill: paused writes are never run, and
+        // their clients see the connection drop.
+        let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(10_000)
+            .arg("WRITE")
+            .query(&mut con);
+        let saved: redis::RedisResult<()> = redis::cmd("SAVE").query(&mut con);
+        if let Err(e) = saved {
+            panic!("SAVE before a persisted restart failed: {e}");
+        }
         self.stop();
         self.start();
     }
@@ -256,14 +306,7 @@ impl RedisServer {
         let Some(pid) = self.pid() else {
             panic!("redis-server is not running");
         };
-        // The shell's built-in `kill`: no procps package needed.
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill {signal} {pid}"))
-            .status();
-        if !status.is_ok_and(|s| s.success()) {
-            panic!("kill {signal} {pid} failed");
-        }
+        signal_process(pid, signal);
     }
 
     /// A plain (synchronous) connection for test set-up and inspection.
@@ -292,6 +335,24 @@ impl Drop for RedisServer {
         // A paused server would ignore SIGKILL only until resumed; SIGKILL works on stopped
         // processes, so kill directly.
         self.kill();
+    }
+}
+
+/// Sends `signal` (`"-STOP"`, `"-CONT"`, `"-KILL"`, ...) to process `pid`: freezing and thawing
+/// a client process as well as a server.
+///
+/// # Panics
+///
+/// When the signal cannot be sent (no such process).
+#[allow(clippy::panic)]
+pub fn signal_process(pid: u32, signal: &str) {
+    // The shell's built-in `kill`: no procps package needed.
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill {signal} {pid}"))
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        panic!("kill {signal} {pid} failed");
     }
 }
 

@@ -182,7 +182,8 @@ pub struct PermitTry<'a> {
 /// A value of it stands for one acquire call (what the call asked for beyond `n`, a lease for
 /// example, lives in it).
 ///
-/// The engine reads the acquire script's reply as `{1, _, _, _}` (taken),
+/// The engine reads the acquire script's reply as `{1, _, _, _, ..}` (taken; the whole reply
+/// goes to [`taken`](Self::taken)),
 /// `{0, _, reserved, hint}` (not taken; `reserved` 1 when this waiter holds the reservation,
 /// `hint` > 0 the ms after which something may change) or `{2, _, _, _}` (no count is set and
 /// the kind gave no limit to restore it to: [`Error::NotSetUp`] for a call that waits).
@@ -206,11 +207,13 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
     /// unknown) may have taken, latched by the try's latch.
     fn undo_call(&self, args: &PermitTry<'_>, ticket: &Self::Ticket) -> ScriptCall;
 
-    /// The permits a try took, the call having been sent at `sent_at`.
+    /// The permits a try took (its script replied `reply`), the call having been sent at
+    /// `sent_at`.
     fn taken(
         &self,
         args: &PermitTry<'_>,
         ticket: Self::Ticket,
+        reply: &[i64],
         sent_at: tokio::time::Instant,
     ) -> Self::Taken;
 }
@@ -289,8 +292,8 @@ impl<K: PermitKind> Waiter<'_, K> {
             std::sync::atomic::Ordering::Release,
         );
         match reply.as_slice() {
-            [1, _, _, _] => Ok(crate::engine::Attempt::Acquired(
-                self.kind.taken(&args, ticket, sent_at),
+            [1, _, _, _, ..] => Ok(crate::engine::Attempt::Acquired(
+                self.kind.taken(&args, ticket, &reply, sent_at),
             )),
             // The reservation holder must come back before its reservation expires; a waiter
             // blocked by another's reservation alone is told when it ends; the others sleep

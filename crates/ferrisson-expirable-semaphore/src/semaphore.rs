@@ -712,7 +712,13 @@ impl PermitKind for AcquireCall {
         call
     }
 
-    fn taken(&self, _args: &PermitTry<'_>, ids: Arc<[String]>, sent_at: Instant) -> Vec<Permit> {
+    fn taken(
+        &self,
+        _args: &PermitTry<'_>,
+        ids: Arc<[String]>,
+        _reply: &[i64],
+        sent_at: Instant,
+    ) -> Vec<Permit> {
         let owner = self.shared.client.new_owner();
         let (lease, watched) = (self.lease(), self.lease.is_none());
         ids.iter()

@@ -55,6 +55,9 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 #[derive(Clone)]
 pub struct Semaphore {
     shared: Arc<Shared>,
+    /// The count's epoch **[ext]**, `suffixed(key, "epoch")`: when a lost count was last
+    /// restored.
+    epoch_key: Arc<str>,
     /// The configured limit ([`with_limit`](Self::with_limit)).
     limit: Option<u32>,
 }
@@ -78,6 +81,9 @@ pub struct Permits {
     semaphore: Semaphore,
     count: u32,
     held: bool,
+    /// The count's epoch when they were taken (0: before any restore), `None` when unknown
+    /// (see [`Semaphore::with_limit`]).
+    epoch: Option<i64>,
 }
 
 impl Permits {
@@ -99,7 +105,7 @@ impl Permits {
     /// count (see [`Semaphore::add_permits`] to restore them).
     pub async fn release(mut self) -> Result<()> {
         self.held = false;
-        self.semaphore.release(self.count).await
+        self.semaphore.release_from(self.count, self.epoch).await
     }
 }
 
@@ -109,9 +115,9 @@ impl Drop for Permits {
             return;
         }
         let semaphore = self.semaphore.clone();
-        let count = self.count;
+        let (count, epoch) = (self.count, self.epoch);
         let spawned = spawn_cleanup(async move {
-            if let Err(e) = semaphore.release(count).await {
+            if let Err(e) = semaphore.release_from(count, epoch).await {
                 tracing::warn!(key = %semaphore.shared.key, count, error = %e, "giving permits back in the background failed");
             }
         });
@@ -137,8 +143,10 @@ impl Semaphore {
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let names = SemaphoreNames::new(client, name)?;
         Ok(Self {
-            shared: Arc::new(SemaphoreNames::new(client, name)?),
+            epoch_key: ferrisson_core::engine::keys::suffixed(&names.key, "epoch").into(),
+            shared: Arc::new(names),
             limit: None,
         })
     }
@@ -146,8 +154,10 @@ impl Semaphore {
     /// This semaphore with a limit of `limit` permits (**[ext]**, as npm `redis-semaphore`
     /// takes one): the count survives Redis losing it. An acquire that finds no count (never
     /// set, or lost in a restart without persistence, a `FLUSHALL`, a failover) sets it to the
-    /// limit, since no holder is known any more; and a release never raises the count above the
-    /// limit, so holders from before the loss giving their permits back cannot push it past.
+    /// limit, since no holder is known any more, and starts a new *epoch* (**[ext]**,
+    /// `suffixed(name, "epoch")`): [`Permits`] taken before it give nothing back when released,
+    /// since the restore counted them already. A release of permits of unknown origin
+    /// ([`release`](Self::release), Redisson's) never raises the count above the limit.
     /// Without a limit, a call that waits on a missing count fails with
     /// [`Error::NotSetUp`] instead of waiting for ever. Every handle of one semaphore should
     /// use the same limit; [`add_permits`](Self::add_permits) and
@@ -175,6 +185,7 @@ impl Semaphore {
         positive(limit, "a semaphore's limit")?;
         Ok(Self {
             shared: self.shared.clone(),
+            epoch_key: self.epoch_key.clone(),
             limit: Some(limit),
         })
     }
@@ -351,8 +362,14 @@ impl Semaphore {
     ///
     /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`], [`Error::Redis`].
     pub async fn release(&self, n: u32) -> Result<()> {
+        self.release_from(n, None).await
+    }
+
+    /// Gives back `n` permits taken in `epoch` (`None`: of unknown origin): permits of an
+    /// epoch before the last restore of a lost count change nothing.
+    async fn release_from(&self, n: u32, epoch: Option<i64>) -> Result<()> {
         positive(n, "release")?;
-        let n = self.hand_off(n);
+        let n = self.hand_off(n, epoch);
         if n == 0 {
             return Ok(());
         }
@@ -360,12 +377,12 @@ impl Semaphore {
         let resend = CleanupGuard::new(|| {
             let semaphore = self.clone();
             async move {
-                if let Err(e) = semaphore.release_call(n, request_id).await {
+                if let Err(e) = semaphore.release_call(n, epoch, request_id).await {
                     tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
                 }
             }
         });
-        let result = self.release_call(n, request_id).await;
+        let result = self.release_call(n, epoch, request_id).await;
         resend.settle(&result);
         result
     }
@@ -374,7 +391,9 @@ impl Semaphore {
     /// needs no more than is left (**[ext]**: no round trip, no message; at most
     /// [`MAX_HANDOFF_STREAK`] in a row between two public releases, so that waiters of other
     /// clients and Redisson get their turn). Returns the permits left to release publicly.
-    fn hand_off(&self, mut n: u32) -> u32 {
+    /// Permits handed off keep `epoch`: a stale one stays stale (it never counted since the
+    /// restore, and releasing it later changes nothing).
+    fn hand_off(&self, mut n: u32, epoch: Option<i64>) -> u32 {
         let shared = &self.shared;
         while n > 0 {
             let Some(claim) = shared
@@ -395,6 +414,7 @@ impl Semaphore {
                 semaphore: self.clone(),
                 count: need,
                 held: true,
+                epoch,
             };
             match claim.deliver(Box::new(permits)) {
                 Ok(()) => n -= need,
@@ -410,15 +430,19 @@ impl Semaphore {
         n
     }
 
-    async fn release_call(&self, n: u32, request_id: RequestId) -> Result<()> {
+    async fn release_call(&self, n: u32, epoch: Option<i64>, request_id: RequestId) -> Result<()> {
         let shared = &self.shared;
         let client = &shared.client;
         let latch = request_id.latch_key(&shared.release_latch_prefix);
-        let call = ScriptCall::new(&RELEASE, &[&shared.key, &shared.channel, &latch])
-            .arg(n)
-            .arg(client.config().get_publish_command().as_str())
-            .arg(ferrisson_core::duration::millis(client.retry_window()))
-            .arg(self.limit_arg());
+        let call = ScriptCall::new(
+            &RELEASE,
+            &[&shared.key, &shared.channel, &latch, &self.epoch_key],
+        )
+        .arg(n)
+        .arg(client.config().get_publish_command().as_str())
+        .arg(ferrisson_core::duration::millis(client.retry_window()))
+        .arg(self.limit_arg())
+        .arg(epoch.map(|e| e.to_string()).unwrap_or_default());
         let _: i64 = client.eval(&call).await?;
         Ok(())
     }
@@ -452,14 +476,17 @@ impl PermitKind for Semaphore {
 
     fn try_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
         let shared = &self.shared;
-        ScriptCall::new(&ACQUIRE, &[&shared.key, &shared.intent_key, args.latch])
-            .arg(args.n)
-            .arg(args.waiter)
-            .arg(ferrisson_core::duration::millis(
-                shared.client.retry_window(),
-            ))
-            .arg(args.reservation_ms)
-            .arg(self.limit_arg())
+        ScriptCall::new(
+            &ACQUIRE,
+            &[&shared.key, &shared.intent_key, args.latch, &self.epoch_key],
+        )
+        .arg(args.n)
+        .arg(args.waiter)
+        .arg(ferrisson_core::duration::millis(
+            shared.client.retry_window(),
+        ))
+        .arg(args.reservation_ms)
+        .arg(self.limit_arg())
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
@@ -469,11 +496,12 @@ impl PermitKind for Semaphore {
             .arg(shared.client.config().get_publish_command().as_str())
     }
 
-    fn taken(&self, args: &PermitTry<'_>, (): (), _sent_at: Instant) -> Permits {
+    fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {
         Permits {
             semaphore: self.clone(),
             count: args.n,
             held: true,
+            epoch: Some(reply.get(4).copied().unwrap_or(0)),
         }
     }
 }

@@ -47,7 +47,7 @@ const RECOVERY_BOUND: Duration = LEASE;
 /// A semaphore's limit.
 const PERMITS: u32 = 2;
 /// Latch rounds set up front (more than a run can use).
-const ROUNDS: u32 = 3000;
+const ROUNDS: u32 = 10_000;
 
 // ---------------------------------------------------------------------------------------------
 // Workers
@@ -767,6 +767,7 @@ fn check(kind: &'static str, events: &str, windows: &[Window]) -> Report {
         "latch" => {
             let mut counted: BTreeMap<u32, BTreeSet<usize>> = BTreeMap::new();
             let mut opened: BTreeMap<u32, u64> = BTreeMap::new();
+            let mut stuck: Vec<(usize, u32, u64)> = Vec::new();
             for (worker, fields) in &events {
                 match fields.as_slice() {
                     ["count", round, "true" | "maybe", _] => {
@@ -787,12 +788,22 @@ fn check(kind: &'static str, events: &str, windows: &[Window]) -> Report {
                     ["open", round, at] => {
                         opened.insert(round.parse().unwrap(), at.parse().unwrap());
                     }
-                    ["stuck", round, at] => violation(
-                        &mut report,
-                        at.parse().unwrap(),
-                        format!("worker {worker} waited 10 s for round {round}"),
-                    ),
+                    ["stuck", round, at] => {
+                        stuck.push((*worker, round.parse().unwrap(), at.parse().unwrap()));
+                    }
                     _ => {}
+                }
+            }
+            for (worker, round, at) in stuck {
+                // A round every participant counted must open. (At the end of the run, the
+                // first workers to stop leave the others' last round short of a count: a wait
+                // there is no fault of the latch.)
+                if counted.get(&round).map_or(0, BTreeSet::len) == WORKERS {
+                    violation(
+                        &mut report,
+                        at,
+                        format!("worker {worker} waited 10 s for round {round}"),
+                    );
                 }
             }
             for (round, at) in &opened {

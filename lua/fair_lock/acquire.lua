@@ -5,20 +5,26 @@
 -- keep the caller's place in it alive; optionally with a fencing token.
 -- KEYS[1] lock hash (field = owner, value = hold count)
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name): LIST of owners, FIFO
--- KEYS[3] waiter deadlines, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms
+-- KEYS[3] waiter timeouts, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms, kept
+--         with Redisson's arithmetic for every waiter: a new waiter's timeout is the last
+--         waiter's (or now + the lock's PTTL) plus the wait time ARGV[9]; each acquisition from
+--         the queue brings every remaining timeout closer by the wait time; a timeout passed
+--         means dead. Never given an expiry (Redisson gives none)
 -- KEYS[4] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only when ARGV[7] = "1"
 -- KEYS[5] release channel prefix, prefixed("redisson_lock__channel", name); a waiter's channel
 --         is KEYS[5] .. ":" .. owner
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
--- ARGV[3] waiter deadline in milliseconds from now: a queued waiter that has not called again
---         by then is dead, and is dropped when it reaches the head [ext: Redisson chains
---         deadlines from the lock's TTL and never refreshes them]
+-- KEYS[6] liveness deadlines of ferrisson waiters [ext], suffixed(name, "alive"): ZSET owner ->
+--         epoch ms; expires after its latest deadline
+-- ARGV[3] liveness deadline in milliseconds from now: a queued ferrisson waiter that has not
+--         called again by then is dead, and is dropped when it reaches the head [ext]
 -- ARGV[4] "wait" to join (or stay in) the queue when the lock cannot be taken, "try" not to
 -- ARGV[5] hold count the client believes the owner has
 -- ARGV[6] "1" when this call retries one whose reply was lost, else "0"
 -- ARGV[7] "1" for a fenced lock, else "0"
 -- ARGV[8] publish command ("publish")
+-- ARGV[9] Redisson's thread wait time in milliseconds (RedissonFairLock's, 300000 by default)
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
 --         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
 local kind = redis.call('type', KEYS[1]).ok
@@ -53,29 +59,20 @@ if held > 0 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, held, token_of(true)}
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
+local wait = tonumber(ARGV[9])
 -- Drop dead waiters at the head (never the caller: it is alive, it is calling).
-local dropped = false
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head or head == owner then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], head)
-  dropped = true
-end
-local head = redis.call('lindex', KEYS[2], 0)
+local head, dropped = fair_purge(KEYS[2], KEYS[3], KEYS[6], now, owner)
 if kind == 'none' and (not head or head == owner) then
   if head then
     redis.call('lpop', KEYS[2])
   end
   redis.call('zrem', KEYS[3], owner)
+  redis.call('zrem', KEYS[6], owner)
+  -- As Redisson does: everyone left moves up a place, so their timeouts come a wait closer.
+  for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -wait, waiter)
+  end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, 1, token_of(true)}
@@ -85,15 +82,24 @@ if kind == 'none' and dropped and head then
   redis.call(ARGV[8], KEYS[5] .. ':' .. head, '0')
 end
 if ARGV[4] == 'wait' then
-  local deadline = now + tonumber(ARGV[3])
-  if redis.call('zadd', KEYS[3], deadline, owner) == 1 then
+  local pttl = math.max(redis.call('pttl', KEYS[1]), 0)
+  local place = redis.call('lpos', KEYS[2], owner)
+  local timeout
+  if place then
+    -- Queued: a timeout Redisson's arithmetic would give this place now, or later. Redisson's
+    -- acquisitions ahead take a wait off per place gained, so a live waiter never looks dead.
+    timeout = math.max(tonumber(redis.call('zscore', KEYS[3], owner)) or 0,
+      now + pttl + wait * (place + 1))
+  else
+    -- Joining: Redisson's rule, the last waiter's timeout (or the lock's) plus a wait.
+    local last = redis.call('lindex', KEYS[2], -1)
+    local base = last and tonumber(redis.call('zscore', KEYS[3], last))
+    timeout = (base or (now + pttl)) + wait
     redis.call('rpush', KEYS[2], owner)
   end
-  -- The queue keys never outlive their last live waiter: they expire after the latest
-  -- deadline (a live waiter pushes it forward with every call).
-  local latest = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')
-  local expiry = math.max(tonumber(latest[2]), deadline) + 1000
-  redis.call('pexpireat', KEYS[2], expiry)
-  redis.call('pexpireat', KEYS[3], expiry)
+  redis.call('zadd', KEYS[3], timeout, owner)
+  redis.call('zadd', KEYS[6], now + tonumber(ARGV[3]), owner)
+  local latest = redis.call('zrange', KEYS[6], -1, -1, 'WITHSCORES')
+  redis.call('pexpireat', KEYS[6], tonumber(latest[2]) + 1000)
 end
 return {0, redis.call('pttl', KEYS[1])}

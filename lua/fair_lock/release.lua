@@ -7,11 +7,14 @@
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name)
 -- KEYS[3] release channel prefix, prefixed("redisson_lock__channel", name)
 -- KEYS[4] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- KEYS[5] waiter timeouts, prefixed("redisson_lock_timeout", name)
+-- KEYS[6] liveness deadlines of ferrisson waiters [ext], suffixed(name, "alive")
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] how long the latch keeps the result, in milliseconds
 -- ARGV[4] publish command ("publish")
--- returns -1 = the owner holds nothing, 0 = holds remain, 1 = released (head waiter woken)
+-- returns -1 = the owner holds nothing, 0 = holds remain, 1 = released (the first live waiter
+--         woken: dead ones at the head are dropped first, as Redisson's unlock does)
 local done = redis.call('get', KEYS[4])
 if done then
   return tonumber(done)
@@ -25,7 +28,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     code = 0
   else
     redis.call('del', KEYS[1])
-    local head = redis.call('lindex', KEYS[2], 0)
+    local head = fair_purge(KEYS[2], KEYS[5], KEYS[6], server_ms(), nil)
     if head then
       redis.call(ARGV[4], KEYS[3] .. ':' .. head, '0')
     end

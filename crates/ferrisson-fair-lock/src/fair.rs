@@ -20,6 +20,11 @@ use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
 /// dropped from the queue at most this long after its last call.
 pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Redisson's `RedissonFairLock` thread wait time (its default): the step of the waiter
+/// timeouts it chains in `redisson_lock_timeout:{name}`. ferrisson keeps those timeouts with the
+/// same arithmetic, so that Redisson and ferrisson waiters can share one queue.
+pub const REDISSON_THREAD_WAIT: Duration = Duration::from_secs(300);
+
 /// The shortest waiter timeout accepted.
 const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -39,7 +44,10 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 ///   one whose process died is dropped when it reaches the head, at most one waiter timeout
 ///   after its last call. A live waiter is never dropped however long the lock is held.
 /// - **Leaving is immediate.** A waiter that gives up (wait limit reached, future dropped)
-///   leaves the queue at once, and the queue keys expire after their last live waiter.
+///   leaves the queue at once.
+/// - **Redisson waiters share the queue.** Waiter timeouts follow Redisson's own arithmetic
+///   ([`REDISSON_THREAD_WAIT`]), and the queue keys never expire (as in Redisson), so a queue
+///   of Redisson and ferrisson waiters is served in order and neither side strands the other.
 ///
 /// # Examples
 ///
@@ -82,6 +90,8 @@ struct FairShared {
     key: Arc<str>,
     queue: String,
     timeouts: String,
+    /// Liveness deadlines of this library's waiters **[ext]**, `suffixed(key, "alive")`.
+    alive: String,
     channel_prefix: String,
     token_key: String,
     latch_prefix: String,
@@ -116,6 +126,7 @@ impl FairLock {
                 client: client.clone(),
                 queue: prefixed("redisson_lock_queue", &key),
                 timeouts: prefixed("redisson_lock_timeout", &key),
+                alive: ferrisson_core::engine::keys::suffixed(&key, "alive"),
                 channel_prefix: prefixed("redisson_lock__channel", &key),
                 token_key: prefixed("redisson_lock_token", &key),
                 latch_prefix: prefixed("redisson_unlock_latch", &key),
@@ -242,7 +253,13 @@ impl FairShared {
     async fn leave(&self, owner: &Owner) -> Result<()> {
         let call = ScriptCall::new(
             &LEAVE,
-            &[&self.key, &self.queue, &self.timeouts, &self.channel_prefix],
+            &[
+                &self.key,
+                &self.queue,
+                &self.timeouts,
+                &self.channel_prefix,
+                &self.alive,
+            ],
         )
         .arg(owner.as_str())
         .arg(self.client.config().get_publish_command().as_str());
@@ -291,6 +308,7 @@ impl HoldKind for FairShared {
                 &self.timeouts,
                 &self.token_key,
                 &self.channel_prefix,
+                &self.alive,
             ],
         )
         .arg(ferrisson_core::duration::millis(args.lease))
@@ -301,6 +319,7 @@ impl HoldKind for FairShared {
         .arg(if args.retry { "1" } else { "0" })
         .arg(if self.fenced { "1" } else { "0" })
         .arg(self.client.config().get_publish_command().as_str())
+        .arg(ferrisson_core::duration::millis(REDISSON_THREAD_WAIT))
     }
 
     /// Leaves the queue.
@@ -316,7 +335,14 @@ impl HoldKind for FairShared {
         let client = &self.client;
         ScriptCall::new(
             &RELEASE,
-            &[&self.key, &self.queue, &self.channel_prefix, args.latch],
+            &[
+                &self.key,
+                &self.queue,
+                &self.channel_prefix,
+                args.latch,
+                &self.timeouts,
+                &self.alive,
+            ],
         )
         .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
         .arg(args.owner.as_str())

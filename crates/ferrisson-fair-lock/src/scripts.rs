@@ -7,9 +7,16 @@ pub(crate) static ACQUIRE: Script = Script::with_prelude(
     &LOCK_PRELUDE,
     include_str!("../lua/acquire.lua"),
 );
-pub(crate) static RELEASE: Script =
-    Script::new("fair_lock/release", include_str!("../lua/release.lua"));
-pub(crate) static LEAVE: Script = Script::new("fair_lock/leave", include_str!("../lua/leave.lua"));
+pub(crate) static RELEASE: Script = Script::with_prelude(
+    "fair_lock/release",
+    &LOCK_PRELUDE,
+    include_str!("../lua/release.lua"),
+);
+pub(crate) static LEAVE: Script = Script::with_prelude(
+    "fair_lock/leave",
+    &LOCK_PRELUDE,
+    include_str!("../lua/leave.lua"),
+);
 pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
     "fair_lock/force_release",
     &LOCK_PRELUDE,

@@ -111,10 +111,9 @@ async fn a_participant_counts_once_and_missing_latches_are_open() {
         .iter()
         .filter(|key| con.pttl::<_, i64>(key.as_str()).unwrap() < 0)
         .collect();
-    assert_eq!(
-        lasting,
-        vec![&format!("{{{name}}}:round")],
-        "only the round counter stays (call latches expire by themselves)"
+    assert!(
+        lasting.is_empty(),
+        "an open latch leaves nothing lasting (call latches expire by themselves): {lasting:?}"
     );
     // Zero and empty arguments are clear errors.
     assert!(matches!(

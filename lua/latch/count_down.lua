@@ -12,6 +12,7 @@
 --         call's result for ARGV[3] ms, so that a retry after a lost reply gets the first
 --         result instead of counting again (or reporting "already counted" for its own count)
 -- ARGV[3] how long the call's latch keeps the result, in milliseconds
+-- KEYS[5] the round, suffixed(name, "round") [ext]: deleted with the count when the latch opens
 -- returns {1 if this call counted else 0, the count after}
 local done = redis.call('get', KEYS[4])
 if done then
@@ -37,7 +38,7 @@ if ARGV[2] ~= '' then
 end
 local value = redis.call('decr', KEYS[1])
 if value <= 0 then
-  redis.call('del', KEYS[1], KEYS[3])
+  redis.call('del', KEYS[1], KEYS[3], KEYS[5])
 end
 if value == 0 then
   redis.call(ARGV[1], KEYS[2], '0')

@@ -5,13 +5,14 @@
 -- KEYS[1] the count
 -- KEYS[2] channel
 -- KEYS[3] participants counted this round, suffixed(name, "counted")
+-- KEYS[4] the round, suffixed(name, "round") [ext]
 -- ARGV[1] publish command ("publish")
 -- returns 1 when something was deleted, else 0
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'string' then
   return redis.error_reply('WRONGTYPE the latch key does not hold a count')
 end
-redis.call('del', KEYS[3])
+redis.call('del', KEYS[3], KEYS[4])
 if redis.call('del', KEYS[1]) == 1 then
   redis.call(ARGV[1], KEYS[2], '1')
   return 1

@@ -15,7 +15,13 @@ if redis.call('exists', KEYS[1]) == 1 then
   return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call('incr', KEYS[3])
+-- A new round: the server's clock in µs (one more than the last round, if the clock lags), so
+-- that the round key can go when the latch opens and a new round still differs from every
+-- round a waiter may have started in.
+local t = redis.call('time')
+local round = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1,
+  tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('set', KEYS[3], string.format('%.0f', round))
 redis.call('del', KEYS[4])
 redis.call(ARGV[2], KEYS[2], '1')
 return 1

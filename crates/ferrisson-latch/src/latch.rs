@@ -166,7 +166,13 @@ impl CountDownLatch {
         let latch = RequestId::random().latch_key(&shared.count_latch_prefix);
         let call = ScriptCall::new(
             &COUNT_DOWN,
-            &[&shared.key, &shared.channel, &shared.counted_key, &latch],
+            &[
+                &shared.key,
+                &shared.channel,
+                &shared.counted_key,
+                &latch,
+                &shared.round_key,
+            ],
         )
         .arg(client.config().get_publish_command().as_str())
         .arg(participant)
@@ -203,7 +209,12 @@ impl CountDownLatch {
         let shared = &self.shared;
         let call = ScriptCall::new(
             &DELETE,
-            &[&shared.key, &shared.channel, &shared.counted_key],
+            &[
+                &shared.key,
+                &shared.channel,
+                &shared.counted_key,
+                &shared.round_key,
+            ],
         )
         .arg(shared.client.config().get_publish_command().as_str());
         let deleted: i64 = shared.client.eval(&call).await?;

@@ -21,9 +21,9 @@ use ferrisson::{Client, Lock};
 use ferrisson_fair_lock::{FairLock, REDISSON_THREAD_WAIT};
 use futures::StreamExt;
 
-/// Redisson's fair acquire, as it behaves: `nil` when taken, else the ms to wait.
-const REDISSON_ACQUIRE: &str = r"
-local now = tonumber(ARGV[4])
+/// What both of Redisson's fair scripts do first: drop the waiters at the head whose timeout
+/// has passed (`now`: the client's clock, an argument of the script).
+const REDISSON_PURGE: &str = r"
 while true do
   local first = redis.call('lindex', KEYS[2], 0)
   if first == false then break end
@@ -35,6 +35,11 @@ while true do
     break
   end
 end
+";
+
+/// Redisson's fair acquire after the purge, as it behaves: `nil` when taken, else the ms to
+/// wait.
+const REDISSON_ACQUIRE: &str = r"
 if redis.call('exists', KEYS[1]) == 0 and (redis.call('exists', KEYS[2]) == 0
     or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
   redis.call('lpop', KEYS[2])
@@ -69,20 +74,8 @@ end
 return ttl
 ";
 
-/// Redisson's fair unlock, as it behaves.
+/// Redisson's fair unlock after the purge, as it behaves.
 const REDISSON_UNLOCK: &str = r"
-local now = tonumber(ARGV[3])
-while true do
-  local first = redis.call('lindex', KEYS[2], 0)
-  if first == false then break end
-  local timeout = tonumber(redis.call('zscore', KEYS[3], first))
-  if timeout <= now then
-    redis.call('zrem', KEYS[3], first)
-    redis.call('lpop', KEYS[2])
-  else
-    break
-  end
-end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
 end
@@ -96,6 +89,13 @@ if next ~= false then
 end
 return 1
 ";
+
+/// One of Redisson's fair scripts: "now" from `ARGV[now_arg]`, the purge, then `body`.
+fn redisson_script(now_arg: usize, body: &str) -> redis::Script {
+    redis::Script::new(&format!(
+        "local now = tonumber(ARGV[{now_arg}])\n{REDISSON_PURGE}{body}"
+    ))
+}
 
 /// Redisson's lease when the watchdog keeps the lock.
 const REDISSON_LEASE_MS: u64 = 30_000;
@@ -140,8 +140,8 @@ async fn redisson_lock_and_unlock(
     let client = redis::Client::open(url).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let keys = Keys::of(&name);
-    let acquire = redis::Script::new(REDISSON_ACQUIRE);
-    let unlock = redis::Script::new(REDISSON_UNLOCK);
+    let acquire = redisson_script(4, REDISSON_ACQUIRE);
+    let unlock = redisson_script(3, REDISSON_UNLOCK);
     let try_once = |con: &mut redis::aio::MultiplexedConnection| {
         let mut invocation = acquire.key(&keys.lock);
         invocation

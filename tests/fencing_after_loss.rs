@@ -12,33 +12,28 @@ use ferrisson::{FencedLock, Lock, ReentrantLock};
 use ferrisson_fair_lock::FairLock;
 use ferrisson_rwlock::ReadWriteLock;
 
-/// Takes and releases a fenced lock of every kind named `name` `rounds` times each; returns the
-/// tokens in the order they were issued (every kind shares Redisson's token counter).
+/// Takes and releases `lock` once; its token.
+async fn token_of<L: Lock>(lock: &L) -> u64 {
+    let guard = lock.lock().await.unwrap();
+    let token = guard.token().unwrap();
+    guard.unlock().await.unwrap();
+    token
+}
+
+/// Takes and releases a fenced lock of every kind (names derived from `name`) `rounds` times
+/// each; returns the tokens in the order they were issued. They are three counters, but every
+/// token is at least the server's clock, so they grow across counters too.
 async fn tokens_of_every_kind(client: &ferrisson::Client, name: &str, rounds: usize) -> Vec<u64> {
+    let reentrant = ReentrantLock::fenced(client, name).unwrap();
+    let fair = FairLock::fenced(client, &format!("{name}:fair")).unwrap();
+    let write = ReadWriteLock::fenced(client, &format!("{name}:rw"))
+        .unwrap()
+        .write_lock();
     let mut tokens = Vec::new();
     for _ in 0..rounds {
-        let guard = ReentrantLock::fenced(client, name)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
-        tokens.push(guard.token().unwrap());
-        guard.unlock().await.unwrap();
-        let guard = FairLock::fenced(client, &format!("{name}:fair"))
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
-        tokens.push(guard.token().unwrap());
-        guard.unlock().await.unwrap();
-        let guard = ReadWriteLock::fenced(client, &format!("{name}:rw"))
-            .unwrap()
-            .write_lock()
-            .lock()
-            .await
-            .unwrap();
-        tokens.push(guard.token().unwrap());
-        guard.unlock().await.unwrap();
+        tokens.push(token_of(&reentrant).await);
+        tokens.push(token_of(&fair).await);
+        tokens.push(token_of(&write).await);
     }
     tokens
 }

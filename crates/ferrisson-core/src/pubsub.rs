@@ -889,6 +889,69 @@ impl Driver {
     }
 }
 
+#[cfg(test)]
+mod races {
+    //! Race scenarios run both on real threads (unit tests) and under shuttle's schedules
+    //! (model checks): the locks, flags and threads are std's or shuttle's by the feature.
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    #[cfg(feature = "model-check")]
+    use shuttle::thread;
+    #[cfg(not(feature = "model-check"))]
+    use std::thread;
+
+    const CH: &str = "ch";
+
+    /// A waiter's retried try and a releaser's claim and hand-off. The waiter never both
+    /// tries and receives a hand-off for the same round: either its try runs (no claim could
+    /// be made meanwhile) or it finds the claim and takes the hand-off instead. A hand-off
+    /// delivered is received exactly once (after the try ended, on the next round), and a
+    /// claim always ends in a delivery.
+    pub(super) fn try_vs_hand_off() {
+        let hub = Arc::new(Hub::detached());
+        let waiter = hub.subscribe(CH, lock_message_policy, Some(Arc::new(1u32)));
+        let trying = Arc::new(AtomicBool::new(false));
+        let releaser = {
+            let (hub, trying) = (hub.clone(), trying.clone());
+            thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
+                Some(claim) => {
+                    assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
+                    claim.deliver(Box::new(())).is_ok()
+                }
+                None => false,
+            })
+        };
+        let mut received = 0;
+        let claimed = match waiter.begin_try() {
+            Ok(guard) => {
+                trying.store(true, Ordering::SeqCst);
+                thread::yield_now();
+                assert!(
+                    !waiter.slot.claimed.load(Ordering::SeqCst),
+                    "trying while claimed"
+                );
+                trying.store(false, Ordering::SeqCst);
+                drop(guard);
+                false
+            }
+            Err(Some(_)) => {
+                received += 1;
+                true
+            }
+            Err(None) => true,
+        };
+        let delivered = releaser.join().unwrap();
+        if claimed {
+            assert!(delivered, "claimed but nothing delivered");
+        }
+        if let Err(Some(_)) = waiter.begin_try() {
+            received += 1;
+        }
+        assert_eq!(received, usize::from(delivered));
+    }
+}
+
 #[cfg(all(test, feature = "model-check"))]
 mod model {
     //! Model checks of the claim/wake state machine: shuttle runs each scenario's threads under
@@ -897,7 +960,6 @@ mod model {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
-    use shuttle::sync::atomic::AtomicBool as ModelBool;
     use shuttle::thread;
 
     const CH: &str = "ch";
@@ -915,53 +977,10 @@ mod model {
         shuttle::check_pct(scenario, PCT_RUNS, PCT_DEPTH);
     }
 
-    /// The race the restart test found: a waiter's retried try and a releaser's claim and
-    /// hand-off. The waiter never both tries and receives a hand-off for the same round; a
-    /// hand-off delivered is received exactly once; a claim always ends in a delivery.
+    /// The race the restart test found ([`races::try_vs_hand_off`](super::races)).
     #[test]
     fn a_try_and_a_hand_off_never_both_happen() {
-        check(|| {
-            let hub = Arc::new(Hub::detached());
-            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-            let trying = Arc::new(ModelBool::new(false));
-            let releaser = {
-                let (hub, trying) = (hub.clone(), trying.clone());
-                thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
-                    Some(claim) => {
-                        assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
-                        claim.deliver(Box::new(())).is_ok()
-                    }
-                    None => false,
-                })
-            };
-            let mut received = 0;
-            let claimed = match waiter.begin_try() {
-                Ok(guard) => {
-                    trying.store(true, Ordering::SeqCst);
-                    thread::yield_now();
-                    assert!(
-                        !waiter.slot.claimed.load(Ordering::SeqCst),
-                        "trying while claimed"
-                    );
-                    trying.store(false, Ordering::SeqCst);
-                    drop(guard);
-                    false
-                }
-                Err(Some(_)) => {
-                    received += 1;
-                    true
-                }
-                Err(None) => true,
-            };
-            let delivered = releaser.join().unwrap();
-            if claimed {
-                assert!(delivered, "claimed but nothing delivered");
-            }
-            if let Err(Some(_)) = waiter.begin_try() {
-                received += 1;
-            }
-            assert_eq!(received, usize::from(delivered));
-        });
+        check(super::races::try_vs_hand_off);
     }
 
     /// A hand-off racing the waiter's leave (its future dropped): either the waiter is still
@@ -1174,52 +1193,12 @@ mod tests {
         assert_eq!(hub.stats(), (0, 0));
     }
 
-    /// The race the restart test found, run many times on real threads: a waiter's retried
-    /// try and a releaser's claim + hand-off. The waiter must never both try and receive a
-    /// hand-off in the same round: either its try runs (no claim could be made meanwhile) or
-    /// it finds the claim and takes the hand-off instead.
+    /// The race the restart test found, run many times on real threads (shuttle explores its
+    /// schedules under the model checks).
     #[test]
     fn a_try_and_a_hand_off_never_both_happen() {
         for _ in 0..2_000 {
-            let hub = Arc::new(Hub::detached());
-            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-            let tried = Arc::new(AtomicBool::new(false));
-            let releaser = {
-                let (hub, tried) = (hub.clone(), tried.clone());
-                std::thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
-                    Some(claim) => {
-                        // The waiter cannot be in a try while claimed.
-                        assert!(!tried.load(Ordering::SeqCst), "claimed while trying");
-                        claim.deliver(Box::new(())).is_ok()
-                    }
-                    None => false,
-                })
-            };
-            let mut received = 0;
-            let claimed = match waiter.begin_try() {
-                Ok(trying) => {
-                    tried.store(true, Ordering::SeqCst);
-                    std::thread::yield_now();
-                    tried.store(false, Ordering::SeqCst);
-                    drop(trying);
-                    false
-                }
-                Err(Some(_)) => {
-                    received += 1;
-                    true
-                }
-                Err(None) => true,
-            };
-            let delivered = releaser.join().unwrap();
-            if claimed {
-                assert!(delivered, "claimed but nothing delivered");
-            }
-            // A hand-off delivered after the try ended (or while the waiter stood aside) is
-            // taken on the next round: exactly once, never lost.
-            if let Err(Some(_)) = waiter.begin_try() {
-                received += 1;
-            }
-            assert_eq!(received, usize::from(delivered));
+            super::races::try_vs_hand_off();
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::options::LockOptions;
 use crate::owner::Owner;
 use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, WakePolicy};
 use crate::script::{Script, ScriptCall};
-use crate::wait::{Attempt, FirstRound, WaitSpec, register_early, wait_on};
+use crate::wait::{Attempt, FirstRound, WaitSpec, register_early, subscribe_confirmed, wait_on};
 use crate::watchdog::{LeaseEnd, LeaseSpec};
 
 /// The arguments of one acquire script call ([`HoldKind::try_call`]).
@@ -210,15 +210,7 @@ pub async fn acquire<K: HoldKind>(
                 Attempt::Held(_) if !waits => return Ok(None),
                 Attempt::Held(_) => {}
             }
-            let subscription = client.subscribe(spec.channel, spec.policy, handoffs.then(tag));
-            let confirm_within = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => client.config().get_response_timeout(),
-            };
-            Box::pin(
-                subscription.confirmed(confirm_within.min(client.config().get_response_timeout())),
-            )
-            .await;
+            let subscription = subscribe_confirmed(client, &spec, handoffs.then(tag)).await;
             // Subscribed first, then tried again: a release between the first try and the
             // subscription cannot be missed.
             (subscription, FirstRound::Try)

@@ -72,8 +72,8 @@ pub mod engine {
     };
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
     pub use crate::wait::{
-        Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early, ttl_bound,
-        wait_for_turn, wait_on, wait_registered,
+        Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early,
+        subscribe_confirmed, ttl_bound, wait_for_turn, wait_on, wait_registered,
     };
     pub use crate::watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 

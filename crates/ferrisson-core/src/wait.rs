@@ -61,14 +61,26 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    let config = client.config();
-    let subscription = client.subscribe(spec.channel, spec.policy, spec.tag.clone());
+    let subscription = subscribe_confirmed(client, &spec, spec.tag.clone()).await;
+    wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
+}
+
+/// Registers a waiter on `spec`'s channel (carrying `tag` for hand-offs) and waits, up to one
+/// response timeout (and never past the deadline), for the subscription to be confirmed. An
+/// unconfirmed one still works: the wait loop then re-checks often (a message could be missed).
+pub async fn subscribe_confirmed(
+    client: &crate::Client,
+    spec: &WaitSpec<'_>,
+    tag: Option<crate::engine::Tag>,
+) -> crate::engine::Subscription {
+    let response_timeout = client.config().get_response_timeout();
+    let subscription = client.subscribe(spec.channel, spec.policy, tag);
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
-        None => config.get_response_timeout(),
+        None => response_timeout,
     };
-    Box::pin(subscription.confirmed(confirm_within.min(config.get_response_timeout()))).await;
-    wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
+    Box::pin(subscription.confirmed(confirm_within.min(response_timeout))).await;
+    subscription
 }
 
 /// How [`wait_on`] starts.

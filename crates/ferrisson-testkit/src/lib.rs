@@ -12,7 +12,9 @@
 //! With no binary, no Docker engine and no `REDIS_URL` these panic with instructions: a test
 //! that cannot reach a server fails, it never passes silently.
 
+mod cluster;
 mod proxy;
+pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
 
 use std::io::Read;
@@ -37,6 +39,8 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Further `redis-server` arguments (a cluster node's, for example).
+    args: Vec<String>,
 }
 
 /// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
@@ -121,6 +125,15 @@ impl RedisServer {
     ///
     /// A message naming what went wrong (no binary: [`INSTRUCTIONS`]; a failed start: the log).
     pub fn try_spawn() -> Result<Self, String> {
+        Self::try_spawn_with(&[])
+    }
+
+    /// Starts a server on a free loopback port with further `redis-server` arguments.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn`](Self::try_spawn).
+    pub fn try_spawn_with(args: &[&str]) -> Result<Self, String> {
         let binary = find_binary().ok_or_else(|| INSTRUCTIONS.to_owned())?;
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
         let mut last_error = String::new();
@@ -132,6 +145,7 @@ impl RedisServer {
                 port,
                 dir: tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?,
                 child: None,
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
             };
             match server.start_process() {
                 Ok(()) => return Ok(server),
@@ -170,6 +184,7 @@ impl RedisServer {
             .arg(self.dir.path())
             .arg("--logfile")
             .arg(self.log_path())
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -532,5 +547,45 @@ mod tests {
         let mut con = server.connection();
         let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).expect("get");
         assert_eq!(v, None, "persistence is off: a restart loses the data");
+    }
+
+    #[test]
+    fn a_local_cluster_forms_with_three_primaries_and_spreads_names() {
+        let cluster = RedisCluster::spawn();
+        assert_eq!(cluster.nodes().len(), 6);
+        assert_eq!(cluster.primary_ports().len(), 3, "three primaries");
+        // Names without a hash tag land on different primaries; derived keys stay with theirs.
+        let owners: std::collections::BTreeSet<u16> = (0..30)
+            .map(|i| cluster.primary_for(&format!("lock-{i}")).port())
+            .collect();
+        assert_eq!(owners.len(), 3, "names spread over every primary");
+        for i in 0..30 {
+            let name = format!("lock-{i}");
+            assert_eq!(
+                cluster.slot_of(&name),
+                cluster.slot_of(&format!("redisson_lock__channel:{{{name}}}"))
+            );
+        }
+        // A primary answers for its own slot and redirects the others.
+        let name = "lock-0";
+        let mut own = cluster.primary_for(name).connection();
+        let _: () = redis::cmd("SET")
+            .arg(name)
+            .arg("1")
+            .query(&mut own)
+            .expect("set");
+        let other = cluster
+            .nodes()
+            .iter()
+            .find(|n| {
+                n.port() != cluster.primary_for(name).port()
+                    && cluster.primary_ports().contains(&n.port())
+            })
+            .expect("another primary");
+        let moved: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(name)
+            .arg("1")
+            .query(&mut other.connection());
+        assert!(moved.is_err(), "another primary redirects");
     }
 }

@@ -22,6 +22,8 @@ use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
 pub(crate) enum Connection {
     /// One multiplexed connection to a standalone server, reconnecting by itself.
     Standalone(ConnectionManager),
+    /// A Redis Cluster: commands are routed to the primary of their keys' slot.
+    Cluster(redis::cluster_async::ClusterConnection),
 }
 
 impl Connection {
@@ -41,6 +43,11 @@ impl Connection {
         }
     }
 
+    /// Whether commands go to a Redis Cluster (whose scripts may only touch one slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
         match self {
             Connection::Standalone(manager) => {
@@ -48,6 +55,12 @@ impl Connection {
                 // one indirect call less per command.
                 let mut manager = manager.clone();
                 manager.send_packed_command(cmd).await?.extract_error()
+            }
+            Connection::Cluster(cluster) => {
+                let mut cluster = cluster.clone();
+                redis::aio::ConnectionLike::req_packed_command(&mut cluster, cmd)
+                    .await?
+                    .extract_error()
             }
         }
     }
@@ -108,7 +121,18 @@ impl Client {
     /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
     pub async fn with_config(config: ClientConfig) -> Result<Self> {
         let redis_client = redis::Client::open(config.url.as_str())?;
-        Self::from_redis_client(redis_client, config).await
+        if config.cluster_nodes.is_empty() {
+            return Self::from_redis_client(redis_client, config).await;
+        }
+        config.validate()?;
+        let cluster = redis::cluster::ClusterClient::builder(config.cluster_nodes.clone())
+            .connection_timeout(config.connect_timeout)
+            .response_timeout(config.response_timeout)
+            .retries(config.retry.retries)
+            .build()?;
+        let conn = Connection::Cluster(cluster.get_async_connection().await?);
+        // Classic pub/sub reaches every node of a cluster: one subscriber on the first seed.
+        Self::start(redis_client, conn, config).await
     }
 
     /// Connects through an existing `redis::Client` (its address, credentials and TLS
@@ -138,6 +162,15 @@ impl Client {
         let manager =
             ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
         let conn = Connection::Standalone(manager);
+        Self::start(redis_client, conn, config).await
+    }
+
+    /// Checks the connection (authentication, permissions) and starts the hub and the watchdog.
+    async fn start(
+        redis_client: redis::Client,
+        conn: Connection,
+        config: ClientConfig,
+    ) -> Result<Self> {
         // Authentication errors surface at the first command: make that one ours.
         let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
             if matches!(

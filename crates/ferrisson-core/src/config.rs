@@ -87,6 +87,8 @@ impl RetryPolicy {
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     pub(crate) url: String,
+    /// Seed nodes of a Redis Cluster (empty: a standalone server at `url`).
+    pub(crate) cluster_nodes: Vec<String>,
     pub(crate) namespace: String,
     pub(crate) lease: Duration,
     pub(crate) watchdog_period: Option<Duration>,
@@ -122,6 +124,7 @@ impl ClientConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            cluster_nodes: Vec::new(),
             namespace: String::new(),
             lease: Duration::from_secs(30),
             watchdog_period: None,
@@ -131,6 +134,30 @@ impl ClientConfig {
             publish: PublishCommand::Publish,
             wait_outage_limit: Duration::from_secs(60),
         }
+    }
+
+    /// Default settings for a Redis Cluster reached through the seed nodes `nodes` (URLs such
+    /// as `redis://10.0.0.1:6379`; any few of the nodes will do, the client discovers the
+    /// rest). Every synchronizer keeps all of its keys in one hash slot (Redisson's naming),
+    /// so its scripts run on the primary of that slot; the watchdog renews by batches per slot.
+    ///
+    /// Pub/sub is classic pub/sub, which a cluster spreads to every node: the client listens on
+    /// one connection to the first seed node. (While that node is down, waiters fall back on
+    /// their periodic re-checks until it is back.)
+    pub fn cluster<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let mut config = Self::new(nodes.first().cloned().unwrap_or_default());
+        config.cluster_nodes = nodes;
+        config
+    }
+
+    /// The seed nodes, for a cluster client (empty for a standalone server).
+    pub fn get_cluster_nodes(&self) -> &[String] {
+        &self.cluster_nodes
     }
 
     /// A prefix put before every object name (e.g. `"billing:"`), so that several applications

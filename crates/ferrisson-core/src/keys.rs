@@ -23,6 +23,37 @@ pub fn suffixed(name: &str, suffix: &str) -> String {
     }
 }
 
+/// The Redis Cluster hash slot of `key` (0..16384): CRC16 (XMODEM) of its hash tag (the part
+/// between the first `{` and the next `}`, when not empty), else of the whole key, as
+/// `CLUSTER KEYSLOT` computes it.
+pub fn hash_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        rest.iter()
+            .position(|&b| b == b'}')
+            .filter(|&close| close > 0)
+            .map(|close| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(bytes)) % 16384
+}
+
+/// CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as Redis Cluster uses.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 /// The id of one release call. The call latches its result under
 /// [`latch_key`](Self::latch_key) for the retry window, so that a retry after a lost reply
 /// counts once.
@@ -68,6 +99,25 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hash_slots_are_redis_clusters() {
+        // Values of CLUSTER KEYSLOT.
+        assert_eq!(hash_slot("foo"), 12182);
+        assert_eq!(hash_slot("123456789"), 12739);
+        assert_eq!(hash_slot("{user1000}.following"), hash_slot("user1000"));
+        // An empty tag is no tag; only the first `{...}` counts.
+        assert_eq!(hash_slot("foo{}bar"), crc16(b"foo{}bar") % 16384);
+        assert_eq!(hash_slot("a{b}{c}"), hash_slot("b"));
+        // A name and its derived keys share a slot.
+        for name in ["orders:42", "jobs", "x{tag}y"] {
+            assert_eq!(
+                hash_slot(name),
+                hash_slot(&prefixed("redisson_lock_token", name))
+            );
+            assert_eq!(hash_slot(name), hash_slot(&suffixed(name, "intent")));
+        }
+    }
+
     use super::*;
 
     #[test]

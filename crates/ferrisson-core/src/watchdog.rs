@@ -412,7 +412,7 @@ async fn run(shared: Arc<WatchdogShared>) {
                 return;
             }
             expire(&mut state, now);
-            let batches = due_batches(&mut state, now);
+            let batches = due_batches(&mut state, now, shared.conn.is_cluster());
             // With nothing to do, the task still wakes once a period: a hold taken meanwhile
             // is due no earlier than a period after it was taken, so taking it need not wake
             // the task (only a shorter fixed lease does).
@@ -485,15 +485,19 @@ fn signal_loss(key: &EntryKey, entry: &Entry, reason: LossReason, now: Instant) 
     entry.lost.raise(reason);
 }
 
-fn due_batches(state: &mut WatchdogState, now: Instant) -> Vec<Batch> {
-    let mut groups: HashMap<(&'static str, Duration), Vec<Batch>> = HashMap::new();
+/// The entries due for renewal, in batches of one script and lease (and, on a cluster, one hash
+/// slot: a script's keys must share one).
+fn due_batches(state: &mut WatchdogState, now: Instant, per_slot: bool) -> Vec<Batch> {
+    type Group = (&'static str, Duration, Option<u16>);
+    let mut groups: HashMap<Group, Vec<Batch>> = HashMap::new();
     for (key, entry) in state.entries.iter_mut() {
         if !entry.renewing || entry.in_flight || entry.next_renew > now {
             continue;
         }
         entry.in_flight = true;
+        let slot = per_slot.then(|| crate::keys::hash_slot(&key.1));
         let batches = groups
-            .entry((entry.script.name(), entry.lease))
+            .entry((entry.script.name(), entry.lease, slot))
             .or_default();
         if batches.last().is_none_or(|b| b.members.len() >= BATCH) {
             batches.push(Batch {

@@ -1,0 +1,214 @@
+//! Every synchronizer on a local Redis Cluster (3 primaries, 3 replicas): names spread over all
+//! primaries, exclusion and permit limits across four clients, waiters woken by messages that
+//! cross the cluster, and watchdog renewals of holds in many slots at once.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
+use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use ferrisson_fair_lock::FairLock;
+use ferrisson_latch::CountDownLatch;
+use ferrisson_rwlock::ReadWriteLock;
+use ferrisson_semaphore::Semaphore;
+use ferrisson_testkit::RedisCluster;
+
+async fn cluster_client(cluster: &RedisCluster, lease: Duration) -> Client {
+    Client::with_config(ClientConfig::cluster(cluster.urls()).lease(lease))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
+}
+
+/// `n` names (a multiple of 3) whose keys land evenly on the three primaries.
+fn names_on_every_primary(cluster: &RedisCluster, prefix: &str, n: usize) -> Vec<String> {
+    let mut per_primary: std::collections::BTreeMap<u16, Vec<String>> = cluster
+        .primary_ports()
+        .into_iter()
+        .map(|port| (port, Vec::new()))
+        .collect();
+    assert_eq!(per_primary.len(), 3, "three primaries");
+    let mut i = 0;
+    while per_primary.values().any(|names| names.len() < n / 3) {
+        let name = unique_name(&format!("{prefix}-{i}"));
+        i += 1;
+        let names = per_primary
+            .get_mut(&cluster.primary_for(&name).port())
+            .unwrap();
+        if names.len() < n / 3 {
+            names.push(name);
+        }
+    }
+    per_primary.into_values().flatten().collect()
+}
+
+/// Runs `rounds` critical sections of `work` on each of `tasks` tasks (spread over `clients`),
+/// returning the most ever inside at once.
+async fn most_inside<F, Fut>(clients: &[Client], tasks: usize, rounds: usize, work: F) -> usize
+where
+    F: Fn(Client) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Box<dyn FnOnce() + Send>> + Send,
+{
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let client = clients[t % clients.len()].clone();
+        let (inside, most, work) = (inside.clone(), most.clone(), work.clone());
+        handles.push(tokio::spawn(async move {
+            for _ in 0..rounds {
+                let release = work(client.clone()).await;
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                release();
+            }
+        }));
+    }
+    join_within(Duration::from_secs(60), "every task finishes", handles).await;
+    most.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lock_kind_excludes_across_clients_on_every_primary() {
+    let cluster = RedisCluster::spawn();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(cluster_client(&cluster, Duration::from_secs(30)).await);
+    }
+    for name in names_on_every_primary(&cluster, "cluster-lock", 6) {
+        for kind in ["reentrant", "fair", "write"] {
+            let name = format!("{name}-{kind}");
+            let most = most_inside(&clients, 8, 5, move |client| {
+                let name = name.clone();
+                async move {
+                    let guard = match kind {
+                        "reentrant" => ReentrantLock::fenced(&client, &name).unwrap().lock().await,
+                        "fair" => FairLock::fenced(&client, &name).unwrap().lock().await,
+                        _ => {
+                            ReadWriteLock::fenced(&client, &name)
+                                .unwrap()
+                                .write_lock()
+                                .lock()
+                                .await
+                        }
+                    }
+                    .unwrap();
+                    assert!(guard.token().unwrap() > 0);
+                    Box::new(move || drop(guard)) as Box<dyn FnOnce() + Send>
+                }
+            })
+            .await;
+            assert_eq!(most, 1, "{kind}: never two holders");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_keep_their_limit_and_latches_open_across_clients() {
+    let cluster = RedisCluster::spawn();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(cluster_client(&cluster, Duration::from_secs(30)).await);
+    }
+    for name in names_on_every_primary(&cluster, "cluster-permits", 6) {
+        let plain = name.clone();
+        let most = most_inside(&clients, 8, 5, move |client| {
+            let name = plain.clone();
+            async move {
+                let semaphore = Semaphore::new(&client, &name)
+                    .unwrap()
+                    .with_limit(2)
+                    .unwrap();
+                let permits = semaphore.acquire().await.unwrap();
+                Box::new(move || drop(permits)) as Box<dyn FnOnce() + Send>
+            }
+        })
+        .await;
+        assert!(most <= 2, "semaphore: {most} holders at once");
+        let expirable = format!("{name}-x");
+        let most = most_inside(&clients, 8, 5, move |client| {
+            let name = expirable.clone();
+            async move {
+                let semaphore = ExpirableSemaphore::new(&client, &name)
+                    .unwrap()
+                    .with_limit(2)
+                    .unwrap();
+                let permit = semaphore.acquire(None).await.unwrap();
+                Box::new(move || drop(permit)) as Box<dyn FnOnce() + Send>
+            }
+        })
+        .await;
+        assert!(most <= 2, "expirable semaphore: {most} holders at once");
+
+        // A latch: waiters on one client, count-downs from the others.
+        let latch_name = format!("{name}-latch");
+        let latch = CountDownLatch::new(&clients[0], &latch_name).unwrap();
+        assert!(latch.try_set_count(3).await.unwrap());
+        let waiter = {
+            let latch = latch.clone();
+            tokio::spawn(async move { latch.wait_for(Duration::from_secs(20)).await })
+        };
+        for (i, client) in clients[1..].iter().enumerate() {
+            let latch = CountDownLatch::new(client, &latch_name).unwrap();
+            assert!(latch.count_down_once(&format!("w{i}")).await.unwrap());
+        }
+        assert!(
+            waiter.await.unwrap().unwrap(),
+            "the latch opened for its waiter"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_woken_by_releases_on_other_primaries_and_holds_in_many_slots_are_renewed() {
+    let cluster = RedisCluster::spawn();
+    let holder = cluster_client(&cluster, Duration::from_millis(900)).await;
+    let other = cluster_client(&cluster, Duration::from_secs(30)).await;
+    let names = names_on_every_primary(&cluster, "cluster-renew", 12);
+    // Holds in many slots, kept by the watchdog past several leases: its batches go per slot.
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(
+            ReentrantLock::new(&holder, name)
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    // A waiter per name on the other client, woken by each release's message.
+    let mut waiters = Vec::new();
+    for name in &names {
+        let lock = ReentrantLock::new(&other, name).unwrap();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            guard.unlock().await.unwrap();
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    for guard in &guards {
+        assert!(guard.ensure_held().is_ok(), "{guard:?} was not renewed");
+    }
+    let started = tokio::time::Instant::now();
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    join_within(Duration::from_secs(10), "every waiter is woken", waiters).await;
+    // Woken by the messages, not by the waiters' lease-long re-checks (30 s).
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for name in &names {
+        assert!(
+            !ReentrantLock::new(&other, name)
+                .unwrap()
+                .is_locked()
+                .await
+                .unwrap()
+        );
+    }
+}

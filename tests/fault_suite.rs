@@ -529,7 +529,10 @@ async fn run(kind: &'static str, faults: &[Fault]) -> Report {
         }
     }
     let phase = FAULT + CALM;
-    let total = CALM + phase * u32::try_from(faults.len()).unwrap() + LEASE;
+    let total = phase
+        .checked_mul(u32::try_from(faults.len()).unwrap())
+        .and_then(|faults| faults.checked_add(CALM + LEASE))
+        .expect("a run's length fits a Duration");
     let until = now_us() + u64::try_from(total.as_micros()).unwrap();
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|id| {
@@ -556,7 +559,9 @@ async fn run(kind: &'static str, faults: &[Fault]) -> Report {
         tokio::time::sleep(CALM).await;
     }
     // The workers stop by themselves at `until`; a stuck one is a failure.
-    let deadline = std::time::Instant::now() + total + Duration::from_secs(30);
+    let deadline = std::time::Instant::now()
+        .checked_add(total + Duration::from_secs(30))
+        .expect("the workers' deadline fits the clock");
     for worker in &mut workers {
         loop {
             if worker.try_wait().unwrap().is_some() {

@@ -42,7 +42,9 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 /// - **Dead waiters cost seconds, not minutes.** A waiter keeps its place alive by calling
 ///   again every quarter of the [waiter timeout](Self::with_waiter_timeout) (5 s by default);
 ///   one whose process died is dropped when it reaches the head, at most one waiter timeout
-///   after its last call. A live waiter is never dropped however long the lock is held.
+///   after its last call, by the next call of a ferrisson client (Redisson clients drop it by
+///   their own rule, up to 5 minutes per place). A live waiter is never dropped however long
+///   the lock is held.
 /// - **Leaving is immediate.** A waiter that gives up (wait limit reached, future dropped)
 ///   leaves the queue at once.
 /// - **Redisson waiters share the queue.** Waiter timeouts follow Redisson's own arithmetic

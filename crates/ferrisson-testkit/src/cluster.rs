@@ -87,7 +87,9 @@ impl RedisCluster {
     }
 
     fn wait_until_ok(&self) -> Result<(), String> {
-        let deadline = Instant::now() + FORM_TIMEOUT;
+        let deadline = Instant::now()
+            .checked_add(FORM_TIMEOUT)
+            .ok_or("the cluster's forming deadline is past the clock's range")?;
         loop {
             let all_ok = self.nodes.iter().all(|node| {
                 let info: redis::RedisResult<String> = redis::cmd("CLUSTER")

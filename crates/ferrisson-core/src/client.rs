@@ -8,10 +8,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Value};
 
 use crate::config::ClientConfig;
+use crate::config::{PublishCommand, ShardedSubscription};
 use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
-use crate::pubsub::{Claim, Hub, Subscription, Tag, WakePolicy};
+use crate::pubsub::{Claim, Hub, Source, Subscription, Tag, WakePolicy};
 use crate::script::{Script, ScriptCall};
 use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
 
@@ -31,13 +32,11 @@ impl Connection {
     pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
         match self.query(call.command()).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                let script = call.script();
-                tracing::debug!(script = script.name(), "loading the script after NOSCRIPT");
-                let loaded = self
-                    .query(redis::cmd("SCRIPT").arg("LOAD").arg(script.source()))
-                    .await?;
-                let _: String = redis::from_redis_value(loaded)?;
-                self.query(call.command()).await
+                tracing::debug!(
+                    script = call.script().name(),
+                    "the server lacks the script: sending it with EVAL"
+                );
+                self.query(&call.eval_command()).await
             }
             other => other,
         }
@@ -119,20 +118,45 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`] for inconsistent settings, [`Error::Redis`] when the URL is
     /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
-    pub async fn with_config(config: ClientConfig) -> Result<Self> {
-        let redis_client = redis::Client::open(config.url.as_str())?;
+    pub async fn with_config(mut config: ClientConfig) -> Result<Self> {
         if config.cluster_nodes.is_empty() {
+            let redis_client = redis::Client::open(config.url.as_str())?;
             return Self::from_redis_client(redis_client, config).await;
         }
         config.validate()?;
-        let cluster = redis::cluster::ClusterClient::builder(config.cluster_nodes.clone())
-            .connection_timeout(config.connect_timeout)
-            .response_timeout(config.response_timeout)
-            .retries(config.retry.retries)
-            .build()?;
-        let conn = Connection::Cluster(cluster.get_async_connection().await?);
-        // Classic pub/sub reaches every node of a cluster: one subscriber on the first seed.
-        Self::start(redis_client, conn, config).await
+        runtime_check()?;
+        let (nodes, connect_timeout, response_timeout, retries) = (
+            config.cluster_nodes.clone(),
+            config.connect_timeout,
+            config.response_timeout,
+            config.retry.retries,
+        );
+        let builder = move || {
+            redis::cluster::ClusterClient::builder(nodes.clone())
+                .connection_timeout(connect_timeout)
+                .response_timeout(response_timeout)
+                .retries(retries)
+        };
+        let conn = Connection::Cluster(builder().build()?.get_async_connection().await?);
+        let sharded = match config.sharded {
+            ShardedSubscription::On => true,
+            ShardedSubscription::Off => false,
+            ShardedSubscription::Auto => supports_sharded_pubsub(&conn).await?,
+        };
+        let source = if sharded {
+            config.publish = PublishCommand::Spublish;
+            Source::Sharded(Arc::new(builder))
+        } else {
+            config.publish = PublishCommand::Publish;
+            let seeds = config
+                .cluster_nodes
+                .iter()
+                .map(|node| redis::Client::open(node.as_str()))
+                .collect::<redis::RedisResult<Vec<_>>>()?;
+            Source::rotating(seeds)
+        };
+        tracing::debug!(sharded, "cluster client: pub/sub mode chosen");
+        Self::start(source, conn, config).await
     }
 
     /// Connects through an existing `redis::Client` (its address, credentials and TLS
@@ -149,11 +173,7 @@ impl Client {
         config: ClientConfig,
     ) -> Result<Self> {
         config.validate()?;
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(Error::Closed(
-                "a client must be created inside a Tokio runtime",
-            ));
-        }
+        runtime_check()?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.response_timeout))
             .set_connection_timeout(Some(config.connect_timeout))
@@ -162,15 +182,11 @@ impl Client {
         let manager =
             ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
         let conn = Connection::Standalone(manager);
-        Self::start(redis_client, conn, config).await
+        Self::start(Source::fixed(redis_client), conn, config).await
     }
 
     /// Checks the connection (authentication, permissions) and starts the hub and the watchdog.
-    async fn start(
-        redis_client: redis::Client,
-        conn: Connection,
-        config: ClientConfig,
-    ) -> Result<Self> {
+    async fn start(source: Source, conn: Connection, config: ClientConfig) -> Result<Self> {
         // Authentication errors surface at the first command: make that one ours.
         let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
             if matches!(
@@ -186,7 +202,7 @@ impl Client {
         }
         check_publish(&conn, &config).await?;
         let hub = Hub::start(
-            redis_client,
+            source,
             config.connect_timeout,
             config.response_timeout,
             config.retry,
@@ -280,6 +296,15 @@ pub trait ClientEngine {
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
     fn object_key(&self, name: &str) -> Result<String>;
+
+    /// On a cluster, checks that every key or channel in `related` hashes to the slot of
+    /// `key`, as the synchronizer's scripts need (one script touches one slot); always `Ok` on
+    /// a standalone or Sentinel client.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] naming the first one that does not.
+    fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()>;
 
     /// Runs a script call once: `EVALSHA`, loading the script when the server answers
     /// `NOSCRIPT`.
@@ -396,6 +421,31 @@ pub trait ClientEngine {
     fn retry_window(&self) -> Duration;
 }
 
+fn runtime_check() -> Result<()> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::Closed(
+            "a client must be created inside a Tokio runtime",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the cluster's servers have sharded pub/sub, asked as Redisson asks: `PUBSUB
+/// SHARDNUMSUB` is known (Redis 7+) or not.
+async fn supports_sharded_pubsub(conn: &Connection) -> Result<bool> {
+    match conn.query(redis::cmd("PUBSUB").arg("SHARDNUMSUB")).await {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                || e.code() == Some("ERR") =>
+        {
+            tracing::debug!(error = %e, "no sharded pub/sub on this cluster");
+            Ok(false)
+        }
+        Err(e) => Err(Error::Redis(e)),
+    }
+}
+
 /// Checks that the user may publish on the synchronizers' channels: every release script
 /// publishes after it changed the state, and Redis does not roll a script back when a command
 /// in it is refused, so a user without `@pubsub` (or without channel access, the default for
@@ -425,7 +475,24 @@ async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
 impl ClientEngine for Client {
     fn object_key(&self, name: &str) -> Result<String> {
         validate_name(name)?;
-        Ok(format!("{}{name}", self.inner.config.namespace))
+        let key = format!("{}{name}", self.inner.config.namespace);
+        if self.inner.conn.is_cluster() {
+            crate::keys::validate_cluster_name(&key)?;
+        }
+        Ok(key)
+    }
+
+    fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()> {
+        if !self.inner.conn.is_cluster() {
+            return Ok(());
+        }
+        let slot = crate::keys::hash_slot(key);
+        match related.iter().find(|r| crate::keys::hash_slot(r) != slot) {
+            Some(other) => Err(Error::InvalidArgument(format!(
+                "on a Redis Cluster, `{other}` (named by the shared protocol after `{key}`) lands in another slot than `{key}`: use a name without braces for this synchronizer"
+            ))),
+            None => Ok(()),
+        }
     }
 
     async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {

@@ -8,10 +8,14 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum PublishCommand {
-    /// `PUBLISH`: a standalone server (or a cluster with classic pub/sub). Sharded pub/sub
-    /// (`SPUBLISH`) comes with the cluster connection layer.
+    /// `PUBLISH`: a standalone server, a Sentinel-managed primary, or a cluster with classic
+    /// pub/sub.
     #[default]
     Publish,
+    /// `SPUBLISH`: sharded pub/sub on a Redis 7+ cluster, where a message stays on the shard
+    /// of its channel. Chosen by the client ([`ShardedSubscription`]); waiters listen with
+    /// `SSUBSCRIBE`.
+    Spublish,
 }
 
 impl PublishCommand {
@@ -19,8 +23,25 @@ impl PublishCommand {
     pub fn as_str(self) -> &'static str {
         match self {
             PublishCommand::Publish => "publish",
+            PublishCommand::Spublish => "spublish",
         }
     }
+}
+
+/// Whether a cluster client uses sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7+) for its
+/// wake-up messages: Redisson's `shardedSubscriptionMode`, with the same default and the same
+/// detection, so that ferrisson and Redisson clients on one cluster publish and listen alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ShardedSubscription {
+    /// Sharded when the servers support it: the client asks `PUBSUB SHARDNUMSUB` once at
+    /// connect, as Redisson does, and uses classic pub/sub if the command is unknown.
+    #[default]
+    Auto,
+    /// Always sharded (connecting fails on servers without sharded pub/sub).
+    On,
+    /// Always classic pub/sub, which every node of the cluster relays to every other.
+    Off,
 }
 
 /// How calls that failed on a broken connection are retried.
@@ -96,6 +117,7 @@ pub struct ClientConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) publish: PublishCommand,
+    pub(crate) sharded: ShardedSubscription,
     pub(crate) wait_outage_limit: Duration,
 }
 
@@ -132,6 +154,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(3),
             retry: RetryPolicy::default(),
             publish: PublishCommand::Publish,
+            sharded: ShardedSubscription::Auto,
             wait_outage_limit: Duration::from_secs(60),
         }
     }
@@ -141,9 +164,11 @@ impl ClientConfig {
     /// rest). Every synchronizer keeps all of its keys in one hash slot (Redisson's naming),
     /// so its scripts run on the primary of that slot; the watchdog renews by batches per slot.
     ///
-    /// Pub/sub is classic pub/sub, which a cluster spreads to every node: the client listens on
-    /// one connection to the first seed node. (While that node is down, waiters fall back on
-    /// their periodic re-checks until it is back.)
+    /// Wake-up messages use sharded pub/sub on servers that have it (Redis 7+, see
+    /// [`sharded_subscription`](Self::sharded_subscription)): one subscriber connection per
+    /// shard with waiters, following failovers and slot moves. Otherwise classic pub/sub, which
+    /// a cluster relays to every node: one subscriber connection to a seed node, the next seed
+    /// when it fails.
     pub fn cluster<I, S>(nodes: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -199,10 +224,23 @@ impl ClientConfig {
         self
     }
 
-    /// The command scripts publish wake-up messages with.
+    /// The command scripts publish wake-up messages with. A cluster client chooses it itself
+    /// (see [`sharded_subscription`](Self::sharded_subscription)), overriding this.
     pub fn publish_command(mut self, command: PublishCommand) -> Self {
         self.publish = command;
         self
+    }
+
+    /// Whether a cluster client uses sharded pub/sub ([`ShardedSubscription::Auto`] by
+    /// default: when the servers have it). Ignored by standalone and Sentinel clients.
+    pub fn sharded_subscription(mut self, mode: ShardedSubscription) -> Self {
+        self.sharded = mode;
+        self
+    }
+
+    /// The sharded pub/sub mode.
+    pub fn get_sharded_subscription(&self) -> ShardedSubscription {
+        self.sharded
     }
 
     /// How long a call that is already waiting (for a lock, a permit, a latch) keeps waiting

@@ -76,10 +76,10 @@ impl Error {
 }
 
 impl Error {
-    /// Whether this is a connection error raised before the call could be sent (the server
-    /// refused the connection): the call did not run.
+    /// Whether the call is known not to have run: the server refused the connection, or
+    /// refused the command for a passing reason ([`MOVED`, `LOADING`, …](refused_by_server)).
     pub fn is_refused_connection(&self) -> bool {
-        matches!(self, Error::Redis(e) if e.is_connection_refusal())
+        matches!(self, Error::Redis(e) if e.is_connection_refusal() || refused_by_server(e))
     }
 }
 
@@ -89,10 +89,27 @@ pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
     if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
         return true;
     }
-    matches!(
-        e.code(),
-        Some("LOADING") | Some("TRYAGAIN") | Some("MASTERDOWN") | Some("CLUSTERDOWN")
-    )
+    refused_by_server(e)
+}
+
+/// Whether the server refused a command without running it, for a reason that passes: it is
+/// loading its data, or it is not (or no longer) the primary of the command's keys while a
+/// cluster's slots move or a failover runs (`MOVED` and `ASK` that the cluster connection could
+/// not follow, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`; `READONLY` from a primary demoted to a
+/// replica).
+pub(crate) fn refused_by_server(e: &redis::RedisError) -> bool {
+    // No connection to the slot's node yet (a cluster's topology is changing): never sent.
+    e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        || matches!(
+            e.code(),
+            Some("LOADING")
+                | Some("TRYAGAIN")
+                | Some("MASTERDOWN")
+                | Some("CLUSTERDOWN")
+                | Some("MOVED")
+                | Some("ASK")
+                | Some("READONLY")
+        )
 }
 
 /// Why a hold was lost. Carried by [`Error::LeaseLost`] and by the loss signal on guards.

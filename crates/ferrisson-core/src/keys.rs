@@ -97,8 +97,38 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether `key` carries a hash tag: a `{` followed, later, by a `}` with something between
+/// (Redis Cluster hashes only that part).
+pub fn has_hash_tag(key: &str) -> bool {
+    key.split_once('{')
+        .and_then(|(_, rest)| rest.find('}'))
+        .is_some_and(|end| end > 0)
+}
+
+/// On a cluster, every key and channel derived from a name must hash like the name: true when
+/// the name has no `{` (derived keys wrap it in one), or carries a hash tag (derived keys keep
+/// it). A name like `job{` or `a{}b` would scatter its keys over several slots.
+pub fn validate_cluster_name(key: &str) -> Result<()> {
+    if key.contains('{') && !has_hash_tag(key) {
+        return Err(Error::InvalidArgument(format!(
+            "`{key}` has a `{{` but no hash tag (`{{tag}}`, not empty): on a Redis Cluster its keys would land in different slots; use a name without braces or with a tag such as `{{orders}}:42`"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cluster_names_need_a_real_hash_tag_once_they_have_a_brace() {
+        for ok in ["plain", "{tag}", "a{tag}b", "{t}{u}", "x}y"] {
+            assert!(validate_cluster_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["job{", "job{}", "a}b{c", "{}{x}"] {
+            assert!(validate_cluster_name(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn hash_slots_are_redis_clusters() {
         // Values of CLUSTER KEYSLOT.

@@ -35,7 +35,7 @@ mod watchdog;
 
 // What users touch.
 pub use client::Client;
-pub use config::{ClientConfig, PublishCommand, RetryPolicy};
+pub use config::{ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use lock::Lock;

@@ -193,4 +193,19 @@ impl ScriptCall {
     pub(crate) fn command(&self) -> &redis::Cmd {
         &self.cmd
     }
+
+    /// The call as `EVAL` with the script's source: for a server that does not have the
+    /// script cached. It runs the call and caches the script in one round trip, and on a
+    /// cluster it goes, by its keys, to the node that needs the script (a keyless `SCRIPT
+    /// LOAD` would go to any node).
+    pub(crate) fn eval_command(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.script.source());
+        for arg in self.cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
+        }
+        cmd
+    }
 }

@@ -79,13 +79,19 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `name` is empty.
+    /// [`Error::InvalidArgument`] when `name` is empty; on a Redis Cluster, also when it
+    /// carries a hash tag (`{tag}`), because the protocol's latch channel
+    /// (`redisson_countdownlatch__channel__{<name>}`) would then land in another slot.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
         let key = client.object_key(name)?;
+        // The protocol's latch channel wraps the name in braces whatever it holds, so a name
+        // with a hash tag of its own puts the channel in another slot.
+        let channel = format!("redisson_countdownlatch__channel__{{{key}}}");
+        client.check_same_slot(&key, &[&channel])?;
         Ok(Self {
             shared: Arc::new(Shared {
                 client: client.clone(),
-                channel: format!("redisson_countdownlatch__channel__{{{key}}}"),
+                channel,
                 round_key: suffixed(&key, "round"),
                 counted_key: suffixed(&key, "counted"),
                 count_latch_prefix: suffixed(&key, "count_latch"),

@@ -25,6 +25,8 @@ pub(crate) enum Connection {
     Standalone(ConnectionManager),
     /// A Redis Cluster: commands are routed to the primary of their keys' slot.
     Cluster(redis::cluster_async::ClusterConnection),
+    /// The primary of a Sentinel set-up, followed across failovers.
+    Sentinel(Arc<crate::sentinel::SentinelPrimary>),
 }
 
 impl Connection {
@@ -61,6 +63,7 @@ impl Connection {
                     .await?
                     .extract_error()
             }
+            Connection::Sentinel(primary) => primary.query(cmd).await,
         }
     }
 }
@@ -118,7 +121,26 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`] for inconsistent settings, [`Error::Redis`] when the URL is
     /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
-    pub async fn with_config(mut config: ClientConfig) -> Result<Self> {
+    pub async fn with_config(config: ClientConfig) -> Result<Self> {
+        let mut config = config.resolved()?;
+        if let Some(spec) = config.sentinel.clone() {
+            config.validate()?;
+            runtime_check()?;
+            if spec.sentinels.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "a Sentinel client needs at least one sentinel address".into(),
+                ));
+            }
+            let primary = crate::sentinel::SentinelPrimary::connect(
+                &spec,
+                manager_config(&config),
+                config.connect_timeout,
+            )
+            .await?;
+            let primary = Arc::new(primary);
+            let source = Source::sentinel(primary.clone());
+            return Self::start(source, Connection::Sentinel(primary), config).await;
+        }
         if config.cluster_nodes.is_empty() {
             let redis_client = redis::Client::open(config.url.as_str())?;
             return Self::from_redis_client(redis_client, config).await;
@@ -174,13 +196,9 @@ impl Client {
     ) -> Result<Self> {
         config.validate()?;
         runtime_check()?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(config.response_timeout))
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(config.retry.max_backoff);
         let manager =
-            ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
+            ConnectionManager::new_with_config(redis_client.clone(), manager_config(&config))
+                .await?;
         let conn = Connection::Standalone(manager);
         Self::start(Source::fixed(redis_client), conn, config).await
     }
@@ -419,6 +437,15 @@ pub trait ClientEngine {
 
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
+}
+
+/// The settings of a multiplexed command connection.
+fn manager_config(config: &ClientConfig) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(config.response_timeout))
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(config.retry.max_backoff)
 }
 
 fn runtime_check() -> Result<()> {

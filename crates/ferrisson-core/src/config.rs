@@ -110,6 +110,8 @@ pub struct ClientConfig {
     pub(crate) url: String,
     /// Seed nodes of a Redis Cluster (empty: a standalone server at `url`).
     pub(crate) cluster_nodes: Vec<String>,
+    /// Sentinels and the name of the primary they watch (none: not a Sentinel set-up).
+    pub(crate) sentinel: Option<SentinelSpec>,
     pub(crate) namespace: String,
     pub(crate) lease: Duration,
     pub(crate) watchdog_period: Option<Duration>,
@@ -131,22 +133,85 @@ impl Default for ClientConfig {
 impl std::str::FromStr for ClientConfig {
     type Err = Error;
 
-    /// Default settings for the server at a URL, checked to be one redis-rs can open.
+    /// Default settings for the deployment a URL names (see [`ClientConfig::new`]), checked
+    /// to be one the client can open.
     fn from_str(url: &str) -> Result<Self> {
-        redis::Client::open(url)?;
-        Ok(Self::new(url))
+        let config = Self::new(url).resolved()?;
+        if let Some(spec) = &config.sentinel {
+            for s in &spec.sentinels {
+                redis::Client::open(s.as_str())?;
+            }
+        } else if config.cluster_nodes.is_empty() {
+            redis::Client::open(url)?;
+        } else {
+            for node in &config.cluster_nodes {
+                redis::Client::open(node.as_str())?;
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// A Sentinel set-up: where the sentinels are, which primary, and how to log in to it.
+#[derive(Clone)]
+pub(crate) struct SentinelSpec {
+    pub(crate) sentinels: Vec<String>,
+    pub(crate) primary_name: String,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
+    pub(crate) tls: bool,
+}
+
+impl std::fmt::Debug for SentinelSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelSpec")
+            .field("sentinels", &self.sentinels)
+            .field("primary_name", &self.primary_name)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("db", &self.db)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// `url` with its password hidden, for error messages.
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rsplit_once('@')) {
+        (Some((scheme, rest)), Some((auth, hosts))) if rest.len() > hosts.len() => {
+            let user = auth
+                .split_once("://")
+                .map_or(auth, |(_, a)| a)
+                .split(':')
+                .next()
+                .unwrap_or_default();
+            format!("{scheme}://{user}:…@{hosts}")
+        }
+        _ => url.to_owned(),
     }
 }
 
 impl ClientConfig {
-    /// Settings for the server at `url` (`redis://`, `unix://`, or `rediss://` with the
-    /// `tls-rustls` or `tls-native-tls` feature), with defaults
+    /// Settings for the server at `url`, with defaults for everything else. The URL names the
+    /// deployment:
+    ///
+    /// - `redis://[user:password@]host:port[/db]`, `unix://…`, or `rediss://…` with the
+    ///   `tls-rustls` or `tls-native-tls` feature: one standalone server;
+    /// - `redis-cluster://[user:password@]host:port,host:port,…` (or `rediss-cluster://`): a
+    ///   Redis Cluster through these seed nodes, as [`cluster`](Self::cluster);
+    /// - `redis-sentinel://[user:password@]host:port,host:port,…/primary-name[/db]` (or
+    ///   `rediss-sentinel://`): the primary that these sentinels name `primary-name`, as
+    ///   [`sentinel`](Self::sentinel); the credentials and db are the primary's.
+    ///
+    /// The defaults
     /// for everything else: a 30 s lease renewed every 10 s, a 3 s response timeout, three
     /// retries of calls that failed on a broken connection.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
             cluster_nodes: Vec::new(),
+            sentinel: None,
             namespace: String::new(),
             lease: Duration::from_secs(30),
             watchdog_period: None,
@@ -183,6 +248,130 @@ impl ClientConfig {
     /// The seed nodes, for a cluster client (empty for a standalone server).
     pub fn get_cluster_nodes(&self) -> &[String] {
         &self.cluster_nodes
+    }
+
+    /// Default settings for the primary that Redis Sentinel watches under `primary_name`,
+    /// asked of the sentinels at `sentinels` (URLs such as `redis://10.0.0.1:26379`). The
+    /// client follows failovers: when the primary stops answering or turns replica, it asks
+    /// the sentinels again and moves its commands, subscriber connection and renewals to the
+    /// new primary. Credentials for the primary: [`primary_credentials`](Self::primary_credentials).
+    pub fn sentinel<I, S>(sentinels: I, primary_name: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut config = Self::new("");
+        config.sentinel = Some(SentinelSpec {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            primary_name: primary_name.into(),
+            username: None,
+            password: None,
+            db: 0,
+            tls: false,
+        });
+        config
+    }
+
+    /// The user name (`None`: the default user) and password of the primary (and its
+    /// replicas) of a Sentinel set-up. Ignored by other clients, whose URLs carry them.
+    pub fn primary_credentials(
+        mut self,
+        username: Option<&str>,
+        password: impl Into<String>,
+    ) -> Self {
+        if let Some(spec) = &mut self.sentinel {
+            spec.username = username.map(str::to_owned);
+            spec.password = Some(password.into());
+        }
+        self
+    }
+
+    /// The sentinels and primary name of a Sentinel client.
+    pub fn get_sentinel(&self) -> Option<(&[String], &str)> {
+        self.sentinel
+            .as_ref()
+            .map(|s| (s.sentinels.as_slice(), s.primary_name.as_str()))
+    }
+
+    /// The deployment the settings name: the URL's scheme decides, unless
+    /// [`cluster`](Self::cluster) or [`sentinel`](Self::sentinel) made the config.
+    pub(crate) fn resolved(mut self) -> Result<Self> {
+        if !self.cluster_nodes.is_empty() || self.sentinel.is_some() {
+            return Ok(self);
+        }
+        let Some((scheme, rest)) = self.url.split_once("://") else {
+            return Ok(self);
+        };
+        let (tls, kind) = match scheme {
+            "redis-cluster" => (false, "cluster"),
+            "rediss-cluster" => (true, "cluster"),
+            "redis-sentinel" => (false, "sentinel"),
+            "rediss-sentinel" => (true, "sentinel"),
+            _ => return Ok(self),
+        };
+        let bad = |why: &str| {
+            Error::InvalidArgument(format!(
+                "`{}`: {why} (expected {scheme}://[user:password@]host:port,host:port{})",
+                redact(&self.url),
+                if kind == "sentinel" {
+                    "/primary-name[/db]"
+                } else {
+                    ""
+                }
+            ))
+        };
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((auth, rest)) => (Some(auth), rest),
+            None => (None, rest),
+        };
+        let (hosts, path) = match rest.split_once('/') {
+            Some((hosts, path)) => (hosts, path),
+            None => (rest, ""),
+        };
+        let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+        if hosts.is_empty() {
+            return Err(bad("no host"));
+        }
+        let plain = if tls { "rediss" } else { "redis" };
+        if kind == "cluster" {
+            if !path.trim_matches('/').is_empty() {
+                return Err(bad("a cluster has no db or primary name"));
+            }
+            let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
+            self.cluster_nodes = hosts
+                .iter()
+                .map(|h| format!("{plain}://{auth}{h}"))
+                .collect();
+            self.url = self.cluster_nodes[0].clone();
+            return Ok(self);
+        }
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let primary_name = parts.next().ok_or_else(|| bad("no primary name"))?;
+        let db = match parts.next() {
+            Some(db) => db
+                .parse::<i64>()
+                .map_err(|_| bad("the db is not a number"))?,
+            None => 0,
+        };
+        let (username, password) = match auth {
+            Some(auth) => match auth.split_once(':') {
+                Some((user, password)) => (
+                    (!user.is_empty()).then(|| user.to_owned()),
+                    Some(password.to_owned()),
+                ),
+                None => (Some(auth.to_owned()), None),
+            },
+            None => (None, None),
+        };
+        self.sentinel = Some(SentinelSpec {
+            sentinels: hosts.iter().map(|h| format!("{plain}://{h}")).collect(),
+            primary_name: primary_name.to_owned(),
+            username,
+            password,
+            db,
+            tls,
+        });
+        Ok(self)
     }
 
     /// A prefix put before every object name (e.g. `"billing:"`), so that several applications
@@ -311,5 +500,69 @@ impl ClientConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn cluster_urls_become_seed_nodes_with_their_credentials() {
+        let config = ClientConfig::new("redis-cluster://u:p@10.0.0.1:7000,10.0.0.2:7001")
+            .resolved()
+            .unwrap();
+        assert_eq!(
+            config.get_cluster_nodes(),
+            ["redis://u:p@10.0.0.1:7000", "redis://u:p@10.0.0.2:7001"]
+        );
+        let tls = ClientConfig::new("rediss-cluster://h:1")
+            .resolved()
+            .unwrap();
+        assert_eq!(tls.get_cluster_nodes(), ["rediss://h:1"]);
+        assert!(ClientConfig::new("redis-cluster://").resolved().is_err());
+        assert!(
+            ClientConfig::new("redis-cluster://h:1/3")
+                .resolved()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn sentinel_urls_name_the_sentinels_the_primary_and_its_login() {
+        let config = ClientConfig::new("redis-sentinel://:secret@s1:26379,s2:26380/main/2")
+            .resolved()
+            .unwrap();
+        let spec = config.sentinel.as_ref().unwrap();
+        assert_eq!(spec.sentinels, ["redis://s1:26379", "redis://s2:26380"]);
+        assert_eq!(spec.primary_name, "main");
+        assert_eq!(spec.db, 2);
+        assert_eq!(spec.username, None);
+        assert_eq!(spec.password.as_deref(), Some("secret"));
+        assert!(!format!("{spec:?}").contains("secret"));
+        let with_user = ClientConfig::new("redis-sentinel://app:pw@s1:1/main")
+            .resolved()
+            .unwrap();
+        let spec = with_user.sentinel.as_ref().unwrap();
+        assert_eq!(
+            (spec.username.as_deref(), spec.password.as_deref(), spec.db),
+            (Some("app"), Some("pw"), 0)
+        );
+        for bad in [
+            "redis-sentinel://s1:1",
+            "redis-sentinel://s1:1/",
+            "redis-sentinel:///main",
+            "redis-sentinel://s1:1/main/x",
+        ] {
+            let err = ClientConfig::new(bad).resolved().unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err}");
+        }
+        let err = ClientConfig::new("redis-sentinel://u:topsecret@/main")
+            .resolved()
+            .unwrap_err();
+        assert!(!err.to_string().contains("topsecret"), "{err}");
+        assert!("redis-sentinel://s1:1/main".parse::<ClientConfig>().is_ok());
+        assert!("redis://h:1".parse::<ClientConfig>().is_ok());
     }
 }

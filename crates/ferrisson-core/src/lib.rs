@@ -30,6 +30,7 @@ mod owner;
 pub mod permits;
 mod pubsub;
 mod script;
+mod sentinel;
 mod wait;
 mod watchdog;
 

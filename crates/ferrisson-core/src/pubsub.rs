@@ -695,8 +695,9 @@ impl Drop for Subscription {
 pub(crate) enum Source {
     /// Classic pub/sub (`SUBSCRIBE`) on one server, which `resolve(n)` names for connection
     /// attempt `n`: a standalone server, a cluster's seed nodes in turn (classic messages reach
-    /// every node of a cluster), or the primary the sentinels name now.
-    Classic(Resolver),
+    /// every node of a cluster), or the primary the sentinels name now. When the receiver
+    /// changes (a Sentinel client moved to a new primary), the connection starts over.
+    Classic(Resolver, Option<watch::Receiver<u64>>),
     /// Sharded pub/sub (`SSUBSCRIBE`) over a cluster connection: one connection per shard,
     /// each channel subscribed on the primary of its slot, following failovers and slot moves.
     Sharded(Arc<dyn Fn() -> redis::cluster::ClusterClientBuilder + Send + Sync>),
@@ -712,25 +713,46 @@ pub(crate) type Resolver = Arc<
 impl Source {
     /// Classic pub/sub on one fixed server.
     pub(crate) fn fixed(client: redis::Client) -> Self {
-        Source::Classic(Arc::new(move |_| {
-            let client = client.clone();
-            Box::pin(async move { Ok(client) })
-        }))
+        Source::Classic(
+            Arc::new(move |_| {
+                let client = client.clone();
+                Box::pin(async move { Ok(client) })
+            }),
+            None,
+        )
+    }
+
+    /// Classic pub/sub on the current primary of a Sentinel set-up, moving with it.
+    pub(crate) fn sentinel(primary: Arc<crate::sentinel::SentinelPrimary>) -> Self {
+        let changes = primary.changes();
+        Source::Classic(
+            Arc::new(move |_| {
+                let client = primary.primary_client();
+                Box::pin(async move { Ok(client) })
+            }),
+            Some(changes),
+        )
     }
 
     /// Classic pub/sub on the first of `clients` that answers, starting again from the next one
     /// after a failure.
     pub(crate) fn rotating(clients: Vec<redis::Client>) -> Self {
-        Source::Classic(Arc::new(move |n| {
-            let len = u32::try_from(clients.len()).unwrap_or(u32::MAX).max(1);
-            let pick = usize::try_from(n % len).unwrap_or(0);
-            let client = clients.get(pick).cloned();
-            Box::pin(async move {
-                client.ok_or_else(|| {
-                    redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no seed node"))
+        Source::Classic(
+            Arc::new(move |n| {
+                let len = u32::try_from(clients.len()).unwrap_or(u32::MAX).max(1);
+                let pick = usize::try_from(n % len).unwrap_or(0);
+                let client = clients.get(pick).cloned();
+                Box::pin(async move {
+                    client.ok_or_else(|| {
+                        redis::RedisError::from((
+                            redis::ErrorKind::InvalidClientConfig,
+                            "no seed node",
+                        ))
+                    })
                 })
-            })
-        }))
+            }),
+            None,
+        )
     }
 }
 
@@ -769,7 +791,7 @@ enum Session {
 impl Session {
     async fn open(source: &Source, attempt: u32) -> redis::RedisResult<Self> {
         match source {
-            Source::Classic(resolve) => {
+            Source::Classic(resolve, _) => {
                 let client = resolve(attempt).await?;
                 let (sink, stream) = client.get_async_pubsub().await?.split();
                 Ok(Session::Classic { sink, stream })
@@ -916,6 +938,18 @@ struct Driver {
 /// How long a channel stays subscribed after its last waiter left.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// Resolves when the primary moved (never without a change signal, or once it is gone).
+async fn primary_moved(changes: &mut Option<watch::Receiver<u64>>) {
+    match changes {
+        Some(changes) => {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// Sleeps until `due`; forever when there is none.
 async fn sleep_until_some(due: Option<Instant>) {
     match due {
@@ -965,6 +999,14 @@ impl Driver {
             if failures > 0 || reconnected {
                 tracing::info!("pub/sub connection established");
             }
+            let mut moved = match &self.source {
+                Source::Classic(_, Some(changes)) => {
+                    let mut changes = changes.clone();
+                    changes.mark_unchanged();
+                    Some(changes)
+                }
+                _ => None,
+            };
             let mut subscribed = HashSet::new();
             let mut lingering = HashMap::new();
             let mut healthy = self
@@ -1014,6 +1056,10 @@ impl Driver {
                         Some(Event::Nothing) => {}
                         None => healthy = false,
                     },
+                    () = primary_moved(&mut moved) => {
+                        tracing::info!("the primary moved: the subscriber connection follows");
+                        healthy = false;
+                    }
                 }
             }
             {

@@ -14,8 +14,10 @@
 
 mod cluster;
 mod proxy;
+mod sentinel;
 pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
+pub use sentinel::RedisSentinel;
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -41,6 +43,9 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Further `redis-server` arguments (a cluster node's, for example).
     args: Vec<String>,
+    /// A sentinel's configuration: then the server runs as a sentinel (`--sentinel`) from a
+    /// `sentinel.conf` with these lines, which it rewrites as it learns.
+    sentinel_conf: Option<String>,
 }
 
 /// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
@@ -134,6 +139,20 @@ impl RedisServer {
     ///
     /// As [`try_spawn`](Self::try_spawn).
     pub fn try_spawn_with(args: &[&str]) -> Result<Self, String> {
+        Self::try_spawn_inner(args, None)
+    }
+
+    /// Starts a sentinel (`redis-server sentinel.conf --sentinel`) on a free loopback port,
+    /// its `sentinel.conf` made of `conf` (one directive a line).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn`](Self::try_spawn).
+    pub fn try_spawn_sentinel(conf: &str) -> Result<Self, String> {
+        Self::try_spawn_inner(&[], Some(conf.to_owned()))
+    }
+
+    fn try_spawn_inner(args: &[&str], sentinel_conf: Option<String>) -> Result<Self, String> {
         let binary = find_binary().ok_or_else(|| INSTRUCTIONS.to_owned())?;
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
         let mut last_error = String::new();
@@ -146,6 +165,7 @@ impl RedisServer {
                 dir: tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?,
                 child: None,
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
+                sentinel_conf: sentinel_conf.clone(),
             };
             match server.start_process() {
                 Ok(()) => return Ok(server),
@@ -168,7 +188,15 @@ impl RedisServer {
     fn start_process(&mut self) -> Result<(), String> {
         let _ = std::fs::remove_file(self.log_path());
         let mut command = Command::new(&self.binary);
-        if major_version(&self.binary) >= Some(7) {
+        if let Some(conf) = &self.sentinel_conf {
+            let path = self.dir.path().join("sentinel.conf");
+            // Written once: a sentinel restarted keeps what it learnt.
+            if !path.exists() {
+                std::fs::write(&path, format!("{conf}\n"))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            command.arg(&path).arg("--sentinel");
+        } else if major_version(&self.binary) >= Some(7) {
             // DEBUG SLEEP and friends, from loopback connections (Redis 7 refuses them by
             // default; older servers allow them and do not know the option).
             command.args(["--enable-debug-command", "local"]);
@@ -176,8 +204,11 @@ impl RedisServer {
         let child = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
-            .args(["--save", ""])
-            .args(["--appendonly", "no"])
+            .args(if self.sentinel_conf.is_some() {
+                &[][..]
+            } else {
+                &["--save", "", "--appendonly", "no"][..]
+            })
             .args(["--protected-mode", "no"])
             .args(["--daemonize", "no"])
             .arg("--dir")

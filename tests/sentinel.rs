@@ -1,0 +1,202 @@
+//! Synchronizers on a local Redis Sentinel set-up (one primary, one replica, three sentinels):
+//! the `redis-sentinel://` URL, and lock, semaphore and latch across a primary kill, with the
+//! loss signal when the promoted replica does not have the lease.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
+use ferrisson_latch::CountDownLatch;
+use ferrisson_semaphore::Semaphore;
+use ferrisson_testkit::RedisSentinel;
+
+async fn sentinel_client(setup: &RedisSentinel, lease: Duration) -> Client {
+    Client::with_config(
+        ClientConfig::new(setup.url())
+            .lease(lease)
+            .response_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connecting through the sentinels: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_semaphore_and_latch_carry_on_across_a_primary_kill() {
+    let mut setup = RedisSentinel::spawn();
+    // A lease longer than the failover takes (1 s to call the primary down, then a vote).
+    let holder = sentinel_client(&setup, Duration::from_secs(8)).await;
+    let waiting = sentinel_client(&setup, Duration::from_secs(30)).await;
+    let lock_name = unique_name("sentinel-lock");
+    let semaphore_name = unique_name("sentinel-semaphore");
+    let latch_name = unique_name("sentinel-latch");
+
+    let held = ReentrantLock::fenced(&holder, &lock_name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let semaphore = Semaphore::new(&holder, &semaphore_name)
+        .unwrap()
+        .with_limit(1)
+        .unwrap();
+    let permit = semaphore.acquire().await.unwrap();
+    let latch = CountDownLatch::new(&holder, &latch_name).unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+
+    let lock_waiter = {
+        let lock = ReentrantLock::fenced(&waiting, &lock_name).unwrap();
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            let token = guard.token().unwrap();
+            guard.unlock().await.unwrap();
+            token
+        })
+    };
+    let permit_waiter = {
+        let semaphore = Semaphore::new(&waiting, &semaphore_name).unwrap();
+        tokio::spawn(async move { drop(semaphore.acquire().await.unwrap()) })
+    };
+    let latch_waiter = {
+        let latch = CountDownLatch::new(&waiting, &latch_name).unwrap();
+        tokio::spawn(async move { latch.wait_for(Duration::from_secs(60)).await.unwrap() })
+    };
+    let old = setup.primary_port();
+    eventually(
+        Duration::from_secs(10),
+        "the waiters subscribed",
+        || async {
+            subscriber_connections(&mut setup.node(old).connection()) >= 1
+                && waiting.waiter_stats().1 >= 3
+        },
+    )
+    .await;
+    // Everything so far is on the replica before the primary dies.
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut setup.node(old).connection())
+        .unwrap();
+    setup.node_mut(old).stop();
+    let new = setup.wait_for_failover(old);
+
+    // The holder's renewals moved to the new primary and kept the lock past its first lease.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(held.ensure_held().is_ok(), "{:?}", held.loss_reason());
+    let mut con = setup.node(new).connection();
+    let ttl: i64 = redis::cmd("PTTL").arg(&lock_name).query(&mut con).unwrap();
+    assert!(
+        ttl > 0,
+        "the lock is on the new primary with a lease ({ttl})"
+    );
+    // The waiting client's subscriber connection followed as well.
+    eventually(
+        Duration::from_secs(10),
+        "the subscriber connection moved to the new primary",
+        || async { subscriber_connections(&mut setup.node(new).connection()) >= 1 },
+    )
+    .await;
+
+    let held_token = held.token().unwrap();
+    held.unlock().await.unwrap();
+    drop(permit);
+    latch.count_down().await.unwrap();
+    let results = join_within(
+        Duration::from_secs(20),
+        "the lock waiter gets the lock",
+        vec![lock_waiter],
+    )
+    .await;
+    assert!(results[0] > held_token, "tokens grow across the failover");
+    join_within(
+        Duration::from_secs(20),
+        "the permit waiter gets the permit",
+        vec![permit_waiter],
+    )
+    .await;
+    assert!(
+        tokio::time::timeout(Duration::from_secs(20), latch_waiter)
+            .await
+            .unwrap()
+            .unwrap(),
+        "the latch opened for its waiter"
+    );
+    // A new client finds the new primary through the sentinels.
+    let late = sentinel_client(&setup, Duration::from_secs(30)).await;
+    let guard = ReentrantLock::new(&late, &lock_name)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
+    let mut setup = RedisSentinel::spawn();
+    let holder = sentinel_client(&setup, Duration::from_secs(3)).await;
+    let name = unique_name("sentinel-lost");
+    let old = setup.primary_port();
+    let replica = setup.other(old);
+
+    // The replica misses the acquisition: frozen while it happens, then its primary dies.
+    setup.node(replica).pause();
+    let guard = ReentrantLock::new(&holder, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    setup.node_mut(old).stop();
+    setup.node(replica).resume();
+    assert_eq!(setup.wait_for_failover(old), replica);
+
+    let reason = tokio::time::timeout(Duration::from_secs(20), guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("the holder was never told its lease was lost"));
+    assert!(guard.ensure_held().is_err(), "{reason:?}");
+    let other = sentinel_client(&setup, Duration::from_secs(30)).await;
+    let next = ReentrantLock::new(&other, &name)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("the lock is free on the new primary");
+    next.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sentinel_config_and_url_forms_connect() {
+    let setup = RedisSentinel::spawn();
+    let by_config = Client::with_config(ClientConfig::sentinel(
+        setup.sentinel_urls(),
+        setup.primary_name(),
+    ))
+    .await
+    .unwrap();
+    let by_url = Client::connect(&setup.url()).await.unwrap();
+    let name = unique_name("sentinel-forms");
+    let guard = ReentrantLock::new(&by_config, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    assert!(
+        ReentrantLock::new(&by_url, &name)
+            .unwrap()
+            .is_locked()
+            .await
+            .unwrap()
+    );
+    guard.unlock().await.unwrap();
+    // A primary name the sentinels do not know is an error, not a hang.
+    let unknown = Client::with_config(
+        ClientConfig::sentinel(setup.sentinel_urls(), "no-such-primary")
+            .connect_timeout(Duration::from_secs(2)),
+    )
+    .await;
+    assert!(unknown.is_err());
+}

@@ -39,7 +39,7 @@
 #[doc(inline)]
 pub use ferrisson_core::{
     Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner, PublishCommand,
-    Result, RetryPolicy,
+    ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
 };
 
 /// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.

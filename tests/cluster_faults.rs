@@ -14,13 +14,13 @@ use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisCluster;
 
 async fn cluster_client(cluster: &RedisCluster, lease: Duration) -> Client {
-    Client::with_config(
-        ClientConfig::cluster(cluster.urls())
-            .lease(lease)
-            .response_timeout(Duration::from_secs(2)),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
+    connect(ClientConfig::cluster(cluster.urls()), lease).await
+}
+
+async fn connect(config: ClientConfig, lease: Duration) -> Client {
+    Client::with_config(config.lease(lease).response_timeout(Duration::from_secs(2)))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
 }
 
 /// Shard channels subscribed on the node on `port` (`PUBSUB SHARDCHANNELS`).
@@ -300,7 +300,14 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
     let mut cluster = RedisCluster::spawn();
-    let holder = cluster_client(&cluster, Duration::from_millis(1_500)).await;
+    // Replica sync (on by default) refuses the acquisition below; without it, the failover
+    // loses the lock, and the holder must be told.
+    let synced = cluster_client(&cluster, Duration::from_millis(1_500)).await;
+    let holder = connect(
+        ClientConfig::cluster(cluster.urls()).no_replica_sync(),
+        Duration::from_millis(1_500),
+    )
+    .await;
     let other = cluster_client(&cluster, Duration::from_secs(30)).await;
     let primary = cluster.primary_ports()[1];
     let replica = cluster.replica_of(primary);
@@ -308,6 +315,22 @@ async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
 
     // The replica misses the acquisition: frozen while it happens, then its primary dies.
     cluster.node(replica).pause();
+    // Cut the replication link while the replica is frozen: what the primary writes from now
+    // on never reaches the replica's socket buffer.
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut cluster.node(primary).connection())
+        .unwrap();
+    let refused = ReentrantLock::new(&synced, &name).unwrap().try_lock().await;
+    assert!(
+        matches!(
+            refused,
+            Err(ferrisson::Error::NotReplicated { acked: 0, .. })
+        ),
+        "{refused:?}"
+    );
     let guard = ReentrantLock::fenced(&holder, &name)
         .unwrap()
         .lock()

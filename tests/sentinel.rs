@@ -14,10 +14,14 @@ use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisSentinel;
 
 async fn sentinel_client(setup: &RedisSentinel, lease: Duration) -> Client {
+    connect(ClientConfig::new(setup.url()), lease).await
+}
+
+async fn connect(config: ClientConfig, lease: Duration) -> Client {
     Client::with_config(
-        ClientConfig::new(setup.url())
+        config
             .lease(lease)
-            .response_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(2))
             .connect_timeout(Duration::from_secs(1)),
     )
     .await
@@ -138,13 +142,26 @@ async fn lock_semaphore_and_latch_carry_on_across_a_primary_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
     let mut setup = RedisSentinel::spawn();
-    let holder = sentinel_client(&setup, Duration::from_secs(3)).await;
+    // Without replica sync (which would refuse the acquisition below, see replica_sync.rs).
+    let holder = connect(
+        ClientConfig::new(setup.url()).no_replica_sync(),
+        Duration::from_secs(3),
+    )
+    .await;
     let name = unique_name("sentinel-lost");
     let old = setup.primary_port();
     let replica = setup.other(old);
 
     // The replica misses the acquisition: frozen while it happens, then its primary dies.
     setup.node(replica).pause();
+    // Cut the replication link while the replica is frozen: what the primary writes from now
+    // on never reaches the replica's socket buffer.
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut setup.node(old).connection())
+        .unwrap();
     let guard = ReentrantLock::new(&holder, &name)
         .unwrap()
         .lock()

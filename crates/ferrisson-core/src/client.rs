@@ -13,6 +13,7 @@ use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
 use crate::pubsub::{Claim, Hub, Source, Subscription, Tag, WakePolicy};
+use crate::replication::{Replication, Synced};
 use crate::script::{Script, ScriptCall};
 use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
 
@@ -44,6 +45,30 @@ impl Connection {
         }
     }
 
+    /// Sends a keyless command to the node serving `key` (on a cluster, the primary of its
+    /// slot; elsewhere, the one server): `WAIT` after a script on that key.
+    pub(crate) async fn query_at(
+        &self,
+        cmd: &mut redis::Cmd,
+        key: &str,
+    ) -> redis::RedisResult<Value> {
+        match self {
+            Connection::Cluster(cluster) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = Route::new(crate::keys::hash_slot(key), SlotAddr::Master);
+                let mut cluster = cluster.clone();
+                cluster
+                    .route_command(
+                        cmd.clone(),
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?
+                    .extract_error()
+            }
+            _ => self.query(cmd).await,
+        }
+    }
+
     /// Whether commands go to a Redis Cluster (whose scripts may only touch one slot).
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(_))
@@ -72,6 +97,7 @@ struct Inner {
     id: String,
     config: ClientConfig,
     conn: Connection,
+    replication: Arc<Replication>,
     hub: Hub,
     watchdog: Watchdog,
 }
@@ -219,6 +245,7 @@ impl Client {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
         check_publish(&conn, &config).await?;
+        let replication = Arc::new(Replication::start(config.get_replica_sync(), &conn).await);
         let hub = Hub::start(
             source,
             config.connect_timeout,
@@ -227,6 +254,7 @@ impl Client {
         );
         let watchdog = Watchdog::start(
             conn.clone(),
+            replication.clone(),
             config.get_watchdog_period(),
             config.response_timeout,
         );
@@ -237,6 +265,7 @@ impl Client {
                 id,
                 config,
                 conn,
+                replication,
                 hub,
                 watchdog,
             }),
@@ -324,6 +353,19 @@ pub trait ClientEngine {
     /// [`Error::InvalidArgument`] naming the first one that does not.
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()>;
 
+    /// With replica sync on, waits until the replicas of `key`'s primary have what this client
+    /// wrote there so far (`WAIT`/`WAITAOF`); at once otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReplicated`] when too few replicas acknowledged in time, [`Error::Redis`]
+    /// when the wait itself failed (then nothing is known about the replicas either).
+    async fn sync_replicas(&self, key: &str) -> Result<()>;
+
+    /// Whether replica sync is on (then [`sync_replicas`](Self::sync_replicas) follows every
+    /// acquire, renewal and release).
+    fn syncs_replicas(&self) -> bool;
+
     /// Runs a script call once: `EVALSHA`, loading the script when the server answers
     /// `NOSCRIPT`.
     ///
@@ -333,7 +375,9 @@ pub trait ClientEngine {
     /// [`Error::Redis`] for any other failure, transient or not.
     async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
-    /// Runs a script call until its outcome is known ([`settle`](Self::settle)): retried per
+    /// Runs a script call until its outcome is known ([`settle`](Self::settle)), then, with
+    /// replica sync on and a script that writes, waits for the replicas (logging when they do
+    /// not acknowledge: the change stands on the primary). Retried per
     /// the client's [`RetryPolicy`](crate::RetryPolicy) when the connection broke, and on for
     /// the retry window while a lost reply leaves it unknown whether the call ran. Only for
     /// scripts that are idempotent with the same arguments (latched by a request id, or
@@ -509,6 +553,23 @@ impl ClientEngine for Client {
         Ok(key)
     }
 
+    async fn sync_replicas(&self, key: &str) -> Result<()> {
+        if !self.inner.replication.enabled() {
+            return Ok(());
+        }
+        match self.inner.replication.sync(&self.inner.conn, key).await? {
+            Synced::NotNeeded | Synced::Yes => Ok(()),
+            Synced::No { acked, wanted } => {
+                tracing::warn!(%key, acked, wanted, "replicas did not acknowledge the change in time");
+                Err(Error::NotReplicated { acked, wanted })
+            }
+        }
+    }
+
+    fn syncs_replicas(&self) -> bool {
+        self.inner.replication.enabled()
+    }
+
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()> {
         if !self.inner.conn.is_cluster() {
             return Ok(());
@@ -534,7 +595,17 @@ impl ClientEngine for Client {
     }
 
     async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        self.settle(|_| self.eval_once(call)).await
+        let reply = self.settle(|_| self.eval_once(call)).await?;
+        if self.inner.replication.enabled() && call.script().writes() {
+            // Releases and other changes: done on the primary whatever the replicas say; a
+            // failover before they have it may undo it (a released hold comes back until its
+            // lease ends, and is no longer renewed).
+            let key = call.keys().next().unwrap_or_default();
+            if let Err(e) = self.sync_replicas(key).await {
+                tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");
+            }
+        }
+        Ok(reply)
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {

@@ -44,6 +44,104 @@ pub enum ShardedSubscription {
     Off,
 }
 
+/// Replica sync (Redisson's `checkLockSyncedSlaves`): after each acquire, renewal and release
+/// script on a primary with replicas, wait until they have the change, so that a failover
+/// right after does not lose it (see docs/guarantees.md for what this buys and what not).
+///
+/// On by default for Cluster and Sentinel clients (Redisson's default: every replica, 1 s),
+/// off for a standalone server unless set ([`ClientConfig::replica_sync`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaSync {
+    pub(crate) replicas: Replicas,
+    pub(crate) timeout: Duration,
+    pub(crate) mode: SyncMode,
+    pub(crate) retry_acquire: bool,
+}
+
+impl Default for ReplicaSync {
+    fn default() -> Self {
+        Self {
+            replicas: Replicas::All,
+            timeout: Duration::from_secs(1),
+            mode: SyncMode::Auto,
+            retry_acquire: true,
+        }
+    }
+}
+
+impl ReplicaSync {
+    /// Which replicas to wait for ([`Replicas::All`] by default).
+    pub fn replicas(mut self, replicas: Replicas) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// How long to wait for them (Redisson's `slavesSyncTimeout`, 1 s by default).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `WAIT` or `WAITAOF` ([`SyncMode::Auto`] by default).
+    pub fn mode(mut self, mode: SyncMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether an acquire the replicas did not acknowledge is rolled back and tried again
+    /// (per the client's retry policy, as Redisson does; the default), or rolled back and
+    /// returned at once as [`Error::NotReplicated`].
+    pub fn retry_acquire(mut self, retry: bool) -> Self {
+        self.retry_acquire = retry;
+        self
+    }
+
+    /// Which replicas are waited for.
+    pub fn get_replicas(&self) -> Replicas {
+        self.replicas
+    }
+
+    /// The sync timeout.
+    pub fn get_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The sync command.
+    pub fn get_mode(&self) -> SyncMode {
+        self.mode
+    }
+
+    /// Whether unacknowledged acquires are retried.
+    pub fn get_retry_acquire(&self) -> bool {
+        self.retry_acquire
+    }
+}
+
+/// Which replicas a [`ReplicaSync`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Replicas {
+    /// Every replica the primary has online, at most the timeout; the sync fails only when
+    /// none acknowledged (Redisson's rule). A primary without replicas is not waited on.
+    All,
+    /// At least this many; fewer in time fails the sync.
+    AtLeast(u32),
+}
+
+/// The command a [`ReplicaSync`] waits with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyncMode {
+    /// `WAITAOF` when the server has it (Redis 7.2+) and keeps an append-only file (asked once
+    /// at connect), `WAIT` otherwise.
+    Auto,
+    /// `WAIT`: the replicas received the change.
+    Wait,
+    /// `WAITAOF`: the replicas wrote the change to their append-only files (fails on servers
+    /// without it, and never succeeds with replicas that keep no AOF).
+    WaitAof,
+}
+
 /// How calls that failed on a broken connection are retried.
 ///
 /// Every call the synchronizers make is idempotent (acquires carry the hold count the client
@@ -120,6 +218,8 @@ pub struct ClientConfig {
     pub(crate) retry: RetryPolicy,
     pub(crate) publish: PublishCommand,
     pub(crate) sharded: ShardedSubscription,
+    /// `None`: the deployment's default (on for Cluster and Sentinel).
+    pub(crate) replica_sync: Option<Option<ReplicaSync>>,
     pub(crate) wait_outage_limit: Duration,
 }
 
@@ -220,6 +320,7 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             publish: PublishCommand::Publish,
             sharded: ShardedSubscription::Auto,
+            replica_sync: None,
             wait_outage_limit: Duration::from_secs(60),
         }
     }
@@ -427,6 +528,32 @@ impl ClientConfig {
         self
     }
 
+    /// Turns replica sync on with these settings (for a standalone primary with replicas too).
+    pub fn replica_sync(mut self, sync: ReplicaSync) -> Self {
+        self.replica_sync = Some(Some(sync));
+        self
+    }
+
+    /// Turns replica sync off (Redisson's `checkLockSyncedSlaves = false`): no `WAIT` after
+    /// the scripts, one round trip less per call, and a failover may lose what the replicas
+    /// had not received yet.
+    pub fn no_replica_sync(mut self) -> Self {
+        self.replica_sync = Some(None);
+        self
+    }
+
+    /// The replica sync settings: those set, else the deployment's default (on with
+    /// [`ReplicaSync::default`] for a Cluster or Sentinel client, off for a standalone one).
+    pub fn get_replica_sync(&self) -> Option<ReplicaSync> {
+        match self.replica_sync {
+            Some(set) => set,
+            None if !self.cluster_nodes.is_empty() || self.sentinel.is_some() => {
+                Some(ReplicaSync::default())
+            }
+            None => None,
+        }
+    }
+
     /// The sharded pub/sub mode.
     pub fn get_sharded_subscription(&self) -> ShardedSubscription {
         self.sharded
@@ -492,6 +619,14 @@ impl ClientConfig {
             return Err(Error::InvalidArgument(format!(
                 "watchdog period must be above zero and below the lease ({:?}), got {period:?}",
                 self.lease
+            )));
+        }
+        if let Some(sync) = self.get_replica_sync()
+            && (sync.timeout.is_zero() || sync.timeout >= self.response_timeout)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "the replica sync timeout must be above zero and below the response timeout ({:?}), which a WAIT's reply must beat; got {:?}",
+                self.response_timeout, sync.timeout
             )));
         }
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {

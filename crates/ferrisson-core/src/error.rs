@@ -52,6 +52,17 @@ pub enum Error {
     #[error("{0}")]
     NotPermitted(String),
 
+    /// Replica sync is on and fewer replicas than required acknowledged a change in time
+    /// (Redisson's "None of slaves were synced"). An acquire that ends with this error was
+    /// rolled back: nothing is held.
+    #[error("only {acked} of {wanted} replicas acknowledged the change within the sync timeout")]
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas waited for.
+        wanted: u32,
+    },
+
     /// Redis answered with something this protocol version does not expect.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
@@ -129,6 +140,9 @@ pub enum LossReason {
     /// The acquire's reply took longer than the lease: by the time it arrived, the lease it
     /// set could have run out on the server (a slow round trip, a stalled connection).
     ExpiredInFlight,
+    /// Replica sync is on, and renewals reached the primary but no replica acknowledged them
+    /// until the lease could have run out on the replicas: a failover then would lose the hold.
+    NotReplicated,
 }
 
 impl std::fmt::Display for LossReason {
@@ -140,6 +154,9 @@ impl std::fmt::Display for LossReason {
             LossReason::LeaseExpired => "the fixed lease ran out",
             LossReason::ExpiredInFlight => {
                 "the lease could have run out before the acquire's reply arrived"
+            }
+            LossReason::NotReplicated => {
+                "no replica acknowledged the renewals before the lease could have expired there"
             }
         })
     }

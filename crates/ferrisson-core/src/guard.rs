@@ -279,6 +279,14 @@ where
         self.cleanup = None;
     }
 
+    /// Runs the cleanup now and waits for it (a caller still present that must undo what it
+    /// did before it returns). If this future is dropped, the cleanup is not run again.
+    pub async fn run(mut self) {
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup().await;
+        }
+    }
+
     /// The call whose result is `result` has ended: disarmed when its outcome is known (a
     /// reply arrived, or Redis refused the call), left to run the cleanup now when it is not
     /// (a connection error after the call may have run, past [`Client::settle`]'s window):

@@ -253,7 +253,10 @@ async fn try_once<K: HoldKind>(
     });
     // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
     // small for as long as it waits.
-    let result = Box::pin(try_call(kind, owner.clone(), lease, wait)).await;
+    let result = crate::permits::retry_unreplicated(kind.client(), || {
+        Box::pin(try_call(kind, owner.clone(), lease, wait))
+    })
+    .await;
     abandoned.settle(&result);
     result
 }
@@ -322,12 +325,18 @@ async fn try_call<K: HoldKind>(
         renew: watched,
         sent_at,
     });
-    Ok(Attempt::Acquired(HoldGuard::new(
-        kind.clone(),
-        owner,
-        handle,
-        token,
-    )))
+    let guard = HoldGuard::new(kind.clone(), owner, handle, token);
+    if client.syncs_replicas()
+        && let Err(e) = client.sync_replicas(kind.lock_key()).await
+    {
+        // A hold the replicas may not have is not handed out: a failover could give it to
+        // someone else.
+        if let Err(undo) = guard.unlock().await {
+            tracing::warn!(key = %kind.lock_key(), error = %undo, "rolling back a hold the replicas did not acknowledge failed; it ends with its lease");
+        }
+        return Err(e);
+    }
+    Ok(Attempt::Acquired(guard))
 }
 
 /// A fencing token as the scripts reply it (a counter, never negative).

@@ -29,6 +29,7 @@ mod owner;
 #[doc(hidden)]
 pub mod permits;
 mod pubsub;
+mod replication;
 mod script;
 mod sentinel;
 mod wait;
@@ -36,7 +37,9 @@ mod watchdog;
 
 // What users touch.
 pub use client::Client;
-pub use config::{ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
+pub use config::{
+    ClientConfig, PublishCommand, ReplicaSync, Replicas, RetryPolicy, ShardedSubscription, SyncMode,
+};
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use lock::Lock;

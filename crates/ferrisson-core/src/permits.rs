@@ -233,6 +233,11 @@ impl<K: PermitKind> Waiter<'_, K> {
     /// stays unknown, the undo call follows on the same connection (a try that took nothing
     /// makes it a no-op), and the reservation the try may have taken is given up.
     async fn attempt(&self) -> Result<crate::engine::Attempt<K::Taken>> {
+        let client = &self.kind.names().client;
+        retry_unreplicated(client, || self.attempt_once()).await
+    }
+
+    async fn attempt_once(&self) -> Result<crate::engine::Attempt<K::Taken>> {
         let names = self.kind.names();
         let client = &names.client;
         let try_no = self
@@ -282,7 +287,8 @@ impl<K: PermitKind> Waiter<'_, K> {
         });
         let call = self.kind.try_call(&args, &ticket);
         let sent_at = tokio::time::Instant::now();
-        let reply: Result<Vec<i64>> = Box::pin(client.eval(&call)).await;
+        // Not `eval`: the replica sync of an acquire comes below, with its rollback.
+        let reply: Result<Vec<i64>> = Box::pin(client.settle(|_| client.eval_once(&call))).await;
         undo.settle(&reply);
         let reply = reply?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
@@ -292,6 +298,42 @@ impl<K: PermitKind> Waiter<'_, K> {
             std::sync::atomic::Ordering::Release,
         );
         match reply.as_slice() {
+            [1, _, _, _, ..] if client.syncs_replicas() => {
+                // Handed out only once the replicas have it; else given back (also when the
+                // caller leaves during the wait).
+                let rollback = crate::engine::CleanupGuard::new(|| {
+                    let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
+                    let (waiter, n) = (self.id.clone(), self.n);
+                    async move {
+                        let names = kind.names();
+                        let args = PermitTry {
+                            n,
+                            waiter: &waiter,
+                            latch: &latch,
+                            reservation_ms: 0,
+                        };
+                        if let Err(e) = names
+                            .client
+                            .eval::<i64>(&kind.undo_call(&args, &ticket))
+                            .await
+                        {
+                            tracing::warn!(key = %names.key, n, error = %e, "giving back permits the replicas did not acknowledge failed");
+                        }
+                    }
+                });
+                match client.sync_replicas(&names.key).await {
+                    Ok(()) => {
+                        rollback.disarm();
+                        Ok(crate::engine::Attempt::Acquired(
+                            self.kind.taken(&args, ticket, &reply, sent_at),
+                        ))
+                    }
+                    Err(e) => {
+                        rollback.run().await;
+                        Err(e)
+                    }
+                }
+            }
             [1, _, _, _, ..] => Ok(crate::engine::Attempt::Acquired(
                 self.kind.taken(&args, ticket, &reply, sent_at),
             )),
@@ -310,6 +352,35 @@ impl<K: PermitKind> Waiter<'_, K> {
                 "the acquire script of `{}` replied {other:?}",
                 names.key
             ))),
+        }
+    }
+}
+
+/// Runs `attempt` again while it fails with [`Error::NotReplicated`] (it rolled back what it
+/// took), pausing per the client's retry policy, when the replica sync settings say so.
+pub(crate) async fn retry_unreplicated<T, F, Fut>(client: &Client, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let retries = match client.config().get_replica_sync() {
+        Some(sync) if sync.get_retry_acquire() => client.config().get_retry().retries,
+        _ => 0,
+    };
+    let mut n = 0u32;
+    loop {
+        match attempt().await {
+            Err(Error::NotReplicated { acked, wanted }) if n < retries => {
+                n += 1;
+                tracing::debug!(
+                    acked,
+                    wanted,
+                    retry = n,
+                    "acquire not acknowledged by the replicas: rolled back, trying again"
+                );
+                tokio::time::sleep(client.config().get_retry().backoff(n)).await;
+            }
+            other => return other,
         }
     }
 }

@@ -74,6 +74,13 @@ impl Script {
         }
     }
 
+    /// Whether the script changes data (every one but the `…/state` reads): replica sync
+    /// follows it.
+    pub fn writes(&self) -> bool {
+        // The only read-only scripts are the `…/state` ones.
+        !self.name.ends_with("/state")
+    }
+
     /// The registry name, `<primitive>/<operation>`.
     pub fn name(&self) -> &'static str {
         self.name

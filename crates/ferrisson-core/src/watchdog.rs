@@ -37,6 +37,7 @@ use tokio::time::Instant;
 
 use crate::client::Connection;
 use crate::error::LossReason;
+use crate::replication::{Replication, Synced};
 use crate::script::{Script, ScriptCall};
 
 /// Most keys renewed by one script call.
@@ -86,6 +87,8 @@ struct Entry {
     next_renew: Instant,
     in_flight: bool,
     last_failed: bool,
+    /// The last renewal reached the primary, but its replicas did not acknowledge it.
+    unreplicated: bool,
     lost: Arc<LossSignal>,
 }
 
@@ -136,6 +139,7 @@ pub(crate) struct WatchdogShared {
     state: Mutex<WatchdogState>,
     kick: Notify,
     conn: Connection,
+    replication: Arc<Replication>,
     period: Duration,
     response_timeout: Duration,
 }
@@ -152,11 +156,17 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub(crate) fn start(conn: Connection, period: Duration, response_timeout: Duration) -> Self {
+    pub(crate) fn start(
+        conn: Connection,
+        replication: Arc<Replication>,
+        period: Duration,
+        response_timeout: Duration,
+    ) -> Self {
         let shared = Arc::new(WatchdogShared {
             state: Mutex::new(WatchdogState::default()),
             kick: Notify::new(),
             conn,
+            replication,
             period,
             response_timeout,
         });
@@ -181,6 +191,7 @@ impl Watchdog {
             next_renew: spec.sent_at + period,
             in_flight: false,
             last_failed: false,
+            unreplicated: false,
             lost: Arc::default(),
         });
         if entry.holds > 0 {
@@ -461,6 +472,9 @@ fn expire(state: &mut WatchdogState, now: Instant) {
 fn loss_reason_at_deadline(entry: &Entry) -> LossReason {
     if !entry.renewing {
         LossReason::LeaseExpired
+    } else if entry.last_failed && entry.unreplicated {
+        // Renewals reached the primary, but its replicas still have the old expiry.
+        LossReason::NotReplicated
     } else if entry.last_failed || entry.in_flight {
         // The last renewal failed, or is still unanswered at the deadline.
         LossReason::RenewalFailed
@@ -556,6 +570,25 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
             None
         }
     };
+    // With replica sync on, a renewal counts only once the replicas have it: until then a
+    // failover would bring back the old expiry.
+    let mut unreplicated = false;
+    if results.as_ref().is_some_and(|r| r.contains(&1)) && shared.replication.enabled() {
+        let first_key = keys.first().copied().unwrap_or_default();
+        let left = batch
+            .earliest_deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let synced = tokio::time::timeout(
+            left.min(shared.response_timeout),
+            shared.replication.sync(&shared.conn, first_key),
+        )
+        .await;
+        unreplicated = !matches!(synced, Ok(Ok(Synced::Yes | Synced::NotNeeded)));
+        if unreplicated {
+            tracing::debug!(keys = batch.members.len(), result = ?synced, "renewal not acknowledged by the replicas; retrying");
+        }
+    }
     let now = Instant::now();
     let mut state = shared.state();
     for (i, (key, id)) in batch.members.iter().enumerate() {
@@ -564,12 +597,18 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         };
         entry.in_flight = false;
         match results.as_ref().and_then(|r| r.get(i).copied()) {
+            Some(1) if unreplicated => {
+                entry.last_failed = true;
+                entry.unreplicated = true;
+                entry.next_renew = now + retry_interval;
+            }
             Some(1) => {
                 entry.deadline = entry
                     .deadline
                     .max(crate::duration::later(sent_at, batch.lease));
                 entry.next_renew = sent_at + shared.period;
                 entry.last_failed = false;
+                entry.unreplicated = false;
             }
             Some(_) => {
                 if let Some(entry) = state.entries.remove(key) {
@@ -578,6 +617,7 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
             }
             None => {
                 entry.last_failed = true;
+                entry.unreplicated = false;
                 entry.next_renew = now + retry_interval;
             }
         }

@@ -93,7 +93,29 @@ impl RedisCluster {
         };
         cluster.wait_until_ok()?;
         cluster.original_primaries = cluster.primary_ports();
+        cluster.wait_for_replicas()?;
         Ok(cluster)
+    }
+
+    /// Waits until every primary has its replica online (`INFO replication`), so that a
+    /// `WAIT` for one replica is answered.
+    fn wait_for_replicas(&self) -> Result<(), String> {
+        let deadline = deadline_in(FORM_TIMEOUT);
+        loop {
+            let synced = self.original_primaries.iter().all(|port| {
+                let info: redis::RedisResult<String> = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut self.node(*port).connection());
+                info.is_ok_and(|i| i.contains("connected_slaves:1") && i.contains("state=online"))
+            });
+            if synced {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the replicas did not sync within {FORM_TIMEOUT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn wait_until_ok(&self) -> Result<(), String> {

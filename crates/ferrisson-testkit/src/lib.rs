@@ -207,7 +207,15 @@ impl RedisServer {
             .args(if self.sentinel_conf.is_some() {
                 &[][..]
             } else {
-                &["--save", "", "--appendonly", "no"][..]
+                // A replica syncs at once (the default waits 5 s for more replicas to come).
+                &[
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ][..]
             })
             .args(["--protected-mode", "no"])
             .args(["--daemonize", "no"])

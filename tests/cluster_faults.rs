@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::{Client, ClientConfig, Lock, PublishCommand, ReentrantLock};
+use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
+use ferrisson_fair_lock::{FairLock, FairLockGuard};
 use ferrisson_latch::CountDownLatch;
+use ferrisson_rwlock::{ReadWriteLock, RwLockGuard};
 use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisCluster;
 
@@ -47,6 +50,58 @@ fn name_on(cluster: &RedisCluster, port: u16, prefix: &str, tagged: bool) -> Str
         if cluster.primary_for(&name).port() == port {
             return name;
         }
+    }
+}
+
+/// The fair lock, the write side of a read-write lock and an expirable semaphore, held by one
+/// client (names under the tag `tag`, so in its slot) while another waits for each.
+struct OtherKinds {
+    fair: FairLockGuard,
+    write: RwLockGuard,
+    permit: Permit,
+}
+
+impl OtherKinds {
+    async fn hold(client: &Client, tag: &str) -> Self {
+        Self {
+            fair: FairLock::new(client, &format!("{tag}:fair"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+            write: ReadWriteLock::new(client, &format!("{tag}:rw"))
+                .unwrap()
+                .write_lock()
+                .lock()
+                .await
+                .unwrap(),
+            permit: ExpirableSemaphore::new(client, &format!("{tag}:expirable"))
+                .unwrap()
+                .with_limit(1)
+                .unwrap()
+                .acquire(None)
+                .await
+                .unwrap(),
+        }
+    }
+
+    fn wait(client: &Client, tag: &str) -> Vec<tokio::task::JoinHandle<()>> {
+        let fair = FairLock::new(client, &format!("{tag}:fair")).unwrap();
+        let rw = ReadWriteLock::new(client, &format!("{tag}:rw")).unwrap();
+        let expirable = ExpirableSemaphore::new(client, &format!("{tag}:expirable")).unwrap();
+        vec![
+            tokio::spawn(async move { fair.lock().await.unwrap().unlock().await.unwrap() }),
+            tokio::spawn(
+                async move { rw.read_lock().lock().await.unwrap().unlock().await.unwrap() },
+            ),
+            tokio::spawn(async move { drop(expirable.acquire(None).await.unwrap()) }),
+        ]
+    }
+
+    async fn release(self) {
+        self.fair.unlock().await.unwrap();
+        self.write.unlock().await.unwrap();
+        drop(self.permit);
     }
 }
 
@@ -172,6 +227,7 @@ async fn waiters_and_renewals_follow_a_slot_migration() {
     let latch = CountDownLatch::new(&holder, &latch_name).unwrap();
     assert!(latch.try_set_count(1).await.unwrap());
 
+    let others = OtherKinds::hold(&holder, &tag).await;
     let lock_waiter = {
         let lock = ReentrantLock::new(&waiting, &lock_name).unwrap();
         tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
@@ -180,6 +236,7 @@ async fn waiters_and_renewals_follow_a_slot_migration() {
         let semaphore = Semaphore::new(&waiting, &semaphore_name).unwrap();
         tokio::spawn(async move { drop(semaphore.acquire().await.unwrap()) })
     };
+    let other_waiters = OtherKinds::wait(&waiting, &tag);
     let latch_waiter = {
         let latch = CountDownLatch::new(&waiting, &latch_name).unwrap();
         tokio::spawn(async move { latch.wait_for(Duration::from_secs(60)).await.unwrap() })
@@ -187,7 +244,7 @@ async fn waiters_and_renewals_follow_a_slot_migration() {
     eventually(
         Duration::from_secs(10),
         "the waiters' channels are subscribed on the first owner",
-        || async { shard_channels(&cluster, from).len() >= 3 },
+        || async { shard_channels(&cluster, from).len() >= 6 },
     )
     .await;
 
@@ -206,11 +263,14 @@ async fn waiters_and_renewals_follow_a_slot_migration() {
     held.unlock().await.unwrap();
     drop(permit);
     latch.count_down().await.unwrap();
+    others.release().await;
     // Woken by messages on the new owner (their own re-checks would come after 30 s).
+    let mut waiters = vec![lock_waiter, permit_waiter];
+    waiters.extend(other_waiters);
     join_within(
         Duration::from_secs(15),
-        "the waiters get lock, permit and latch",
-        vec![lock_waiter, permit_waiter],
+        "every waiter gets its lock or permit",
+        waiters,
     )
     .await;
     assert!(
@@ -252,6 +312,7 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
         .with_limit(1)
         .unwrap();
     let permit = semaphore.acquire().await.unwrap();
+    let others = OtherKinds::hold(&holder, &tag).await;
     let lock_waiter = {
         let lock = ReentrantLock::new(&waiting, &lock_name).unwrap();
         tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
@@ -260,10 +321,11 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
         let semaphore = Semaphore::new(&waiting, &semaphore_name).unwrap();
         tokio::spawn(async move { drop(semaphore.acquire().await.unwrap()) })
     };
+    let other_waiters = OtherKinds::wait(&waiting, &tag);
     eventually(
         Duration::from_secs(10),
         "the waiters' channels are subscribed",
-        || async { shard_channels(&cluster, primary).len() >= 2 },
+        || async { shard_channels(&cluster, primary).len() >= 5 },
     )
     .await;
     // Everything written so far is on the replica before its primary dies.
@@ -279,7 +341,7 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
     eventually(
         Duration::from_secs(15),
         "the waiters' channels are subscribed on the promoted replica",
-        || async { shard_channels(&cluster, promoted).len() >= 2 },
+        || async { shard_channels(&cluster, promoted).len() >= 5 },
     )
     .await;
     // The short lease was renewed on the promoted replica, past its first term.
@@ -288,10 +350,13 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
 
     held.unlock().await.unwrap();
     drop(permit);
+    others.release().await;
+    let mut waiters = vec![lock_waiter, permit_waiter];
+    waiters.extend(other_waiters);
     join_within(
         Duration::from_secs(20),
-        "the waiters get the lock and the permit after the failover",
-        vec![lock_waiter, permit_waiter],
+        "every waiter gets its lock or permit after the failover",
+        waiters,
     )
     .await;
     renewed.unlock().await.unwrap();

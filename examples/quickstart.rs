@@ -3,6 +3,8 @@
 //! ```text
 //! cargo run --example quickstart                          # starts a throwaway redis-server
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example quickstart
+//! REDIS_URL=redis-cluster://10.0.0.1:6379,10.0.0.2:6379 cargo run --example quickstart
+//! REDIS_URL=redis-sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster cargo run --example quickstart
 //! ```
 #![allow(clippy::print_stdout)]
 
@@ -14,7 +16,8 @@ use ferrisson_testkit::RedisServer;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Use the server at REDIS_URL, or start a throwaway one (killed when `server` drops).
+    // Use the server at REDIS_URL (one server, a cluster or a Sentinel set-up: the URL says
+    // which), or start a throwaway one (killed when `server` drops).
     let (server, url) = RedisServer::from_env_or_spawn()?;
     if server.is_some() {
         println!("started a throwaway redis-server at {url}");

@@ -55,6 +55,7 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         "waiters",
         "semaphore",
         "latch",
+        "cluster",
     ] {
         assert!(scenarios.contains(scenario), "no {scenario} records");
     }
@@ -86,6 +87,18 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         assert!(
             find(scenario, metric),
             "no {scenario}/{metric} for ferrisson"
+        );
+    }
+    for metric in [
+        "ratio_to_standalone",
+        "commands_per_acquisition",
+        "subscriber_connections",
+    ] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["scenario"] == "cluster" && r["metric"] == metric),
+            "no cluster/{metric}"
         );
     }
     assert!(stdout.contains("node and python peers skipped"), "{stdout}");

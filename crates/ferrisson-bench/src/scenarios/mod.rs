@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::record::Records;
 use crate::stats::Probe;
 
+pub mod cluster;
 pub mod contended;
 pub mod external;
 pub mod latch;
@@ -58,7 +59,7 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     "raw",
     "uncontended",
     "contended",
@@ -66,6 +67,7 @@ pub const ALL: [&str; 7] = [
     "semaphore",
     "latch",
     "peers",
+    "cluster",
 ];
 
 pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
@@ -79,6 +81,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
         "waiters" => waiters::run(ctx, records).await,
         "semaphore" => semaphore::run(ctx, records).await,
         "latch" => latch::run(ctx, records).await,
+        "cluster" => cluster::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;
             external::run(ctx, records).await

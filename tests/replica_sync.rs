@@ -107,14 +107,8 @@ async fn acquires_wait_for_the_replica_and_roll_back_when_it_does_not_answer() {
     )
     .await;
     let semaphore_no_retry = Semaphore::new(&no_retry, semaphore.key()).unwrap();
-    let started = tokio::time::Instant::now();
     let err = semaphore_no_retry.try_acquire().await.unwrap_err();
     assert!(matches!(err, Error::NotReplicated { .. }), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_millis(1_200),
-        "without retries, one sync timeout: {:?}",
-        started.elapsed()
-    );
     assert_eq!(
         semaphore.available_permits().await.unwrap(),
         3,

@@ -45,27 +45,34 @@ impl Connection {
         }
     }
 
-    /// Sends a keyless command to the node serving `key` (on a cluster, the primary of its
-    /// slot; elsewhere, the one server): `WAIT` after a script on that key.
-    pub(crate) async fn query_at(
+    /// The first `count` commands of `pipe` in one round trip, on one connection, to the node
+    /// serving `key`: a script and the `WAIT` behind it. Each reply is returned as it came
+    /// (an error reply stays a value).
+    pub(crate) async fn pipeline_at(
         &self,
-        cmd: &mut redis::Cmd,
+        pipe: &redis::Pipeline,
+        count: usize,
         key: &str,
-    ) -> redis::RedisResult<Value> {
+    ) -> redis::RedisResult<Vec<Value>> {
         match self {
+            Connection::Standalone(manager) => {
+                let mut manager = manager.clone();
+                manager.send_packed_commands(pipe, 0, count).await
+            }
             Connection::Cluster(cluster) => {
-                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
                 let route = Route::new(crate::keys::hash_slot(key), SlotAddr::Master);
                 let mut cluster = cluster.clone();
                 cluster
-                    .route_command(
-                        cmd.clone(),
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    .route_pipeline(
+                        pipe.clone(),
+                        0,
+                        count,
+                        SingleNodeRoutingInfo::SpecificNode(route),
                     )
-                    .await?
-                    .extract_error()
+                    .await
             }
-            _ => self.query(cmd).await,
+            Connection::Sentinel(primary) => primary.pipeline(pipe, count).await,
         }
     }
 
@@ -90,6 +97,34 @@ impl Connection {
             }
             Connection::Sentinel(primary) => primary.query(cmd).await,
         }
+    }
+}
+
+/// How to open one more command connection to the same deployment (replica sync's lanes).
+#[derive(Clone)]
+pub(crate) enum Opener {
+    Standalone(redis::Client, ConnectionManagerConfig),
+    Cluster(Arc<dyn Fn() -> redis::cluster::ClusterClientBuilder + Send + Sync>),
+    Sentinel(
+        crate::config::SentinelSpec,
+        ConnectionManagerConfig,
+        Duration,
+    ),
+}
+
+impl Opener {
+    pub(crate) async fn open(&self) -> redis::RedisResult<Connection> {
+        Ok(match self {
+            Opener::Standalone(client, config) => Connection::Standalone(
+                ConnectionManager::new_with_config(client.clone(), config.clone()).await?,
+            ),
+            Opener::Cluster(builder) => {
+                Connection::Cluster(builder().build()?.get_async_connection().await?)
+            }
+            Opener::Sentinel(spec, config, timeout) => Connection::Sentinel(Arc::new(
+                crate::sentinel::SentinelPrimary::connect(spec, config.clone(), *timeout).await?,
+            )),
+        })
     }
 }
 
@@ -157,15 +192,15 @@ impl Client {
                     "a Sentinel client needs at least one sentinel address".into(),
                 ));
             }
-            let primary = crate::sentinel::SentinelPrimary::connect(
-                &spec,
-                manager_config(&config),
-                config.connect_timeout,
-            )
-            .await?;
-            let primary = Arc::new(primary);
+            let opener = Opener::Sentinel(spec, manager_config(&config), config.connect_timeout);
+            let conn = opener.open().await?;
+            let Connection::Sentinel(primary) = &conn else {
+                return Err(Error::Protocol(
+                    "a Sentinel opener made another connection".into(),
+                ));
+            };
             let source = Source::sentinel(primary.clone());
-            return Self::start(source, Connection::Sentinel(primary), config).await;
+            return Self::start(source, conn, opener, config).await;
         }
         if config.cluster_nodes.is_empty() {
             let redis_client = redis::Client::open(config.url.as_str())?;
@@ -179,13 +214,14 @@ impl Client {
             config.response_timeout,
             config.retry.retries,
         );
-        let builder = move || {
+        let builder = Arc::new(move || {
             redis::cluster::ClusterClient::builder(nodes.clone())
                 .connection_timeout(connect_timeout)
                 .response_timeout(response_timeout)
                 .retries(retries)
-        };
-        let conn = Connection::Cluster(builder().build()?.get_async_connection().await?);
+        });
+        let opener = Opener::Cluster(builder.clone());
+        let conn = opener.open().await?;
         let sharded = match config.sharded {
             ShardedSubscription::On => true,
             ShardedSubscription::Off => false,
@@ -193,7 +229,7 @@ impl Client {
         };
         let source = if sharded {
             config.publish = PublishCommand::Spublish;
-            Source::Sharded(Arc::new(builder))
+            Source::Sharded(builder)
         } else {
             config.publish = PublishCommand::Publish;
             let seeds = config
@@ -204,7 +240,7 @@ impl Client {
             Source::rotating(seeds)
         };
         tracing::debug!(sharded, "cluster client: pub/sub mode chosen");
-        Self::start(source, conn, config).await
+        Self::start(source, conn, opener, config).await
     }
 
     /// Connects through an existing `redis::Client` (its address, credentials and TLS
@@ -222,15 +258,18 @@ impl Client {
     ) -> Result<Self> {
         config.validate()?;
         runtime_check()?;
-        let manager =
-            ConnectionManager::new_with_config(redis_client.clone(), manager_config(&config))
-                .await?;
-        let conn = Connection::Standalone(manager);
-        Self::start(Source::fixed(redis_client), conn, config).await
+        let opener = Opener::Standalone(redis_client.clone(), manager_config(&config));
+        let conn = opener.open().await?;
+        Self::start(Source::fixed(redis_client), conn, opener, config).await
     }
 
     /// Checks the connection (authentication, permissions) and starts the hub and the watchdog.
-    async fn start(source: Source, conn: Connection, config: ClientConfig) -> Result<Self> {
+    async fn start(
+        source: Source,
+        conn: Connection,
+        opener: Opener,
+        config: ClientConfig,
+    ) -> Result<Self> {
         // Authentication errors surface at the first command: make that one ours.
         let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
             if matches!(
@@ -245,7 +284,8 @@ impl Client {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
         check_publish(&conn, &config).await?;
-        let replication = Arc::new(Replication::start(config.get_replica_sync(), &conn).await);
+        let replication =
+            Arc::new(Replication::start(config.get_replica_sync(), &conn, &opener).await?);
         let hub = Hub::start(
             source,
             config.connect_timeout,
@@ -353,14 +393,18 @@ pub trait ClientEngine {
     /// [`Error::InvalidArgument`] naming the first one that does not.
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()>;
 
-    /// With replica sync on, waits until the replicas of `key`'s primary have what this client
-    /// wrote there so far (`WAIT`/`WAITAOF`); at once otherwise.
+    /// As [`eval_once`](Self::eval_once), and with replica sync on (for a script that writes),
+    /// `WAIT`s for the replicas in the same round trip: the second result says whether enough
+    /// of them acknowledged ([`Error::NotReplicated`] when not, [`Error::Redis`] when the wait
+    /// failed). With sync off, the second result is `Ok`.
     ///
     /// # Errors
     ///
-    /// [`Error::NotReplicated`] when too few replicas acknowledged in time, [`Error::Redis`]
-    /// when the wait itself failed (then nothing is known about the replicas either).
-    async fn sync_replicas(&self, key: &str) -> Result<()>;
+    /// As [`eval_once`](Self::eval_once), for the script call itself.
+    async fn eval_once_synced<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall,
+    ) -> Result<(T, Result<()>)>;
 
     /// Whether replica sync is on (then [`sync_replicas`](Self::sync_replicas) follows every
     /// acquire, renewal and release).
@@ -553,17 +597,30 @@ impl ClientEngine for Client {
         Ok(key)
     }
 
-    async fn sync_replicas(&self, key: &str) -> Result<()> {
-        if !self.inner.replication.enabled() {
-            return Ok(());
+    async fn eval_once_synced<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall,
+    ) -> Result<(T, Result<()>)> {
+        let replication = &self.inner.replication;
+        if !replication.enabled() || !call.script().writes() {
+            return Ok((self.eval_once(call).await?, Ok(())));
         }
-        match self.inner.replication.sync(&self.inner.conn, key).await? {
-            Synced::NotNeeded | Synced::Yes => Ok(()),
-            Synced::No { acked, wanted } => {
-                tracing::warn!(%key, acked, wanted, "replicas did not acknowledge the change in time");
+        let (value, synced) = replication
+            .eval_synced(call)
+            .await
+            .map_err(|e| script_error(e, call))?;
+        let value = redis::from_redis_value(value)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))?;
+        let key = call.keys().next().unwrap_or_default();
+        let synced = match synced {
+            Ok(Synced::NotNeeded | Synced::Yes) => Ok(()),
+            Ok(Synced::No { acked, wanted }) => {
+                tracing::debug!(%key, acked, wanted, "replicas did not acknowledge the change in time");
                 Err(Error::NotReplicated { acked, wanted })
             }
-        }
+            Err(e) => Err(Error::Redis(e)),
+        };
+        Ok((value, synced))
     }
 
     fn syncs_replicas(&self) -> bool {
@@ -595,15 +652,13 @@ impl ClientEngine for Client {
     }
 
     async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        let reply = self.settle(|_| self.eval_once(call)).await?;
-        if self.inner.replication.enabled() && call.script().writes() {
+        let (reply, synced) = self.settle(|_| self.eval_once_synced(call)).await?;
+        if let Err(e) = synced {
             // Releases and other changes: done on the primary whatever the replicas say; a
             // failover before they have it may undo it (a released hold comes back until its
             // lease ends, and is no longer renewed).
             let key = call.keys().next().unwrap_or_default();
-            if let Err(e) = self.sync_replicas(key).await {
-                tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");
-            }
+            tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");
         }
         Ok(reply)
     }

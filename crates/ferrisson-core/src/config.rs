@@ -56,6 +56,7 @@ pub struct ReplicaSync {
     pub(crate) timeout: Duration,
     pub(crate) mode: SyncMode,
     pub(crate) retry_acquire: bool,
+    pub(crate) connections: usize,
 }
 
 impl Default for ReplicaSync {
@@ -65,6 +66,7 @@ impl Default for ReplicaSync {
             timeout: Duration::from_secs(1),
             mode: SyncMode::Auto,
             retry_acquire: true,
+            connections: 4,
         }
     }
 }
@@ -94,6 +96,20 @@ impl ReplicaSync {
     pub fn retry_acquire(mut self, retry: bool) -> Self {
         self.retry_acquire = retry;
         self
+    }
+
+    /// How many connections of their own synced calls use, in turn (4 by default; at least
+    /// 1). Redis holds a connection that sent `WAIT` until the replicas answer: the calls
+    /// behind it on the same connection wait too, so more connections let more synced calls
+    /// be answered at once (and fewer wait out a hanging replica's timeout in a row).
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n.max(1);
+        self
+    }
+
+    /// How many connections synced calls use.
+    pub fn get_connections(&self) -> usize {
+        self.connections
     }
 
     /// Which replicas are waited for.

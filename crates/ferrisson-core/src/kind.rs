@@ -281,7 +281,7 @@ async fn try_call<K: HoldKind>(
         _ => client.config().get_lease(),
     };
     let mut sent_at = Instant::now();
-    let reply: Vec<i64> = client
+    let reply = client
         .settle(|n| {
             sent_at = Instant::now();
             let call = kind.try_call(&TryArgs {
@@ -295,9 +295,10 @@ async fn try_call<K: HoldKind>(
                 retry: n > 0,
                 wait,
             });
-            async move { client.eval_once(&call).await }
+            async move { client.eval_once_synced(&call).await }
         })
         .await?;
+    let (reply, synced): (Vec<i64>, Result<()>) = reply;
     let (held, token) = match reply.as_slice() {
         [1, held] => (*held, None),
         [1, held, token] => (*held, kind.fenced().then(|| token_of(*token))),
@@ -326,9 +327,7 @@ async fn try_call<K: HoldKind>(
         sent_at,
     });
     let guard = HoldGuard::new(kind.clone(), owner, handle, token);
-    if client.syncs_replicas()
-        && let Err(e) = client.sync_replicas(kind.lock_key()).await
-    {
+    if let Err(e) = synced {
         // A hold the replicas may not have is not handed out: a failover could give it to
         // someone else.
         if let Err(undo) = guard.unlock().await {

@@ -287,10 +287,11 @@ impl<K: PermitKind> Waiter<'_, K> {
         });
         let call = self.kind.try_call(&args, &ticket);
         let sent_at = tokio::time::Instant::now();
-        // Not `eval`: the replica sync of an acquire comes below, with its rollback.
-        let reply: Result<Vec<i64>> = Box::pin(client.settle(|_| client.eval_once(&call))).await;
+        // Not `eval`: an acquire the replicas did not acknowledge is rolled back below.
+        let reply: Result<(Vec<i64>, Result<()>)> =
+            Box::pin(client.settle(|_| client.eval_once_synced(&call))).await;
         undo.settle(&reply);
-        let reply = reply?;
+        let (reply, synced) = reply?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
         // that took permits dropped it).
         self.holds_reservation.store(
@@ -298,41 +299,29 @@ impl<K: PermitKind> Waiter<'_, K> {
             std::sync::atomic::Ordering::Release,
         );
         match reply.as_slice() {
-            [1, _, _, _, ..] if client.syncs_replicas() => {
-                // Handed out only once the replicas have it; else given back (also when the
-                // caller leaves during the wait).
-                let rollback = crate::engine::CleanupGuard::new(|| {
-                    let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
-                    let (waiter, n) = (self.id.clone(), self.n);
-                    async move {
-                        let names = kind.names();
-                        let args = PermitTry {
-                            n,
-                            waiter: &waiter,
-                            latch: &latch,
-                            reservation_ms: 0,
-                        };
-                        if let Err(e) = names
-                            .client
-                            .eval::<i64>(&kind.undo_call(&args, &ticket))
-                            .await
-                        {
-                            tracing::warn!(key = %names.key, n, error = %e, "giving back permits the replicas did not acknowledge failed");
-                        }
+            [1, _, _, _, ..] if synced.is_err() => {
+                // Handed out only once the replicas have it: given back now, in a task of its
+                // own, so that a caller leaving meanwhile does not stop it.
+                let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
+                let (waiter, n) = (self.id.clone(), self.n);
+                let undo = tokio::spawn(async move {
+                    let names = kind.names();
+                    let args = PermitTry {
+                        n,
+                        waiter: &waiter,
+                        latch: &latch,
+                        reservation_ms: 0,
+                    };
+                    if let Err(e) = names
+                        .client
+                        .eval::<i64>(&kind.undo_call(&args, &ticket))
+                        .await
+                    {
+                        tracing::warn!(key = %names.key, n, error = %e, "giving back permits the replicas did not acknowledge failed");
                     }
                 });
-                match client.sync_replicas(&names.key).await {
-                    Ok(()) => {
-                        rollback.disarm();
-                        Ok(crate::engine::Attempt::Acquired(
-                            self.kind.taken(&args, ticket, &reply, sent_at),
-                        ))
-                    }
-                    Err(e) => {
-                        rollback.run().await;
-                        Err(e)
-                    }
-                }
+                let _ = undo.await;
+                synced.map(|()| crate::engine::Attempt::Held(0))
             }
             [1, _, _, _, ..] => Ok(crate::engine::Attempt::Acquired(
                 self.kind.taken(&args, ticket, &reply, sent_at),

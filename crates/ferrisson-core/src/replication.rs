@@ -2,6 +2,12 @@
 //! a primary, `WAIT` (or `WAITAOF`) until its replicas have the change, so that a failover
 //! right after it does not undo it.
 //!
+//! The script and its `WAIT` go in one round trip, on one of a few connections of their own
+//! (*lanes*, taken in turn): Redis holds a connection that sent `WAIT` until the replicas
+//! answer, which on the client's shared connection would hold up every other call behind it
+//! (renewals and reads included, for the whole timeout when a replica hangs). On a lane it
+//! holds up only other synced calls.
+//!
 //! How many replicas a primary has is looked up, not configured: `INFO replication` on a
 //! standalone or Sentinel-managed primary, `CLUSTER SHARDS` on a cluster (replicas whose health
 //! is not `failed`), kept for [`TOPOLOGY_TTL`]. A primary with no replica is not waited on (as
@@ -13,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::Connection;
+use crate::client::{Connection, Opener};
 use crate::config::{ReplicaSync, Replicas, SyncMode};
+use crate::script::ScriptCall;
 
 /// How long a replica count is trusted.
 const TOPOLOGY_TTL: Duration = Duration::from_secs(2);
@@ -33,6 +40,9 @@ pub(crate) enum Synced {
 /// The sync settings of a client, with what it learnt about the servers.
 pub(crate) struct Replication {
     settings: Option<ReplicaSync>,
+    /// Connections for scripts with their `WAIT`, taken in turn.
+    lanes: Vec<Connection>,
+    next_lane: std::sync::atomic::AtomicUsize,
     /// `WAITAOF` rather than `WAIT` (decided once at connect).
     aof: bool,
     /// Replica counts: of the one primary (key `None`), or per cluster slot range.
@@ -51,27 +61,40 @@ impl Replication {
     pub(crate) fn off() -> Self {
         Self {
             settings: None,
+            lanes: Vec::new(),
+            next_lane: std::sync::atomic::AtomicUsize::new(0),
             aof: false,
             counts: Mutex::new(None),
         }
     }
 
-    /// Sync as `settings` say, choosing `WAIT` or `WAITAOF` by asking the server once.
-    pub(crate) async fn start(settings: Option<ReplicaSync>, conn: &Connection) -> Self {
+    /// Sync as `settings` say, choosing `WAIT` or `WAITAOF` by asking the server once, with
+    /// the lanes `opener` opens.
+    pub(crate) async fn start(
+        settings: Option<ReplicaSync>,
+        conn: &Connection,
+        opener: &Opener,
+    ) -> redis::RedisResult<Self> {
         let Some(settings) = settings else {
-            return Self::off();
+            return Ok(Self::off());
         };
         let aof = match settings.mode {
             SyncMode::Wait => false,
             SyncMode::WaitAof => true,
             SyncMode::Auto => has_waitaof_and_aof(conn).await,
         };
+        let mut lanes = Vec::new();
+        for _ in 0..settings.connections.max(1) {
+            lanes.push(opener.open().await?);
+        }
         tracing::debug!(aof, ?settings, "replica sync on");
-        Self {
+        Ok(Self {
             settings: Some(settings),
+            lanes,
+            next_lane: std::sync::atomic::AtomicUsize::new(0),
             aof,
             counts: Mutex::new(None),
-        }
+        })
     }
 
     /// Whether sync is on.
@@ -79,34 +102,83 @@ impl Replication {
         self.settings.is_some()
     }
 
-    /// Waits until the replicas of the primary of `key` have every write this client's
-    /// connection sent it so far (the script call just made among them).
-    pub(crate) async fn sync(&self, conn: &Connection, key: &str) -> redis::RedisResult<Synced> {
+    /// Runs `call` and, in the same round trip on a lane, the `WAIT` for the replicas of its
+    /// key's primary. The first result is the script's reply; the second, whether enough
+    /// replicas acknowledged (an error when the `WAIT` itself failed).
+    pub(crate) async fn eval_synced(
+        &self,
+        call: &ScriptCall,
+    ) -> redis::RedisResult<(Value, redis::RedisResult<Synced>)> {
+        let key = call.keys().next().unwrap_or_default();
         let Some(settings) = self.settings else {
-            return Ok(Synced::NotNeeded);
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "replica sync is off",
+            )));
         };
-        let available = self.replicas_of(conn, key).await?;
+        let lane = self.lane();
+        let available = self.replicas_of(lane, key).await?;
         let wanted = match settings.replicas {
             Replicas::All => available,
             Replicas::AtLeast(n) => n,
         };
         if wanted == 0 || (available == 0 && settings.replicas == Replicas::All) {
-            return Ok(Synced::NotNeeded);
+            return Ok((lane.eval(call).await?, Ok(Synced::NotNeeded)));
         }
+        let wait = self.wait_command(wanted, settings);
+        let mut pipe = redis::pipe();
+        pipe.add_command(call.command().clone())
+            .add_command(wait.clone());
+        let mut replies = lane.pipeline_at(&pipe, 2, key).await?;
+        if replies.first().is_some_and(is_noscript) {
+            tracing::debug!(
+                script = call.script().name(),
+                "the server lacks the script: sending it with EVAL"
+            );
+            let mut pipe = redis::pipe();
+            pipe.add_command(call.eval_command()).add_command(wait);
+            replies = lane.pipeline_at(&pipe, 2, key).await?;
+        }
+        let mut replies = replies.into_iter();
+        let (Some(reply), Some(waited)) = (replies.next(), replies.next()) else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a script and WAIT pipeline came back short",
+            )));
+        };
+        let reply = reply.extract_error()?;
+        let synced = waited
+            .extract_error()
+            .map(|waited| self.judge(&waited, wanted, settings));
+        Ok((reply, synced))
+    }
+
+    /// The next lane in turn.
+    fn lane(&self) -> &Connection {
+        let n = self
+            .next_lane
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // `start` opens at least one lane.
+        &self.lanes[n % self.lanes.len()]
+    }
+
+    fn wait_command(&self, wanted: u32, settings: ReplicaSync) -> redis::Cmd {
         let timeout = crate::duration::millis(settings.timeout).max(1);
         let mut cmd = if self.aof {
             let mut cmd = redis::cmd("WAITAOF");
-            cmd.arg(0).arg(wanted).arg(timeout);
+            cmd.arg(0);
             cmd
         } else {
-            let mut cmd = redis::cmd("WAIT");
-            cmd.arg(wanted).arg(timeout);
-            cmd
+            redis::cmd("WAIT")
         };
-        let reply = conn.query_at(&mut cmd, key).await?;
-        let acked = match reply {
-            Value::Int(n) => n,
-            // WAITAOF: [local fsyncs, replica fsyncs].
+        cmd.arg(wanted).arg(timeout);
+        cmd
+    }
+
+    /// What a `WAIT` (a count) or `WAITAOF` (`[local, replicas]`) reply says.
+    fn judge(&self, waited: &Value, wanted: u32, settings: ReplicaSync) -> Synced {
+        let acked = match waited {
+            Value::Int(n) => *n,
             Value::Array(items) => match items.get(1) {
                 Some(Value::Int(n)) => *n,
                 _ => 0,
@@ -120,11 +192,11 @@ impl Replication {
             Replicas::AtLeast(n) => acked >= n,
         };
         if enough {
-            Ok(Synced::Yes)
+            Synced::Yes
         } else {
             // The replicas may have changed (one failed, a failover): look again next time.
             self.forget();
-            Ok(Synced::No { acked, wanted })
+            Synced::No { acked, wanted }
         }
     }
 
@@ -225,6 +297,10 @@ fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
             .map(|(_, v)| v),
         _ => None,
     }
+}
+
+fn is_noscript(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e) if e.code() == "NOSCRIPT")
 }
 
 fn text(value: Option<&Value>) -> Option<&str> {

@@ -112,6 +112,29 @@ impl SentinelPrimary {
         })
     }
 
+    /// The first `count` commands of `pipe` in one round trip to the current primary,
+    /// following it as [`query`](Self::query) does.
+    pub(crate) fn pipeline<'a>(
+        &'a self,
+        pipe: &'a redis::Pipeline,
+        count: usize,
+    ) -> futures::future::BoxFuture<'a, redis::RedisResult<Vec<Value>>> {
+        Box::pin(async move {
+            let (generation, mut manager) = self.current();
+            let result = manager.send_packed_commands(pipe, 0, count).await;
+            let failed = match &result {
+                Err(e) => crate::error::is_transient(e),
+                Ok(replies) => replies
+                    .iter()
+                    .any(|r| matches!(r, Value::ServerError(e) if e.code() == "READONLY")),
+            };
+            if failed {
+                self.follow(generation).await;
+            }
+            result
+        })
+    }
+
     /// Asks the sentinels for the primary, unless another caller has moved on since
     /// `generation`; connects to it when it is a new one.
     fn follow(&self, generation: u64) -> futures::future::BoxFuture<'_, ()> {

@@ -544,50 +544,48 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         .response_timeout
         .min(batch.earliest_deadline.saturating_duration_since(sent_at))
         .max(Duration::from_millis(1));
-    let reply = tokio::time::timeout(budget, shared.conn.eval(&call)).await;
-    let results: Option<Vec<i64>> = match reply {
-        Ok(Ok(value)) => match redis::from_redis_value::<Vec<i64>>(value) {
-            Ok(v) if v.len() == batch.members.len() => Some(v),
+    // With replica sync on, the renewal and its WAIT go in one round trip (on a lane).
+    let reply = tokio::time::timeout(budget, async {
+        if shared.replication.enabled() {
+            let (value, synced) = shared.replication.eval_synced(&call).await?;
+            Ok((value, Some(synced)))
+        } else {
+            shared.conn.eval(&call).await.map(|value| (value, None))
+        }
+    })
+    .await;
+    let (results, synced): (Option<Vec<i64>>, _) = match reply {
+        Ok(Ok((value, synced))) => match redis::from_redis_value::<Vec<i64>>(value) {
+            Ok(v) if v.len() == batch.members.len() => (Some(v), synced),
             Ok(v) => {
                 tracing::warn!(
                     expected = batch.members.len(),
                     got = v.len(),
                     "renewal reply of the wrong length"
                 );
-                None
+                (None, None)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "renewal reply not understood");
-                None
+                (None, None)
             }
         },
         Ok(Err(e)) => {
             tracing::debug!(error = %e, keys = batch.members.len(), "renewal failed; retrying");
-            None
+            (None, None)
         }
         Err(_) => {
             tracing::debug!(keys = batch.members.len(), "renewal timed out; retrying");
-            None
+            (None, None)
         }
     };
     // With replica sync on, a renewal counts only once the replicas have it: until then a
     // failover would bring back the old expiry.
-    let mut unreplicated = false;
-    if results.as_ref().is_some_and(|r| r.contains(&1)) && shared.replication.enabled() {
-        let first_key = keys.first().copied().unwrap_or_default();
-        let left = batch
-            .earliest_deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        let synced = tokio::time::timeout(
-            left.min(shared.response_timeout),
-            shared.replication.sync(&shared.conn, first_key),
-        )
-        .await;
-        unreplicated = !matches!(synced, Ok(Ok(Synced::Yes | Synced::NotNeeded)));
-        if unreplicated {
-            tracing::debug!(keys = batch.members.len(), result = ?synced, "renewal not acknowledged by the replicas; retrying");
-        }
+    let unreplicated = synced
+        .as_ref()
+        .is_some_and(|s| !matches!(s, Ok(Synced::Yes | Synced::NotNeeded)));
+    if unreplicated {
+        tracing::debug!(keys = batch.members.len(), result = ?synced, "renewal not acknowledged by the replicas; retrying");
     }
     let now = Instant::now();
     let mut state = shared.state();

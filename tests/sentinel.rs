@@ -1,16 +1,15 @@
 //! Synchronizers on a local Redis Sentinel set-up (one primary, one replica, three sentinels):
-//! the `redis-sentinel://` URL, and lock, semaphore and latch across a primary kill, with the
-//! loss signal when the promoted replica does not have the lease.
+//! the `redis-sentinel://` URL, and every synchronizer's holds and waiters across a primary
+//! kill, with the loss signal when the promoted replica does not have the lease.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 mod common;
 
 use std::time::Duration;
 
+use common::every_kind::{EveryKind, KindNames};
 use common::*;
 use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
-use ferrisson_latch::CountDownLatch;
-use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisSentinel;
 
 async fn sentinel_client(setup: &RedisSentinel, lease: Duration) -> Client {
@@ -29,69 +28,37 @@ async fn connect(config: ClientConfig, lease: Duration) -> Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_semaphore_and_latch_carry_on_across_a_primary_kill() {
+async fn every_synchronizer_carries_on_across_a_primary_kill() {
     let mut setup = RedisSentinel::spawn();
     // A lease longer than the failover takes (1 s to call the primary down, then a vote).
     let holder = sentinel_client(&setup, Duration::from_secs(8)).await;
     let waiting = sentinel_client(&setup, Duration::from_secs(30)).await;
-    let lock_name = unique_name("sentinel-lock");
-    let semaphore_name = unique_name("sentinel-semaphore");
-    let latch_name = unique_name("sentinel-latch");
-
-    let held = ReentrantLock::fenced(&holder, &lock_name)
-        .unwrap()
-        .lock()
-        .await
-        .unwrap();
-    let semaphore = Semaphore::new(&holder, &semaphore_name)
-        .unwrap()
-        .with_limit(1)
-        .unwrap();
-    let permit = semaphore.acquire().await.unwrap();
-    let latch = CountDownLatch::new(&holder, &latch_name).unwrap();
-    assert!(latch.try_set_count(1).await.unwrap());
-
-    let lock_waiter = {
-        let lock = ReentrantLock::fenced(&waiting, &lock_name).unwrap();
-        tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            let token = guard.token().unwrap();
-            guard.unlock().await.unwrap();
-            token
-        })
-    };
-    let permit_waiter = {
-        let semaphore = Semaphore::new(&waiting, &semaphore_name).unwrap();
-        tokio::spawn(async move { drop(semaphore.acquire().await.unwrap()) })
-    };
-    let latch_waiter = {
-        let latch = CountDownLatch::new(&waiting, &latch_name).unwrap();
-        tokio::spawn(async move { latch.wait_for(Duration::from_secs(60)).await.unwrap() })
-    };
+    let names = KindNames::unique("sentinel");
+    let held = EveryKind::hold(&holder, &names).await;
+    let waiters = held.waiters(&waiting, &names);
     let old = setup.primary_port();
     eventually(
         Duration::from_secs(10),
         "the waiters subscribed",
         || async {
             subscriber_connections(&mut setup.node(old).connection()) >= 1
-                && waiting.waiter_stats().1 >= 3
+                && waiting.waiter_stats().1 >= KindNames::KINDS
         },
     )
     .await;
-    // Everything so far is on the replica before the primary dies.
-    let _: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5_000)
-        .query(&mut setup.node(old).connection())
-        .unwrap();
+    // Replica sync (on by default) made sure the replica has every hold.
     setup.node_mut(old).stop();
     let new = setup.wait_for_failover(old);
 
     // The holder's renewals moved to the new primary and kept the lock past its first lease.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    assert!(held.ensure_held().is_ok(), "{:?}", held.loss_reason());
+    assert!(
+        held.lock().ensure_held().is_ok(),
+        "{:?}",
+        held.lock().loss_reason()
+    );
     let mut con = setup.node(new).connection();
-    let ttl: i64 = redis::cmd("PTTL").arg(&lock_name).query(&mut con).unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(&names.lock).query(&mut con).unwrap();
     assert!(
         ttl > 0,
         "the lock is on the new primary with a lease ({ttl})"
@@ -104,33 +71,16 @@ async fn lock_semaphore_and_latch_carry_on_across_a_primary_kill() {
     )
     .await;
 
-    let held_token = held.token().unwrap();
-    held.unlock().await.unwrap();
-    drop(permit);
-    latch.count_down().await.unwrap();
-    let results = join_within(
-        Duration::from_secs(20),
-        "the lock waiter gets the lock",
-        vec![lock_waiter],
-    )
-    .await;
-    assert!(results[0] > held_token, "tokens grow across the failover");
+    held.release().await;
     join_within(
         Duration::from_secs(20),
-        "the permit waiter gets the permit",
-        vec![permit_waiter],
+        "every waiter gets its lock, permit or open latch (tokens grow across the failover)",
+        waiters,
     )
     .await;
-    assert!(
-        tokio::time::timeout(Duration::from_secs(20), latch_waiter)
-            .await
-            .unwrap()
-            .unwrap(),
-        "the latch opened for its waiter"
-    );
     // A new client finds the new primary through the sentinels.
     let late = sentinel_client(&setup, Duration::from_secs(30)).await;
-    let guard = ReentrantLock::new(&late, &lock_name)
+    let guard = ReentrantLock::new(&late, &names.lock)
         .unwrap()
         .try_lock()
         .await

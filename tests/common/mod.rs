@@ -8,6 +8,8 @@ use std::time::Duration;
 use ferrisson::{Client, ClientConfig};
 pub use ferrisson_testkit::{RedisServer, TestRedis, unique_name};
 
+pub mod every_kind;
+
 /// A client of `url` with the given watchdog lease.
 pub async fn client_with_lease(url: &str, lease: Duration) -> Client {
     Client::with_config(ClientConfig::new(url).lease(lease))

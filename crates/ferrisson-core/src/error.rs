@@ -140,8 +140,9 @@ pub enum LossReason {
     /// The acquire's reply took longer than the lease: by the time it arrived, the lease it
     /// set could have run out on the server (a slow round trip, a stalled connection).
     ExpiredInFlight,
-    /// Replica sync is on, and renewals reached the primary but no replica acknowledged them
-    /// until the lease could have run out on the replicas: a failover then would lose the hold.
+    /// Replica sync is on, and renewals failed until the lease could have run out on the
+    /// replicas, the last one the primary answered unacknowledged by them: the primary may
+    /// still have the hold, but a failover would lose it.
     NotReplicated,
 }
 

@@ -87,7 +87,7 @@ struct Entry {
     next_renew: Instant,
     in_flight: bool,
     last_failed: bool,
-    /// The last renewal reached the primary, but its replicas did not acknowledge it.
+    /// The last renewal the primary answered went unacknowledged by its replicas.
     unreplicated: bool,
     lost: Arc<LossSignal>,
 }
@@ -614,8 +614,9 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
                 }
             }
             None => {
+                // (`unreplicated` stays: the last renewal the primary answered still went
+                // unacknowledged by the replicas, whatever became of this one.)
                 entry.last_failed = true;
-                entry.unreplicated = false;
                 entry.next_renew = now + retry_interval;
             }
         }

@@ -106,6 +106,16 @@ async fn acquires_wait_for_the_replica_and_roll_back_when_it_does_not_answer() {
             .retry_acquire(false),
     )
     .await;
+    // Without retries: one acquire and its WAIT, and a rollback that waits for no replica.
+    let before = waits(&mut primary);
+    let err = ReentrantLock::new(&no_retry, &name)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotReplicated { .. }), "{err}");
+    assert_eq!(waits(&mut primary) - before, 1, "the rollback sent no WAIT");
+    assert!(!lock.is_locked().await.unwrap());
     let semaphore_no_retry = Semaphore::new(&no_retry, semaphore.key()).unwrap();
     let err = semaphore_no_retry.try_acquire().await.unwrap_err();
     assert!(matches!(err, Error::NotReplicated { .. }), "{err}");
@@ -127,6 +137,38 @@ async fn acquires_wait_for_the_replica_and_roll_back_when_it_does_not_answer() {
     pair.replica.resume();
     permit.release().await.unwrap();
     assert_eq!(semaphore.available_permits().await.unwrap(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_client_take_turns_with_replica_sync() {
+    let pair = pair();
+    let client = synced_client(
+        &pair.primary.url(),
+        Duration::from_secs(30),
+        ReplicaSync::default(),
+    )
+    .await;
+    let name = unique_name("synced-contended");
+    let inside = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let lock = ReentrantLock::new(&client, &name).unwrap();
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let guard = lock.lock().await.unwrap();
+                assert_eq!(inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0);
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    join_within(Duration::from_secs(30), "every task gets its turns", tasks).await;
+    // (Local hand-offs are off with replica sync: each acquisition is a synced call.)
+    let mut replica = pair.replica.connection();
+    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut replica).unwrap();
+    assert_eq!(exists, 0, "the replica saw the last release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -602,7 +602,7 @@ impl ClientEngine for Client {
         call: &ScriptCall,
     ) -> Result<(T, Result<()>)> {
         let replication = &self.inner.replication;
-        if !replication.enabled() || !call.script().writes() {
+        if !replication.enabled() || !call.script().writes() || crate::replication::rolling_back() {
             return Ok((self.eval_once(call).await?, Ok(())));
         }
         let (value, synced) = replication
@@ -735,6 +735,12 @@ impl ClientEngine for Client {
     }
 
     fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        // A hand-off is an acquisition made by the releaser's script; with replica sync on,
+        // every acquisition goes through its own synced call, which rolls back what the
+        // replicas did not get.
+        if self.inner.replication.enabled() {
+            return None;
+        }
         self.inner.hub.claim(channel, max_streak)
     }
 

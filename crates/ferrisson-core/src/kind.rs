@@ -330,7 +330,7 @@ async fn try_call<K: HoldKind>(
     if let Err(e) = synced {
         // A hold the replicas may not have is not handed out: a failover could give it to
         // someone else.
-        if let Err(undo) = guard.unlock().await {
+        if let Err(undo) = crate::replication::without_sync(guard.unlock()).await {
             tracing::warn!(key = %kind.lock_key(), error = %undo, "rolling back a hold the replicas did not acknowledge failed; it ends with its lease");
         }
         return Err(e);

@@ -304,7 +304,7 @@ impl<K: PermitKind> Waiter<'_, K> {
                 // own, so that a caller leaving meanwhile does not stop it.
                 let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
                 let (waiter, n) = (self.id.clone(), self.n);
-                let undo = tokio::spawn(async move {
+                let undo = tokio::spawn(crate::replication::without_sync(async move {
                     let names = kind.names();
                     let args = PermitTry {
                         n,
@@ -319,7 +319,7 @@ impl<K: PermitKind> Waiter<'_, K> {
                     {
                         tracing::warn!(key = %names.key, n, error = %e, "giving back permits the replicas did not acknowledge failed");
                     }
-                });
+                }));
                 let _ = undo.await;
                 synced.map(|()| crate::engine::Attempt::Held(0))
             }

@@ -23,6 +23,23 @@ use crate::client::{Connection, Opener};
 use crate::config::{ReplicaSync, Replicas, SyncMode};
 use crate::script::ScriptCall;
 
+tokio::task_local! {
+    /// Set while a call undoes an acquire the replicas did not acknowledge: its scripts need
+    /// no `WAIT` (the replicas never had what it takes back), and one more timeout would only
+    /// delay the caller's next try.
+    static ROLLING_BACK: ();
+}
+
+/// Runs `undo` without replica sync for its scripts (see [`ROLLING_BACK`]).
+pub(crate) async fn without_sync<F: std::future::Future>(undo: F) -> F::Output {
+    ROLLING_BACK.scope((), undo).await
+}
+
+/// Whether the current task is rolling back ([`without_sync`]).
+pub(crate) fn rolling_back() -> bool {
+    ROLLING_BACK.try_with(|_| ()).is_ok()
+}
+
 /// How long a replica count is trusted.
 const TOPOLOGY_TTL: Duration = Duration::from_secs(2);
 

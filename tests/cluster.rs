@@ -212,3 +212,56 @@ async fn waiters_are_woken_by_releases_on_other_primaries_and_holds_in_many_slot
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_pubsub_on_a_cluster_when_sharded_is_off() {
+    let cluster = RedisCluster::spawn();
+    let config = |lease| {
+        ClientConfig::cluster(cluster.urls())
+            .lease(lease)
+            .sharded_subscription(ferrisson::ShardedSubscription::Off)
+    };
+    let holder = Client::with_config(config(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let waiting = Client::with_config(config(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.config().get_publish_command(),
+        ferrisson::PublishCommand::Publish
+    );
+    let names = names_on_every_primary(&cluster, "classic", 6);
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(
+            ReentrantLock::new(&holder, name)
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    let mut waiters = Vec::new();
+    for name in &names {
+        let lock = ReentrantLock::new(&waiting, name).unwrap();
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        }));
+    }
+    eventually(Duration::from_secs(10), "classic subscriptions", || async {
+        cluster.primary_ports().iter().any(|port| {
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query(&mut cluster.node(*port).connection())
+                .unwrap();
+            channels.len() >= names.len()
+        })
+    })
+    .await;
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    // Woken by messages the cluster relays to the subscriber's node (re-checks: 30 s).
+    join_within(Duration::from_secs(15), "every waiter is woken", waiters).await;
+}

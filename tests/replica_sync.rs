@@ -223,4 +223,21 @@ async fn a_primary_without_replicas_is_not_waited_on_and_sync_is_off_by_default(
     )
     .await;
     assert!(matches!(bad, Err(Error::InvalidArgument(_))));
+    // WAITAOF asked of a server without it (Redis before 7.2) is refused at connect; Auto
+    // picks WAIT there (the WAIT counts above).
+    let version: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let has_waitaof =
+        !version.contains("redis_version:7.0") && !version.contains("redis_version:6");
+    let aof = Client::with_config(
+        ClientConfig::new(server.url())
+            .replica_sync(ReplicaSync::default().mode(ferrisson::SyncMode::WaitAof)),
+    )
+    .await;
+    match aof {
+        Ok(_) => assert!(has_waitaof),
+        Err(e) => assert!(
+            !has_waitaof && matches!(e, Error::InvalidArgument(_)),
+            "{e}"
+        ),
+    }
 }

@@ -284,8 +284,13 @@ impl Client {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
         check_publish(&conn, &config).await?;
-        let replication =
-            Arc::new(Replication::start(config.get_replica_sync(), &conn, &opener).await?);
+        let replication = Replication::start(config.get_replica_sync(), &conn, &opener)
+            .await
+            .map_err(|e| match e.kind() {
+                redis::ErrorKind::InvalidClientConfig => Error::InvalidArgument(e.to_string()),
+                _ => Error::Redis(e),
+            })?;
+        let replication = Arc::new(replication);
         let hub = Hub::start(
             source,
             config.connect_timeout,

@@ -97,8 +97,14 @@ impl Replication {
         };
         let aof = match settings.mode {
             SyncMode::Wait => false,
+            SyncMode::WaitAof if !has_waitaof(conn).await => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "replica sync with SyncMode::WaitAof needs WAITAOF (Redis 7.2+), which this server does not have: use SyncMode::Wait or Auto",
+                )));
+            }
             SyncMode::WaitAof => true,
-            SyncMode::Auto => has_waitaof_and_aof(conn).await,
+            SyncMode::Auto => has_waitaof(conn).await && keeps_aof(conn).await,
         };
         let mut lanes = Vec::new();
         for _ in 0..settings.connections.max(1) {
@@ -328,18 +334,17 @@ fn text(value: Option<&Value>) -> Option<&str> {
     }
 }
 
-/// Whether the server knows `WAITAOF` (Redis 7.2+) and keeps an append-only file: only then
-/// can `WAITAOF` be answered.
-async fn has_waitaof_and_aof(conn: &Connection) -> bool {
-    let known = conn
-        .query(redis::cmd("COMMAND").arg("INFO").arg("WAITAOF"))
+/// Whether the server knows `WAITAOF` (Redis 7.2+).
+async fn has_waitaof(conn: &Connection) -> bool {
+    conn.query(redis::cmd("COMMAND").arg("INFO").arg("WAITAOF"))
         .await
         .is_ok_and(
             |v| matches!(v, Value::Array(items) if items.first().is_some_and(|i| *i != Value::Nil)),
-        );
-    if !known {
-        return false;
-    }
+        )
+}
+
+/// Whether the server keeps an append-only file (without one, `WAITAOF` cannot be answered).
+async fn keeps_aof(conn: &Connection) -> bool {
     let info = conn.query(redis::cmd("INFO").arg("persistence")).await;
     info.ok()
         .and_then(|v| redis::from_redis_value::<String>(v).ok())

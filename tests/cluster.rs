@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::every_kind::{lock_all, lock_waiters};
 use common::*;
 use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
@@ -172,25 +173,9 @@ async fn waiters_are_woken_by_releases_on_other_primaries_and_holds_in_many_slot
     let other = cluster_client(&cluster, Duration::from_secs(30)).await;
     let names = names_on_every_primary(&cluster, "cluster-renew", 12);
     // Holds in many slots, kept by the watchdog past several leases: its batches go per slot.
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(
-            ReentrantLock::new(&holder, name)
-                .unwrap()
-                .lock()
-                .await
-                .unwrap(),
-        );
-    }
+    let guards = lock_all(&holder, &names).await;
     // A waiter per name on the other client, woken by each release's message.
-    let mut waiters = Vec::new();
-    for name in &names {
-        let lock = ReentrantLock::new(&other, name).unwrap();
-        waiters.push(tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            guard.unlock().await.unwrap();
-        }));
-    }
+    let waiters = lock_waiters(&other, &names, 1);
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     for guard in &guards {
         assert!(guard.ensure_held().is_ok(), "{guard:?} was not renewed");
@@ -232,23 +217,8 @@ async fn classic_pubsub_on_a_cluster_when_sharded_is_off() {
         ferrisson::PublishCommand::Publish
     );
     let names = names_on_every_primary(&cluster, "classic", 6);
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(
-            ReentrantLock::new(&holder, name)
-                .unwrap()
-                .lock()
-                .await
-                .unwrap(),
-        );
-    }
-    let mut waiters = Vec::new();
-    for name in &names {
-        let lock = ReentrantLock::new(&waiting, name).unwrap();
-        waiters.push(tokio::spawn(async move {
-            lock.lock().await.unwrap().unlock().await.unwrap();
-        }));
-    }
+    let guards = lock_all(&holder, &names).await;
+    let waiters = lock_waiters(&waiting, &names, 1);
     eventually(Duration::from_secs(10), "classic subscriptions", || async {
         cluster.primary_ports().iter().any(|port| {
             let channels: Vec<String> = redis::cmd("PUBSUB")

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::every_kind::{EveryKind, KindNames};
+use common::every_kind::{EveryKind, KindNames, lock_all, lock_waiters};
 use common::*;
 use ferrisson::{Client, ClientConfig, Lock, PublishCommand, ReentrantLock};
 use ferrisson_latch::CountDownLatch;
@@ -67,25 +67,8 @@ async fn waiters_use_sharded_pubsub_with_one_subscriber_connection_per_shard() {
             names.push(name_on(&cluster, port, "sharded", i % 2 == 0));
         }
     }
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(
-            ReentrantLock::new(&holder, name)
-                .unwrap()
-                .lock()
-                .await
-                .unwrap(),
-        );
-    }
-    let mut waiters = Vec::new();
-    for name in &names {
-        for _ in 0..3 {
-            let lock = ReentrantLock::new(&waiting, name).unwrap();
-            waiters.push(tokio::spawn(async move {
-                lock.lock().await.unwrap().unlock().await.unwrap();
-            }));
-        }
-    }
+    let guards = lock_all(&holder, &names).await;
+    let waiters = lock_waiters(&waiting, &names, 3);
     eventually(
         Duration::from_secs(10),
         "every channel is subscribed on the primary of its slot",

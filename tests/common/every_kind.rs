@@ -149,3 +149,33 @@ impl EveryKind {
         self.latch.count_down().await.unwrap();
     }
 }
+
+/// The reentrant lock of each of `names`, held by `client`.
+pub async fn lock_all(client: &Client, names: &[String]) -> Vec<HoldGuard> {
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(
+            ReentrantLock::new(client, name)
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    guards
+}
+
+/// `per_name` tasks on `client` for each of `names`, each taking the lock once and giving it
+/// back.
+pub fn lock_waiters(client: &Client, names: &[String], per_name: usize) -> Vec<JoinHandle<()>> {
+    let mut waiters = Vec::new();
+    for name in names {
+        for _ in 0..per_name {
+            let lock = ReentrantLock::new(client, name).unwrap();
+            waiters.push(tokio::spawn(async move {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+            }));
+        }
+    }
+    waiters
+}

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// What to do when no server can be had.
 pub const INSTRUCTIONS: &str = "no Redis server for the tests: install one \
-(`apt-get install -y redis-server` on Debian/Ubuntu, `brew install redis` on macOS), \
+(`apt-get install -y redis-server redis-tools` on Debian/Ubuntu, `brew install redis` on macOS), \
 or point REDIS_SERVER_BIN at a redis-server binary, or set REDIS_URL=redis://host:port \
 for tests that only need some server";
 

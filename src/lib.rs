@@ -15,6 +15,7 @@
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
 //! | `expirable-semaphore` | [`ExpirableSemaphore`] | `RPermitExpirableSemaphore` |
 //! | `latch` | [`CountDownLatch`] | `RCountDownLatch` |
+//! | `spin-lock` | [`SpinLock`] | `RSpinLock` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -68,3 +69,7 @@ pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 #[cfg(feature = "latch")]
 #[doc(inline)]
 pub use ferrisson_latch::CountDownLatch;
+
+#[cfg(feature = "spin-lock")]
+#[doc(inline)]
+pub use ferrisson_spin_lock::{SpinLock, SpinLockGuard};

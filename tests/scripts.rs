@@ -20,6 +20,7 @@ fn registered() -> Vec<&'static Script> {
     all.extend(ferrisson_semaphore::scripts());
     all.extend(ferrisson_expirable_semaphore::scripts());
     all.extend(ferrisson_latch::scripts());
+    all.extend(ferrisson_spin_lock::scripts());
     all
 }
 

@@ -61,6 +61,40 @@ pub struct Waiting<'a> {
     pub policy: WakePolicy,
     /// The longest sleep between two tries (a heartbeat, or a safety net for lost messages).
     pub recheck: Duration,
+    /// `Some`: the waiter polls instead, with this backoff, and never subscribes (the spin
+    /// lock, whose releases publish nothing); `channel` and `policy` are then unused.
+    pub spin: Option<Backoff>,
+}
+
+/// How a polling waiter spaces its tries: `min` after the first failed try, doubling up to
+/// `max` (Redisson's `RSpinLock` default: 1 ms to 128 ms), never past the holder's lease or the
+/// waiter's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first pause.
+    pub min: Duration,
+    /// The longest pause.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(128),
+        }
+    }
+}
+
+impl Backoff {
+    /// The pause after failed try number `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let factor = 1u32.checked_shl(n).unwrap_or(u32::MAX);
+        self.min
+            .checked_mul(factor)
+            .unwrap_or(self.max)
+            .min(self.max)
+    }
 }
 
 /// A lock kind, as the engine drives it: the reentrant lock, the fair lock, either side of the
@@ -184,6 +218,13 @@ pub async fn acquire<K: HoldKind>(
             }
         })
     });
+    if let Some(backoff) = waiting.spin {
+        let outcome = spin(kind, &owner, lease, waits, deadline, backoff).await;
+        if let Some(give_up) = give_up {
+            give_up.disarm();
+        }
+        return outcome;
+    }
     // Registered before the first try when the channel is subscribed already: a kind that
     // hands off queues behind the local waiters there without a try (no barging, no wasted
     // call: they are woken or handed the lock first, and one leaving unserved wakes the next);
@@ -229,6 +270,53 @@ pub async fn acquire<K: HoldKind>(
         }
     }
     Ok(outcome)
+}
+
+/// The wait of a kind whose waiters poll ([`Waiting::spin`]): tries spaced by `backoff`, never
+/// sleeping past the holder's lease (the lock is free by then) or the deadline. A broken
+/// connection is waited out for the client's `wait_outage_limit`, as the pub/sub wait does.
+async fn spin<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    lease: Option<Duration>,
+    waits: bool,
+    deadline: Option<Instant>,
+    backoff: Backoff,
+) -> Result<Option<HoldGuard>> {
+    let outage_limit = kind.client().config().get_wait_outage_limit();
+    let mut outage: Option<Instant> = None;
+    let mut n: u32 = 0;
+    loop {
+        let pause = match try_once(kind, owner, lease, waits).await {
+            Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+            Ok(Attempt::Held(_)) if !waits => return Ok(None),
+            Ok(Attempt::Held(ttl)) => {
+                outage = None;
+                let pause = backoff.delay(n);
+                match u64::try_from(ttl) {
+                    // The holder's lease ends sooner: look then.
+                    Ok(ms) => pause.min(Duration::from_millis(ms.max(1))),
+                    Err(_) => pause,
+                }
+            }
+            Err(e) if waits && e.is_connection_error() => {
+                let since = *outage.get_or_insert_with(Instant::now);
+                if since.elapsed() >= outage_limit {
+                    return Err(e);
+                }
+                tracing::debug!(key = %kind.lock_key(), error = %e, "spinning through a Redis outage");
+                backoff.max
+            }
+            Err(e) => return Err(e),
+        };
+        n = n.saturating_add(1);
+        let wake = crate::duration::later(Instant::now(), pause);
+        match deadline {
+            Some(deadline) if deadline <= Instant::now() => return Ok(None),
+            Some(deadline) => tokio::time::sleep_until(wake.min(deadline)).await,
+            None => tokio::time::sleep_until(wake).await,
+        }
+    }
 }
 
 /// One acquire script call (settled when its reply is lost). If the caller drops the future

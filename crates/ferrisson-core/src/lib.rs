@@ -66,9 +66,11 @@ pub mod engine {
     pub use crate::error::map_redis_error;
     pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
     pub use crate::keys;
-    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
+    pub use crate::kind::{Backoff, HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
-    pub use crate::lock::{FORCE_RELEASE_HASH, RENEW_HASH, scripts};
+    pub use crate::lock::{
+        FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, RENEW_HASH, scripts,
+    };
     pub use crate::permits;
     pub use crate::pubsub::{
         Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,

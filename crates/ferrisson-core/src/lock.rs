@@ -220,10 +220,28 @@ pub static FORCE_RELEASE_HASH: Script = Script::with_prelude(
     include_str!("../lua/force_release_hash.lua"),
 );
 
+/// Take or re-enter a lock kept in a hash (`lua/core/hash_lock_acquire.lua`): the reentrant
+/// lock's and the spin lock's acquire.
+pub static HASH_LOCK_ACQUIRE: Script = Script::with_prelude(
+    "core/hash_lock_acquire",
+    &crate::script::LOCK_PRELUDE,
+    include_str!("../lua/hash_lock_acquire.lua"),
+);
+
+/// Release one hold of a lock kept in a hash (`lua/core/hash_lock_release.lua`): the reentrant
+/// lock's (which publishes and hands off) and the spin lock's (which does neither).
+pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
+    "core/hash_lock_release",
+    &crate::script::LOCK_PRELUDE,
+    include_str!("../lua/hash_lock_release.lua"),
+);
+
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 5] {
+pub fn scripts() -> [&'static Script; 7] {
     [
         &crate::script::LOCK_PRELUDE,
+        &HASH_LOCK_ACQUIRE,
+        &HASH_LOCK_RELEASE,
         &RENEW_HASH,
         &FORCE_RELEASE_HASH,
         &crate::permits::PERMITS_UPDATE,

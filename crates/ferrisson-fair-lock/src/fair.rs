@@ -294,6 +294,7 @@ impl HoldKind for FairShared {
             channel: Cow::Owned(format!("{}:{owner}", self.channel_prefix)),
             policy: |_| Wake::All,
             recheck: self.heartbeat(),
+            spin: None,
         }
     }
 

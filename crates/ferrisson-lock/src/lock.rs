@@ -316,6 +316,7 @@ impl HoldKind for LockShared {
             channel: Cow::Borrowed(&self.channel),
             policy: lock_message_policy,
             recheck: self.client.config().get_lease(),
+            spin: None,
         }
     }
 

@@ -1,20 +1,14 @@
-//! The Lua scripts of the reentrant lock (`lua/lock/`).
+//! The reentrant lock's scripts: the hash-lock scripts of `ferrisson_core`
+//! (`lua/core/hash_lock_*.lua`), which the spin lock shares.
 
-use ferrisson_core::engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, Script};
 
-pub(crate) static ACQUIRE: Script = Script::with_prelude(
-    "lock/acquire",
-    &LOCK_PRELUDE,
-    include_str!("../lua/acquire.lua"),
-);
-pub(crate) static RELEASE: Script = Script::with_prelude(
-    "lock/release",
-    &LOCK_PRELUDE,
-    include_str!("../lua/release.lua"),
-);
+pub(crate) use ferrisson_core::engine::{
+    HASH_LOCK_ACQUIRE as ACQUIRE, HASH_LOCK_RELEASE as RELEASE,
+};
 
-/// Every script this crate runs, for tests and tools that load or check them (it also runs
-/// `ferrisson_core`'s `core/renew_hash` and `core/force_release_hash`).
+/// Every script this crate runs, for tests and tools that load or check them (all of them
+/// `ferrisson_core`'s: these two, `core/renew_hash` and `core/force_release_hash`).
 pub fn scripts() -> [&'static Script; 2] {
-    [&ACQUIRE, &RELEASE]
+    [&HASH_LOCK_ACQUIRE, &HASH_LOCK_RELEASE]
 }

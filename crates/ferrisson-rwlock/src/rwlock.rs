@@ -381,6 +381,7 @@ impl HoldKind for Side {
             } else {
                 self.shared.client.config().get_lease()
             },
+            spin: None,
         }
     }
 

@@ -85,7 +85,7 @@ pub async fn load_scripts(
     con: &mut redis::aio::MultiplexedConnection,
 ) -> Result<(String, String), String> {
     let mut shas = Vec::new();
-    for name in ["lock/acquire", "lock/release"] {
+    for name in ["core/hash_lock_acquire", "core/hash_lock_release"] {
         let script = ferrisson_lock::scripts()
             .into_iter()
             .find(|s| s.name() == name)

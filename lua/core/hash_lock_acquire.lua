@@ -1,7 +1,8 @@
 -- ferrisson script
--- operation: lock/acquire
+-- operation: core/hash_lock_acquire
 -- protocol: 1
--- Take or re-enter a reentrant lock (Redisson RLock layout), optionally with a fencing token.
+-- Take or re-enter a lock kept in a hash (Redisson's RLock and RSpinLock layout), optionally
+-- with a fencing token: the reentrant lock's and the spin lock's acquire.
 -- KEYS[1] lock hash (field = owner, value = hold count)
 -- KEYS[2] fencing counter, prefixed("redisson_lock_token", name), issued by next_token (core/lock_prelude); touched only when ARGV[5] = "1"
 -- ARGV[1] lease in milliseconds

@@ -1,8 +1,9 @@
 -- ferrisson script
--- operation: lock/release
+-- operation: core/hash_lock_release
 -- protocol: 1
--- Release one hold of a reentrant lock, freeing it (and waking a waiter) or handing it to a
--- waiter of the releasing client; a retry with the same request id gets the first result.
+-- Release one hold of a lock kept in a hash (the reentrant lock's and the spin lock's), freeing
+-- it (and waking a waiter) or handing it to a waiter of the releasing client; a retry with the
+-- same request id gets the first result.
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_lock__channel", name)
 -- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
@@ -10,7 +11,8 @@
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] how long the latch keeps the result, in milliseconds
--- ARGV[4] publish command ("publish")
+-- ARGV[4] publish command ("publish", "spublish"), or "" to publish nothing (the spin lock,
+--         whose waiters poll, as Redisson's RSpinLock)
 -- ARGV[5] successor owner to hand the lock to when the last hold goes, or "" to free it
 -- ARGV[6] the successor's lease in milliseconds
 -- ARGV[7] "1" for a fenced lock, else "0"
@@ -41,7 +43,9 @@ elseif ARGV[5] ~= '' then
   code = 2
 else
   redis.call('del', KEYS[1])
-  redis.call(ARGV[4], KEYS[2], '0')
+  if ARGV[4] ~= '' then
+    redis.call(ARGV[4], KEYS[2], '0')
+  end
   code = 1
 end
 redis.call('set', KEYS[3], code .. ':' .. token, 'px', ARGV[3])

@@ -1,0 +1,35 @@
+//! A spin lock on Redis with Redisson's `RSpinLock` semantics and data layout: the reentrant
+//! lock's hash, leases, watchdog, loss signal and fencing option, but no pub/sub. Releases
+//! publish nothing and waiters poll with exponential backoff (1 ms to 128 ms by default), so
+//! that it runs where pub/sub is unwanted or unavailable, at the cost of a few commands per
+//! wait.
+//!
+//! ```no_run
+//! # async fn demo() -> ferrisson_core::Result<()> {
+//! use ferrisson_core::Client;
+//! use ferrisson_spin_lock::{Lock, SpinLock};
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = SpinLock::new(&client, "cache:refresh")?;
+//! let guard = lock.lock().await?;
+//! // ... the protected work, watching guard.lost() ...
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+
+mod spin;
+
+/// One hold of a [`SpinLock`]: the loss signal, the fencing token, and the release on
+/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
+pub use ferrisson_core::HoldGuard as SpinLockGuard;
+pub use ferrisson_core::engine::Backoff;
+pub use ferrisson_core::{Lock, LockOptions};
+pub use spin::SpinLock;
+
+/// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).
+pub fn scripts() -> [&'static ferrisson_core::engine::Script; 2] {
+    [
+        &ferrisson_core::engine::HASH_LOCK_ACQUIRE,
+        &ferrisson_core::engine::HASH_LOCK_RELEASE,
+    ]
+}

@@ -1,0 +1,270 @@
+//! The spin lock.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use ferrisson_core::engine::keys::prefixed;
+use ferrisson_core::engine::{
+    self, Backoff, ClientEngine, FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE,
+    HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count,
+    lock_message_policy,
+};
+use ferrisson_core::{Client, Error, Lock, LockOptions, Owner, Result};
+
+use crate::SpinLockGuard;
+
+/// A reentrant distributed lock whose waiters poll instead of listening: Redisson's
+/// `RSpinLock`, on the same Redis layout (a hash `name` of owner → hold count, with a TTL).
+///
+/// - **The reentrant lock's semantics.** Exclusive per acquisition, reentrant through an
+///   [`Owner`] ([`owned_by`](Self::owned_by)), holds kept by the client's watchdog unless taken
+///   with a fixed lease, a loss signal on the guard ([`lost`](SpinLockGuard::lost)) before the
+///   lease can have run out on the server, and fencing tokens with [`fenced`](Self::fenced).
+/// - **No pub/sub.** A release publishes nothing; a waiter tries again after a pause that
+///   starts at the backoff's minimum and doubles up to its maximum (1 ms to 128 ms by default,
+///   [`with_backoff`](Self::with_backoff)), never sleeping past the holder's lease or its own
+///   deadline. A waiter costs Redis one script call per pause; a release is noticed within one
+///   pause. Local waiters are not handed the lock: every acquisition is a try.
+/// - **Interop.** Redisson's `RSpinLock` on the same name excludes and is excluded by it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_spin_lock::{Backoff, Lock, LockOptions, SpinLock};
+///
+/// let lock = SpinLock::new(&client, "reindex")?.with_backoff(Backoff {
+///     min: Duration::from_millis(2),
+///     max: Duration::from_millis(50),
+/// })?;
+/// let guard = lock.lock().await?;
+/// let other = lock.clone();
+/// let waiter = tokio::spawn(async move {
+///     other.try_lock_with(LockOptions::new().wait(Duration::from_secs(5))).await
+/// });
+/// guard.unlock().await?;
+/// let second = waiter.await??.expect("the waiter polled its way in");
+/// second.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// As the reentrant lock's: a dropped `lock` future gives back a hold its last try may have
+/// taken (the release follows on the same connection); a waiter holds nothing between tries,
+/// so dropping it leaves nothing behind.
+#[derive(Clone)]
+pub struct SpinLock {
+    shared: Arc<SpinShared>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for SpinLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpinLock")
+            .field("key", &self.shared.key)
+            .field("fenced", &self.shared.fenced)
+            .field("backoff", &self.shared.backoff)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+struct SpinShared {
+    client: Client,
+    key: Arc<str>,
+    /// Redisson's lock channel name: never published on by this lock, but the force unlock
+    /// script takes one (a message nobody listens to).
+    channel: String,
+    token_key: String,
+    latch_prefix: String,
+    fenced: bool,
+    backoff: Backoff,
+}
+
+impl SpinLock {
+    /// A handle to the spin lock named `name` (after the client's namespace prefix), with the
+    /// default backoff (1 ms, doubling, up to 128 ms).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, false)
+    }
+
+    /// As [`new`](Self::new), handing out a fencing token with every acquisition (the
+    /// reentrant lock's counter `redisson_lock_token:{name}`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn fenced(client: &Client, name: &str) -> Result<Self> {
+        Self::build(client, name, true)
+    }
+
+    fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        let key = client.object_key(name)?;
+        Ok(Self {
+            shared: Arc::new(SpinShared {
+                client: client.clone(),
+                channel: prefixed("redisson_lock__channel", &key),
+                token_key: prefixed("redisson_lock_token", &key),
+                latch_prefix: prefixed("redisson_unlock_latch", &key),
+                key: key.into(),
+                fenced,
+                backoff: Backoff::default(),
+            }),
+            owner: None,
+        })
+    }
+
+    /// This lock with waiters pausing as `backoff` says.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `min` is zero or above `max`, or `max` is above an
+    /// hour.
+    pub fn with_backoff(&self, backoff: Backoff) -> Result<Self> {
+        if backoff.min.is_zero()
+            || backoff.min > backoff.max
+            || backoff.max > std::time::Duration::from_secs(3600)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "a spin lock's backoff needs 0 < min <= max <= 1 h, got {backoff:?}"
+            )));
+        }
+        let s = &self.shared;
+        Ok(Self {
+            shared: Arc::new(SpinShared {
+                client: s.client.clone(),
+                key: s.key.clone(),
+                channel: s.channel.clone(),
+                token_key: s.token_key.clone(),
+                latch_prefix: s.latch_prefix.clone(),
+                fenced: s.fenced,
+                backoff,
+            }),
+            owner: self.owner.clone(),
+        })
+    }
+
+    /// This lock, acquired and queried as `owner` (re-entry, or a hold one task takes and
+    /// another releases), as [`ReentrantLock::owned_by`](https://docs.rs/ferrisson-lock).
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The waiters' backoff.
+    pub fn backoff(&self) -> Backoff {
+        self.shared.backoff
+    }
+
+    /// Whether acquisitions hand out fencing tokens.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced
+    }
+
+    /// The owner this handle acquires as, when it has one of its own.
+    pub fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
+    }
+}
+
+impl Lock for SpinLock {
+    fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    fn acquire(
+        &self,
+        options: LockOptions,
+    ) -> impl std::future::Future<Output = Result<Option<SpinLockGuard>>> + Send {
+        engine::acquire(&self.shared, self.owner.as_ref(), options)
+    }
+
+    async fn force_unlock(&self) -> Result<bool> {
+        let client = &self.shared.client;
+        let call = ScriptCall::new(
+            &FORCE_RELEASE_HASH,
+            &[&self.shared.key, &self.shared.channel],
+        )
+        .arg(client.config().get_publish_command().as_str())
+        .arg("0");
+        let released: i64 = client.eval(&call).await?;
+        Ok(released == 1)
+    }
+
+    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+    }
+}
+
+impl HoldKind for SpinShared {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn lock_key(&self) -> &Arc<str> {
+        &self.key
+    }
+
+    fn renew_script(&self) -> &'static Script {
+        &RENEW_HASH
+    }
+
+    fn fenced(&self) -> bool {
+        self.fenced
+    }
+
+    fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
+        Waiting {
+            channel: Cow::Borrowed(&self.channel),
+            policy: lock_message_policy,
+            recheck: self.backoff.max,
+            spin: Some(self.backoff),
+        }
+    }
+
+    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
+        ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, &self.token_key])
+            .arg(ferrisson_core::duration::millis(args.lease))
+            .arg(args.owner.as_str())
+            .arg(args.believed)
+            .arg(if args.retry { "1" } else { "0" })
+            .arg(if self.fenced { "1" } else { "0" })
+    }
+
+    fn latch_prefix(&self) -> &str {
+        &self.latch_prefix
+    }
+
+    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
+        // No publish command (nobody listens) and never a successor (no local hand-offs).
+        ScriptCall::new(
+            &HASH_LOCK_RELEASE,
+            &[&self.key, &self.channel, args.latch, &self.token_key],
+        )
+        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
+        .arg(args.owner.as_str())
+        .arg(ferrisson_core::duration::millis(self.client.retry_window()))
+        .arg("")
+        .arg("")
+        .arg(0)
+        .arg(if self.fenced { "1" } else { "0" })
+    }
+}

@@ -16,6 +16,7 @@
 //! | `expirable-semaphore` | [`ExpirableSemaphore`] | `RPermitExpirableSemaphore` |
 //! | `latch` | [`CountDownLatch`] | `RCountDownLatch` |
 //! | `spin-lock` | [`SpinLock`] | `RSpinLock` |
+//! | `multilock` | [`MultiLock`], [`RedLock`] | `RedissonMultiLock`, `RedissonRedLock` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -73,3 +74,7 @@ pub use ferrisson_latch::CountDownLatch;
 #[cfg(feature = "spin-lock")]
 #[doc(inline)]
 pub use ferrisson_spin_lock::{SpinLock, SpinLockGuard};
+
+#[cfg(feature = "multilock")]
+#[doc(inline)]
+pub use ferrisson_multilock::{AnyLock, MultiGuard, MultiLock, RedLock};

@@ -1,0 +1,551 @@
+//! MultiLock and RedLock: one acquisition over several locks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use tokio::time::Instant;
+
+use ferrisson_core::{Error, HoldGuard, Lock, LockOptions, LossReason, Result};
+
+/// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
+/// [`Lock`] is one).
+pub trait AnyLock: Send + Sync + 'static {
+    /// The Redis key of the lock.
+    fn key(&self) -> &str;
+
+    /// The client's lease (how long a watchdog-kept hold lasts without renewal).
+    fn client_lease(&self) -> Duration;
+
+    /// The client's response timeout.
+    fn response_timeout(&self) -> Duration;
+
+    /// [`Lock::acquire`], boxed.
+    fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
+}
+
+impl<L: Lock + 'static> AnyLock for L {
+    fn key(&self) -> &str {
+        Lock::key(self)
+    }
+
+    fn client_lease(&self) -> Duration {
+        self.client().config().get_lease()
+    }
+
+    fn response_timeout(&self) -> Duration {
+        self.client().config().get_response_timeout()
+    }
+
+    fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
+        Box::pin(self.acquire(options))
+    }
+}
+
+/// How long one round of an unbounded wait lasts per lock before a MultiLock starts over
+/// (Redisson's `baseWaitTime`: 1.5 s per lock).
+const ROUND_PER_LOCK: Duration = Duration::from_millis(1_500);
+
+/// The clock drift a RedLock allows for: 1 % of the lease plus 2 ms (the RedLock description's
+/// and rslock's rule).
+fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+struct Group {
+    locks: Vec<Box<dyn AnyLock>>,
+    /// How many must be held: all of them (MultiLock) or a majority (RedLock).
+    quorum: usize,
+    red: bool,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(if self.red { "RedLock" } else { "MultiLock" })
+            .field(
+                "keys",
+                &self.locks.iter().map(|l| l.key()).collect::<Vec<_>>(),
+            )
+            .field("quorum", &self.quorum)
+            .finish()
+    }
+}
+
+/// Several locks of any kinds, from any clients, taken and released as one (Redisson's
+/// `RedissonMultiLock`).
+///
+/// - **In order, all or nothing.** The locks are taken one after the other, in the order of
+///   their keys. When one cannot be had, every lock taken so far is released and the round
+///   starts over after a short random pause, until the wait limit (without one, rounds last
+///   1.5 s per lock and go on until one succeeds).
+/// - **No deadlock.** Redisson takes the locks in the order given, so two MultiLocks given the
+///   same locks in different orders can hold one each and wait each other out until their wait
+///   limits. Here every MultiLock takes them in one order (by key), and while it holds some it
+///   waits for the next only a little (50 ms, doubling each round up to 1.5 s; the first lock
+///   of a round may take all the time left), which also breaks cycles with locks taken
+///   outside MultiLocks.
+/// - **One lease for all.** A fixed lease applies to every lock, from its own acquisition;
+///   without one, each client's watchdog keeps its locks.
+/// - **One guard.** [`MultiGuard::unlock`] (or dropping it) releases every lock; its loss signal
+///   fires when any of them is lost.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_lock::ReentrantLock;
+/// use ferrisson_multilock::MultiLock;
+///
+/// let both = MultiLock::new(vec![
+///     Box::new(ReentrantLock::new(&client, "stock:apples")?),
+///     Box::new(ReentrantLock::new(&client, "stock:pears")?),
+/// ])?;
+/// let guard = both.lock().await?;
+/// assert!(both.try_lock().await?.is_none(), "another acquisition waits");
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// Dropping an acquisition drops the guards it holds (each releases) and the lock call in
+/// flight (which gives back what it may have taken): nothing stays held.
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    group: Arc<Group>,
+}
+
+/// A lock over independent Redis primaries that holds once a majority of them does (Redisson's
+/// `RedissonRedLock`, the RedLock algorithm): see `docs/guarantees.md` for what it adds to one
+/// primary and what it does not.
+///
+/// - **Quorum.** The instances are asked at once; the lock is held when `n / 2 + 1` granted it
+///   within the time left, each given an equal share of it (and at most its client's response
+///   timeout more). An instance that is down or slow counts as a refusal.
+/// - **Validity.** The guard is valid for the lease less the time spent acquiring and a clock
+///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
+///   released and the round counts as failed. [`MultiGuard::valid_until`].
+/// - **Release everywhere.** A failed round, and the unlock, release every instance, those
+///   that did not grant too (a grant whose reply was lost); instances that are down are
+///   skipped without an error.
+/// - **Renewal.** Without a fixed lease, each instance's client watchdog renews its hold; the
+///   guard's loss signal fires once fewer than a quorum are still held.
+/// - **Fencing.** Built from fenced locks, the guard's [`token`](MultiGuard::token) is the
+///   largest token the quorum granted; see `docs/guarantees.md` for what it does and does not
+///   guarantee.
+///
+/// # Cancel safety
+///
+/// As [`MultiLock`]'s.
+#[derive(Debug, Clone)]
+pub struct RedLock {
+    group: Arc<Group>,
+}
+
+fn check(locks: &[Box<dyn AnyLock>], what: &str) -> Result<()> {
+    if locks.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "a {what} needs at least one lock"
+        )));
+    }
+    Ok(())
+}
+
+macro_rules! acquire_api {
+    () => {
+        /// Takes the locks, waiting as long as it takes; the watchdogs keep them.
+        ///
+        /// # Errors
+        ///
+        /// A lock's error (a MultiLock: after releasing what it took).
+        pub async fn lock(&self) -> Result<MultiGuard> {
+            self.lock_with(LockOptions::new()).await
+        }
+
+        /// Takes the locks with options (a wait limit, a fixed lease for all); running out of
+        /// time is [`Error::Timeout`].
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Timeout`], [`Error::InvalidArgument`] for bad options, a lock's error.
+        pub async fn lock_with(&self, options: LockOptions) -> Result<MultiGuard> {
+            match acquire(&self.group, options).await? {
+                Some(guard) => Ok(guard),
+                None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
+            }
+        }
+
+        /// One round, no waiting: `None` when a lock (a RedLock: the quorum) could not be
+        /// had at once.
+        ///
+        /// # Errors
+        ///
+        /// As [`lock_with`](Self::lock_with).
+        pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+            self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
+                .await
+        }
+
+        /// Takes the locks within the options' wait limit; `None` when it passed.
+        ///
+        /// # Errors
+        ///
+        /// As [`lock_with`](Self::lock_with).
+        pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
+            acquire(&self.group, options).await
+        }
+
+        /// The keys of the locks, in order.
+        pub fn keys(&self) -> Vec<&str> {
+            self.group.locks.iter().map(|l| l.key()).collect()
+        }
+    };
+}
+
+impl MultiLock {
+    /// A MultiLock over `locks`, taken in the order of their keys (locks of the same key, on
+    /// different servers, in the order given).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no locks.
+    pub fn new(mut locks: Vec<Box<dyn AnyLock>>) -> Result<Self> {
+        check(&locks, "MultiLock")?;
+        // One order for every MultiLock: two over the same locks never wait for each other in
+        // a cycle (stable: locks of the same key keep the order given).
+        locks.sort_by(|a, b| a.key().cmp(b.key()));
+        let quorum = locks.len();
+        Ok(Self {
+            group: Arc::new(Group {
+                locks,
+                quorum,
+                red: false,
+            }),
+        })
+    }
+
+    acquire_api!();
+}
+
+impl RedLock {
+    /// A RedLock over `locks`, one per independent primary (the same name on each, as a rule).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no locks.
+    pub fn new(locks: Vec<Box<dyn AnyLock>>) -> Result<Self> {
+        check(&locks, "RedLock")?;
+        let quorum = locks.len() / 2 + 1;
+        Ok(Self {
+            group: Arc::new(Group {
+                locks,
+                quorum,
+                red: true,
+            }),
+        })
+    }
+
+    /// How many instances must grant the lock: `n / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.group.quorum
+    }
+
+    acquire_api!();
+}
+
+/// Holds of several locks as one: a [`MultiLock`]'s (all of them) or a [`RedLock`]'s (a
+/// quorum). Dropping it releases every hold.
+#[derive(Debug)]
+pub struct MultiGuard {
+    guards: Vec<HoldGuard>,
+    /// How many holds must stay for the guard to be held.
+    quorum: usize,
+    valid_until: Option<Instant>,
+}
+
+impl MultiGuard {
+    /// The holds, in the order of the locks that granted them.
+    pub fn holds(&self) -> &[HoldGuard] {
+        &self.guards
+    }
+
+    /// The largest fencing token among the holds (`None` when no lock is fenced).
+    pub fn token(&self) -> Option<u64> {
+        self.guards.iter().filter_map(HoldGuard::token).max()
+    }
+
+    /// Until when a RedLock taken with a fixed lease is valid (the lease less the time spent
+    /// acquiring and the drift allowance); `None` otherwise.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.valid_until
+    }
+
+    fn lost_count(&self) -> usize {
+        self.guards.iter().filter(|g| g.is_lost()).count()
+    }
+
+    /// Why the guard is lost (a MultiLock: any hold lost; a RedLock: fewer than a quorum
+    /// held, or its validity over), or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        if self.valid_until.is_some_and(|v| v <= Instant::now()) {
+            return Some(LossReason::LeaseExpired);
+        }
+        if self.guards.len() - self.lost_count() < self.quorum {
+            return self.guards.iter().find_map(HoldGuard::loss_reason);
+        }
+        None
+    }
+
+    /// `Ok(())` while held; [`Error::LeaseLost`] once lost.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        match self.loss_reason() {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves when the guard is lost, with the reason of the loss that made it so.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) -> LossReason {
+        let spare = self.guards.len().saturating_sub(self.quorum);
+        let mut losses: FuturesUnordered<_> = self.guards.iter().map(HoldGuard::lost).collect();
+        let expiry = async {
+            match self.valid_until {
+                Some(at) => {
+                    tokio::time::sleep_until(at).await;
+                    LossReason::LeaseExpired
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(expiry);
+        let mut lost = 0;
+        loop {
+            tokio::select! {
+                reason = &mut expiry => return reason,
+                next = losses.next() => match next {
+                    Some(reason) => {
+                        lost += 1;
+                        if lost > spare {
+                            return reason;
+                        }
+                    }
+                    None => return std::future::pending().await,
+                },
+            }
+        }
+    }
+
+    /// Releases every hold, all at once.
+    ///
+    /// # Errors
+    ///
+    /// The first release that failed for another reason than a lost hold or an unreachable
+    /// instance ([`Error::LeaseLost`] when the guard itself was lost); every release is tried.
+    pub async fn unlock(self) -> Result<()> {
+        let lost = self.loss_reason();
+        let results =
+            futures::future::join_all(self.guards.into_iter().map(HoldGuard::unlock)).await;
+        for result in results {
+            match result {
+                Ok(()) | Err(Error::LeaseLost(_)) => {}
+                Err(e) if e.is_connection_error() => {
+                    tracing::debug!(error = %e, "an instance could not be reached to unlock; its hold ends with its lease");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match lost {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Releases holds taken in a round that failed, all at once.
+async fn release_all(guards: Vec<HoldGuard>) {
+    let results = futures::future::join_all(guards.into_iter().map(HoldGuard::unlock)).await;
+    for result in results {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "releasing a hold of a failed round");
+        }
+    }
+}
+
+/// How long a MultiLock holding some of its locks waits for the next one in round `round`:
+/// 50 ms, doubling each round, at most 1.5 s.
+fn held_wait(round: u32) -> Duration {
+    let factor = 1u32.checked_shl(round.min(5)).unwrap_or(32);
+    Duration::from_millis(50)
+        .saturating_mul(factor)
+        .min(ROUND_PER_LOCK)
+}
+
+/// A random pause before round `round` starts over, so that colliding MultiLocks drift apart:
+/// up to 10 ms per round so far, at most 200 ms.
+fn jitter(round: u32) -> Duration {
+    let span = u128::from(round.min(20)) * 10_000; // µs
+    let random = uuid::Uuid::new_v4().as_u128();
+    let us = u64::try_from(random % span.max(1)).unwrap_or(0);
+    Duration::from_micros(us)
+}
+
+async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuard>> {
+    options.validate()?;
+    let n = group.locks.len();
+    let wait = options.get_wait();
+    let once = wait == Some(Duration::ZERO);
+    let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
+    let mut round: u32 = 0;
+    loop {
+        let started = Instant::now();
+        let round_end = deadline.unwrap_or_else(|| {
+            ferrisson_core::duration::later(started, ROUND_PER_LOCK.saturating_mul(n as u32))
+        });
+        let taken = if group.red {
+            red_round(group, options, once, round_end).await
+        } else {
+            multi_round(group, options, once, round_end, round).await?
+        };
+        if let Some(guards) = taken {
+            let valid_until = match (group.red, options.get_lease()) {
+                (true, Some(lease)) => {
+                    let valid = lease
+                        .saturating_sub(started.elapsed())
+                        .saturating_sub(drift(lease));
+                    if valid.is_zero() {
+                        tracing::debug!("the RedLock's validity ran out while acquiring: released");
+                        release_all(guards).await;
+                        None
+                    } else {
+                        let until = ferrisson_core::duration::later(
+                            started,
+                            lease.saturating_sub(drift(lease)),
+                        );
+                        Some((guards, Some(until)))
+                    }
+                }
+                _ => Some((guards, None)),
+            };
+            // `None` here: the validity ran out; the round failed.
+            if let Some((guards, valid_until)) = valid_until {
+                return Ok(Some(MultiGuard {
+                    quorum: group.quorum,
+                    guards,
+                    valid_until,
+                }));
+            }
+        }
+        if once || deadline.is_some_and(|d| d <= Instant::now()) {
+            return Ok(None);
+        }
+        round = round.saturating_add(1);
+        let pause = ferrisson_core::duration::later(Instant::now(), jitter(round));
+        match deadline {
+            Some(d) => tokio::time::sleep_until(pause.min(d)).await,
+            None => tokio::time::sleep_until(pause).await,
+        }
+    }
+}
+
+/// One MultiLock round: every lock in order, each within the time left. `None`: one could not
+/// be had (what was taken is released).
+async fn multi_round(
+    group: &Group,
+    options: LockOptions,
+    once: bool,
+    round_end: Instant,
+    round: u32,
+) -> Result<Option<Vec<HoldGuard>>> {
+    let mut guards = Vec::with_capacity(group.locks.len());
+    for lock in &group.locks {
+        let left = round_end.saturating_duration_since(Instant::now());
+        let wait = if once {
+            Duration::ZERO
+        } else if guards.is_empty() {
+            // Holding nothing, a wait blocks nobody.
+            left
+        } else {
+            // Holding locks, a long wait could deadlock with a MultiLock asking in another
+            // order: wait a little (longer each round), then start over.
+            left.min(held_wait(round))
+        };
+        let mut lock_options = LockOptions::new().wait(wait);
+        if let Some(lease) = options.get_lease() {
+            lock_options = lock_options.lease(lease);
+        }
+        match lock.acquire_any(lock_options).await {
+            Ok(Some(guard)) => guards.push(guard),
+            Ok(None) => {
+                release_all(guards).await;
+                return Ok(None);
+            }
+            Err(e) => {
+                release_all(guards).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(Some(guards))
+}
+
+/// One RedLock round: every instance at once, each with an equal share of the time left (and
+/// at most its response timeout more). `None`: fewer than a quorum granted (what was granted
+/// is released).
+async fn red_round(
+    group: &Group,
+    options: LockOptions,
+    once: bool,
+    round_end: Instant,
+) -> Option<Vec<HoldGuard>> {
+    let n = u32::try_from(group.locks.len()).unwrap_or(u32::MAX);
+    let share = if once {
+        Duration::ZERO
+    } else {
+        (round_end.saturating_duration_since(Instant::now()) / n).max(Duration::from_millis(1))
+    };
+    let attempts = group.locks.iter().map(|lock| {
+        let mut lock_options = LockOptions::new().wait(share);
+        let lease = options.get_lease().unwrap_or_else(|| lock.client_lease());
+        if let Some(lease) = options.get_lease() {
+            lock_options = lock_options.lease(lease);
+        }
+        // A slow instance must not eat the validity: bounded by a share of the lease.
+        let bound = share + lock.response_timeout().min(lease / 4);
+        async move {
+            match tokio::time::timeout(bound, lock.acquire_any(lock_options)).await {
+                Ok(Ok(Some(guard))) => Some(guard),
+                Ok(Ok(None)) => None,
+                Ok(Err(e)) => {
+                    tracing::debug!(key = lock.key(), error = %e, "a RedLock instance refused or failed");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(key = lock.key(), "a RedLock instance did not answer in time");
+                    None
+                }
+            }
+        }
+    });
+    let granted: Vec<HoldGuard> = futures::future::join_all(attempts)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    if granted.len() >= group.quorum {
+        Some(granted)
+    } else {
+        release_all(granted).await;
+        None
+    }
+}

@@ -1,0 +1,291 @@
+//! MultiLock over locks of different kinds and clients, and RedLock over 3 and 5 independent
+//! redis-server processes, with instances frozen and killed.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use ferrisson::{Client, ClientConfig, Lock, LockOptions, ReentrantLock};
+use ferrisson_fair_lock::FairLock;
+use ferrisson_multilock::{AnyLock, MultiLock, RedLock};
+use ferrisson_rwlock::ReadWriteLock;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multilock_over_three_kinds_and_clients_takes_and_releases_them_all() {
+    let redis = TestRedis::any();
+    let (a, b, c) = (
+        client(&redis.url()).await,
+        client(&redis.url()).await,
+        client(&redis.url()).await,
+    );
+    let (fair, rw, plain) = (
+        unique_name("multi-fair"),
+        unique_name("multi-rw"),
+        unique_name("multi-plain"),
+    );
+    let make = || -> Vec<Box<dyn AnyLock>> {
+        vec![
+            Box::new(FairLock::new(&a, &fair).unwrap()),
+            Box::new(ReadWriteLock::new(&b, &rw).unwrap().write_lock()),
+            Box::new(ReentrantLock::new(&c, &plain).unwrap()),
+        ]
+    };
+    assert!(MultiLock::new(Vec::new()).is_err());
+    let multi = MultiLock::new(make()).unwrap();
+    let guard = multi.lock().await.unwrap();
+    assert_eq!(guard.holds().len(), 3);
+    assert!(FairLock::new(&a, &fair).unwrap().is_locked().await.unwrap());
+    assert!(
+        ReentrantLock::new(&c, &plain)
+            .unwrap()
+            .is_locked()
+            .await
+            .unwrap()
+    );
+    let other = MultiLock::new(make()).unwrap();
+    assert!(other.try_lock().await.unwrap().is_none());
+    guard.unlock().await.unwrap();
+    for key in [&fair, &rw, &plain] {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut redis.connection())
+            .unwrap();
+        assert!(!exists, "{key} released");
+    }
+
+    // One lock held elsewhere: a bounded try fails and leaves nothing taken.
+    let outsider = ReentrantLock::new(&c, &plain)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let got = other
+        .try_lock_with(LockOptions::new().wait(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    assert!(!FairLock::new(&a, &fair).unwrap().is_locked().await.unwrap());
+    outsider.unlock().await.unwrap();
+    // A lease for all.
+    let leased = other
+        .lock_with(LockOptions::new().lease(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(5), leased.lost())
+        .await
+        .unwrap();
+    assert_eq!(lost, ferrisson::LossReason::LeaseExpired);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilocks_asking_in_opposite_orders_all_get_through() {
+    let redis = TestRedis::any();
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let (x, y) = (unique_name("order-x"), unique_name("order-y"));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let (first, second) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
+        let client = if i % 2 == 0 { &a } else { &b };
+        let multi = MultiLock::new(vec![
+            Box::new(ReentrantLock::new(client, first).unwrap()),
+            Box::new(ReentrantLock::new(client, second).unwrap()),
+        ])
+        .unwrap();
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let guard = multi
+                    .lock_with(LockOptions::new().wait(Duration::from_secs(30)))
+                    .await
+                    .unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    join_within(Duration::from_secs(60), "no deadlock", tasks).await;
+}
+
+struct Instances {
+    servers: Vec<RedisServer>,
+}
+
+impl Instances {
+    fn spawn(n: usize) -> Self {
+        Self {
+            servers: (0..n).map(|_| RedisServer::spawn()).collect(),
+        }
+    }
+
+    async fn clients(&self, lease: Duration) -> Vec<Client> {
+        let mut clients = Vec::new();
+        for server in &self.servers {
+            clients.push(
+                Client::with_config(
+                    ClientConfig::new(server.url())
+                        .lease(lease)
+                        .response_timeout(Duration::from_millis(500))
+                        .connect_timeout(Duration::from_millis(500)),
+                )
+                .await
+                .unwrap(),
+            );
+        }
+        clients
+    }
+}
+
+fn red_lock(clients: &[Client], name: &str, fenced: bool) -> RedLock {
+    RedLock::new(
+        clients
+            .iter()
+            .map(|c| {
+                let lock = if fenced {
+                    ReentrantLock::fenced(c, name)
+                } else {
+                    ReentrantLock::new(c, name)
+                };
+                Box::new(lock.unwrap()) as Box<dyn AnyLock>
+            })
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn held_on(server: &RedisServer, name: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(name)
+        .query::<bool>(&mut server.connection())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_over_three_locks_with_a_minority_down_never_with_a_majority() {
+    let mut instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_secs(30)).await;
+    let others = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock");
+    let lock = red_lock(&clients, &name, true);
+    let rival = red_lock(&others, &name, true);
+    assert_eq!(lock.quorum(), 2);
+
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.holds().len(), 3);
+    assert!(
+        rival.try_lock().await.unwrap().is_none(),
+        "never two holders"
+    );
+    let token = guard.token().unwrap();
+    guard.unlock().await.unwrap();
+    assert!(instances.servers.iter().all(|s| !held_on(s, &name)));
+
+    // One instance frozen: the quorum still locks, within its share of the time.
+    instances.servers[0].pause();
+    let guard = rival
+        .try_lock_with(LockOptions::new().wait(Duration::from_secs(3)))
+        .await
+        .unwrap()
+        .expect("a minority frozen still locks");
+    assert_eq!(guard.holds().len(), 2);
+    assert!(guard.token().unwrap() > token, "tokens grow across holders");
+    assert!(lock.try_lock().await.unwrap().is_none());
+    guard.unlock().await.unwrap();
+    instances.servers[0].resume();
+
+    // Two of three killed: never locks, and leaves nothing on the live one.
+    instances.servers[1].stop();
+    instances.servers[2].stop();
+    let got = lock
+        .try_lock_with(LockOptions::new().wait(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert!(got.is_none(), "a majority down never locks");
+    assert!(
+        !held_on(&instances.servers[0], &name),
+        "partial grants released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_over_five_validity_and_loss_of_the_quorum() {
+    let mut instances = Instances::spawn(5);
+    let clients = instances.clients(Duration::from_millis(1_500)).await;
+    let name = unique_name("redlock5");
+    let lock = red_lock(&clients, &name, false);
+    assert_eq!(lock.quorum(), 3);
+    // A fixed lease: valid for the lease less the time spent and the drift.
+    let started = tokio::time::Instant::now();
+    let guard = lock
+        .lock_with(LockOptions::new().lease(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let valid = guard.valid_until().unwrap();
+    assert!(valid < started + Duration::from_secs(10));
+    assert!(valid > tokio::time::Instant::now());
+    guard.unlock().await.unwrap();
+
+    // Kept by the watchdogs; two instances down is still a quorum; a third loses it.
+    instances.servers[3].stop();
+    instances.servers[4].stop();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.holds().len(), 3);
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(guard.ensure_held().is_ok(), "renewed on the quorum");
+    instances.servers[2].stop();
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal when the quorum went"));
+    assert!(guard.ensure_held().is_err(), "{reason:?}");
+    // Unlock skips the instances that are down, and says the guard was lost.
+    assert!(matches!(
+        guard.unlock().await,
+        Err(ferrisson::Error::LeaseLost(_))
+    ));
+    assert!(!held_on(&instances.servers[0], &name));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_named_locks_on_two_servers_in_opposite_orders_get_through_by_retrying() {
+    // The key order cannot settle this one (both locks are named alike): the short waits while
+    // holding, and the random pauses between rounds, do.
+    let instances = Instances::spawn(2);
+    let name = unique_name("same-name");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..2 {
+        let clients = instances.clients(Duration::from_secs(30)).await;
+        let order: Vec<&Client> = if i == 0 {
+            vec![&clients[0], &clients[1]]
+        } else {
+            vec![&clients[1], &clients[0]]
+        };
+        let multi = MultiLock::new(
+            order
+                .into_iter()
+                .map(|c| Box::new(ReentrantLock::new(c, &name).unwrap()) as Box<dyn AnyLock>)
+                .collect(),
+        )
+        .unwrap();
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..3 {
+                let guard = multi
+                    .lock_with(LockOptions::new().wait(Duration::from_secs(30)))
+                    .await
+                    .unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    join_within(Duration::from_secs(60), "no deadlock", tasks).await;
+}

@@ -17,6 +17,7 @@
 //! | `latch` | [`CountDownLatch`] | `RCountDownLatch` |
 //! | `spin-lock` | [`SpinLock`] | `RSpinLock` |
 //! | `multilock` | [`MultiLock`], [`RedLock`] | `RedissonMultiLock`, `RedissonRedLock` |
+//! | `rate-limiter` | [`RateLimiter`] | `RRateLimiter` |
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -78,3 +79,7 @@ pub use ferrisson_spin_lock::{SpinLock, SpinLockGuard};
 #[cfg(feature = "multilock")]
 #[doc(inline)]
 pub use ferrisson_multilock::{AnyLock, MultiGuard, MultiLock, RedLock};
+
+#[cfg(feature = "rate-limiter")]
+#[doc(inline)]
+pub use ferrisson_rate_limiter::{RateLimiter, RateType};

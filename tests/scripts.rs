@@ -21,6 +21,7 @@ fn registered() -> Vec<&'static Script> {
     all.extend(ferrisson_expirable_semaphore::scripts());
     all.extend(ferrisson_latch::scripts());
     all.extend(ferrisson_spin_lock::scripts());
+    all.extend(ferrisson_rate_limiter::scripts());
     all
 }
 

@@ -1,0 +1,274 @@
+//! The rate limiter.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson_core::engine::keys::suffixed;
+use ferrisson_core::engine::{ClientEngine, Instant, Script, ScriptCall, redis};
+use ferrisson_core::{Client, Error, Result};
+
+pub(crate) static TRY_ACQUIRE: Script = Script::new(
+    "rate_limiter/try_acquire",
+    include_str!("../lua/try_acquire.lua"),
+);
+pub(crate) static SET_RATE: Script =
+    Script::new("rate_limiter/set_rate", include_str!("../lua/set_rate.lua"));
+
+/// Whom a rate applies to (Redisson's `RateType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateType {
+    /// All clients together share the rate.
+    Overall,
+    /// Each client has the rate to itself.
+    PerClient,
+}
+
+impl RateType {
+    fn code(self) -> &'static str {
+        match self {
+            RateType::Overall => "0",
+            RateType::PerClient => "1",
+        }
+    }
+}
+
+/// `rate` permits per `interval`, in a sliding window, for all clients or for each (Redisson's
+/// `RRateLimiter`, on its Redis layout: the hash `name` with `rate`, `interval` and `type`,
+/// `{name}:value` and `{name}:permits`, with `:<client id>` for per-client rates).
+///
+/// - **A sliding window.** A permit taken at time *t* is back at *t* + `interval`: at any
+///   moment, the permits taken in the last `interval` never exceed `rate`.
+/// - **Waits that do not poll blindly.** A call that finds too few permits is told by the
+///   script when the oldest permit of the window returns, and sleeps exactly that long.
+/// - **The server's clock.** Times are the server's, so clients with skewed clocks share one
+///   window (Redisson passes each client's own time).
+/// - **Bad input is an error.** More permits than the rate ever gives, a rate of zero, an
+///   interval below a millisecond: [`Error::InvalidArgument`]. A limiter whose rate was never
+///   set (or was lost with Redis data): [`Error::NotSetUp`]. Zero permits: granted at once.
+/// - **Retries count once.** A call retried after a lost reply finds the permits it took.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use std::time::Duration;
+/// use ferrisson_rate_limiter::{RateLimiter, RateType};
+///
+/// let limiter = RateLimiter::new(&client, "sms")?;
+/// assert!(limiter.try_set_rate(RateType::Overall, 2, Duration::from_millis(200)).await?);
+/// assert!(limiter.try_acquire(2, Some(Duration::ZERO)).await?);
+/// assert!(!limiter.try_acquire(1, Some(Duration::ZERO)).await?, "the window is spent");
+/// limiter.acquire(1).await?; // sleeps until the window gives a permit back
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// A dropped acquire takes no permit after it is dropped; one whose script ran before the
+/// drop has taken its permits, which return with the window as every permit does.
+#[derive(Clone)]
+pub struct RateLimiter {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Client,
+    key: String,
+    value: String,
+    client_value: String,
+    permits: String,
+    client_permits: String,
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("key", &self.shared.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The longest interval a rate may have (Redis scores keep milliseconds exact below 2^53).
+const MAX_INTERVAL_MS: u64 = 1 << 50;
+
+impl RateLimiter {
+    /// A handle to the rate limiter named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        let key = client.object_key(name)?;
+        let value = suffixed(&key, "value");
+        let permits = suffixed(&key, "permits");
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client: client.clone(),
+                client_value: format!("{value}:{}", client.id()),
+                client_permits: format!("{permits}:{}", client.id()),
+                value,
+                permits,
+                key,
+            }),
+        })
+    }
+
+    /// The Redis key of the settings hash.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    async fn set(
+        &self,
+        kind: RateType,
+        rate: u64,
+        interval: Duration,
+        only_if_unset: bool,
+    ) -> Result<bool> {
+        if rate == 0 {
+            return Err(Error::InvalidArgument("a rate must be at least 1".into()));
+        }
+        let ms = ferrisson_core::duration::millis(interval);
+        if interval < Duration::from_millis(1) || ms > MAX_INTERVAL_MS {
+            return Err(Error::InvalidArgument(format!(
+                "a rate's interval must be at least 1 ms and at most 2^50 ms, got {interval:?}"
+            )));
+        }
+        let s = &self.shared;
+        let call = ScriptCall::new(&SET_RATE, &[&s.key, &s.value, &s.permits])
+            .arg(rate)
+            .arg(ms)
+            .arg(kind.code())
+            .arg(if only_if_unset { "1" } else { "0" });
+        let set: i64 = s.client.eval(&call).await?;
+        Ok(set == 1)
+    }
+
+    /// Sets the rate unless one is set (Redisson's `trySetRate`); returns whether it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero rate or an interval outside 1 ms..2^50 ms,
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn try_set_rate(
+        &self,
+        kind: RateType,
+        rate: u64,
+        interval: Duration,
+    ) -> Result<bool> {
+        self.set(kind, rate, interval, true).await
+    }
+
+    /// Sets the rate, replacing any, and starts the window afresh (Redisson's `setRate`).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_rate`](Self::try_set_rate).
+    pub async fn set_rate(&self, kind: RateType, rate: u64, interval: Duration) -> Result<()> {
+        self.set(kind, rate, interval, false).await.map(|_| ())
+    }
+
+    /// The rate set: whom it applies to, the permits and the interval (`None`: none set).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    pub async fn rate(&self) -> Result<Option<(RateType, u64, Duration)>> {
+        let (rate, interval, kind): (Option<u64>, Option<u64>, Option<String>) = self
+            .shared
+            .client
+            .query(
+                redis::cmd("HMGET")
+                    .arg(&self.shared.key)
+                    .arg("rate")
+                    .arg("interval")
+                    .arg("type"),
+            )
+            .await?;
+        Ok(match (rate, interval, kind) {
+            (Some(rate), Some(interval), Some(kind)) => Some((
+                if kind == "1" {
+                    RateType::PerClient
+                } else {
+                    RateType::Overall
+                },
+                rate,
+                Duration::from_millis(interval),
+            )),
+            _ => None,
+        })
+    }
+
+    /// Takes `permits`, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub async fn acquire(&self, permits: u32) -> Result<()> {
+        self.try_acquire(permits, None).await.map(|_| ())
+    }
+
+    /// Takes `permits` within `wait` (`None`: as long as it takes; zero: one try); returns
+    /// whether it did. A call that cannot have them before its wait ends returns at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for more permits than the rate gives per interval,
+    /// [`Error::NotSetUp`] when no rate is set, [`Error::WrongType`], [`Error::Redis`].
+    pub async fn try_acquire(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
+        if permits == 0 {
+            return Ok(true);
+        }
+        let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
+        let s = &self.shared;
+        loop {
+            // New random bytes per try; its retries after a lost reply keep them.
+            let random = uuid::Uuid::new_v4().as_u64_pair().0.to_le_bytes();
+            let call = ScriptCall::new(
+                &TRY_ACQUIRE,
+                &[
+                    &s.key,
+                    &s.value,
+                    &s.client_value,
+                    &s.permits,
+                    &s.client_permits,
+                ],
+            )
+            .arg(permits)
+            .arg(&random[..]);
+            let reply: Vec<i64> = s.client.eval(&call).await?;
+            let ms = match reply.as_slice() {
+                [1, _] => return Ok(true),
+                [0, ms] => u64::try_from(*ms).unwrap_or(1).max(1),
+                [2, _] => {
+                    return Err(Error::NotSetUp(format!(
+                        "rate limiter `{}` has no rate (never set, or lost with Redis data): set it with try_set_rate",
+                        s.key
+                    )));
+                }
+                [3, rate] => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{permits} permits asked of `{}`, whose rate gives at most {rate} per interval",
+                        s.key
+                    )));
+                }
+                other => {
+                    return Err(Error::Protocol(format!(
+                        "the rate limiter script of `{}` replied {other:?}",
+                        s.key
+                    )));
+                }
+            };
+            if wait == Some(Duration::ZERO) {
+                return Ok(false);
+            }
+            let wake = ferrisson_core::duration::later(Instant::now(), Duration::from_millis(ms));
+            match deadline {
+                // The permits come back too late for this call.
+                Some(deadline) if wake > deadline => return Ok(false),
+                _ => tokio::time::sleep_until(wake).await,
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+-- ferrisson script
+-- operation: rate_limiter/try_acquire
+-- protocol: 1
+-- Take permits of a rate limiter (Redisson RRateLimiter layout) if the window has them.
+-- KEYS[1] the settings hash: rate, interval (ms), type ("0" overall, "1" per client)
+-- KEYS[2] permits left, suffixed(name, "value") (overall)
+-- KEYS[3] permits left of this client, suffixed(name, "value") .. ":" .. client id
+-- KEYS[4] permits given in the window, suffixed(name, "permits"): a ZSET of
+--         struct.pack('Bc0I', #random, random, permits) scored by the time they were given (ms)
+-- KEYS[5] the same for this client, suffixed(name, "permits") .. ":" .. client id
+-- ARGV[1] permits wanted, >= 1
+-- ARGV[2] 8 random bytes, unique to the call (the ZSET member's prefix)
+-- returns {1, 0} when taken, {0, ms} when not: the permits come back in `ms`; {2, 0} when the
+--         limiter has no rate set, {3, rate} when more permits are wanted than the rate allows
+-- [ext] the time is the server's (Redisson passes the client's clock).
+local rate = redis.call('hget', KEYS[1], 'rate')
+local interval = redis.call('hget', KEYS[1], 'interval')
+local kind = redis.call('hget', KEYS[1], 'type')
+if rate == false or interval == false or kind == false then
+  return {2, 0}
+end
+rate = tonumber(rate)
+interval = tonumber(interval)
+local wanted = tonumber(ARGV[1])
+if wanted > rate then
+  return {3, rate}
+end
+local valueName = KEYS[2]
+local permitsName = KEYS[4]
+if kind == '1' then
+  valueName = KEYS[3]
+  permitsName = KEYS[5]
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local current = redis.call('get', valueName)
+if current == false then
+  redis.call('set', valueName, rate)
+  current = rate
+else
+  current = tonumber(current)
+  local expired = redis.call('zrangebyscore', permitsName, 0, now - interval)
+  local released = 0
+  for _, v in ipairs(expired) do
+    local _, permits = struct.unpack('Bc0I', v)
+    released = released + permits
+  end
+  if released > 0 then
+    redis.call('zremrangebyscore', permitsName, 0, now - interval)
+    if current + released > rate then
+      current = rate - redis.call('zcard', permitsName)
+    else
+      current = current + released
+    end
+    redis.call('set', valueName, current)
+  end
+end
+local result
+if current < wanted then
+  local first = redis.call('zrange', permitsName, 0, 0, 'withscores')
+  local wait = 1
+  if first[2] ~= nil then
+    wait = math.max(1, interval - (now - tonumber(first[2])))
+  end
+  result = {0, wait}
+else
+  redis.call('zadd', permitsName, now, struct.pack('Bc0I', string.len(ARGV[2]), ARGV[2], wanted))
+  redis.call('decrby', valueName, wanted)
+  result = {1, 0}
+end
+local ttl = redis.call('pttl', KEYS[1])
+if ttl > 0 then
+  redis.call('pexpire', valueName, ttl)
+  redis.call('pexpire', permitsName, ttl)
+end
+return result

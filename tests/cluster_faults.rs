@@ -152,7 +152,7 @@ async fn waiters_and_renewals_follow_a_slot_migration() {
     cluster.move_slot_of(&names.lock, to);
     cluster.move_slot_of(&names.latch, to);
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         "the channels are subscribed again on the new owner",
         || async { shard_channels(&cluster, to).len() >= KindNames::KINDS },
     )

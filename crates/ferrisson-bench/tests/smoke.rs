@@ -56,6 +56,8 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         "semaphore",
         "latch",
         "cluster",
+        "redlock",
+        "rate-limiter",
     ] {
         assert!(scenarios.contains(scenario), "no {scenario} records");
     }

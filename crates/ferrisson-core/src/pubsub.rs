@@ -763,7 +763,8 @@ enum Event {
     /// The connection subscribed a channel again by itself (a shard's connection came back,
     /// or its slot moved): anything may have been published meanwhile.
     Renewed(String),
-    /// The server dropped a channel (its slot moved to another shard): subscribe it again.
+    /// The server dropped a channel (its slot moved to another shard): subscribe it again, on
+    /// the slot's new owner.
     Dropped(String),
     /// A shard's connection broke (its primary died or fails over).
     ShardDown,
@@ -1036,13 +1037,12 @@ impl Driver {
                             self.wake_channel(&channel);
                         }
                         Some(Event::Dropped(channel)) => {
-                            // The slot moved: the channel's waiters re-check (their calls follow
-                            // the slot), and the channel is subscribed again on its new owner.
-                            tracing::debug!(%channel, "the server dropped a shard channel; subscribing it again");
-                            subscribed.remove(&channel);
-                            lingering.remove(&channel);
-                            self.unconfirm(&channel);
-                            healthy = self.reconcile(&mut session, &mut subscribed, &mut lingering).await;
+                            // The slot moved. This connection's view of the slots is stale, and
+                            // subscribing there would bounce off the old owner: start over with a
+                            // fresh view, subscribing every channel where its slot is served now
+                            // (waiters are woken to re-check; their calls follow the slot).
+                            tracing::info!(%channel, "the server dropped a shard channel (its slot moved); subscribing again");
+                            healthy = false;
                         }
                         Some(Event::ShardDown) => {
                             // Its slots may have a new primary by the time it is back, which this
@@ -1086,18 +1086,6 @@ impl Driver {
 
     fn wake_channel(&self, name: &str) {
         if let Some(channel) = self.shared.state().channels.get(name) {
-            channel.wake(Wake::All);
-        }
-    }
-
-    /// The channel is no longer subscribed: waiters may not count on it until the next
-    /// confirmation, and those on it re-check now.
-    fn unconfirm(&self, name: &str) {
-        let mut state = self.shared.state();
-        state.live.remove(name);
-        self.shared.live.store(state.live.len(), Ordering::Release);
-        if let Some(channel) = state.channels.get_mut(name) {
-            channel.confirmed_epoch = 0;
             channel.wake(Wake::All);
         }
     }

@@ -122,9 +122,12 @@ pub struct MultiLock {
 /// `RedissonRedLock`, the RedLock algorithm): see `docs/guarantees.md` for what it adds to one
 /// primary and what it does not.
 ///
-/// - **Quorum.** The instances are asked at once; the lock is held when `n / 2 + 1` granted it
-///   within the time left, each given an equal share of it (and at most its client's response
-///   timeout more). An instance that is down or slow counts as a refusal.
+/// - **Quorum.** The instances are asked at once, once per round; the lock is held when
+///   `n / 2 + 1` granted it. An instance that is down, or slower than its response timeout (at
+///   most a quarter of the lease), counts as a refusal. A round short of a quorum releases what
+///   it got and the next follows after a random pause (up to 10 ms per round so far, at most
+///   200 ms), until the wait limit: rival RedLocks that split the instances never wait each
+///   other out.
 /// - **Validity.** The guard is valid for the lease less the time spent acquiring and a clock
 ///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
 ///   released and the round counts as failed. [`MultiGuard::valid_until`].
@@ -413,7 +416,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
             ferrisson_core::duration::later(started, ROUND_PER_LOCK.saturating_mul(n as u32))
         });
         let taken = if group.red {
-            red_round(group, options, once, round_end).await
+            red_round(group, options).await
         } else {
             multi_round(group, options, once, round_end, round).await?
         };
@@ -499,29 +502,21 @@ async fn multi_round(
     Ok(Some(guards))
 }
 
-/// One RedLock round: every instance at once, each with an equal share of the time left (and
-/// at most its response timeout more). `None`: fewer than a quorum granted (what was granted
-/// is released).
-async fn red_round(
-    group: &Group,
-    options: LockOptions,
-    once: bool,
-    round_end: Instant,
-) -> Option<Vec<HoldGuard>> {
-    let n = u32::try_from(group.locks.len()).unwrap_or(u32::MAX);
-    let share = if once {
-        Duration::ZERO
-    } else {
-        (round_end.saturating_duration_since(Instant::now()) / n).max(Duration::from_millis(1))
-    };
+/// One RedLock round: every instance asked once, all at once, each bounded by a share of the
+/// lease (at most its response timeout). `None`: fewer than a quorum granted (what was granted
+/// is released). Instances are not waited on: a waiting instance would hold its grant while
+/// others wait for theirs, and rival RedLocks splitting the instances between them would wait
+/// each other out; a failed round is retried after a random pause instead (as the RedLock
+/// description and rslock do).
+async fn red_round(group: &Group, options: LockOptions) -> Option<Vec<HoldGuard>> {
     let attempts = group.locks.iter().map(|lock| {
-        let mut lock_options = LockOptions::new().wait(share);
+        let mut lock_options = LockOptions::new().wait(Duration::ZERO);
         let lease = options.get_lease().unwrap_or_else(|| lock.client_lease());
         if let Some(lease) = options.get_lease() {
             lock_options = lock_options.lease(lease);
         }
-        // A slow instance must not eat the validity: bounded by a share of the lease.
-        let bound = share + lock.response_timeout().min(lease / 4);
+        // A slow instance must not eat the validity.
+        let bound = lock.response_timeout().min(lease / 4);
         async move {
             match tokio::time::timeout(bound, lock.acquire_any(lock_options)).await {
                 Ok(Ok(Some(guard))) => Some(guard),

@@ -10,7 +10,9 @@ pub mod contended;
 pub mod external;
 pub mod latch;
 pub mod lock_kinds;
+pub mod rate_limiter;
 pub mod raw;
+pub mod redlock;
 pub mod rslock_peer;
 pub mod semaphore;
 pub mod uncontended;
@@ -59,7 +61,7 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 10] = [
     "raw",
     "uncontended",
     "contended",
@@ -68,6 +70,8 @@ pub const ALL: [&str; 8] = [
     "latch",
     "peers",
     "cluster",
+    "redlock",
+    "rate-limiter",
 ];
 
 pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
@@ -82,6 +86,8 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
         "semaphore" => semaphore::run(ctx, records).await,
         "latch" => latch::run(ctx, records).await,
         "cluster" => cluster::run(ctx, records).await,
+        "redlock" => redlock::run(ctx, records).await,
+        "rate-limiter" => rate_limiter::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;
             external::run(ctx, records).await

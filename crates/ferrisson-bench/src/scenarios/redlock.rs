@@ -1,0 +1,154 @@
+//! `redlock`: ferrisson's `RedLock` against `rslock` on the same 3 redis-server processes,
+//! uncontended (16 tasks, distinct keys) and contended (4 clients × 8 tasks, one key), head to
+//! head in alternating rounds.
+
+use std::time::Duration;
+
+use ferrisson::{AnyLock, Client, RedLock, ReentrantLock};
+use ferrisson_testkit::RedisServer;
+use rslock::LockManager;
+use tokio::time::Instant;
+
+use super::Ctx;
+use crate::record::Records;
+use crate::workload::{self, BoxFuture, Cycle};
+
+struct Ours(RedLock);
+
+impl Cycle for Ours {
+    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            let guard = self.0.lock().await.map_err(|e| e.to_string())?;
+            let waited = t0.elapsed();
+            workload::hold_for(hold).await?;
+            guard.unlock().await.map_err(|e| e.to_string())?;
+            Ok(waited)
+        })
+    }
+}
+
+struct Theirs {
+    manager: LockManager,
+    resource: Vec<u8>,
+}
+
+impl Cycle for Theirs {
+    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            let lock = self
+                .manager
+                .acquire_no_guard(self.resource.as_slice(), Duration::from_secs(10))
+                .await
+                .map_err(|e| format!("rslock: {e:?}"))?;
+            let waited = t0.elapsed();
+            workload::hold_for(hold).await?;
+            self.manager.unlock(&lock).await;
+            Ok(waited)
+        })
+    }
+}
+
+fn red_lock(clients: &[Client], name: &str) -> Result<RedLock, String> {
+    let locks = clients
+        .iter()
+        .map(|c| {
+            ReentrantLock::new(c, name)
+                .map(|l| Box::new(l) as Box<dyn AnyLock>)
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RedLock::new(locks).map_err(|e| e.to_string())
+}
+
+async fn clients(urls: &[String]) -> Result<Vec<Client>, String> {
+    let mut clients = Vec::new();
+    for url in urls {
+        clients.push(Client::connect(url).await.map_err(|e| e.to_string())?);
+    }
+    Ok(clients)
+}
+
+pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
+    let servers = tokio::task::spawn_blocking(|| {
+        (0..3)
+            .map(|_| RedisServer::try_spawn())
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let (rounds, round) = if ctx.quick {
+        (3, Duration::from_millis(400))
+    } else {
+        (6, Duration::from_secs(1))
+    };
+    // (variant, clients, tasks per client, one key or one per task)
+    for (variant, n_clients, tasks, shared) in [
+        ("uncontended tasks=16", 1usize, 16usize, false),
+        ("contended hold=0ms", 4, 8, true),
+    ] {
+        let mut ours_total = workload::RunResult::default();
+        let mut theirs_total = workload::RunResult::default();
+        let mut ratios = Vec::new();
+        for r in 0..rounds {
+            let mut ours: Vec<Box<dyn Cycle>> = Vec::new();
+            let mut theirs: Vec<Box<dyn Cycle>> = Vec::new();
+            for c in 0..n_clients {
+                let ours_clients = clients(&urls).await?;
+                let manager = LockManager::new(urls.clone());
+                for t in 0..tasks {
+                    let name = if shared {
+                        format!("bench:redlock:{variant}:{r}")
+                    } else {
+                        format!("bench:redlock:{variant}:{r}:{c}:{t}")
+                    };
+                    ours.push(Box::new(Ours(red_lock(&ours_clients, &name)?)));
+                    theirs.push(Box::new(Theirs {
+                        manager: manager.clone(),
+                        resource: format!("{name}:rslock").into_bytes(),
+                    }));
+                }
+            }
+            let a = workload::run(ours, round, Duration::ZERO).await?;
+            let b = workload::run(theirs, round, Duration::ZERO).await?;
+            ratios.push(a.per_sec() / b.per_sec().max(1e-9));
+            ours_total.merge(a);
+            theirs_total.merge(b);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
+        for (library, result) in [
+            ("ferrisson", &mut ours_total),
+            ("rslock", &mut theirs_total),
+        ] {
+            records.push(
+                "redlock",
+                variant,
+                library,
+                "ops_per_sec",
+                result.per_sec(),
+                "ops/s",
+            );
+            records.push(
+                "redlock",
+                variant,
+                library,
+                "p50_us",
+                result.cycles.percentile(50.0),
+                "us",
+            );
+        }
+        records.push(
+            "redlock",
+            variant,
+            "ferrisson",
+            "ratio_to_rslock",
+            median,
+            "x",
+        );
+    }
+    drop(servers);
+    Ok(())
+}

@@ -69,7 +69,7 @@ pub mod engine {
     pub use crate::kind::{Backoff, HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
     pub use crate::lock::{
-        FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, RENEW_HASH, scripts,
+        FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH, scripts,
     };
     pub use crate::permits;
     pub use crate::pubsub::{

@@ -236,6 +236,100 @@ pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
     include_str!("../lua/hash_lock_release.lua"),
 );
 
+/// The keys and script calls of a lock kept in a hash on Redisson's `RLock` layout, shared by
+/// the reentrant lock and the spin lock: the hash `name`, the channel
+/// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}`, the
+/// unlock latches `redisson_unlock_latch:{name}:<request id>`.
+#[derive(Debug, Clone)]
+pub struct HashLock {
+    /// The client the lock runs on.
+    pub client: Client,
+    /// The hash.
+    pub key: std::sync::Arc<str>,
+    /// The release channel.
+    pub channel: String,
+    /// The fencing counter.
+    pub token_key: String,
+    /// The prefix of unlock latches.
+    pub latch_prefix: String,
+    /// Whether acquisitions hand out fencing tokens.
+    pub fenced: bool,
+}
+
+impl HashLock {
+    /// The keys of the lock named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for a name the client refuses.
+    pub fn new(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        use crate::client::ClientEngine;
+        use crate::keys::prefixed;
+        let key = client.object_key(name)?;
+        Ok(Self {
+            client: client.clone(),
+            channel: prefixed("redisson_lock__channel", &key),
+            token_key: prefixed("redisson_lock_token", &key),
+            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            key: key.into(),
+            fenced,
+        })
+    }
+
+    /// The acquire call (`core/hash_lock_acquire`).
+    pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
+        crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, &self.token_key])
+            .arg(crate::duration::millis(args.lease))
+            .arg(args.owner.as_str())
+            .arg(args.believed)
+            .arg(if args.retry { "1" } else { "0" })
+            .arg(if self.fenced { "1" } else { "0" })
+    }
+
+    /// The release call (`core/hash_lock_release`); without `publish`, it publishes nothing
+    /// (the spin lock, whose waiters poll).
+    pub fn release_call(
+        &self,
+        args: &crate::kind::ReleaseArgs<'_>,
+        publish: bool,
+    ) -> crate::script::ScriptCall {
+        use crate::client::ClientEngine;
+        let command = if publish {
+            self.client.config().get_publish_command().as_str()
+        } else {
+            ""
+        };
+        crate::script::ScriptCall::new(
+            &HASH_LOCK_RELEASE,
+            &[&self.key, &self.channel, args.latch, &self.token_key],
+        )
+        .arg(args.renew_lease.map_or(0, crate::duration::millis))
+        .arg(args.owner.as_str())
+        .arg(crate::duration::millis(self.client.retry_window()))
+        .arg(command)
+        .arg(args.successor.map_or("", |(o, _)| o.as_str()))
+        .arg(
+            args.successor
+                .map_or(0, |(_, lease)| crate::duration::millis(lease)),
+        )
+        .arg(if self.fenced { "1" } else { "0" })
+    }
+
+    /// Releases the lock whoever holds it, publishing `0`; whether it was locked.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongType`], [`crate::Error::Redis`].
+    pub async fn force_unlock(&self) -> Result<bool> {
+        use crate::client::ClientEngine;
+        let call = crate::script::ScriptCall::new(&FORCE_RELEASE_HASH, &[&self.key, &self.channel])
+            .arg(self.client.config().get_publish_command().as_str())
+            .arg("0");
+        let released: i64 = self.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+}
+
 /// Every script this crate runs, for tests and tools that load or check them.
 pub fn scripts() -> [&'static Script; 7] {
     [

@@ -4,15 +4,13 @@ use std::sync::Arc;
 
 use std::borrow::Cow;
 
-use ferrisson_core::engine::keys::prefixed;
 use ferrisson_core::engine::{
-    self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall,
-    TryArgs, Waiting, hash_hold_count, lock_message_policy,
+    self, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
+    hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Client, Lock, LockOptions, Owner, Result};
 
 use crate::LockGuard;
-use crate::scripts::{ACQUIRE, RELEASE};
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
@@ -142,14 +140,14 @@ impl std::fmt::Debug for ReentrantLock {
     }
 }
 
-pub(crate) struct LockShared {
-    pub(crate) client: Client,
-    pub(crate) key: Arc<str>,
-    channel: String,
-    token_key: String,
-    /// `redisson_unlock_latch:{key}`, before a release's request id.
-    latch_prefix: String,
-    fenced: bool,
+/// The lock's keys and calls ([`HashLock`], shared with the spin lock), as the engine's kind.
+pub(crate) struct LockShared(HashLock);
+
+impl std::ops::Deref for LockShared {
+    type Target = HashLock;
+    fn deref(&self) -> &HashLock {
+        &self.0
+    }
 }
 
 impl ReentrantLock {
@@ -191,16 +189,8 @@ impl ReentrantLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        let key = client.object_key(name)?;
         Ok(Self {
-            shared: Arc::new(LockShared {
-                client: client.clone(),
-                channel: prefixed("redisson_lock__channel", &key),
-                token_key: prefixed("redisson_lock_token", &key),
-                latch_prefix: prefixed("redisson_unlock_latch", &key),
-                key: key.into(),
-                fenced,
-            }),
+            shared: Arc::new(LockShared(HashLock::new(client, name, fenced)?)),
             owner: None,
         })
     }
@@ -278,15 +268,7 @@ impl Lock for ReentrantLock {
     }
 
     async fn force_unlock(&self) -> Result<bool> {
-        let client = &self.shared.client;
-        let call = ScriptCall::new(
-            &FORCE_RELEASE_HASH,
-            &[&self.shared.key, &self.shared.channel],
-        )
-        .arg(client.config().get_publish_command().as_str())
-        .arg("0");
-        let released: i64 = client.eval(&call).await?;
-        Ok(released == 1)
+        self.shared.force_unlock().await
     }
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
@@ -325,12 +307,7 @@ impl HoldKind for LockShared {
     }
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        ScriptCall::new(&ACQUIRE, &[&self.key, &self.token_key])
-            .arg(ferrisson_core::duration::millis(args.lease))
-            .arg(args.owner.as_str())
-            .arg(args.believed)
-            .arg(if args.retry { "1" } else { "0" })
-            .arg(if self.fenced { "1" } else { "0" })
+        self.0.try_call(args)
     }
 
     fn latch_prefix(&self) -> &str {
@@ -338,20 +315,6 @@ impl HoldKind for LockShared {
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        let client = &self.client;
-        ScriptCall::new(
-            &RELEASE,
-            &[&self.key, &self.channel, args.latch, &self.token_key],
-        )
-        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
-        .arg(args.owner.as_str())
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
-        .arg(client.config().get_publish_command().as_str())
-        .arg(args.successor.map_or("", |(o, _)| o.as_str()))
-        .arg(
-            args.successor
-                .map_or(0, |(_, lease)| ferrisson_core::duration::millis(lease)),
-        )
-        .arg(if self.fenced { "1" } else { "0" })
+        self.0.release_call(args, true)
     }
 }

@@ -3,10 +3,6 @@
 
 use ferrisson_core::engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, Script};
 
-pub(crate) use ferrisson_core::engine::{
-    HASH_LOCK_ACQUIRE as ACQUIRE, HASH_LOCK_RELEASE as RELEASE,
-};
-
 /// Every script this crate runs, for tests and tools that load or check them (all of them
 /// `ferrisson_core`'s: these two, `core/renew_hash` and `core/force_release_hash`).
 pub fn scripts() -> [&'static Script; 2] {

@@ -3,11 +3,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use ferrisson_core::engine::keys::prefixed;
 use ferrisson_core::engine::{
-    self, Backoff, ClientEngine, FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE,
-    HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count,
-    lock_message_policy,
+    self, Backoff, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs,
+    Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Client, Error, Lock, LockOptions, Owner, Result};
 
@@ -72,16 +70,17 @@ impl std::fmt::Debug for SpinLock {
     }
 }
 
+/// The lock's keys and calls ([`HashLock`], the reentrant lock's), and its waiters' backoff.
 struct SpinShared {
-    client: Client,
-    key: Arc<str>,
-    /// Redisson's lock channel name: never published on by this lock, but the force unlock
-    /// script takes one (a message nobody listens to).
-    channel: String,
-    token_key: String,
-    latch_prefix: String,
-    fenced: bool,
+    lock: HashLock,
     backoff: Backoff,
+}
+
+impl std::ops::Deref for SpinShared {
+    type Target = HashLock;
+    fn deref(&self) -> &HashLock {
+        &self.lock
+    }
 }
 
 impl SpinLock {
@@ -106,15 +105,9 @@ impl SpinLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        let key = client.object_key(name)?;
         Ok(Self {
             shared: Arc::new(SpinShared {
-                client: client.clone(),
-                channel: prefixed("redisson_lock__channel", &key),
-                token_key: prefixed("redisson_lock_token", &key),
-                latch_prefix: prefixed("redisson_unlock_latch", &key),
-                key: key.into(),
-                fenced,
+                lock: HashLock::new(client, name, fenced)?,
                 backoff: Backoff::default(),
             }),
             owner: None,
@@ -139,12 +132,7 @@ impl SpinLock {
         let s = &self.shared;
         Ok(Self {
             shared: Arc::new(SpinShared {
-                client: s.client.clone(),
-                key: s.key.clone(),
-                channel: s.channel.clone(),
-                token_key: s.token_key.clone(),
-                latch_prefix: s.latch_prefix.clone(),
-                fenced: s.fenced,
+                lock: s.lock.clone(),
                 backoff,
             }),
             owner: self.owner.clone(),
@@ -198,15 +186,7 @@ impl Lock for SpinLock {
     }
 
     async fn force_unlock(&self) -> Result<bool> {
-        let client = &self.shared.client;
-        let call = ScriptCall::new(
-            &FORCE_RELEASE_HASH,
-            &[&self.shared.key, &self.shared.channel],
-        )
-        .arg(client.config().get_publish_command().as_str())
-        .arg("0");
-        let released: i64 = client.eval(&call).await?;
-        Ok(released == 1)
+        self.shared.force_unlock().await
     }
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
@@ -241,12 +221,7 @@ impl HoldKind for SpinShared {
     }
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, &self.token_key])
-            .arg(ferrisson_core::duration::millis(args.lease))
-            .arg(args.owner.as_str())
-            .arg(args.believed)
-            .arg(if args.retry { "1" } else { "0" })
-            .arg(if self.fenced { "1" } else { "0" })
+        self.lock.try_call(args)
     }
 
     fn latch_prefix(&self) -> &str {
@@ -254,17 +229,7 @@ impl HoldKind for SpinShared {
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        // No publish command (nobody listens) and never a successor (no local hand-offs).
-        ScriptCall::new(
-            &HASH_LOCK_RELEASE,
-            &[&self.key, &self.channel, args.latch, &self.token_key],
-        )
-        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
-        .arg(args.owner.as_str())
-        .arg(ferrisson_core::duration::millis(self.client.retry_window()))
-        .arg("")
-        .arg("")
-        .arg(0)
-        .arg(if self.fenced { "1" } else { "0" })
+        // Nothing published (nobody listens), and never a successor (no local hand-offs).
+        self.lock.release_call(args, false)
     }
 }

@@ -10,6 +10,7 @@ use rslock::LockManager;
 use tokio::time::Instant;
 
 use super::Ctx;
+use super::rslock_peer::RslockCycle;
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
 
@@ -23,28 +24,6 @@ impl Cycle for Ours {
             let waited = t0.elapsed();
             workload::hold_for(hold).await?;
             guard.unlock().await.map_err(|e| e.to_string())?;
-            Ok(waited)
-        })
-    }
-}
-
-struct Theirs {
-    manager: LockManager,
-    resource: Vec<u8>,
-}
-
-impl Cycle for Theirs {
-    fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
-        Box::pin(async move {
-            let t0 = Instant::now();
-            let lock = self
-                .manager
-                .acquire_no_guard(self.resource.as_slice(), Duration::from_secs(10))
-                .await
-                .map_err(|e| format!("rslock: {e:?}"))?;
-            let waited = t0.elapsed();
-            workload::hold_for(hold).await?;
-            self.manager.unlock(&lock).await;
             Ok(waited)
         })
     }
@@ -105,7 +84,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                         format!("bench:redlock:{variant}:{r}:{c}:{t}")
                     };
                     ours.push(Box::new(Ours(red_lock(&ours_clients, &name)?)));
-                    theirs.push(Box::new(Theirs {
+                    theirs.push(Box::new(RslockCycle {
                         manager: manager.clone(),
                         resource: format!("{name}:rslock").into_bytes(),
                     }));

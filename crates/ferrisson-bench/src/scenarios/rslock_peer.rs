@@ -13,9 +13,10 @@ use crate::workload::{self, BoxFuture, Cycle};
 
 pub const LIBRARY: &str = "rslock";
 
-struct RslockCycle {
-    manager: LockManager,
-    resource: Vec<u8>,
+/// One rslock acquire-hold-release cycle on `resource` (also the `redlock` scenario's peer).
+pub(crate) struct RslockCycle {
+    pub(crate) manager: LockManager,
+    pub(crate) resource: Vec<u8>,
 }
 
 impl Cycle for RslockCycle {

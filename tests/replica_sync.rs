@@ -22,7 +22,9 @@ fn pair() -> Pair {
     let replica =
         RedisServer::try_spawn_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()])
             .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now()
+        .checked_add(Duration::from_secs(20))
+        .expect("the sync deadline is within the clock's range");
     loop {
         let info: String = redis::cmd("INFO")
             .arg("replication")

@@ -413,7 +413,10 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     loop {
         let started = Instant::now();
         let round_end = deadline.unwrap_or_else(|| {
-            ferrisson_core::duration::later(started, ROUND_PER_LOCK.saturating_mul(n as u32))
+            ferrisson_core::duration::later(
+                started,
+                ROUND_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)),
+            )
         });
         let taken = if group.red {
             red_round(group, options).await

@@ -191,7 +191,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             guard.unlock().await.map_err(|e| e.to_string())
         }));
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now()
+        .checked_add(Duration::from_secs(60))
+        .ok_or("the waiters' deadline is past the clock's range")?;
     while waiting.waiter_stats().1 < waiters {
         if tokio::time::Instant::now() > deadline {
             return Err(format!(

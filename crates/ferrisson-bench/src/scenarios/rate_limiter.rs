@@ -28,7 +28,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     // 4 clients × 8 tasks taking one permit at a time, as fast as the limiter lets them.
     let grants = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    let deadline = started + phase;
+    let deadline = started
+        .checked_add(phase)
+        .ok_or("the phase's deadline is past the clock's range")?;
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let client = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
@@ -61,12 +63,15 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let mut grants = grants.lock().map_err(|e| e.to_string())?.clone();
     grants.sort_unstable();
     let elapsed = phase.as_secs_f64();
+    // Less 20 ms: a grant is stamped a moment after the server gave it.
+    let window = interval.saturating_sub(Duration::from_millis(20));
     let most_in_window = grants
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            // Less 20 ms: a grant is stamped a moment after the server gave it.
-            let end = *t + interval - Duration::from_millis(20);
+            let Some(end) = t.checked_add(window) else {
+                return grants.len() - i;
+            };
             grants[i..].iter().take_while(|u| **u < end).count()
         })
         .max()

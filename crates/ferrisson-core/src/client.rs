@@ -411,11 +411,7 @@ pub trait ClientEngine {
         call: &ScriptCall,
     ) -> Result<(T, Result<()>)>;
 
-    /// Whether replica sync is on (then [`sync_replicas`](Self::sync_replicas) follows every
-    /// acquire, renewal and release).
-    fn syncs_replicas(&self) -> bool;
-
-    /// Runs a script call once: `EVALSHA`, loading the script when the server answers
+    /// Runs a script call once: `EVALSHA`, and `EVAL` of the source when the server answers
     /// `NOSCRIPT`.
     ///
     /// # Errors
@@ -626,10 +622,6 @@ impl ClientEngine for Client {
             Err(e) => Err(Error::Redis(e)),
         };
         Ok((value, synced))
-    }
-
-    fn syncs_replicas(&self) -> bool {
-        self.inner.replication.enabled()
     }
 
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()> {

@@ -9,6 +9,7 @@ use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
 
 use ferrisson_testkit::RedisCluster;
 
+use super::uncontended::median;
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx};
 use crate::record::Records;
 use crate::workload::{self, Cycle, HoldCycle};
@@ -23,11 +24,6 @@ fn rounds(ctx: &Ctx) -> (u32, Duration) {
     } else {
         (8, Duration::from_millis(500))
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 async fn connect(config: ClientConfig) -> Result<Client, String> {

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::Ctx;
 use super::rslock_peer::RslockCycle;
+use super::uncontended::median;
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
 
@@ -96,8 +97,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ours_total.merge(a);
             theirs_total.merge(b);
         }
-        ratios.sort_by(f64::total_cmp);
-        let median = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
+        let median = median(ratios);
         for (library, result) in [
             ("ferrisson", &mut ours_total),
             ("rslock", &mut theirs_total),

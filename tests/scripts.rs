@@ -69,6 +69,19 @@ fn every_script_loads_on_a_real_server_under_its_sha() {
     }
 }
 
+#[test]
+fn every_scripts_batch_form_loads_on_a_real_server() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    for script in registered() {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.batch_source())
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("the batch form of {} does not load: {e}", script.name()));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_keep_working_across_a_script_flush() {
     let server = RedisServer::spawn();

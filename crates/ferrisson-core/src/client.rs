@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Value};
 
+use crate::batch::Batcher;
 use crate::config::ClientConfig;
 use crate::config::{PublishCommand, ShardedSubscription};
 use crate::error::{Error, Result, map_redis_error};
@@ -82,21 +83,35 @@ impl Connection {
     }
 
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        self.query_raw(cmd).await?.extract_error()
+    }
+
+    /// As [`query`](Self::query), but error replies nested in the reply stay values (a
+    /// batch's replies, one per call): only an error reply as the whole reply is an `Err`.
+    pub(crate) async fn query_raw(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
         match self {
             Connection::Standalone(manager) => {
                 // The inherent method, not the boxed `ConnectionLike` one: one allocation and
                 // one indirect call less per command.
                 let mut manager = manager.clone();
-                manager.send_packed_command(cmd).await?.extract_error()
+                top_level_error(manager.send_packed_command(cmd).await?)
             }
             Connection::Cluster(cluster) => {
                 let mut cluster = cluster.clone();
-                redis::aio::ConnectionLike::req_packed_command(&mut cluster, cmd)
-                    .await?
-                    .extract_error()
+                top_level_error(
+                    redis::aio::ConnectionLike::req_packed_command(&mut cluster, cmd).await?,
+                )
             }
             Connection::Sentinel(primary) => primary.query(cmd).await,
         }
+    }
+}
+
+/// A reply that is an error as an `Err`; the values nested in any other reply untouched.
+pub(crate) fn top_level_error(value: Value) -> redis::RedisResult<Value> {
+    match value {
+        Value::ServerError(e) => Err(e.into()),
+        other => Ok(other),
     }
 }
 
@@ -132,6 +147,7 @@ struct Inner {
     id: String,
     config: ClientConfig,
     conn: Connection,
+    batcher: Batcher,
     replication: Arc<Replication>,
     hub: Hub,
     watchdog: Watchdog,
@@ -308,6 +324,7 @@ impl Client {
         Ok(Self {
             inner: Arc::new(Inner {
                 id,
+                batcher: Batcher::start(conn.clone(), config.coalesce),
                 config,
                 conn,
                 replication,
@@ -640,7 +657,7 @@ impl ClientEngine for Client {
     async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
         let value = self
             .inner
-            .conn
+            .batcher
             .eval(call)
             .await
             .map_err(|e| script_error(e, call))?;

@@ -237,6 +237,7 @@ pub struct ClientConfig {
     /// `None`: the deployment's default (on for Cluster and Sentinel).
     pub(crate) replica_sync: Option<Option<ReplicaSync>>,
     pub(crate) wait_outage_limit: Duration,
+    pub(crate) coalesce: bool,
 }
 
 impl Default for ClientConfig {
@@ -338,6 +339,7 @@ impl ClientConfig {
             sharded: ShardedSubscription::Auto,
             replica_sync: None,
             wait_outage_limit: Duration::from_secs(60),
+            coalesce: true,
         }
     }
 
@@ -580,6 +582,21 @@ impl ClientConfig {
     pub fn wait_outage_limit(mut self, limit: Duration) -> Self {
         self.wait_outage_limit = limit;
         self
+    }
+
+    /// Whether script calls that the client's tasks make at the same time go to Redis as one
+    /// call per script (and slot), which runs them one after the other (on by default). Each
+    /// call's outcome is the one it would have alone; the server and the client spend less per
+    /// call under load (`docs/architecture.md`, "Coalescing"). Off, every call is its own
+    /// `EVALSHA`.
+    pub fn coalesce_calls(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
+    /// Whether concurrent script calls are coalesced ([`coalesce_calls`](Self::coalesce_calls)).
+    pub fn get_coalesce_calls(&self) -> bool {
+        self.coalesce
     }
 
     /// The lease of watchdog-kept holds.

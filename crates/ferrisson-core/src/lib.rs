@@ -15,6 +15,7 @@
 //! Users normally depend on the `ferrisson` facade or on one synchronizer crate
 //! (`ferrisson-lock`, …), which re-export what they need from here.
 
+mod batch;
 mod client;
 mod config;
 pub mod duration;

@@ -27,6 +27,8 @@ pub struct Script {
     /// The prelude and the source, joined once.
     joined: OnceLock<String>,
     compiled: OnceLock<redis::Script>,
+    /// The batch form's source and digest ([`batch_source`](Self::batch_source)).
+    batch: OnceLock<(String, redis::Script)>,
 }
 
 /// The lock scripts' shared functions (`lua/core/lock_prelude.lua`), which they start with
@@ -35,6 +37,41 @@ pub struct Script {
 /// `foreign_lock(key, rw)` refuses a hash that is no lock of the caller's family.
 pub static LOCK_PRELUDE: Script =
     Script::new("core/lock_prelude", include_str!("../lua/lock_prelude.lua"));
+
+/// The end of a script's batch form, which runs several calls of the script in one: the
+/// script's own source becomes the body of `op(KEYS, ARGV)` (its parameters shadow the
+/// globals, so the body reads its own call's keys and arguments), and this driver calls it once
+/// per call. `ARGV[1]` is the number of calls, `ARGV[2]` and `ARGV[3]` the key and argument
+/// count of each (the same for all); the calls' keys follow each other in `KEYS`, their
+/// arguments after the counts in `ARGV`. The reply has one entry per call: `{reply}` (an empty
+/// table for a `nil` reply, which would otherwise end the array), or the call's error, caught so
+/// that a call that fails (a key of the wrong type) leaves the others' replies intact, as if
+/// each had run alone, one after the other. A caught error is a string (Redis 7.0) or an error
+/// table; a string keeps its code (`WRONGTYPE …`), and a Lua runtime error, which has none, gets
+/// `ERR`, as a script that fails alone does.
+const BATCH_DRIVER: &str = r#"local calls, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+local k, a = 0, 3
+for i = 1, calls do
+  local ok, reply = pcall(op, {unpack(KEYS, k + 1, k + nk)}, {unpack(ARGV, a + 1, a + na)})
+  k, a = k + nk, a + na
+  if not ok then
+    if type(reply) ~= 'table' then
+      reply = tostring(reply)
+      if not string.find(reply, '^%u+ ') then
+        reply = 'ERR ' .. reply
+      end
+      reply = {err = reply}
+    end
+    out[i] = reply
+  elseif reply == nil then
+    out[i] = {}
+  else
+    out[i] = {reply}
+  end
+end
+return out
+"#;
 
 /// What a script's header says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +91,7 @@ impl Script {
             prelude: None,
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
+            batch: OnceLock::new(),
         }
     }
 
@@ -71,6 +109,7 @@ impl Script {
             prelude: Some(prelude),
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
+            batch: OnceLock::new(),
         }
     }
 
@@ -104,6 +143,32 @@ impl Script {
     fn compiled(&self) -> &redis::Script {
         self.compiled
             .get_or_init(|| redis::Script::new(self.source()))
+    }
+
+    fn batch(&self) -> &(String, redis::Script) {
+        self.batch.get_or_init(|| {
+            let (prelude, own) = match self.prelude {
+                None => ("", self.source),
+                Some(prelude) => (prelude.source(), self.source),
+            };
+            let source =
+                format!("{prelude}\nlocal function op(KEYS, ARGV)\n{own}\nend\n{BATCH_DRIVER}");
+            let compiled = redis::Script::new(&source);
+            (source, compiled)
+        })
+    }
+
+    /// The Lua source of the script's batch form, which runs several calls of the script in
+    /// one script run, each with its own keys and arguments, and answers each one's reply: a
+    /// client coalesces concurrent calls into it
+    /// ([`ClientConfig::coalesce_calls`](crate::ClientConfig::coalesce_calls)).
+    pub fn batch_source(&self) -> &str {
+        &self.batch().0
+    }
+
+    /// The SHA1 digest of the batch form.
+    pub(crate) fn batch_sha1(&self) -> &str {
+        self.batch().1.get_hash()
     }
 
     /// Reads the `operation` and `protocol` lines of the header (the leading `--` comments).
@@ -196,6 +261,22 @@ impl ScriptCall {
             })
     }
 
+    /// The call's keys and arguments, as they go on the wire.
+    fn key_and_arg_bytes(&self) -> impl Iterator<Item = &[u8]> {
+        self.cmd.args_iter().skip(3).filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+    }
+
+    /// How many arguments (`ARGV`) the call has.
+    fn num_args(&self) -> usize {
+        self.cmd
+            .args_iter()
+            .count()
+            .saturating_sub(3 + self.num_keys)
+    }
+
     /// The `EVALSHA` command of the call.
     pub(crate) fn command(&self) -> &redis::Cmd {
         &self.cmd
@@ -211,6 +292,47 @@ impl ScriptCall {
         for arg in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = arg {
                 cmd.arg(bytes);
+            }
+        }
+        cmd
+    }
+
+    /// The shape of the call: its script, key count and argument count. Calls of one shape
+    /// can share a batch.
+    pub(crate) fn shape(&self) -> (*const Script, usize, usize) {
+        (self.script, self.num_keys, self.num_args())
+    }
+
+    /// One call of the batch form of the calls' script, which runs each of `calls` (all of
+    /// one [`shape`](Self::shape)) in turn and answers each one's reply ([`BATCH_DRIVER`]):
+    /// `EVALSHA`, or `EVAL` of the batch form's source when `eval` is set.
+    pub(crate) fn batch_command(calls: &[&ScriptCall], eval: bool) -> redis::Cmd {
+        let Some(first) = calls.first() else {
+            return redis::cmd("PING");
+        };
+        let (script, num_keys, num_args) = (first.script, first.num_keys, first.num_args());
+        let bytes: usize = calls
+            .iter()
+            .flat_map(|c| c.key_and_arg_bytes())
+            .map(<[u8]>::len)
+            .sum();
+        let mut cmd =
+            redis::Cmd::with_capacity(6 + calls.len() * (num_keys + num_args), 64 + bytes);
+        if eval {
+            cmd.arg("EVAL").arg(script.batch_source());
+        } else {
+            cmd.arg("EVALSHA").arg(script.batch_sha1());
+        }
+        cmd.arg(calls.len() * num_keys);
+        for call in calls {
+            for key in call.key_and_arg_bytes().take(num_keys) {
+                cmd.arg(key);
+            }
+        }
+        cmd.arg(calls.len()).arg(num_keys).arg(num_args);
+        for call in calls {
+            for arg in call.key_and_arg_bytes().skip(num_keys) {
+                cmd.arg(arg);
             }
         }
         cmd

@@ -1,0 +1,212 @@
+//! Coalescing: script calls that a client's tasks make at the same time go to Redis as one call
+//! per script (and, on a cluster, per slot), the script's batch form
+//! ([`ScriptCall::batch_command`]), which runs them one after the other in one script run.
+//!
+//! Each `EVALSHA` costs the server a few microseconds before the script's first command, and
+//! the client a request of its own; 64 tasks locking and unlocking distinct keys pay that 128
+//! times per round trip, and the batch form pays it once. The calls' outcomes are those of the
+//! same calls made one after the other: each call's reply (or error) is its own.
+//!
+//! A single dispatcher task sends the calls. It sends whatever has arrived as soon as fewer
+//! than [`WINDOW`] flights are out, so that a lone call goes out at once (one task hop later)
+//! and calls that arrive while flights are out wait for the next one, growing it.
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use redis::{RedisResult, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::Connection;
+use crate::script::{Script, ScriptCall};
+
+/// How many flights (sets of calls sent together) may be out at once.
+const WINDOW: usize = 2;
+
+/// The most calls in one batch: a batch runs as one script, which holds the server for its
+/// whole run (a few microseconds per call).
+const MAX_CALLS: usize = 128;
+
+struct Pending {
+    call: ScriptCall,
+    reply: oneshot::Sender<RedisResult<Value>>,
+}
+
+/// The handle to a client's dispatcher: cheap to clone; the dispatcher ends once every handle
+/// is gone and the calls out have been answered.
+#[derive(Clone)]
+pub(crate) struct Batcher {
+    tx: Option<mpsc::UnboundedSender<Pending>>,
+    conn: Connection,
+}
+
+impl Batcher {
+    /// Starts the dispatcher of `conn`, or, with `enabled` false, a batcher that sends every
+    /// call alone.
+    pub(crate) fn start(conn: Connection, enabled: bool) -> Self {
+        let tx = enabled.then(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(dispatch(conn.clone(), rx));
+            tx
+        });
+        Self { tx, conn }
+    }
+
+    /// Runs `call`, in a batch with the calls of other tasks made meanwhile: `EVALSHA` (of the
+    /// batch form when there are several), `EVAL` of the source on `NOSCRIPT`.
+    pub(crate) async fn eval(&self, call: &ScriptCall) -> RedisResult<Value> {
+        let Some(tx) = &self.tx else {
+            return self.conn.eval(call).await;
+        };
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            call: call.clone(),
+            reply,
+        };
+        if tx.send(pending).is_err() {
+            return self.conn.eval(call).await;
+        }
+        match answer.await {
+            Ok(result) => result,
+            // The dispatcher is gone (the runtime shuts down): the call may have been sent.
+            Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the client's dispatcher stopped before the call was answered",
+            ))),
+        }
+    }
+}
+
+async fn dispatch(conn: Connection, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let cluster = conn.is_cluster();
+    let mut flights: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+    let mut queue: Vec<Pending> = Vec::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            Some(()) = flights.next(), if !flights.is_empty() => {}
+            received = rx.recv(), if open => match received {
+                Some(pending) => queue.push(pending),
+                None => open = false,
+            },
+            else => break,
+        }
+        while let Ok(pending) = rx.try_recv() {
+            queue.push(pending);
+        }
+        if flights.len() < WINDOW && !queue.is_empty() {
+            let groups = group(std::mem::take(&mut queue), cluster);
+            let conn = conn.clone();
+            flights.push(Box::pin(async move {
+                futures::future::join_all(groups.into_iter().map(|g| send(&conn, g))).await;
+            }));
+        }
+    }
+}
+
+/// Calls that may share a batch: one script, key count and argument count, and on a cluster
+/// one slot.
+type GroupKey = ((*const Script, usize, usize), u16);
+
+/// Splits the calls into groups that may share a batch, of at most [`MAX_CALLS`] each, in the
+/// order they came.
+fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
+    let mut groups: Vec<(GroupKey, Vec<Pending>)> = Vec::new();
+    let mut full: Vec<Vec<Pending>> = Vec::new();
+    for pending in queue {
+        let slot = if cluster {
+            crate::keys::hash_slot(pending.call.keys().next().unwrap_or_default())
+        } else {
+            0
+        };
+        let key = (pending.call.shape(), slot);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, calls)) => {
+                calls.push(pending);
+                if calls.len() >= MAX_CALLS {
+                    full.push(std::mem::take(calls));
+                }
+            }
+            None => groups.push((key, vec![pending])),
+        }
+    }
+    full.extend(
+        groups
+            .into_iter()
+            .map(|(_, calls)| calls)
+            .filter(|c| !c.is_empty()),
+    );
+    full
+}
+
+/// Sends one group: alone, the call itself; several, the batch form; and answers each call.
+async fn send(conn: &Connection, mut calls: Vec<Pending>) {
+    if calls.len() == 1 {
+        if let Some(pending) = calls.pop() {
+            let result = conn.eval(&pending.call).await;
+            let _ = pending.reply.send(result);
+        }
+        return;
+    }
+    let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
+    let result = match conn
+        .query_raw(&ScriptCall::batch_command(&refs, false))
+        .await
+    {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            tracing::debug!(
+                script = calls[0].call.script().name(),
+                "the server lacks the script's batch form: sending it with EVAL"
+            );
+            conn.query_raw(&ScriptCall::batch_command(&refs, true))
+                .await
+        }
+        other => other,
+    };
+    drop(refs);
+    match result.and_then(|value| split(value, calls.len())) {
+        Ok(replies) => {
+            for (pending, reply) in calls.into_iter().zip(replies) {
+                let _ = pending.reply.send(reply);
+            }
+        }
+        Err(e) => {
+            for pending in calls {
+                let _ = pending.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Each call's reply out of a batch's: `{reply}`, `{}` for nil, or the call's error.
+fn split(value: Value, calls: usize) -> RedisResult<Vec<RedisResult<Value>>> {
+    let Value::Array(items) = value else {
+        return Err(protocol_error(format!(
+            "a batch of {calls} script calls answered {value:?}"
+        )));
+    };
+    if items.len() != calls {
+        return Err(protocol_error(format!(
+            "a batch of {calls} script calls answered {} replies",
+            items.len()
+        )));
+    }
+    Ok(items
+        .into_iter()
+        .map(|item| match item {
+            Value::Array(mut one) if one.len() <= 1 => {
+                one.pop().unwrap_or(Value::Nil).extract_error()
+            }
+            other => other.extract_error(),
+        })
+        .collect())
+}
+
+fn protocol_error(message: String) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected batch reply",
+        message,
+    ))
+}

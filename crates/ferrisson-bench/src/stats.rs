@@ -60,6 +60,25 @@ impl Probe {
         Ok(ferrisson_testkit::parse_command_calls(&info))
     }
 
+    /// The server process's CPU time so far, in seconds (`INFO cpu`: user + system).
+    pub async fn server_cpu(&self) -> Result<f64, String> {
+        let mut con = self.conn().await?;
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut con)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(parse_server_cpu(&info))
+    }
+
+    /// A snapshot of the server's counters: commands by name and CPU time.
+    pub async fn snapshot(&self) -> Result<ServerSnapshot, String> {
+        Ok(ServerSnapshot {
+            calls: self.command_calls().await?,
+            cpu: self.server_cpu().await?,
+        })
+    }
+
     /// Connections with a channel or pattern subscription.
     pub async fn subscriber_connections(&self) -> Result<usize, String> {
         let mut con = self.conn().await?;
@@ -138,6 +157,68 @@ impl CommandCounter {
 }
 
 pub use ferrisson_testkit::total_calls;
+
+/// `used_cpu_user` + `used_cpu_sys` of an `INFO cpu` reply, in seconds.
+pub fn parse_server_cpu(info: &str) -> f64 {
+    info.lines()
+        .filter_map(|line| {
+            line.strip_prefix("used_cpu_user:")
+                .or_else(|| line.strip_prefix("used_cpu_sys:"))
+        })
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// Commands a client sends that no script can run (so that `INFO commandstats` counts, which
+/// also count the commands scripts run, tell a client's requests apart): script calls,
+/// subscriptions, `PING`, `SCRIPT LOAD`, transactions.
+pub const CLIENT_ONLY_COMMANDS: [&str; 16] = [
+    "evalsha",
+    "eval",
+    "evalsha_ro",
+    "eval_ro",
+    "fcall",
+    "script|load",
+    "subscribe",
+    "unsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "ping",
+    "multi",
+    "exec",
+    "watch",
+];
+
+/// The server's counters at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSnapshot {
+    pub calls: HashMap<String, u64>,
+    /// CPU time of the server process, in seconds.
+    pub cpu: f64,
+}
+
+impl ServerSnapshot {
+    /// Requests clients sent between `self` and `later`: the client-only commands, plus
+    /// `plain`, the plain commands the measured library sends itself and its scripts never run
+    /// (rslock's `SET`).
+    pub fn client_commands(&self, later: &ServerSnapshot, plain: &[&str]) -> u64 {
+        CLIENT_ONLY_COMMANDS
+            .iter()
+            .chain(plain)
+            .map(|c| {
+                let count = |s: &ServerSnapshot| s.calls.get(*c).copied().unwrap_or(0);
+                count(later).saturating_sub(count(self))
+            })
+            .sum()
+    }
+
+    /// Server CPU seconds between `self` and `later`.
+    pub fn cpu_since(&self, earlier: &ServerSnapshot) -> f64 {
+        (self.cpu - earlier.cpu).max(0.0)
+    }
+}
 
 /// Resident memory of this process, in bytes (Linux); `None` elsewhere.
 pub fn resident_bytes() -> Option<u64> {

@@ -3,6 +3,8 @@
 use ferrisson::Lock;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -147,11 +149,23 @@ pub async fn run(
     duration: Duration,
     hold: Duration,
 ) -> Result<RunResult, String> {
+    run_counted(cycles, duration, hold, Arc::default()).await
+}
+
+/// As [`run`], adding each finished cycle to `done` as it finishes, so that a sampler can
+/// count the cycles of a window inside the run.
+pub async fn run_counted(
+    cycles: Vec<Box<dyn Cycle>>,
+    duration: Duration,
+    hold: Duration,
+    done: Arc<AtomicU64>,
+) -> Result<RunResult, String> {
     let started = Instant::now();
     let cpu_started = cpu_time::ProcessTime::try_now().ok();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(cycles.len());
     for c in cycles {
+        let done = done.clone();
         tasks.push(tokio::spawn(async move {
             let mut waits = Latencies::default();
             let mut whole = Latencies::default();
@@ -162,6 +176,7 @@ pub async fn run(
                 whole.record(t0.elapsed());
                 waits.record(wait);
                 n += 1;
+                done.fetch_add(1, Ordering::Relaxed);
             }
             Ok::<_, String>((n, waits, whole))
         }));

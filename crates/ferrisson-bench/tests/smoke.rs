@@ -79,7 +79,11 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
     };
     for (scenario, metric) in [
         ("uncontended", "ratio_to_raw"),
+        ("uncontended", "ratio_to_rslock"),
+        ("uncontended", "ratio_to_server_ceiling"),
+        ("uncontended", "server_cpu_us_per_op"),
         ("contended", "commands_per_acquisition"),
+        ("contended", "server_cpu_us_per_acquisition"),
         ("contended", "subscriber_connections"),
         ("waiters", "bytes_per_waiter"),
         ("waiters", "idle_commands_per_sec"),
@@ -103,6 +107,12 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
             "no cluster/{metric}"
         );
     }
+    assert!(
+        records
+            .iter()
+            .any(|r| r["scenario"] == "raw" && r["variant"] == "server-ceiling"),
+        "no raw/server-ceiling"
+    );
     assert!(stdout.contains("node and python peers skipped"), "{stdout}");
 
     let chart = std::fs::read_to_string(&svg).unwrap();

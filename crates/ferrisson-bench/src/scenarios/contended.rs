@@ -1,6 +1,8 @@
 //! `contended`: one lock, 4 clients × 16 tasks, hold 0 and 1 ms.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferrisson::{Client, ReentrantLock};
@@ -18,6 +20,8 @@ pub struct Figures {
     pub min_per_task: u64,
     pub max_per_task: u64,
     pub commands_per_acquisition: Option<f64>,
+    /// The server's CPU time per acquisition in the steady window, in microseconds.
+    pub server_cpu_us: Option<f64>,
     pub subscriber_connections: Option<usize>,
 }
 
@@ -60,6 +64,16 @@ pub fn record(records: &mut Records, hold: Duration, library: &str, f: &Figures)
             "cmd/acq",
         );
     }
+    if let Some(c) = f.server_cpu_us {
+        records.push(
+            "contended",
+            v,
+            library,
+            "server_cpu_us_per_acquisition",
+            c,
+            "us",
+        );
+    }
     if let Some(s) = f.subscriber_connections {
         records.push(
             "contended",
@@ -85,35 +99,59 @@ pub fn record(records: &mut Records, hold: Duration, library: &str, f: &Figures)
     }
 }
 
-/// Runs an in-process library's cycles: a throughput phase, then a command-counting phase
-/// with fresh clients under `MONITOR`.
+/// Runs an in-process library's cycles for one phase. Commands per acquisition and the
+/// server's CPU per acquisition come from `INFO commandstats` and `INFO cpu` over the steady
+/// middle half of the phase (start-up, first subscriptions and the last waiters' exits left
+/// out), against the acquisitions made in that window.
 pub async fn measure<F, Fut>(ctx: &Ctx, hold: Duration, make: F) -> Result<Figures, String>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Vec<Box<dyn Cycle>>, String>>,
+{
+    measure_with(ctx, hold, &[], make).await
+}
+
+/// As [`measure`], for a library that also sends the plain commands `plain` (which its
+/// scripts never run: rslock's `SET`).
+pub async fn measure_with<F, Fut>(
+    ctx: &Ctx,
+    hold: Duration,
+    plain: &[&str],
+    make: F,
+) -> Result<Figures, String>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Vec<Box<dyn Cycle>>, String>>,
 {
     let cycles = make().await?;
     let phase = ctx.phase();
+    let done = Arc::new(AtomicU64::new(0));
     let sample = async {
-        tokio::time::sleep(phase / 2).await;
-        ctx.probe.subscriber_connections().await
+        tokio::time::sleep(phase / 4).await;
+        let (start, before) = (ctx.probe.snapshot().await?, done.load(Ordering::Relaxed));
+        tokio::time::sleep(phase / 4).await;
+        let subscribers = ctx.probe.subscriber_connections().await?;
+        tokio::time::sleep(phase / 4).await;
+        let (end, after) = (ctx.probe.snapshot().await?, done.load(Ordering::Relaxed));
+        Ok::<_, String>((start, end, after.saturating_sub(before), subscribers))
     };
-    let (result, subscribers) = tokio::join!(workload::run(cycles, phase, hold), sample);
+    let (result, sampled) = tokio::join!(
+        workload::run_counted(cycles, phase, hold, done.clone()),
+        sample
+    );
     let mut result = result?;
-    let mut figures = Figures {
+    let (start, end, acquisitions, subscribers) = sampled?;
+    let per_acquisition = |x: f64| x / acquisitions.max(1) as f64;
+    let figures = Figures {
         acquisitions_per_sec: result.per_sec(),
         p50_wait_us: result.waits.percentile(50.0),
         p99_wait_us: result.waits.percentile(99.0),
         min_per_task: result.cycles_per_task.iter().copied().min().unwrap_or(0),
         max_per_task: result.cycles_per_task.iter().copied().max().unwrap_or(0),
-        subscriber_connections: Some(subscribers?),
-        ..Figures::default()
+        subscriber_connections: Some(subscribers),
+        commands_per_acquisition: Some(per_acquisition(start.client_commands(&end, plain) as f64)),
+        server_cpu_us: Some(per_acquisition(end.cpu_since(&start) * 1e6)),
     };
-    let cycles = make().await?;
-    let counter = ctx.probe.monitor().await?;
-    let result = workload::run(cycles, ctx.count_phase(), hold).await?;
-    let commands = counter.finish().await;
-    figures.commands_per_acquisition = Some(commands as f64 / result.total().max(1) as f64);
     ctx.probe.flushall().await?;
     Ok(figures)
 }

@@ -218,6 +218,8 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
             // client, spread over the run's acquisitions.
             commands_per_acquisition: Some(commands as f64 / counted.total.max(1) as f64),
             subscriber_connections: Some(subscribers?),
+            // The interpreter's own start-up runs in the same phases: not comparable.
+            server_cpu_us: None,
         };
         contended::record(records, hold, peer.library, &figures);
         ctx.probe.flushall().await?;

@@ -11,6 +11,10 @@ use crate::record::Records;
 use crate::stats::Latencies;
 use crate::workload::{self, BoxFuture, Cycle};
 
+/// The variant and library of the server ceiling's records.
+pub const CEILING: &str = "server-ceiling";
+pub const CEILING_LIBRARY: &str = "redis-rs pipelined";
+
 struct RawCycle {
     con: redis::aio::MultiplexedConnection,
     key: String,
@@ -24,60 +28,138 @@ struct RawCycle {
     latch_ms: u64,
 }
 
+impl RawCycle {
+    /// The library's uncontended acquire call.
+    fn acquire_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.acquire)
+            .arg(2)
+            .arg(&self.key)
+            .arg(&self.token_key)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg(0)
+            .arg("0")
+            .arg("0");
+        cmd
+    }
+
+    /// The library's release call, with a fresh request id, as the library makes: an id
+    /// reused from an earlier round would find that round's latch and skip the release.
+    fn release_cmd(&self) -> redis::Cmd {
+        let latch = RequestId::random().latch_key(&self.latch_prefix);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.release)
+            .arg(4)
+            .arg(&self.key)
+            .arg(&self.channel)
+            .arg(latch)
+            .arg(&self.token_key)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg(self.latch_ms)
+            .arg("publish")
+            .arg("")
+            .arg(0)
+            .arg("0");
+        cmd
+    }
+}
+
+/// An uncontended acquire's reply, checked.
+fn check_acquired(reply: &[i64]) -> Result<(), String> {
+    if reply.first() != Some(&1) {
+        return Err(format!(
+            "raw acquire of an uncontended key failed: {reply:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// An uncontended release's reply, checked: freed, as an uncontended release must (a raw
+/// cycle doing less than the library's would make a false ceiling).
+fn check_released(reply: &[i64]) -> Result<(), String> {
+    if reply.first() != Some(&1) {
+        return Err(format!(
+            "raw release of an uncontended key did not free it: {reply:?}"
+        ));
+    }
+    Ok(())
+}
+
 impl Cycle for RawCycle {
     fn cycle(&self, _hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
         Box::pin(async move {
             let mut con = self.con.clone();
             let t0 = Instant::now();
-            let reply: Vec<i64> = redis::cmd("EVALSHA")
-                .arg(&self.acquire)
-                .arg(2)
-                .arg(&self.key)
-                .arg(&self.token_key)
-                .arg(30_000)
-                .arg(&self.owner)
-                .arg(0)
-                .arg("0")
-                .arg("0")
+            let reply: Vec<i64> = self
+                .acquire_cmd()
                 .query_async(&mut con)
                 .await
                 .map_err(|e| e.to_string())?;
-            if reply.first() != Some(&1) {
-                return Err(format!(
-                    "raw acquire of an uncontended key failed: {reply:?}"
-                ));
-            }
+            check_acquired(&reply)?;
             let waited = t0.elapsed();
-            // A fresh request id per release, as the library makes: an id reused from an
-            // earlier round would find that round's latch and skip the release.
-            let latch = RequestId::random().latch_key(&self.latch_prefix);
-            let reply: Vec<i64> = redis::cmd("EVALSHA")
-                .arg(&self.release)
-                .arg(4)
-                .arg(&self.key)
-                .arg(&self.channel)
-                .arg(latch)
-                .arg(&self.token_key)
-                .arg(30_000)
-                .arg(&self.owner)
-                .arg(self.latch_ms)
-                .arg("publish")
-                .arg("")
-                .arg(0)
-                .arg("0")
+            let reply: Vec<i64> = self
+                .release_cmd()
                 .query_async(&mut con)
                 .await
                 .map_err(|e| e.to_string())?;
-            // Freed, as an uncontended release must: a raw cycle doing less than the
-            // library's would make a false ceiling.
-            if reply.first() != Some(&1) {
-                return Err(format!(
-                    "raw release of an uncontended key did not free it: {reply:?}"
-                ));
-            }
+            check_released(&reply)?;
             Ok(waited)
         })
     }
+}
+
+/// Connections and pipeline depth of the server ceiling.
+const CEILING_CONNECTIONS: usize = 4;
+const CEILING_DEPTH: usize = 64;
+
+/// The server's ceiling for the library's lock + unlock: the same two script calls on
+/// distinct keys, sent in pipelines of 64 acquires, then 64 releases, over 4 connections, so
+/// that the client does as little as a client can and the server as much as it takes.
+/// Returns (pairs per second, the server's CPU per pair in microseconds).
+pub async fn server_ceiling(ctx: &Ctx) -> Result<(f64, f64), String> {
+    let mut tasks = Vec::new();
+    let deadline = Instant::now() + ctx.phase();
+    let before = ctx.probe.server_cpu().await?;
+    let started = Instant::now();
+    for c in 0..CEILING_CONNECTIONS {
+        let cycles = raw_cycles_of(&ctx.url, &format!("ceiling:{c}"), CEILING_DEPTH).await?;
+        tasks.push(tokio::spawn(async move {
+            let Some(first) = cycles.first() else {
+                return Ok(0u64);
+            };
+            let mut con = first.con.clone();
+            let mut pairs = 0u64;
+            while Instant::now() < deadline {
+                let mut acquires = redis::pipe();
+                let mut releases = redis::pipe();
+                for cycle in &cycles {
+                    acquires.add_command(cycle.acquire_cmd());
+                    releases.add_command(cycle.release_cmd());
+                }
+                let replies: Vec<Vec<i64>> = acquires
+                    .query_async(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                replies.iter().try_for_each(|r| check_acquired(r))?;
+                let replies: Vec<Vec<i64>> = releases
+                    .query_async(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                replies.iter().try_for_each(|r| check_released(r))?;
+                pairs += cycles.len() as u64;
+            }
+            Ok::<u64, String>(pairs)
+        }));
+    }
+    let mut pairs = 0;
+    for task in tasks {
+        pairs += task.await.map_err(|e| e.to_string())??;
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+    let cpu = ctx.probe.server_cpu().await? - before;
+    Ok((pairs as f64 / elapsed, cpu * 1e6 / pairs.max(1) as f64))
 }
 
 /// Loads the lock scripts and returns (acquire sha, release sha).
@@ -108,6 +190,15 @@ pub async fn raw_cycles(
     variant: &str,
     tasks: usize,
 ) -> Result<Vec<Box<dyn Cycle>>, String> {
+    Ok(raw_cycles_of(url, variant, tasks)
+        .await?
+        .into_iter()
+        .map(|c| Box::new(c) as Box<dyn Cycle>)
+        .collect())
+}
+
+/// `tasks` raw cycles sharing one new multiplexed connection.
+async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<RawCycle>, String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let mut con = client
         .get_multiplexed_async_connection()
@@ -122,7 +213,7 @@ pub async fn raw_cycles(
     Ok((0..tasks)
         .map(|i| {
             let key = format!("bench:raw:{variant}:{i}");
-            Box::new(RawCycle {
+            RawCycle {
                 con: con.clone(),
                 token_key: format!("redisson_lock_token:{{{key}}}"),
                 channel: format!("redisson_lock__channel:{{{key}}}"),
@@ -132,7 +223,7 @@ pub async fn raw_cycles(
                 acquire: acquire.clone(),
                 release: release.clone(),
                 latch_ms,
-            }) as Box<dyn Cycle>
+            }
         })
         .collect())
 }
@@ -171,6 +262,24 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         "us",
     );
 
+    let (ceiling, ceiling_cpu) = server_ceiling(ctx).await?;
+    records.push(
+        "raw",
+        CEILING,
+        CEILING_LIBRARY,
+        "ops_per_sec",
+        ceiling,
+        "ops/s",
+    );
+    records.push(
+        "raw",
+        CEILING,
+        CEILING_LIBRARY,
+        "server_cpu_us_per_op",
+        ceiling_cpu,
+        "us",
+    );
+    ctx.probe.flushall().await?;
     for (variant, tasks) in UNCONTENDED {
         let cycles = raw_cycles(&ctx.url, variant, tasks).await?;
         let mut result = workload::run(cycles, ctx.phase(), Duration::ZERO).await?;

@@ -5,9 +5,8 @@ use std::time::Duration;
 use rslock::LockManager;
 use tokio::time::Instant;
 
-use super::contended::{self, measure};
-use super::uncontended::record_run;
-use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, UNCONTENDED, hold_variant};
+use super::contended::{self, measure_with};
+use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, hold_variant};
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
 
@@ -38,19 +37,7 @@ impl Cycle for RslockCycle {
 }
 
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
-    for (variant, tasks) in UNCONTENDED {
-        let manager = LockManager::new(vec![ctx.url.clone()]);
-        let cycles: Vec<Box<dyn Cycle>> = (0..tasks)
-            .map(|i| {
-                Box::new(RslockCycle {
-                    manager: manager.clone(),
-                    resource: format!("bench:rslock:{variant}:{i}").into_bytes(),
-                }) as Box<dyn Cycle>
-            })
-            .collect();
-        let mut result = workload::run(cycles, ctx.phase(), Duration::ZERO).await?;
-        record_run(records, variant, LIBRARY, &mut result);
-    }
+    // Its uncontended figures come from the `uncontended` scenario's alternating rounds.
     for hold in HOLDS {
         let resource = format!("bench:rslock:contended:{}", hold_variant(hold)).into_bytes();
         let make = || async {
@@ -66,7 +53,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             }
             Ok(cycles)
         };
-        let figures = measure(ctx, hold, make).await?;
+        let figures = measure_with(ctx, hold, &["set"], make).await?;
         contended::record(records, hold, LIBRARY, &figures);
         // Head to head: the two libraries' phases run minutes apart above, and this machine
         // drifts by more than the gap between them. Alternating rounds see the same machine;

@@ -39,6 +39,16 @@ fn record(records: &mut Records, library: &str, f: &Figures) {
             "cmd/acq",
         );
     }
+    if let Some(c) = f.server_cpu_us {
+        records.push(
+            s,
+            VARIANT,
+            library,
+            "server_cpu_us_per_acquisition",
+            c,
+            "us",
+        );
+    }
 }
 
 /// 200 cycles over 4 clients, on a count of 20 set afresh.

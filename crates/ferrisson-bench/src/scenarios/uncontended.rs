@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use ferrisson::{Client, ReentrantLock};
+use rslock::LockManager;
 
+use super::raw::{CEILING, CEILING_LIBRARY};
+use super::rslock_peer::{self, RslockCycle};
 use super::{Ctx, UNCONTENDED};
 use crate::record::Records;
 use crate::workload::{self, Cycle, HoldCycle};
@@ -48,20 +51,6 @@ pub fn record_uncontended(
     }
 }
 
-/// As [`record_uncontended`], from an in-process run.
-pub fn record_run(
-    records: &mut Records,
-    variant: &str,
-    library: &str,
-    result: &mut workload::RunResult,
-) {
-    let (p50, p99) = (
-        result.cycles.percentile(50.0),
-        result.cycles.percentile(99.0),
-    );
-    record_uncontended(records, variant, library, result.per_sec(), p50, p99);
-}
-
 const RAW: &str = "redis-rs";
 
 /// Ops/s, p50 and p99 of a run.
@@ -101,16 +90,67 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// One round of a library: its run and the server's CPU time during it, in seconds.
+async fn round_of(
+    ctx: &Ctx,
+    cycles: Vec<Box<dyn Cycle>>,
+    round: Duration,
+) -> Result<(workload::RunResult, f64), String> {
+    let before = ctx.probe.server_cpu().await?;
+    let result = workload::run(cycles, round, Duration::ZERO).await?;
+    Ok((result, (ctx.probe.server_cpu().await? - before).max(0.0)))
+}
+
+/// A library's figures over the rounds: its merged run and the server's CPU.
+#[derive(Default)]
+struct Side {
+    run: workload::RunResult,
+    server_cpu: f64,
+}
+
+impl Side {
+    fn add(&mut self, (run, cpu): (workload::RunResult, f64)) -> f64 {
+        let per_sec = run.per_sec();
+        self.run.merge(run);
+        self.server_cpu += cpu;
+        per_sec
+    }
+
+    fn record(&mut self, records: &mut Records, variant: &str, library: &str) {
+        push_run(records, variant, library, &mut self.run);
+        records.push(
+            "uncontended",
+            variant,
+            library,
+            "server_cpu_us_per_op",
+            self.server_cpu * 1e6 / self.run.total().max(1) as f64,
+            "us",
+        );
+        if let Some(ceiling) = records.get("raw", CEILING, CEILING_LIBRARY, "ops_per_sec") {
+            let ops = self.run.per_sec();
+            records.push(
+                "uncontended",
+                variant,
+                library,
+                "ratio_to_server_ceiling",
+                ops / ceiling.max(1e-9),
+                "x",
+            );
+        }
+    }
+}
+
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let client = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     let (rounds, round) = rounds(ctx);
     for (variant, tasks) in UNCONTENDED {
-        let mut raw = workload::RunResult::default();
-        let mut ours = workload::RunResult::default();
+        let (mut raw, mut ours, mut theirs) = (Side::default(), Side::default(), Side::default());
         let (mut ops_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
+        let (mut rslock_ratios, mut rslock_p50_ratios) = (Vec::new(), Vec::new());
+        let manager = LockManager::new(vec![ctx.url.clone()]);
+        for r in 0..rounds {
             let cycles = super::raw::raw_cycles(&ctx.url, variant, tasks).await?;
-            let mut raw_round = workload::run(cycles, round, Duration::ZERO).await?;
+            let raw_round = round_of(ctx, cycles, round).await?;
             let cycles = (0..tasks)
                 .map(|i| {
                     ReentrantLock::new(&client, &format!("bench:uncontended:{variant}:{i}"))
@@ -118,33 +158,53 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                         .map_err(|e| e.to_string())
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut our_round = workload::run(cycles, round, Duration::ZERO).await?;
-            ops_ratios.push(our_round.per_sec() / raw_round.per_sec().max(1e-9));
-            p50_ratios.push(
-                our_round.cycles.percentile(50.0) / raw_round.cycles.percentile(50.0).max(1.0),
+            let rslock_cycles = (0..tasks)
+                .map(|i| {
+                    Box::new(RslockCycle {
+                        manager: manager.clone(),
+                        resource: format!("bench:rslock:{variant}:{i}").into_bytes(),
+                    }) as Box<dyn Cycle>
+                })
+                .collect();
+            // Alternate which of the two goes first, so that neither always follows raw.
+            let (mut our_round, mut their_round) = if r % 2 == 0 {
+                let a = round_of(ctx, cycles, round).await?;
+                (a, round_of(ctx, rslock_cycles, round).await?)
+            } else {
+                let b = round_of(ctx, rslock_cycles, round).await?;
+                (round_of(ctx, cycles, round).await?, b)
+            };
+            let (raw_p50, our_p50, their_p50) = (
+                p50_of(&raw_round.0),
+                our_round.0.cycles.percentile(50.0),
+                their_round.0.cycles.percentile(50.0),
             );
-            raw.merge(raw_round);
-            ours.merge(our_round);
+            p50_ratios.push(our_p50 / raw_p50.max(1.0));
+            rslock_p50_ratios.push(our_p50 / their_p50.max(1.0));
+            let raw_ops = raw.add(raw_round);
+            let our_ops = ours.add(std::mem::take(&mut our_round));
+            let their_ops = theirs.add(std::mem::take(&mut their_round));
+            ops_ratios.push(our_ops / raw_ops.max(1e-9));
+            rslock_ratios.push(our_ops / their_ops.max(1e-9));
         }
-        push_run(records, variant, RAW, &mut raw);
+        raw.record(records, variant, RAW);
         let lib = "ferrisson";
-        push_run(records, variant, lib, &mut ours);
-        records.push(
-            "uncontended",
-            variant,
-            lib,
-            "ratio_to_raw",
-            median(ops_ratios),
-            "x",
-        );
-        records.push(
-            "uncontended",
-            variant,
-            lib,
-            "p50_ratio_to_raw",
-            median(p50_ratios),
-            "x",
-        );
+        ours.record(records, variant, lib);
+        theirs.record(records, variant, rslock_peer::LIBRARY);
+        for (metric, values) in [
+            ("ratio_to_raw", ops_ratios),
+            ("p50_ratio_to_raw", p50_ratios),
+            ("ratio_to_rslock", rslock_ratios),
+            ("p50_ratio_to_rslock", rslock_p50_ratios),
+        ] {
+            records.push("uncontended", variant, lib, metric, median(values), "x");
+        }
+        ctx.probe.flushall().await?;
     }
     ctx.probe.flushall().await
+}
+
+fn p50_of(run: &workload::RunResult) -> f64 {
+    let mut cycles = run.cycles.clone();
+    cycles.percentile(50.0)
 }

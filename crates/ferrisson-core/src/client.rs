@@ -555,6 +555,7 @@ fn manager_config(config: &ClientConfig) -> ConnectionManagerConfig {
 }
 
 fn runtime_check() -> Result<()> {
+    install_tls_provider();
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::Closed(
             "a client must be created inside a Tokio runtime",
@@ -562,6 +563,20 @@ fn runtime_check() -> Result<()> {
     }
     Ok(())
 }
+
+/// With rustls, a process-wide crypto provider: redis-rs builds its rustls configuration with
+/// the process default, and rustls panics when there is none (redis-rs enables no provider
+/// of its own). The application's choice, when it made one first, stands; otherwise `ring`.
+#[cfg(feature = "tls-rustls")]
+fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another thread installing one is fine: one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(not(feature = "tls-rustls"))]
+fn install_tls_provider() {}
 
 /// Whether the cluster's servers have sharded pub/sub, asked as Redisson asks: `PUBSUB
 /// SHARDNUMSUB` is known (Redis 7+) or not.

@@ -15,9 +15,11 @@
 mod cluster;
 mod proxy;
 mod sentinel;
+mod tls;
 pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinel;
+pub use tls::{OPENSSL_INSTRUCTIONS, TestCerts};
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -46,6 +48,8 @@ pub struct RedisServer {
     /// A sentinel's configuration: then the server runs as a sentinel (`--sentinel`) from a
     /// `sentinel.conf` with these lines, which it rewrites as it learns.
     sentinel_conf: Option<String>,
+    /// The TLS port, when the server also listens for TLS ([`RedisServer::try_spawn_tls`]).
+    tls_port: Option<u16>,
 }
 
 /// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
@@ -152,6 +156,43 @@ impl RedisServer {
         Self::try_spawn_inner(&[], Some(conf.to_owned()))
     }
 
+    /// Starts a server that also listens for TLS on a free loopback port ([`tls_url`]
+    /// (Self::tls_url)), presenting the server certificate of `certs` and trusting their CA
+    /// for client certificates, which it requires when `client_certificates` is set. The plain
+    /// port stays open (the harness checks the server is up through it).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_spawn`](Self::try_spawn).
+    pub fn try_spawn_tls(certs: &TestCerts, client_certificates: bool) -> Result<Self, String> {
+        let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+        let path = |f: &str| certs.path(f).to_string_lossy().into_owned();
+        let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
+        let port_arg = port.to_string();
+        let args = [
+            "--tls-port",
+            &port_arg,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            if client_certificates { "yes" } else { "no" },
+        ];
+        let mut server = Self::try_spawn_inner(&args, None)?;
+        server.tls_port = Some(port);
+        Ok(server)
+    }
+
+    /// `rediss://localhost:<tls port>` for a server started by [`try_spawn_tls`]
+    /// (Self::try_spawn_tls) (`localhost`, the name its certificate bears), else `None`.
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port
+            .map(|port| format!("rediss://localhost:{port}"))
+    }
+
     fn try_spawn_inner(args: &[&str], sentinel_conf: Option<String>) -> Result<Self, String> {
         let binary = find_binary().ok_or_else(|| INSTRUCTIONS.to_owned())?;
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
@@ -166,6 +207,7 @@ impl RedisServer {
                 child: None,
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
                 sentinel_conf: sentinel_conf.clone(),
+                tls_port: None,
             };
             match server.start_process() {
                 Ok(()) => return Ok(server),

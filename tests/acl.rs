@@ -1,0 +1,136 @@
+//! Least privilege: every synchronizer runs as an ACL user holding only the rights
+//! `docs/deployment.md` lists (the test reads the `ACL SETUSER` line from there, so the two
+//! cannot drift apart).
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::every_kind::{EveryKind, KindNames};
+use common::*;
+use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
+use ferrisson_latch::CountDownLatch;
+use ferrisson_multilock::{AnyLock, MultiLock};
+use ferrisson_rate_limiter::{RateLimiter, RateType};
+use ferrisson_rwlock::ReadWriteLock;
+use ferrisson_semaphore::Semaphore;
+use ferrisson_spin_lock::SpinLock;
+
+const PASSWORD: &str = "acl-test-secret";
+const NAMESPACE: &str = "acl-ns:";
+
+/// The documented `ACL SETUSER` arguments, with the placeholders filled in.
+fn documented_acl() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployment.md"))
+        .unwrap();
+    let block = doc
+        .split("<!-- acl:begin")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- acl:end -->").next())
+        .expect("docs/deployment.md has the acl:begin / acl:end block");
+    let line = block
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER"))
+        .expect("the block has an ACL SETUSER line");
+    line.split_whitespace()
+        .skip(2)
+        .map(|arg| {
+            arg.replace("<password>", PASSWORD)
+                .replace("<namespace>", NAMESPACE)
+        })
+        .collect()
+}
+
+async fn restricted_client(server: &RedisServer) -> Client {
+    let mut admin = server.connection();
+    let mut setuser = redis::cmd("ACL");
+    setuser.arg("SETUSER");
+    for arg in documented_acl() {
+        setuser.arg(arg);
+    }
+    let _: () = setuser.query(&mut admin).unwrap();
+    let url = format!("redis://ferrisson:{PASSWORD}@127.0.0.1:{}", server.port());
+    Client::with_config(ClientConfig::new(url).namespace(NAMESPACE))
+        .await
+        .unwrap_or_else(|e| panic!("the documented rights let a client connect: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_synchronizer_works_with_only_the_documented_rights() {
+    let server = RedisServer::spawn();
+    let holder = restricted_client(&server).await;
+    let waiting = restricted_client(&server).await;
+
+    // Holds of the lock (fenced), fair lock, write lock, both semaphores and a latch, and a
+    // waiter behind each, woken through pub/sub when they are released.
+    let names = KindNames::unique("acl");
+    let held = EveryKind::hold(&holder, &names).await;
+    let waiters = held.waiters(&waiting, &names);
+    eventually(
+        Duration::from_secs(10),
+        "the waiters subscribed",
+        || async { waiting.waiter_stats().1 >= KindNames::KINDS },
+    )
+    .await;
+    assert!(
+        ReentrantLock::new(&waiting, &names.lock)
+            .unwrap()
+            .is_locked()
+            .await
+            .unwrap()
+    );
+    held.release().await;
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("each waiter got what it waited for")
+            .unwrap();
+    }
+
+    // The kinds EveryKind leaves out.
+    let spin = SpinLock::new(&holder, &unique_name("acl-spin")).unwrap();
+    spin.lock().await.unwrap().unlock().await.unwrap();
+    let rw = ReadWriteLock::new(&holder, &unique_name("acl-rw")).unwrap();
+    let read = rw.read_lock().lock().await.unwrap();
+    assert!(rw.read_lock().is_locked().await.unwrap());
+    read.unlock().await.unwrap();
+    let semaphore = Semaphore::new(&holder, &unique_name("acl-semaphore")).unwrap();
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
+    let latch = CountDownLatch::new(&holder, &unique_name("acl-latch")).unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert_eq!(latch.count().await.unwrap(), 0);
+    let limiter = RateLimiter::new(&holder, &unique_name("acl-rate")).unwrap();
+    assert!(
+        limiter
+            .try_set_rate(RateType::Overall, 5, Duration::from_secs(1))
+            .await
+            .unwrap()
+    );
+    limiter.acquire(2).await.unwrap();
+    assert!(limiter.rate().await.unwrap().is_some());
+    let both = MultiLock::new(vec![
+        Box::new(ReentrantLock::new(&holder, &unique_name("acl-multi-a")).unwrap())
+            as Box<dyn AnyLock>,
+        Box::new(ReentrantLock::new(&waiting, &unique_name("acl-multi-b")).unwrap()),
+    ])
+    .unwrap();
+    both.lock().await.unwrap().unlock().await.unwrap();
+
+    // The rights are really that narrow: no key outside the namespace, no admin command.
+    let mut restricted = redis::Client::open(format!(
+        "redis://ferrisson:{PASSWORD}@127.0.0.1:{}",
+        server.port()
+    ))
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    let outside: redis::RedisResult<Option<String>> = redis::cmd("GET")
+        .arg("someone-else:key")
+        .query(&mut restricted);
+    assert_eq!(outside.unwrap_err().code(), Some("NOPERM"));
+    let flush: redis::RedisResult<()> = redis::cmd("FLUSHALL").query(&mut restricted);
+    assert_eq!(flush.unwrap_err().code(), Some("NOPERM"));
+}

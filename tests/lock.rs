@@ -980,15 +980,7 @@ async fn impatient_client(url: &str) -> ferrisson::Client {
 /// Freezes the server for a while in the background: calls sent meanwhile time out, are
 /// retried, and Redis runs the first attempt and its retries once it thaws.
 fn freeze_for(server: &RedisServer, pause: Duration) -> std::thread::JoinHandle<()> {
-    let pid = server.pid().unwrap();
-    server.pause();
-    std::thread::spawn(move || {
-        std::thread::sleep(pause);
-        let _ = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -CONT {pid}"))
-            .status();
-    })
+    server.freeze_for(pause)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

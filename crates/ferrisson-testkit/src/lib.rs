@@ -2,17 +2,24 @@
 //!
 //! Every test that needs Redis gets a real server, never a mock:
 //!
-//! - [`RedisServer::spawn`] starts `redis-server` (from `REDIS_SERVER_BIN`, the `PATH`, or
-//!   `/usr/bin`) on a free loopback port with persistence off and its log in a temp dir, and
-//!   kills it on drop. It can be stopped, restarted on the same port, paused and resumed.
+//! - [`RedisServer::spawn`] starts `redis-server` on a free loopback port with persistence off
+//!   and its log in a temp dir, and kills it on drop. It can be stopped, restarted on the same
+//!   port, paused and resumed. It runs on one of two backends, chosen by
+//!   `FERRISSON_TEST_BACKEND`:
+//!   - `process`: a local binary (`REDIS_SERVER_BIN`, the `PATH`, or `/usr/bin`);
+//!   - `docker` (feature `docker`, on by default): a container of `FERRISSON_TEST_REDIS_IMAGE`
+//!     (default `redis:7`) through testcontainers' async runner, on the host's network so that
+//!     it listens on the same loopback port, frozen with `docker pause`;
+//!   - unset: a local binary when there is one, else Docker.
 //! - [`TestRedis::any`] is for tests that only need *some* server: the one at `REDIS_URL` when
-//!   that is set, else a spawned one, else (feature `docker`, on by default) a `redis:7.0`
-//!   container when a Docker engine answers.
+//!   that is set, else a started one.
 //!
-//! With no binary, no Docker engine and no `REDIS_URL` these panic with instructions: a test
-//! that cannot reach a server fails, it never passes silently.
+//! With neither backend and no `REDIS_URL` these panic with instructions: a test that cannot
+//! reach a server fails, it never passes silently.
 
 mod cluster;
+#[cfg(feature = "docker")]
+pub mod docker;
 mod proxy;
 mod sentinel;
 mod tls;
@@ -33,16 +40,60 @@ pub const INSTRUCTIONS: &str = "no Redis server for the tests: install one \
 or point REDIS_SERVER_BIN at a redis-server binary, or set REDIS_URL=redis://host:port \
 for tests that only need some server";
 
+/// Where servers run: local `redis-server` processes, or containers.
+#[derive(Debug, Clone)]
+enum Backend {
+    Process(PathBuf),
+    #[cfg(feature = "docker")]
+    Docker,
+}
+
+/// A running server: a child process or a container.
+#[derive(Debug)]
+enum Running {
+    Process(Child),
+    #[cfg(feature = "docker")]
+    Container(docker::Container),
+}
+
+/// The backend `FERRISSON_TEST_BACKEND` names (`process` or `docker`); when it is unset, a
+/// local `redis-server` binary if there is one, else Docker.
+fn backend() -> Result<Backend, String> {
+    let chosen = std::env::var("FERRISSON_TEST_BACKEND").unwrap_or_default();
+    match chosen.as_str() {
+        "process" => find_binary()
+            .map(Backend::Process)
+            .ok_or_else(|| INSTRUCTIONS.to_owned()),
+        #[cfg(feature = "docker")]
+        "docker" => Ok(Backend::Docker),
+        #[cfg(not(feature = "docker"))]
+        "docker" => Err(
+            "FERRISSON_TEST_BACKEND=docker, but the testkit was built without its `docker` feature"
+                .to_owned(),
+        ),
+        "" => match find_binary() {
+            Some(binary) => Ok(Backend::Process(binary)),
+            #[cfg(feature = "docker")]
+            None => Ok(Backend::Docker),
+            #[cfg(not(feature = "docker"))]
+            None => Err(INSTRUCTIONS.to_owned()),
+        },
+        other => Err(format!(
+            "FERRISSON_TEST_BACKEND={other}: expected `process` or `docker` (or unset: a local redis-server, else Docker)"
+        )),
+    }
+}
+
 /// How long a spawned server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A `redis-server` child process on a loopback port, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
-    binary: PathBuf,
+    backend: Backend,
     port: u16,
     dir: tempfile::TempDir,
-    child: Option<Child>,
+    child: Option<Running>,
     /// Further `redis-server` arguments (a cluster node's, for example).
     args: Vec<String>,
     /// A sentinel's configuration: then the server runs as a sentinel (`--sentinel`) from a
@@ -194,14 +245,14 @@ impl RedisServer {
     }
 
     fn try_spawn_inner(args: &[&str], sentinel_conf: Option<String>) -> Result<Self, String> {
-        let binary = find_binary().ok_or_else(|| INSTRUCTIONS.to_owned())?;
+        let backend = backend()?;
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
         let mut last_error = String::new();
         // Another process can take the free port between our probe and the server's bind.
         for _ in 0..8 {
             let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
             let mut server = Self {
-                binary: binary.clone(),
+                backend: backend.clone(),
                 port,
                 dir: tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?,
                 child: None,
@@ -227,9 +278,9 @@ impl RedisServer {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
-    fn start_process(&mut self) -> Result<(), String> {
-        let _ = std::fs::remove_file(self.log_path());
-        let mut command = Command::new(&self.binary);
+    /// The server's command line (after `redis-server`).
+    fn command_line(&self) -> Result<Vec<String>, String> {
+        let mut args: Vec<String> = Vec::new();
         if let Some(conf) = &self.sentinel_conf {
             let path = self.dir.path().join("sentinel.conf");
             // Written once: a sentinel restarted keeps what it learnt.
@@ -237,47 +288,68 @@ impl RedisServer {
                 std::fs::write(&path, format!("{conf}\n"))
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             }
-            command.arg(&path).arg("--sentinel");
-        } else if major_version(&self.binary) >= Some(7) {
+            args.push(path.to_string_lossy().into_owned());
+            args.push("--sentinel".into());
+        } else if self.major_version() >= Some(7) {
             // DEBUG SLEEP and friends, from loopback connections (Redis 7 refuses them by
             // default; older servers allow them and do not know the option).
-            command.args(["--enable-debug-command", "local"]);
+            args.extend(["--enable-debug-command".into(), "local".into()]);
         }
-        let child = command
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .args(if self.sentinel_conf.is_some() {
-                &[][..]
-            } else {
-                // A replica syncs at once (the default waits 5 s for more replicas to come).
-                &[
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--repl-diskless-sync-delay",
-                    "0",
-                ][..]
-            })
-            .args(["--protected-mode", "no"])
-            .args(["--daemonize", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .arg("--logfile")
-            .arg(self.log_path())
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}\n{INSTRUCTIONS}", self.binary.display()))?;
-        self.child = Some(child);
+        args.extend(["--port".into(), self.port.to_string()]);
+        args.extend(["--bind".into(), "127.0.0.1".into()]);
+        if self.sentinel_conf.is_none() {
+            // A replica syncs at once (the default waits 5 s for more replicas to come).
+            for arg in [
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--repl-diskless-sync-delay",
+                "0",
+            ] {
+                args.push(arg.into());
+            }
+        }
+        args.extend(["--protected-mode".into(), "no".into()]);
+        args.extend(["--daemonize".into(), "no".into()]);
+        args.push("--dir".into());
+        args.push(self.dir.path().to_string_lossy().into_owned());
+        args.push("--logfile".into());
+        args.push(self.log_path().to_string_lossy().into_owned());
+        args.extend(self.args.iter().cloned());
+        Ok(args)
+    }
+
+    fn major_version(&self) -> Option<u32> {
+        match &self.backend {
+            Backend::Process(binary) => major_version(binary),
+            #[cfg(feature = "docker")]
+            Backend::Docker => Some(docker::image_major_version()),
+        }
+    }
+
+    fn start_process(&mut self) -> Result<(), String> {
+        let _ = std::fs::remove_file(self.log_path());
+        let args = self.command_line()?;
+        self.child = Some(match &self.backend {
+            Backend::Process(binary) => Running::Process(
+                Command::new(binary)
+                    .args(&args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot run {}: {e}\n{INSTRUCTIONS}", binary.display()))?,
+            ),
+            #[cfg(feature = "docker")]
+            Backend::Docker => Running::Container(docker::Container::run(args, self.dir.path())?),
+        });
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if self.ping() {
                 return Ok(());
             }
-            if let Some(child) = self.child.as_mut()
+            if let Some(Running::Process(child)) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
                 let mut stderr = String::new();
@@ -317,9 +389,15 @@ impl RedisServer {
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        match self.child.take() {
+            Some(Running::Process(mut child)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            // Dropping a container removes it at once (`docker rm -f`).
+            #[cfg(feature = "docker")]
+            Some(Running::Container(container)) => drop(container),
+            None => {}
         }
     }
 
@@ -333,9 +411,12 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// The process id while running.
+    /// The process id while running as a local process (`None` in a container).
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        match &self.child {
+            Some(Running::Process(child)) => Some(child.id()),
+            _ => None,
+        }
     }
 
     /// Whether the server process is running.
@@ -387,22 +468,63 @@ impl RedisServer {
         self.start();
     }
 
-    /// Freezes the server process (SIGSTOP): connections stay open, nothing is answered.
+    /// Freezes the server (SIGSTOP to the process, `docker pause` of a container):
+    /// connections stay open, nothing is answered.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        self.freeze(true);
     }
 
-    /// Thaws a paused server (SIGCONT).
+    /// Thaws a paused server (SIGCONT, `docker unpause`).
     pub fn resume(&self) {
-        self.signal("-CONT");
+        self.freeze(false);
+    }
+
+    /// Freezes the server now and thaws it after `pause` from a thread of its own (the caller
+    /// goes on meanwhile); join the handle to wait for the thaw.
+    #[allow(clippy::panic)]
+    pub fn freeze_for(&self, pause: Duration) -> std::thread::JoinHandle<()> {
+        self.pause();
+        let thaw: Box<dyn FnOnce() + Send> = match &self.child {
+            Some(Running::Process(child)) => {
+                let pid = child.id();
+                Box::new(move || signal_process(pid, "-CONT"))
+            }
+            #[cfg(feature = "docker")]
+            Some(Running::Container(container)) => {
+                let handle = container.thaw_handle();
+                Box::new(move || {
+                    if let Err(e) = handle.thaw() {
+                        panic!("docker unpause failed: {e}");
+                    }
+                })
+            }
+            None => panic!("redis-server is not running"),
+        };
+        std::thread::spawn(move || {
+            std::thread::sleep(pause);
+            thaw();
+        })
     }
 
     #[allow(clippy::panic)]
-    fn signal(&self, signal: &str) {
-        let Some(pid) = self.pid() else {
-            panic!("redis-server is not running");
-        };
-        signal_process(pid, signal);
+    fn freeze(&self, frozen: bool) {
+        match &self.child {
+            Some(Running::Process(child)) => {
+                signal_process(child.id(), if frozen { "-STOP" } else { "-CONT" });
+            }
+            #[cfg(feature = "docker")]
+            Some(Running::Container(container)) => {
+                let done = if frozen {
+                    container.pause()
+                } else {
+                    container.unpause()
+                };
+                if let Err(e) = done {
+                    panic!("docker (un)pause failed: {e}");
+                }
+            }
+            None => panic!("redis-server is not running"),
+        }
     }
 
     /// A plain (synchronous) connection for test set-up and inspection.
@@ -459,46 +581,25 @@ fn connect(url: &str) -> redis::Connection {
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}\n{INSTRUCTIONS}"))
 }
 
-/// Some Redis server for a test: an external one, a spawned one or a container.
+/// Some Redis server for a test: an external one, or one started for it (a local process or
+/// a container, per `FERRISSON_TEST_BACKEND`).
 #[derive(Debug)]
 pub enum TestRedis {
     /// The server at `REDIS_URL`; tests must use keys of their own on it.
     External(String),
-    /// A server spawned for this test.
+    /// A server started for this test.
     Spawned(RedisServer),
-    /// A `redis` container started through a Docker engine (no binary on the machine).
-    #[cfg(feature = "docker")]
-    Container(Box<docker::RedisContainer>),
 }
 
 impl TestRedis {
-    /// The server at `REDIS_URL` when set; else a spawned `redis-server`; else, with a Docker
-    /// engine answering, a container. Panics with [`INSTRUCTIONS`] when none can be had.
-    #[allow(clippy::panic)]
+    /// The server at `REDIS_URL` when set; else one started on the backend
+    /// `FERRISSON_TEST_BACKEND` names (a local `redis-server` when unset, else a container).
+    /// Panics with instructions when none can be had.
     pub fn any() -> Self {
         match std::env::var("REDIS_URL") {
-            Ok(url) if !url.is_empty() => return TestRedis::External(url),
-            _ => {}
+            Ok(url) if !url.is_empty() => TestRedis::External(url),
+            _ => TestRedis::Spawned(RedisServer::spawn()),
         }
-        if find_binary().is_some() {
-            return TestRedis::Spawned(RedisServer::spawn());
-        }
-        Self::container()
-    }
-
-    #[cfg(feature = "docker")]
-    #[allow(clippy::panic)]
-    fn container() -> Self {
-        match docker::RedisContainer::start() {
-            Ok(container) => TestRedis::Container(Box::new(container)),
-            Err(e) => panic!("{INSTRUCTIONS}\n(no Docker engine either: {e})"),
-        }
-    }
-
-    #[cfg(not(feature = "docker"))]
-    #[allow(clippy::panic)]
-    fn container() -> Self {
-        panic!("{INSTRUCTIONS}");
     }
 
     /// The server's URL.
@@ -506,56 +607,12 @@ impl TestRedis {
         match self {
             TestRedis::External(url) => url.clone(),
             TestRedis::Spawned(server) => server.url(),
-            #[cfg(feature = "docker")]
-            TestRedis::Container(container) => container.url(),
         }
     }
 
     /// A plain (synchronous) connection for test set-up and inspection.
     pub fn connection(&self) -> redis::Connection {
         connect(&self.url())
-    }
-}
-
-#[cfg(feature = "docker")]
-mod docker {
-    use testcontainers::core::{IntoContainerPort, WaitFor};
-    use testcontainers::runners::SyncRunner;
-    use testcontainers::{Container, GenericImage};
-
-    /// A `redis:7.0` container, removed on drop.
-    pub struct RedisContainer {
-        container: Container<GenericImage>,
-        port: u16,
-    }
-
-    impl std::fmt::Debug for RedisContainer {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("RedisContainer")
-                .field("id", &self.container.id())
-                .field("port", &self.port)
-                .finish()
-        }
-    }
-
-    impl RedisContainer {
-        /// Starts the container; fails when no Docker engine answers.
-        pub fn start() -> Result<Self, String> {
-            let container = GenericImage::new("redis", "7.0")
-                .with_exposed_port(6379.tcp())
-                .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
-                .start()
-                .map_err(|e| e.to_string())?;
-            let port = container
-                .get_host_port_ipv4(6379.tcp())
-                .map_err(|e| e.to_string())?;
-            Ok(Self { container, port })
-        }
-
-        /// `redis://127.0.0.1:<mapped port>`.
-        pub fn url(&self) -> String {
-            format!("redis://127.0.0.1:{}", self.port)
-        }
     }
 }
 

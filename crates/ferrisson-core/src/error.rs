@@ -88,7 +88,7 @@ impl Error {
 
 impl Error {
     /// Whether the call is known not to have run: the server refused the connection, or
-    /// refused the command for a passing reason ([`MOVED`, `LOADING`, …](refused_by_server)).
+    /// refused the command for a passing reason (`MOVED`, `LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`: the command did not run).
     pub fn is_refused_connection(&self) -> bool {
         matches!(self, Error::Redis(e) if e.is_connection_refusal() || refused_by_server(e))
     }

@@ -13,7 +13,29 @@
 //!   naming, the watchdog's lease table and pub/sub waiters.
 //!
 //! Users normally depend on the `ferrisson` facade or on one synchronizer crate
-//! (`ferrisson-lock`, …), which re-export what they need from here.
+//! (`ferrisson-lock`, …), which re-export what they need from here. A client is made once and
+//! shared (it is cheap to clone) by every synchronizer of the process:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = ferrisson_testkit::RedisServer::spawn();
+//! # let url = server.url();
+//! use std::time::Duration;
+//! use ferrisson_core::{Client, ClientConfig};
+//!
+//! let client = Client::with_config(
+//!     ClientConfig::new(url)
+//!         .namespace("billing:")
+//!         .lease(Duration::from_secs(9)),
+//! )
+//! .await?;
+//! // The watchdog renews every hold a third of the lease before it would run out.
+//! assert_eq!(client.config().get_watchdog_period(), Duration::from_secs(3));
+//! // Two acquisitions never share a hold unless they share an owner.
+//! assert_ne!(client.new_owner(), client.new_owner());
+//! # Ok(()) }
+//! ```
 
 mod batch;
 mod client;

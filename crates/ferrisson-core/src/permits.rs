@@ -108,9 +108,9 @@ pub struct SemaphoreNames {
     pub key: String,
     /// Release messages, `prefixed("redisson_sc", key)`.
     pub channel: String,
-    /// The oldest waiting call's reservation **[ext]**, `suffixed(key, "intent")`.
+    /// The oldest waiting call's reservation **\[ext\]**, `suffixed(key, "intent")`.
     pub intent_key: String,
-    /// Acquire latches **[ext]**: a try's latch is `{prefix}:{waiter id}:{try}`.
+    /// Acquire latches **\[ext\]**: a try's latch is `{prefix}:{waiter id}:{try}`.
     pub acquire_latch_prefix: String,
     /// Release latches, Redisson's unlock latch layout.
     pub release_latch_prefix: String,

@@ -18,7 +18,7 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 ///
 /// Every permit taken has an id (32 hex characters) and a lease. Taken with a fixed lease, it
 /// returns to the pool when the lease runs out, released or not. Taken without one
-/// (**[ext]**), the client's watchdog renews it while the process lives, and the [`Permit`]
+/// (**\[ext\]**), the client's watchdog renews it while the process lives, and the [`Permit`]
 /// carries the same loss signal as a lock guard: a live worker keeps its permit, a dead one's
 /// comes back within one lease (30 s by default), and a worker whose permit could not be kept
 /// is told before the lease can have run out.
@@ -27,7 +27,7 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// nearest permit expiry, and the oldest waiting call for several permits reserves what it
 /// needs so that callers taking one at a time cannot starve it. A [`Permit`] released (or
 /// dropped) while a call of the same client waits for one permit goes straight to that call
-/// (**[ext]**): one script call swaps the released id for a new one with the waiter's lease, no
+/// (**\[ext\]**): one script call swaps the released id for a new one with the waiter's lease, no
 /// message, no contest; at most 8 in a row between public releases, so that waiters of other
 /// clients and Redisson get their turn. Every acquisition still gets an id of its own.
 ///
@@ -162,7 +162,7 @@ impl Release for PermitRelease {
 
 impl PermitRelease {
     /// Gives this permit to the longest-waiting local call for one permit, if there is one and
-    /// the hand-off streak allows (**[ext]**): the `hand_off` script swaps this id for a new
+    /// the hand-off streak allows (**\[ext\]**): the `hand_off` script swaps this id for a new
     /// one with the waiter's lease, and the waiter gets the new [`Permit`]. `None`: nobody to
     /// hand it to, release it publicly.
     ///
@@ -308,7 +308,7 @@ impl ExpirableSemaphore {
         })
     }
 
-    /// This semaphore with a limit of `limit` permits (**[ext]**): the count survives Redis
+    /// This semaphore with a limit of `limit` permits (**\[ext\]**): the count survives Redis
     /// losing it. An acquire that finds no count (never set, or lost in a restart without
     /// persistence, a `FLUSHALL`, a failover) sets it to the limit less the permits still held
     /// (none, when everything was lost). Without a limit, a call that waits on a missing count

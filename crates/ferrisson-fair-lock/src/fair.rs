@@ -92,7 +92,7 @@ struct FairShared {
     key: Arc<str>,
     queue: String,
     timeouts: String,
-    /// Liveness deadlines of this library's waiters **[ext]**, `suffixed(key, "alive")`.
+    /// Liveness deadlines of this library's waiters **\[ext\]**, `suffixed(key, "alive")`.
     alive: String,
     channel_prefix: String,
     token_key: String,

@@ -20,12 +20,12 @@ const RECHECK: Duration = Duration::from_secs(5);
 ///   never set returns at once, and counting down a missing latch does nothing (no error), as
 ///   with Redisson.
 /// - **Count each participant once** with [`count_down_once`](Self::count_down_once): a
-///   worker that runs twice (a retry, a redelivered message) does not count twice (**[ext]**).
+///   worker that runs twice (a retry, a redelivered message) does not count twice (**\[ext\]**).
 /// - **Waits never hang.** Waiters sleep on the client's one subscriber connection and are
 ///   woken together when the latch opens; they also re-check on reconnect and every few
 ///   seconds, so a lost message (Redisson's `await()` can hang forever after one) only delays
 ///   them.
-/// - **Re-arming is well defined** (**[ext]**): [`try_set_count`](Self::try_set_count) on an
+/// - **Re-arming is well defined** (**\[ext\]**): [`try_set_count`](Self::try_set_count) on an
 ///   open latch starts a new round. Waiters of an earlier round are released even if the latch
 ///   was armed again before they looked; waiters that start after the re-arm wait for the new
 ///   round.
@@ -70,7 +70,7 @@ struct Shared {
     channel: String,
     round_key: String,
     counted_key: String,
-    /// Count-down call latches **[ext]**: a call's latch is `{prefix}:{request id}`.
+    /// Count-down call latches **\[ext\]**: a call's latch is `{prefix}:{request id}`.
     count_latch_prefix: String,
 }
 

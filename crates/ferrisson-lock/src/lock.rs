@@ -155,7 +155,7 @@ impl ReentrantLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `name` is empty.
+    /// [`Error::InvalidArgument`](ferrisson_core::Error::InvalidArgument) when `name` is empty.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
         Self::build(client, name, false)
     }
@@ -183,7 +183,7 @@ impl ReentrantLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `name` is empty.
+    /// [`Error::InvalidArgument`](ferrisson_core::Error::InvalidArgument) when `name` is empty.
     pub fn fenced(client: &Client, name: &str) -> Result<Self> {
         Self::build(client, name, true)
     }

@@ -96,7 +96,7 @@ struct RwShared {
     channel: String,
     token_key: String,
     latch_prefix: String,
-    /// `prefixed("redisson_rwlock_writer", key)`: set while a writer waits [ext].
+    /// `prefixed("redisson_rwlock_writer", key)`: set while a writer waits \[ext\].
     intent_key: String,
     /// `suffixed(key, "")` without its trailing `:`: read hold `i` of owner `o` has its lease
     /// key at `{hold_base}:{o}:rwlock_timeout:{i}`.

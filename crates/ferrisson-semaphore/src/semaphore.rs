@@ -25,9 +25,9 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 ///   is also bounded, so a lost message delays a waiter, never strands it.
 /// - **A waiter for many permits is not starved** by callers taking one at a time: the oldest
 ///   waiting call for several permits reserves what it needs, and other calls may only take
-///   the permits beyond that until it has them (**[ext]**: Redisson clients on the same name
+///   the permits beyond that until it has them (**\[ext\]**: Redisson clients on the same name
 ///   do not honour the reservation).
-/// - **Local hand-off** (**[ext]**): a release hands its permits straight to a waiter of the
+/// - **Local hand-off** (**\[ext\]**): a release hands its permits straight to a waiter of the
 ///   same client, without a round trip or a message, at most 8 times in a row before a release
 ///   goes through Redis, so that waiters of other clients (and Redisson) get their turn.
 /// - **Permits belong to nobody.** A process that dies holding permits does not give them
@@ -55,7 +55,7 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 #[derive(Clone)]
 pub struct Semaphore {
     shared: Arc<Shared>,
-    /// The count's epoch **[ext]**, `suffixed(key, "epoch")`: when a lost count was last
+    /// The count's epoch **\[ext\]**, `suffixed(key, "epoch")`: when a lost count was last
     /// restored.
     epoch_key: Arc<str>,
     /// The configured limit ([`with_limit`](Self::with_limit)).
@@ -151,10 +151,10 @@ impl Semaphore {
         })
     }
 
-    /// This semaphore with a limit of `limit` permits (**[ext]**, as npm `redis-semaphore`
+    /// This semaphore with a limit of `limit` permits (**\[ext\]**, as npm `redis-semaphore`
     /// takes one): the count survives Redis losing it. An acquire that finds no count (never
     /// set, or lost in a restart without persistence, a `FLUSHALL`, a failover) sets it to the
-    /// limit, since no holder is known any more, and starts a new *epoch* (**[ext]**,
+    /// limit, since no holder is known any more, and starts a new *epoch* (**\[ext\]**,
     /// `suffixed(name, "epoch")`): [`Permits`] taken before it give nothing back when released,
     /// since the restore counted them already. A release of permits of unknown origin
     /// ([`release`](Self::release), Redisson's) never raises the count above the limit.
@@ -388,7 +388,7 @@ impl Semaphore {
     }
 
     /// Hands released permits straight to local waiters, longest-waiting first, while each
-    /// needs no more than is left (**[ext]**: no round trip, no message; at most
+    /// needs no more than is left (**\[ext\]**: no round trip, no message; at most
     /// [`MAX_HANDOFF_STREAK`] in a row between two public releases, so that waiters of other
     /// clients and Redisson get their turn). Returns the permits left to release publicly.
     /// Permits handed off keep `epoch`: a stale one stays stale (it never counted since the

@@ -207,8 +207,8 @@ impl RedisServer {
         Self::try_spawn_inner(&[], Some(conf.to_owned()))
     }
 
-    /// Starts a server that also listens for TLS on a free loopback port ([`tls_url`]
-    /// (Self::tls_url)), presenting the server certificate of `certs` and trusting their CA
+    /// Starts a server that also listens for TLS on a free loopback port
+    /// ([`tls_url`](Self::tls_url)), presenting the server certificate of `certs` and trusting their CA
     /// for client certificates, which it requires when `client_certificates` is set. The plain
     /// port stays open (the harness checks the server is up through it).
     ///
@@ -237,8 +237,9 @@ impl RedisServer {
         Ok(server)
     }
 
-    /// `rediss://localhost:<tls port>` for a server started by [`try_spawn_tls`]
-    /// (Self::try_spawn_tls) (`localhost`, the name its certificate bears), else `None`.
+    /// `rediss://localhost:<tls port>` for a server started by
+    /// [`try_spawn_tls`](Self::try_spawn_tls) (`localhost`, the name its certificate bears),
+    /// else `None`.
     pub fn tls_url(&self) -> Option<String> {
         self.tls_port
             .map(|port| format!("rediss://localhost:{port}"))

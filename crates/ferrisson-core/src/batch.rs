@@ -155,10 +155,12 @@ async fn send(conn: &Connection, mut calls: Vec<Pending>) {
         .await
     {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            tracing::debug!(
-                script = calls[0].call.script().name(),
-                "the server lacks the script's batch form: sending it with EVAL"
+            let script = calls[0].call.script().name();
+            tracing::info!(
+                script,
+                "the server lacks the script's batch form (restarted, failed over or flushed): sending it with EVAL"
             );
+            crate::metrics::script_reloaded(script);
             conn.query_raw(&ScriptCall::batch_command(&refs, true))
                 .await
         }

@@ -36,10 +36,11 @@ impl Connection {
     pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
         match self.query(call.command()).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                tracing::debug!(
+                tracing::info!(
                     script = call.script().name(),
-                    "the server lacks the script: sending it with EVAL"
+                    "the server lacks the script (restarted, failed over or flushed): sending it with EVAL"
                 );
+                crate::metrics::script_reloaded(call.script().name());
                 self.query(&call.eval_command()).await
             }
             other => other,

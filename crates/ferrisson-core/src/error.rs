@@ -146,6 +146,21 @@ pub enum LossReason {
     NotReplicated,
 }
 
+impl LossReason {
+    /// A short name for logs and metrics labels: `not_held`, `renewal_failed`, `stalled`,
+    /// `lease_expired`, `expired_in_flight`, `not_replicated`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossReason::NotHeld => "not_held",
+            LossReason::RenewalFailed => "renewal_failed",
+            LossReason::Stalled => "stalled",
+            LossReason::LeaseExpired => "lease_expired",
+            LossReason::ExpiredInFlight => "expired_in_flight",
+            LossReason::NotReplicated => "not_replicated",
+        }
+    }
+}
+
 impl std::fmt::Display for LossReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -5,10 +5,12 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::client::{Client, ClientEngine};
 use crate::error::{Error, Result};
@@ -112,6 +114,12 @@ pub trait HoldKind: Send + Sync + 'static {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
 
+    /// The kind's name in spans and metrics labels (`lock`, `fair_lock`, `read_lock`,
+    /// `write_lock`, `spin_lock`).
+    fn kind_name(&self) -> &'static str {
+        "lock"
+    }
+
     /// The Redis key of the lock.
     fn lock_key(&self) -> &Arc<str>;
 
@@ -185,8 +193,45 @@ pub async fn acquire<K: HoldKind>(
     options: LockOptions,
 ) -> Result<Option<HoldGuard>> {
     options.validate()?;
+    let owner = Owner::for_call(kind.client(), bound);
+    let span = tracing::debug_span!(
+        "ferrisson.acquire",
+        kind = kind.kind_name(),
+        key = %kind.lock_key(),
+        %owner,
+        wait_ms = options.get_wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+    );
+    let started = Instant::now();
+    let waited = AtomicBool::new(false);
+    let outcome = acquire_as(kind, owner, options, &waited)
+        .instrument(span.clone())
+        .await;
+    let took = started.elapsed();
+    let waited = if waited.load(Ordering::Relaxed) {
+        took
+    } else {
+        Duration::ZERO
+    };
+    match &outcome {
+        Ok(Some(_)) => crate::metrics::acquired(kind.kind_name(), took, waited),
+        Ok(None) if options.get_wait() != Some(Duration::ZERO) => {
+            tracing::debug!(parent: &span, "ran out of wait time");
+            crate::metrics::timed_out(kind.kind_name());
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
+    }
+    outcome
+}
+
+/// [`acquire`] as `owner`; sets `waited` once the call had to wait for a release.
+async fn acquire_as<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: Owner,
+    options: LockOptions,
+    waited: &AtomicBool,
+) -> Result<Option<HoldGuard>> {
     let client = kind.client();
-    let owner = Owner::for_call(client, bound);
     let lease = options.get_lease();
     let deadline = options.get_wait().and_then(crate::duration::deadline_after);
     let waits = options.get_wait() != Some(Duration::ZERO);
@@ -219,6 +264,7 @@ pub async fn acquire<K: HoldKind>(
         })
     });
     if let Some(backoff) = waiting.spin {
+        waited.store(waits, Ordering::Relaxed);
         let outcome = spin(kind, &owner, lease, waits, deadline, backoff).await;
         if let Some(give_up) = give_up {
             give_up.disarm();
@@ -257,6 +303,7 @@ pub async fn acquire<K: HoldKind>(
             (subscription, FirstRound::Try)
         }
     };
+    waited.store(true, Ordering::Relaxed);
     let outcome = wait_on(client, &subscription, &spec, first, || {
         try_once(kind, &owner, lease, true)
     })
@@ -450,6 +497,23 @@ pub async fn release<K: HoldKind>(
     renew_lease: Option<Duration>,
     handoff: bool,
 ) -> Result<Released> {
+    let span = tracing::debug_span!(
+        "ferrisson.release",
+        kind = kind.kind_name(),
+        key = %kind.lock_key(),
+        %owner,
+    );
+    release_inner(kind, owner, renew_lease, handoff)
+        .instrument(span)
+        .await
+}
+
+async fn release_inner<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+) -> Result<Released> {
     let client = kind.client();
     let claim = if handoff && kind.hands_off() {
         client.claim_waiter(&kind.waiting(owner).channel, MAX_HANDOFF_STREAK)
@@ -526,6 +590,8 @@ pub async fn release<K: HoldKind>(
             if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
                 drop(unclaimed);
             }
+            tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");
+            crate::metrics::handed_off(kind.kind_name());
             Ok(Released::HandedOff)
         }
         (code, _) => Err(Error::Protocol(format!(

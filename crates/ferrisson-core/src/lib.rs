@@ -47,6 +47,7 @@ mod guard;
 pub mod keys;
 mod kind;
 mod lock;
+pub mod metrics;
 mod options;
 mod owner;
 #[doc(hidden)]

@@ -197,6 +197,11 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
     /// The semaphore's names and client.
     fn names(&self) -> &SemaphoreNames;
 
+    /// The kind's name in spans and metrics labels (`semaphore`, `expirable_semaphore`).
+    fn kind_name(&self) -> &'static str {
+        "semaphore"
+    }
+
     /// What a try of `n` permits prepares.
     fn ticket(&self, n: u32) -> Self::Ticket;
 
@@ -389,6 +394,46 @@ pub async fn take<K: PermitKind>(
     wait: Option<std::time::Duration>,
     tag: Option<crate::engine::Tag>,
 ) -> Result<Option<K::Taken>> {
+    use tracing::Instrument;
+    let span = tracing::debug_span!(
+        "ferrisson.acquire",
+        kind = kind.kind_name(),
+        key = %kind.names().key,
+        permits = n,
+        wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+    );
+    let started = tokio::time::Instant::now();
+    let waited = std::sync::atomic::AtomicBool::new(false);
+    let outcome = take_inner(kind, n, wait, tag, &waited)
+        .instrument(span.clone())
+        .await;
+    match &outcome {
+        Ok(Some(_)) => {
+            let took = started.elapsed();
+            let waited = if waited.load(std::sync::atomic::Ordering::Relaxed) {
+                took
+            } else {
+                std::time::Duration::ZERO
+            };
+            crate::metrics::acquired(kind.kind_name(), took, waited);
+        }
+        Ok(None) if wait != Some(std::time::Duration::ZERO) => {
+            tracing::debug!(parent: &span, "ran out of wait time");
+            crate::metrics::timed_out(kind.kind_name());
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
+    }
+    outcome
+}
+
+async fn take_inner<K: PermitKind>(
+    kind: &K,
+    n: u32,
+    wait: Option<std::time::Duration>,
+    tag: Option<crate::engine::Tag>,
+    waited: &std::sync::atomic::AtomicBool,
+) -> Result<Option<K::Taken>> {
     let names = kind.names();
     let client = &names.client;
     let keys = names.keys();
@@ -423,6 +468,7 @@ pub async fn take<K: PermitKind>(
         let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
         async move { leave_reservation(&client, &key, &channel, &reservation, &id).await }
     });
+    waited.store(true, std::sync::atomic::Ordering::Relaxed);
     let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
     reservation.disarm();
     // A try that took permits dropped the reservation itself; a hand-off did not.

@@ -281,6 +281,7 @@ impl Hub {
     }
 
     fn subscription(&self, channel: &str, slot: Arc<Slot>) -> Subscription {
+        crate::metrics::waiters(1.0);
         Subscription {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
@@ -305,6 +306,7 @@ impl Hub {
             .or_insert_with(|| {
                 kick = true;
                 self.shared.active.fetch_add(1, Ordering::AcqRel);
+                crate::metrics::channels(1.0);
                 Channel {
                     slots: VecDeque::new(),
                     policy,
@@ -375,6 +377,7 @@ impl Hub {
             // Still subscribed on this connection (the driver takes a channel out of `live`
             // before it unsubscribes it): waiters are back, nothing to send.
             self.shared.active.fetch_add(1, Ordering::AcqRel);
+            crate::metrics::channels(1.0);
             state.channels.insert(
                 channel.to_owned(),
                 Channel {
@@ -658,6 +661,7 @@ impl std::fmt::Debug for Slot {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        crate::metrics::waiters(-1.0);
         let mut state = self.shared.state();
         let mut kick = false;
         if let Some(channel) = state.channels.get_mut(&self.channel) {
@@ -676,6 +680,7 @@ impl Drop for Subscription {
             if channel.slots.is_empty() {
                 state.channels.remove(&self.channel);
                 self.shared.active.fetch_sub(1, Ordering::AcqRel);
+                crate::metrics::channels(-1.0);
                 kick = true;
             }
         }

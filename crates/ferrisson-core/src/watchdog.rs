@@ -496,6 +496,7 @@ fn signal_loss(key: &EntryKey, entry: &Entry, reason: LossReason, now: Instant) 
             "hold lost: the holder must stop relying on it"
         );
     }
+    crate::metrics::lost(reason);
     entry.lost.raise(reason);
 }
 
@@ -579,6 +580,7 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
             (None, None)
         }
     };
+    crate::metrics::renewed(results.is_none());
     // With replica sync on, a renewal counts only once the replicas have it: until then a
     // failover would bring back the old expiry.
     let unreplicated = synced

@@ -665,6 +665,10 @@ impl PermitKind for AcquireCall {
     type Ticket = Arc<[String]>;
     type Taken = Vec<Permit>;
 
+    fn kind_name(&self) -> &'static str {
+        "expirable_semaphore"
+    }
+
     fn names(&self) -> &SemaphoreNames {
         &self.shared.names
     }

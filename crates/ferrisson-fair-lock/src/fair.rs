@@ -275,6 +275,10 @@ impl HoldKind for FairShared {
         &self.client
     }
 
+    fn kind_name(&self) -> &'static str {
+        "fair_lock"
+    }
+
     fn lock_key(&self) -> &Arc<str> {
         &self.key
     }

@@ -354,6 +354,14 @@ impl HoldKind for Side {
         &self.shared.client
     }
 
+    fn kind_name(&self) -> &'static str {
+        if self.write {
+            "write_lock"
+        } else {
+            "read_lock"
+        }
+    }
+
     fn lock_key(&self) -> &Arc<str> {
         &self.shared.key
     }

@@ -199,6 +199,10 @@ impl HoldKind for SpinShared {
         &self.client
     }
 
+    fn kind_name(&self) -> &'static str {
+        "spin_lock"
+    }
+
     fn lock_key(&self) -> &Arc<str> {
         &self.key
     }

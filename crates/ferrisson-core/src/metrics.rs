@@ -1,0 +1,92 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`): the
+//! application installs a recorder (Prometheus, StatsD, …) and gets these; without the feature
+//! every function here is empty and compiles away.
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `ferrisson_acquire_seconds` | histogram: time from the call to the hold | `kind` |
+//! | `ferrisson_wait_seconds` | histogram: the part of it spent waiting for a release | `kind` |
+//! | `ferrisson_acquisitions_total` | counter | `kind` |
+//! | `ferrisson_timeouts_total` | counter: acquisitions that ran out of wait time | `kind` |
+//! | `ferrisson_losses_total` | counter: holds lost | `reason` |
+//! | `ferrisson_handoffs_total` | counter: releases handed straight to a local waiter | `kind` |
+//! | `ferrisson_renewals_total` | counter: renewal script calls (each renews a batch) | |
+//! | `ferrisson_renewal_failures_total` | counter: renewal calls that failed or timed out | |
+//! | `ferrisson_script_reloads_total` | counter: scripts sent again after `NOSCRIPT` | `script` |
+//! | `ferrisson_subscribed_channels` | gauge: channels the client's subscriber connection keeps | |
+//! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
+//!
+//! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore` or
+//! `expirable_semaphore`; `reason` is a [`LossReason`]'s name.
+
+use std::time::Duration;
+
+use crate::error::LossReason;
+
+/// An acquisition succeeded after `took`, of which `waited` waiting for a release.
+#[allow(unused_variables)]
+pub(crate) fn acquired(kind: &'static str, took: Duration, waited: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("ferrisson_acquisitions_total", "kind" => kind).increment(1);
+        metrics::histogram!("ferrisson_acquire_seconds", "kind" => kind).record(took.as_secs_f64());
+        if !waited.is_zero() {
+            metrics::histogram!("ferrisson_wait_seconds", "kind" => kind)
+                .record(waited.as_secs_f64());
+        }
+    }
+}
+
+/// An acquisition ran out of wait time.
+#[allow(unused_variables)]
+pub(crate) fn timed_out(kind: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_timeouts_total", "kind" => kind).increment(1);
+}
+
+/// A hold was lost.
+#[allow(unused_variables)]
+pub(crate) fn lost(reason: LossReason) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_losses_total", "reason" => reason.name()).increment(1);
+}
+
+/// A release went straight to a local waiter.
+#[allow(unused_variables)]
+pub(crate) fn handed_off(kind: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_handoffs_total", "kind" => kind).increment(1);
+}
+
+/// A renewal call was made; `failed` when it failed or went unanswered.
+#[allow(unused_variables)]
+pub(crate) fn renewed(failed: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("ferrisson_renewals_total").increment(1);
+        if failed {
+            metrics::counter!("ferrisson_renewal_failures_total").increment(1);
+        }
+    }
+}
+
+/// A script was sent again with its source after `NOSCRIPT`.
+#[allow(unused_variables)]
+pub(crate) fn script_reloaded(script: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_script_reloads_total", "script" => script).increment(1);
+}
+
+/// A channel was subscribed (`1.0`) or given up (`-1.0`).
+#[allow(unused_variables)]
+pub(crate) fn channels(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("ferrisson_subscribed_channels").increment(delta);
+}
+
+/// A waiter registered (`1.0`) or left (`-1.0`).
+#[allow(unused_variables)]
+pub(crate) fn waiters(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("ferrisson_waiters").increment(delta);
+}

@@ -55,30 +55,23 @@ fn every_lua_file_is_registered_with_a_matching_header() {
     }
 }
 
-#[test]
-fn every_script_loads_on_a_real_server_under_its_sha() {
-    let redis = TestRedis::any();
-    let mut con = redis.connection();
-    for script in registered() {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.source())
-            .query(&mut con)
-            .unwrap_or_else(|e| panic!("{} does not load: {e}", script.name()));
-        assert_eq!(sha, script.sha1(), "{}", script.name());
-    }
+/// `SCRIPT LOAD` of `source` (the `what` of `script`), its digest.
+fn load(con: &mut redis::Connection, script: &Script, what: &str, source: &str) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{what} of {} does not load: {e}", script.name()))
 }
 
 #[test]
-fn every_scripts_batch_form_loads_on_a_real_server() {
+fn every_script_and_its_batch_form_load_on_a_real_server() {
     let redis = TestRedis::any();
     let mut con = redis.connection();
     for script in registered() {
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.batch_source())
-            .query(&mut con)
-            .unwrap_or_else(|e| panic!("the batch form of {} does not load: {e}", script.name()));
+        let sha = load(&mut con, script, "the source", script.source());
+        assert_eq!(sha, script.sha1(), "{}", script.name());
+        load(&mut con, script, "the batch form", script.batch_source());
     }
 }
 

@@ -49,26 +49,26 @@ impl Probe {
             .map_err(|e| e.to_string())
     }
 
-    /// `INFO commandstats` as command → calls.
-    pub async fn command_calls(&self) -> Result<HashMap<String, u64>, String> {
+    /// One section of `INFO`.
+    async fn info(&self, section: &str) -> Result<String, String> {
         let mut con = self.conn().await?;
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
+        redis::cmd("INFO")
+            .arg(section)
             .query_async(&mut con)
             .await
-            .map_err(|e| e.to_string())?;
-        Ok(ferrisson_testkit::parse_command_calls(&info))
+            .map_err(|e| e.to_string())
+    }
+
+    /// `INFO commandstats` as command → calls.
+    pub async fn command_calls(&self) -> Result<HashMap<String, u64>, String> {
+        Ok(ferrisson_testkit::parse_command_calls(
+            &self.info("commandstats").await?,
+        ))
     }
 
     /// The server process's CPU time so far, in seconds (`INFO cpu`: user + system).
     pub async fn server_cpu(&self) -> Result<f64, String> {
-        let mut con = self.conn().await?;
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .query_async(&mut con)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(parse_server_cpu(&info))
+        Ok(parse_server_cpu(&self.info("cpu").await?))
     }
 
     /// A snapshot of the server's counters: commands by name and CPU time.

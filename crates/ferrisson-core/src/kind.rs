@@ -201,27 +201,11 @@ pub async fn acquire<K: HoldKind>(
         %owner,
         wait_ms = options.get_wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
     );
-    let started = Instant::now();
-    let waited = AtomicBool::new(false);
-    let outcome = acquire_as(kind, owner, options, &waited)
-        .instrument(span.clone())
-        .await;
-    let took = started.elapsed();
-    let waited = if waited.load(Ordering::Relaxed) {
-        took
-    } else {
-        Duration::ZERO
-    };
-    match &outcome {
-        Ok(Some(_)) => crate::metrics::acquired(kind.kind_name(), took, waited),
-        Ok(None) if options.get_wait() != Some(Duration::ZERO) => {
-            tracing::debug!(parent: &span, "ran out of wait time");
-            crate::metrics::timed_out(kind.kind_name());
-        }
-        Ok(None) => {}
-        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
-    }
-    outcome
+    let wait = options.get_wait();
+    crate::metrics::acquisition(span, kind.kind_name(), wait, |waited| async move {
+        acquire_as(kind, owner, options, &waited).await
+    })
+    .await
 }
 
 /// [`acquire`] as `owner`; sets `waited` once the call had to wait for a release.

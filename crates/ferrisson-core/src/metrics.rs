@@ -19,9 +19,49 @@
 //! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore` or
 //! `expirable_semaphore`; `reason` is a [`LossReason`]'s name.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use crate::error::LossReason;
+
+/// Runs an acquisition of `kind` in `span`, then logs there and counts how it ended. `run`
+/// gets a flag to set once the call has to wait for a release; `wait` is the call's wait
+/// limit (`Some(zero)`: one try).
+pub(crate) async fn acquisition<T, F, Fut>(
+    span: tracing::Span,
+    kind: &'static str,
+    wait: Option<Duration>,
+    run: F,
+) -> crate::error::Result<Option<T>>
+where
+    F: FnOnce(Arc<AtomicBool>) -> Fut,
+    Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
+{
+    let started = tokio::time::Instant::now();
+    let waited = Arc::new(AtomicBool::new(false));
+    let outcome = run(waited.clone()).instrument(span.clone()).await;
+    let took = started.elapsed();
+    match &outcome {
+        Ok(Some(_)) => {
+            let waited = if waited.load(Ordering::Relaxed) {
+                took
+            } else {
+                Duration::ZERO
+            };
+            acquired(kind, took, waited);
+        }
+        Ok(None) if wait != Some(Duration::ZERO) => {
+            tracing::debug!(parent: &span, "ran out of wait time");
+            timed_out(kind);
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
+    }
+    outcome
+}
 
 /// An acquisition succeeded after `took`, of which `waited` waiting for a release.
 #[allow(unused_variables)]

@@ -394,7 +394,6 @@ pub async fn take<K: PermitKind>(
     wait: Option<std::time::Duration>,
     tag: Option<crate::engine::Tag>,
 ) -> Result<Option<K::Taken>> {
-    use tracing::Instrument;
     let span = tracing::debug_span!(
         "ferrisson.acquire",
         kind = kind.kind_name(),
@@ -402,29 +401,10 @@ pub async fn take<K: PermitKind>(
         permits = n,
         wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
     );
-    let started = tokio::time::Instant::now();
-    let waited = std::sync::atomic::AtomicBool::new(false);
-    let outcome = take_inner(kind, n, wait, tag, &waited)
-        .instrument(span.clone())
-        .await;
-    match &outcome {
-        Ok(Some(_)) => {
-            let took = started.elapsed();
-            let waited = if waited.load(std::sync::atomic::Ordering::Relaxed) {
-                took
-            } else {
-                std::time::Duration::ZERO
-            };
-            crate::metrics::acquired(kind.kind_name(), took, waited);
-        }
-        Ok(None) if wait != Some(std::time::Duration::ZERO) => {
-            tracing::debug!(parent: &span, "ran out of wait time");
-            crate::metrics::timed_out(kind.kind_name());
-        }
-        Ok(None) => {}
-        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
-    }
-    outcome
+    crate::metrics::acquisition(span, kind.kind_name(), wait, |waited| async move {
+        take_inner(kind, n, wait, tag, &waited).await
+    })
+    .await
 }
 
 async fn take_inner<K: PermitKind>(

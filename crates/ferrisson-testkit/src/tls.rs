@@ -33,49 +33,34 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// An EC P-256 key and a certificate signing request for `subject`.
-fn key_and_request(dir: &Path, name: &str, subject: &str) -> Result<(), String> {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            subject,
-        ],
-    )
-}
-
-/// A self-signed CA certificate and its key.
-fn authority(dir: &Path, name: &str, subject: &str) -> Result<(), String> {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-days",
-            "2",
-            "-subj",
-            subject,
-        ],
-    )
+/// An EC P-256 key `name.key` and, for `subject`, a certificate signing request `name.csr`, or
+/// with `self_signed` a CA certificate `name.crt` signed by the key itself.
+fn key_and_certificate(
+    dir: &Path,
+    name: &str,
+    subject: &str,
+    self_signed: bool,
+) -> Result<(), String> {
+    let key = format!("{name}.key");
+    let out = format!("{name}.{}", if self_signed { "crt" } else { "csr" });
+    let mut args = vec!["req"];
+    if self_signed {
+        args.extend(["-x509", "-days", "2"]);
+    }
+    args.extend([
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &out,
+        "-subj",
+        subject,
+    ]);
+    openssl(dir, &args)
 }
 
 /// Signs `name.csr` with the CA `ca`, with the X.509 extensions `extensions`.
@@ -114,16 +99,16 @@ impl TestCerts {
     pub fn try_generate() -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
         let path = dir.path();
-        authority(path, "ca", "/CN=ferrisson test CA")?;
-        authority(path, "other-ca", "/CN=an unrelated CA")?;
-        key_and_request(path, "server", "/CN=localhost")?;
+        key_and_certificate(path, "ca", "/CN=ferrisson test CA", true)?;
+        key_and_certificate(path, "other-ca", "/CN=an unrelated CA", true)?;
+        key_and_certificate(path, "server", "/CN=localhost", false)?;
         sign(
             path,
             "server",
             "ca",
             "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth",
         )?;
-        key_and_request(path, "client", "/CN=ferrisson test client")?;
+        key_and_certificate(path, "client", "/CN=ferrisson test client", false)?;
         sign(path, "client", "ca", "extendedKeyUsage=clientAuth")?;
         Ok(Self { dir })
     }

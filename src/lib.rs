@@ -48,6 +48,9 @@ pub use ferrisson_core::{
 /// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.
 pub use ferrisson_core as core;
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
+
 #[cfg(feature = "lock")]
 #[doc(inline)]
 pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, ReentrantLock};

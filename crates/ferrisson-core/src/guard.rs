@@ -135,6 +135,18 @@ impl HoldGuard {
         }
     }
 
+    /// As [`lost`](Self::lost), as a future that borrows nothing: for a task of its own (a
+    /// callback on loss). It stays pending after the hold is released.
+    pub fn lost_owned(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        let watch = self.lease.as_ref().map(LeaseHandle::lost_owned);
+        async move {
+            match watch {
+                Some(watch) => watch.await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
     /// Runs `work` only while the hold lasts: its output, or [`Error::LeaseLost`] with the
     /// reason as soon as the hold is lost (then `work` is dropped at its next await point, before
     /// the lease can have run out on the server). The `select!` on [`lost`](Self::lost) that

@@ -342,6 +342,12 @@ impl LeaseHandle {
         self.lost.wait().await
     }
 
+    /// As [`lost`](Self::lost), as a future that borrows nothing (for a task of its own).
+    pub fn lost_owned(&self) -> impl Future<Output = LossReason> + Send + 'static {
+        let signal = self.lost.clone();
+        async move { signal.wait().await }
+    }
+
     /// Ends this hold locally (as dropping it does) and says, in one look at the table, how it
     /// stood: why it was lost (if it was), and whether it was the entry's last hold.
     pub fn end(mut self) -> LeaseEnd {

@@ -120,7 +120,9 @@ const CEILING_DEPTH: usize = 64;
 /// Returns (pairs per second, the server's CPU per pair in microseconds).
 pub async fn server_ceiling(ctx: &Ctx) -> Result<(f64, f64), String> {
     let mut tasks = Vec::new();
-    let deadline = Instant::now() + ctx.phase();
+    let deadline = Instant::now()
+        .checked_add(ctx.phase())
+        .ok_or("the ceiling's phase is too long for the clock")?;
     let before = ctx.probe.server_cpu().await?;
     let started = Instant::now();
     for c in 0..CEILING_CONNECTIONS {

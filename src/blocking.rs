@@ -1,0 +1,646 @@
+//! A blocking API, in the spirit of `reqwest::blocking` and redis-rs's sync connection, for
+//! code without an async runtime: CLI tools, sync web frameworks, batch jobs.
+//!
+//! A [`Client`] owns a small Tokio runtime (one worker thread) on which the async client, its
+//! watchdog and its subscriber connection run; each blocking call runs the async call on it
+//! and waits. Guards release on drop, as the async ones do (in the background), and carry the
+//! loss signal as a check ([`LockGuard::ensure_held`]) and as a callback
+//! ([`LockGuard::on_lost`]).
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = ferrisson_testkit::RedisServer::spawn();
+//! # let url = server.url();
+//! use ferrisson::blocking::Client;
+//!
+//! let client = Client::connect(&url)?;
+//! let lock = client.reentrant_lock("nightly-export")?;
+//! let guard = lock.lock()?;
+//! guard.on_lost(|reason| eprintln!("stop: the lock is gone ({reason})"));
+//! guard.ensure_held()?; // before each step the lock protects
+//! guard.unlock()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Blocking calls must not be made from inside an async runtime (Tokio panics when a thread
+//! that drives async tasks blocks on another runtime): use the async API there.
+//!
+//! # Cancel safety
+//!
+//! A blocking call cannot be cancelled; a guard dropped without `unlock` releases in the
+//! background, as the async guard's drop does.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+
+use ferrisson_core::{ClientConfig, Error, HoldGuard, LockOptions, LossReason, Result};
+
+/// A blocking client: the async [`Client`](crate::Client) and the runtime it runs on. Cheap to
+/// clone; the runtime stops when the last clone (and every handle and guard made from it) is
+/// gone.
+#[derive(Clone)]
+pub struct Client {
+    runtime: Arc<Runtime>,
+    client: crate::Client,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Client")
+            .field("id", &self.client.id())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects to the deployment `url` names ([`ClientConfig::new`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`](crate::Client::connect), and [`Error::Closed`] when the runtime
+    /// cannot start.
+    pub fn connect(url: &str) -> Result<Self> {
+        Self::with_config(ClientConfig::new(url))
+    }
+
+    /// Connects with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub fn with_config(config: ClientConfig) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ferrisson-blocking")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                tracing::warn!(error = %e, "the blocking client's runtime could not start");
+                Error::Closed("the blocking client's runtime could not start")
+            })?;
+        let client = runtime.block_on(crate::Client::with_config(config))?;
+        Ok(Self {
+            runtime: Arc::new(runtime),
+            client,
+        })
+    }
+
+    /// The async client underneath, for what this module does not wrap (with
+    /// [`block_on`](Self::block_on)).
+    pub fn async_client(&self) -> &crate::Client {
+        &self.client
+    }
+
+    /// Runs any async call of the library on the client's runtime and waits for it.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// A reentrant lock named `name` ([`ReentrantLock`](crate::ReentrantLock)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name.
+    #[cfg(feature = "lock")]
+    pub fn reentrant_lock(&self, name: &str) -> Result<Lock<crate::ReentrantLock>> {
+        Ok(self.wrap(crate::ReentrantLock::new(&self.client, name)?))
+    }
+
+    /// A fenced reentrant lock named `name` (`ReentrantLock::fenced`): its guards carry tokens.
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "lock")]
+    pub fn fenced_lock(&self, name: &str) -> Result<Lock<crate::ReentrantLock>> {
+        Ok(self.wrap(crate::ReentrantLock::fenced(&self.client, name)?))
+    }
+
+    /// A fair lock named `name` ([`FairLock`](crate::FairLock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "fair-lock")]
+    pub fn fair_lock(&self, name: &str) -> Result<Lock<crate::FairLock>> {
+        Ok(self.wrap(crate::FairLock::new(&self.client, name)?))
+    }
+
+    /// A read-write lock named `name` ([`ReadWriteLock`](crate::ReadWriteLock)): its
+    /// [`read_lock`](ReadWriteLock::read_lock) and [`write_lock`](ReadWriteLock::write_lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "rwlock")]
+    pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
+        Ok(ReadWriteLock {
+            client: self.clone(),
+            inner: crate::ReadWriteLock::new(&self.client, name)?,
+        })
+    }
+
+    /// A semaphore named `name` ([`Semaphore`](crate::Semaphore)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "semaphore")]
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
+        Ok(Semaphore {
+            client: self.clone(),
+            inner: crate::Semaphore::new(&self.client, name)?,
+        })
+    }
+
+    /// A permit-expirable semaphore named `name`
+    /// ([`ExpirableSemaphore`](crate::ExpirableSemaphore)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "expirable-semaphore")]
+    pub fn expirable_semaphore(&self, name: &str) -> Result<ExpirableSemaphore> {
+        Ok(ExpirableSemaphore {
+            client: self.clone(),
+            inner: crate::ExpirableSemaphore::new(&self.client, name)?,
+        })
+    }
+
+    /// A countdown latch named `name` ([`CountDownLatch`](crate::CountDownLatch)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "latch")]
+    pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
+        Ok(CountDownLatch {
+            client: self.clone(),
+            inner: crate::CountDownLatch::new(&self.client, name)?,
+        })
+    }
+
+    /// Any lock kind (an async [`Lock`](crate::Lock) made from
+    /// [`async_client`](Self::async_client)), blocking.
+    pub fn wrap<L: crate::Lock>(&self, lock: L) -> Lock<L> {
+        Lock {
+            client: self.clone(),
+            inner: lock,
+        }
+    }
+
+    fn guard(&self, guard: HoldGuard) -> LockGuard {
+        LockGuard {
+            client: self.clone(),
+            guard: Some(guard),
+            watchers: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// A lock of any kind, blocking: the reentrant, fenced and fair locks and either side of a
+/// read-write lock. Taking it returns a [`LockGuard`].
+#[derive(Debug, Clone)]
+pub struct Lock<L> {
+    client: Client,
+    inner: L,
+}
+
+impl<L: crate::Lock> Lock<L> {
+    /// Takes the lock, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's `lock`.
+    pub fn lock(&self) -> Result<LockGuard> {
+        self.lock_with(LockOptions::new())
+    }
+
+    /// Takes the lock with options; running out of wait time is [`Error::Timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's `lock_with`.
+    pub fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
+        match self.try_lock_with(options)? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
+        }
+    }
+
+    /// One try, no waiting: `None` when another owner holds it.
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's `try_lock`.
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
+    }
+
+    /// Takes the lock within the options' wait limit: `None` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's `try_lock_with`.
+    pub fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+        let guard = self.client.block_on(self.inner.acquire(options))?;
+        Ok(guard.map(|g| self.client.guard(g)))
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub fn is_locked(&self) -> Result<bool> {
+        self.client.block_on(self.inner.is_locked())
+    }
+
+    /// Frees the lock whoever holds it; `true` when it was held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.client.block_on(self.inner.force_unlock())
+    }
+
+    /// The async lock underneath.
+    pub fn as_async(&self) -> &L {
+        &self.inner
+    }
+}
+
+/// A held lock, released when dropped (in the background) or by [`unlock`](Self::unlock).
+#[must_use = "dropping the guard releases the lock at once (in the background)"]
+#[derive(Debug)]
+pub struct LockGuard {
+    client: Client,
+    guard: Option<HoldGuard>,
+    /// The tasks of the [`on_lost`](Self::on_lost) callbacks, stopped with the guard.
+    watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl LockGuard {
+    fn inner(&self) -> Option<&HoldGuard> {
+        self.guard.as_ref()
+    }
+
+    /// Releases the hold and says how it went.
+    ///
+    /// # Errors
+    ///
+    /// As [`HoldGuard::unlock`]: [`Error::LeaseLost`] when the hold had been lost.
+    pub fn unlock(mut self) -> Result<()> {
+        self.stop_watchers();
+        match self.guard.take() {
+            Some(guard) => self.client.block_on(guard.unlock()),
+            None => Ok(()),
+        }
+    }
+
+    /// `Ok(())` while the hold is held; [`Error::LeaseLost`] once it is lost. Call it before
+    /// each step that must run under the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.inner().map_or(Ok(()), HoldGuard::ensure_held)
+    }
+
+    /// Whether the hold was lost.
+    pub fn is_lost(&self) -> bool {
+        self.inner().is_some_and(HoldGuard::is_lost)
+    }
+
+    /// Why the hold was lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.inner().and_then(HoldGuard::loss_reason)
+    }
+
+    /// Calls `callback` (on the client's runtime thread) if the hold is lost while this guard
+    /// lives, as soon as the watchdog knows: before the lease can have run out on the server.
+    /// Not called after the guard is released or dropped.
+    pub fn on_lost(&self, callback: impl FnOnce(LossReason) + Send + 'static) {
+        let Some(guard) = self.inner() else {
+            return;
+        };
+        let lost = guard.lost_owned();
+        let task = self.client.runtime.spawn(async move {
+            callback(lost.await);
+        });
+        if let Ok(mut watchers) = self.watchers.lock() {
+            watchers.push(task);
+        }
+    }
+
+    /// The fencing token (fenced locks and write locks).
+    pub fn token(&self) -> Option<u64> {
+        self.inner().and_then(HoldGuard::token)
+    }
+
+    /// The async guard underneath.
+    pub fn as_async(&self) -> Option<&HoldGuard> {
+        self.inner()
+    }
+
+    fn stop_watchers(&self) {
+        if let Ok(mut watchers) = self.watchers.lock() {
+            for task in watchers.drain(..) {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.stop_watchers();
+        if let Some(guard) = self.guard.take() {
+            // The async guard's drop releases on a task of the runtime: enter it.
+            let _runtime = self.client.runtime.enter();
+            drop(guard);
+        }
+    }
+}
+
+/// A read-write lock, blocking: each side is a [`Lock`].
+#[cfg(feature = "rwlock")]
+#[derive(Debug, Clone)]
+pub struct ReadWriteLock {
+    client: Client,
+    inner: crate::ReadWriteLock,
+}
+
+#[cfg(feature = "rwlock")]
+impl ReadWriteLock {
+    /// The read side: shared with other readers.
+    pub fn read_lock(&self) -> Lock<crate::ReadLock> {
+        self.client.wrap(self.inner.read_lock())
+    }
+
+    /// The write side: alone.
+    pub fn write_lock(&self) -> Lock<crate::WriteLock> {
+        self.client.wrap(self.inner.write_lock())
+    }
+}
+
+/// A semaphore, blocking ([`Semaphore`](crate::Semaphore)).
+#[cfg(feature = "semaphore")]
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    client: Client,
+    inner: crate::Semaphore,
+}
+
+#[cfg(feature = "semaphore")]
+impl Semaphore {
+    /// Sets the permits unless they are set; `true` when it set them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.client.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// The permits free now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub fn available_permits(&self) -> Result<i64> {
+        self.client.block_on(self.inner.available_permits())
+    }
+
+    /// Takes `n` permits, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire_many`](crate::Semaphore::acquire_many).
+    pub fn acquire_many(&self, n: u32) -> Result<Permits> {
+        let permits = self.client.block_on(self.inner.acquire_many(n))?;
+        Ok(Permits {
+            client: self.client.clone(),
+            inner: Some(permits),
+        })
+    }
+
+    /// Takes `n` permits within `wait`: `None` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_acquire_many_with`](crate::Semaphore::try_acquire_many_with).
+    pub fn try_acquire_many_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+        let permits = self
+            .client
+            .block_on(self.inner.try_acquire_many_with(n, wait))?;
+        Ok(permits.map(|p| Permits {
+            client: self.client.clone(),
+            inner: Some(p),
+        }))
+    }
+}
+
+/// Permits of a [`Semaphore`], given back when dropped (in the background) or by
+/// [`release`](Self::release).
+#[cfg(feature = "semaphore")]
+#[must_use = "dropping the permits gives them back at once (in the background)"]
+#[derive(Debug)]
+pub struct Permits {
+    client: Client,
+    inner: Option<crate::Permits>,
+}
+
+#[cfg(feature = "semaphore")]
+impl Permits {
+    /// Gives the permits back.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::release`](crate::Permits::release).
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(permits) => self.client.block_on(permits.release()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(feature = "semaphore")]
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if let Some(permits) = self.inner.take() {
+            let _runtime = self.client.runtime.enter();
+            drop(permits);
+        }
+    }
+}
+
+/// A permit-expirable semaphore, blocking ([`ExpirableSemaphore`](crate::ExpirableSemaphore)).
+/// Its permits are [`LockGuard`]s: the loss signal and release on drop come with them.
+#[cfg(feature = "expirable-semaphore")]
+#[derive(Debug, Clone)]
+pub struct ExpirableSemaphore {
+    client: Client,
+    inner: crate::ExpirableSemaphore,
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl ExpirableSemaphore {
+    /// Sets the permits unless they are set; `true` when it set them.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::try_set_permits`](crate::ExpirableSemaphore::try_set_permits).
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.client.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// The permits free now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub fn available_permits(&self) -> Result<i64> {
+        self.client.block_on(self.inner.available_permits())
+    }
+
+    /// Takes a permit, waiting as long as it takes, with a fixed `lease` or (`None`) kept by
+    /// the watchdog; its id is [`LockGuard::as_async`]'s owner.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::acquire`](crate::ExpirableSemaphore::acquire).
+    pub fn acquire(&self, lease: Option<Duration>) -> Result<ExpirablePermit> {
+        let permit = self.client.block_on(self.inner.acquire(lease))?;
+        Ok(ExpirablePermit {
+            client: self.client.clone(),
+            inner: Some(permit),
+        })
+    }
+}
+
+/// A permit of an [`ExpirableSemaphore`], given back when dropped (in the background) or by
+/// [`release`](Self::release); it carries the loss signal of its lease.
+#[cfg(feature = "expirable-semaphore")]
+#[must_use = "dropping the permit gives it back at once (in the background)"]
+#[derive(Debug)]
+pub struct ExpirablePermit {
+    client: Client,
+    inner: Option<crate::Permit>,
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl ExpirablePermit {
+    /// The permit's id.
+    pub fn id(&self) -> &str {
+        self.inner.as_ref().map_or("", |p| p.id())
+    }
+
+    /// `Ok(())` while the permit is held; [`Error::LeaseLost`] once it is lost.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.inner.as_ref().map_or(Ok(()), |p| p.ensure_held())
+    }
+
+    /// Why the permit was lost, or `None` while it is held.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.inner.as_ref().and_then(|p| p.loss_reason())
+    }
+
+    /// Gives the permit back.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permit::release`](crate::Permit::release).
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(permit) => self.client.block_on(permit.release()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl Drop for ExpirablePermit {
+    fn drop(&mut self) {
+        if let Some(permit) = self.inner.take() {
+            let _runtime = self.client.runtime.enter();
+            drop(permit);
+        }
+    }
+}
+
+/// A countdown latch, blocking ([`CountDownLatch`](crate::CountDownLatch)).
+#[cfg(feature = "latch")]
+#[derive(Debug, Clone)]
+pub struct CountDownLatch {
+    client: Client,
+    inner: crate::CountDownLatch,
+}
+
+#[cfg(feature = "latch")]
+impl CountDownLatch {
+    /// Arms the latch at `count` unless it is armed; `true` when it armed it.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::try_set_count`](crate::CountDownLatch::try_set_count).
+    pub fn try_set_count(&self, count: u32) -> Result<bool> {
+        self.client.block_on(self.inner.try_set_count(count))
+    }
+
+    /// Counts down by one.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::count_down`](crate::CountDownLatch::count_down).
+    pub fn count_down(&self) -> Result<()> {
+        self.client.block_on(self.inner.count_down())
+    }
+
+    /// Counts down once for `participant`, however often it calls; `true` when it counted.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::count_down_once`](crate::CountDownLatch::count_down_once).
+    pub fn count_down_once(&self, participant: &str) -> Result<bool> {
+        self.client
+            .block_on(self.inner.count_down_once(participant))
+    }
+
+    /// The count now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`].
+    pub fn count(&self) -> Result<u64> {
+        self.client.block_on(self.inner.count())
+    }
+
+    /// Waits until the latch opens.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::wait`](crate::CountDownLatch::wait).
+    pub fn wait(&self) -> Result<()> {
+        self.client.block_on(self.inner.wait())
+    }
+
+    /// Waits at most `timeout`; `true` when the latch opened.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::wait_for`](crate::CountDownLatch::wait_for).
+    pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        self.client.block_on(self.inner.wait_for(timeout))
+    }
+}

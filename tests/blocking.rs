@@ -1,0 +1,175 @@
+//! The blocking API against a real Redis, from plain threads with no runtime of their own
+//! (`cargo test --features full,blocking --test blocking`).
+#![cfg(all(feature = "blocking", feature = "full"))]
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{RedisServer, unique_name};
+use ferrisson::blocking::Client;
+use ferrisson::{ClientConfig, Error, LockOptions, LossReason};
+
+fn client(server: &RedisServer) -> Client {
+    Client::connect(&server.url()).unwrap()
+}
+
+/// Polls `check` every 10 ms until it holds or `within` passes.
+fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now()
+        .checked_add(within)
+        .expect("a test's patience fits the clock");
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_lock_is_taken_waited_for_and_released_by_plain_threads() {
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server), client(&server));
+    let name = unique_name("blocking-lock");
+    let lock = a.reentrant_lock(&name).unwrap();
+    let guard = lock.lock().unwrap();
+    let other = b.reentrant_lock(&name).unwrap();
+    assert!(other.try_lock().unwrap().is_none(), "held elsewhere");
+    let timed_out = other.lock_with(LockOptions::new().wait(Duration::from_millis(50)));
+    assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");
+
+    let (got, taken) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let guard = other.lock().unwrap();
+        got.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    guard.unlock().unwrap();
+    taken
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiting thread got the lock once it was released");
+    waiter.join().unwrap();
+
+    // A guard dropped without unlock releases (in the background).
+    let dropped = lock.lock().unwrap();
+    drop(dropped);
+    eventually(Duration::from_secs(5), "a dropped guard releases", || {
+        !lock.is_locked().unwrap()
+    });
+}
+
+#[test]
+fn a_lost_hold_is_told_by_check_and_by_callback() {
+    let server = RedisServer::spawn();
+    let short =
+        Client::with_config(ClientConfig::new(server.url()).lease(Duration::from_millis(900)))
+            .unwrap();
+    let lock = short.reentrant_lock(&unique_name("blocking-loss")).unwrap();
+    let guard = lock.lock().unwrap();
+    let (told, heard) = mpsc::channel();
+    guard.on_lost(move |reason| {
+        let _ = told.send(reason);
+    });
+    guard.ensure_held().unwrap();
+    // Someone deletes the lock under the holder: the watchdog's next renewal finds it gone.
+    let mut admin = server.connection();
+    let _: () = redis::cmd("DEL")
+        .arg(lock.as_async().key())
+        .query(&mut admin)
+        .unwrap();
+    let reason = heard
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the callback ran when the hold was lost");
+    assert_eq!(reason, LossReason::NotHeld);
+    assert!(guard.is_lost());
+    assert!(matches!(guard.ensure_held(), Err(Error::LeaseLost(_))));
+    assert!(matches!(guard.unlock(), Err(Error::LeaseLost(_))));
+
+    // A callback on a guard released in time never runs.
+    let fixed = lock
+        .lock_with(LockOptions::new().lease(Duration::from_millis(300)))
+        .unwrap();
+    let (told, heard) = mpsc::channel();
+    fixed.on_lost(move |reason| {
+        let _ = told.send(reason);
+    });
+    fixed.unlock().unwrap();
+    assert!(
+        heard.recv_timeout(Duration::from_millis(600)).is_err(),
+        "no loss is reported after the release"
+    );
+}
+
+#[test]
+fn fair_and_read_write_locks_block() {
+    let server = RedisServer::spawn();
+    let client = client(&server);
+    let fair = client.fair_lock(&unique_name("blocking-fair")).unwrap();
+    let guard = fair.lock().unwrap();
+    assert!(fair.try_lock().unwrap().is_none());
+    guard.unlock().unwrap();
+
+    let rw = client.read_write_lock(&unique_name("blocking-rw")).unwrap();
+    let first = rw.read_lock().lock().unwrap();
+    let second = rw.read_lock().lock().unwrap();
+    assert!(
+        rw.write_lock().try_lock().unwrap().is_none(),
+        "readers keep the writer out"
+    );
+    first.unlock().unwrap();
+    second.unlock().unwrap();
+    let write = rw.write_lock().lock().unwrap();
+    assert!(rw.read_lock().try_lock().unwrap().is_none());
+    write.unlock().unwrap();
+}
+
+#[test]
+fn semaphores_and_a_latch_block() {
+    let server = RedisServer::spawn();
+    let client = client(&server);
+    let semaphore = client.semaphore(&unique_name("blocking-sem")).unwrap();
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let both = semaphore.acquire_many(2).unwrap();
+    assert!(
+        semaphore
+            .try_acquire_many_with(1, Duration::from_millis(50))
+            .unwrap()
+            .is_none()
+    );
+    both.release().unwrap();
+    let one = semaphore.acquire_many(1).unwrap();
+    drop(one);
+    eventually(Duration::from_secs(5), "dropped permits come back", || {
+        semaphore.available_permits().unwrap() == 2
+    });
+
+    let expirable = client
+        .expirable_semaphore(&unique_name("blocking-exp"))
+        .unwrap();
+    assert!(expirable.try_set_permits(1).unwrap());
+    let permit = expirable.acquire(None).unwrap();
+    assert!(!permit.id().is_empty());
+    permit.ensure_held().unwrap();
+    assert_eq!(expirable.available_permits().unwrap(), 0);
+    permit.release().unwrap();
+    assert_eq!(expirable.available_permits().unwrap(), 1);
+
+    let latch = client
+        .count_down_latch(&unique_name("blocking-latch"))
+        .unwrap();
+    assert!(latch.try_set_count(2).unwrap());
+    let waiting = latch.clone();
+    let waiter = std::thread::spawn(move || waiting.wait_for(Duration::from_secs(20)).unwrap());
+    assert!(latch.count_down_once("worker-1").unwrap());
+    assert!(
+        !latch.count_down_once("worker-1").unwrap(),
+        "a worker counts once"
+    );
+    latch.count_down().unwrap();
+    assert!(
+        waiter.join().unwrap(),
+        "the latch opened for the waiting thread"
+    );
+    assert_eq!(latch.count().unwrap(), 0);
+}

@@ -27,6 +27,15 @@ return redis.call('incr', KEYS[1])
 "#,
 );
 
+/// Reads a key: a script of another shape than [`PROBE`].
+static READER: Script = Script::new(
+    "test/reader",
+    r#"-- operation: test/reader
+-- protocol: 1
+return redis.call('get', KEYS[1])
+"#,
+);
+
 /// What a probe call came to, in a form two runs can be compared by.
 fn outcome(result: Result<Option<i64>, Error>) -> String {
     match result {
@@ -178,4 +187,23 @@ async fn on_a_cluster_calls_are_batched_per_slot() {
         let count: Option<i64> = client.query(redis::cmd("GET").arg(key)).await.unwrap();
         assert_eq!(count, Some(1), "{key} counted once");
     }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn calls_queued_together_run_in_the_order_they_were_made() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let key = unique_name("coalesce-order");
+    // Counted, read, counted, read: a batch per script would read 2 twice.
+    let incr = ScriptCall::new(&PROBE, &[&key]).arg("incr");
+    let read = ScriptCall::new(&READER, &[&key]);
+    let (a, b, c, d, e) = futures::join!(
+        client.eval_once::<Option<i64>>(&incr),
+        client.eval_once::<Option<i64>>(&read),
+        client.eval_once::<Option<i64>>(&incr),
+        client.eval_once::<Option<i64>>(&incr),
+        client.eval_once::<Option<i64>>(&read),
+    );
+    let got: Vec<Option<i64>> = [a, b, c, d, e].into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got, [Some(1), Some(1), Some(2), Some(3), Some(3)]);
 }

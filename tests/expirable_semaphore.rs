@@ -241,10 +241,16 @@ async fn bad_arguments_and_wrong_types_get_clear_errors() {
     ));
     let s = sem(&a, &unique_name("bad"));
     s.set_permits(2).await.unwrap();
-    assert!(matches!(
-        s.acquire_many(0, None).await,
-        Err(Error::InvalidArgument(_))
-    ));
+    // Zero permits: at once, no ids, nothing taken (Redisson's `acquire(0)`).
+    assert!(s.acquire_many(0, None).await.unwrap().is_empty());
+    assert_eq!(
+        s.try_acquire_many_with(0, Duration::ZERO, None)
+            .await
+            .unwrap()
+            .map(|p| p.len()),
+        Some(0)
+    );
+    assert_eq!(s.available_permits().await.unwrap(), 2);
     assert!(matches!(
         s.acquire(Some(Duration::ZERO)).await,
         Err(Error::InvalidArgument(_))

@@ -152,26 +152,41 @@ async fn counts_stay_exact_across_every_operation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_permits_and_wrong_types_get_clear_errors() {
-    let redis = TestRedis::any();
+    // A server of its own: the test counts the commands it receives.
+    let redis = RedisServer::spawn();
     let a = client(&redis.url()).await;
     assert!(matches!(
         Semaphore::new(&a, ""),
         Err(Error::InvalidArgument(_))
     ));
+    // Zero permits are a no-op that succeeds at once, even with none free (Redisson's and
+    // tokio's meaning), and changes nothing.
     let s = Semaphore::new(&a, &unique_name("zero")).unwrap();
-    s.set_permits(3).await.unwrap();
-    for result in [
-        s.acquire_many(0).await.map(drop),
-        s.release(0).await,
-        s.try_acquire_many(0).await.map(drop),
-        s.try_acquire_many_with(0, SOON).await.map(drop),
-    ] {
-        assert!(
-            matches!(result, Err(Error::InvalidArgument(_))),
-            "{result:?}"
-        );
-    }
-    assert_eq!(s.available_permits().await.unwrap(), 3, "nothing changed");
+    s.set_permits(0).await.unwrap();
+    let before = command_calls(&mut redis.connection());
+    let zero = s.acquire_many(0).await.unwrap();
+    assert_eq!(zero.count(), 0);
+    zero.release().await.unwrap();
+    s.release(0).await.unwrap();
+    assert_eq!(
+        s.try_acquire_many(0).await.unwrap().map(|p| p.count()),
+        Some(0)
+    );
+    assert_eq!(
+        s.try_acquire_many_with(0, SOON)
+            .await
+            .unwrap()
+            .map(|p| p.count()),
+        Some(0)
+    );
+    drop(s.acquire_many(0).await.unwrap());
+    let after = command_calls(&mut redis.connection());
+    assert_eq!(
+        delta(&before, &after, "evalsha") + delta(&before, &after, "eval"),
+        0,
+        "zero permits send nothing"
+    );
+    assert_eq!(s.available_permits().await.unwrap(), 0, "nothing changed");
 
     let mut con = redis.connection();
     let hash = unique_name("hash");

@@ -98,6 +98,8 @@ async fn dispatch(conn: Connection, mut rx: mpsc::UnboundedReceiver<Pending>) {
         if flights.len() < WINDOW && !queue.is_empty() {
             let groups = group(std::mem::take(&mut queue), cluster);
             let conn = conn.clone();
+            // `join_all` polls the runs in order the first time, which hands them to the
+            // connection in order: Redis receives them as they were queued.
             flights.push(Box::pin(async move {
                 futures::future::join_all(groups.into_iter().map(|g| send(&conn, g))).await;
             }));
@@ -109,11 +111,12 @@ async fn dispatch(conn: Connection, mut rx: mpsc::UnboundedReceiver<Pending>) {
 /// one slot.
 type GroupKey = ((*const Script, usize, usize), u16);
 
-/// Splits the calls into groups that may share a batch, of at most [`MAX_CALLS`] each, in the
-/// order they came.
+/// Splits the calls, in the order they came, into runs of calls that may share a batch, of at
+/// most [`MAX_CALLS`] each. Only calls next to each other share one: the runs go out in order,
+/// so Redis runs every call after the calls queued before it, as it would without coalescing
+/// (a cancelled acquire's clean-up, queued behind the acquire, must run after it).
 fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
-    let mut groups: Vec<(GroupKey, Vec<Pending>)> = Vec::new();
-    let mut full: Vec<Vec<Pending>> = Vec::new();
+    let mut runs: Vec<(GroupKey, Vec<Pending>)> = Vec::new();
     for pending in queue {
         let slot = if cluster {
             crate::keys::hash_slot(pending.call.keys().next().unwrap_or_default())
@@ -121,23 +124,12 @@ fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
             0
         };
         let key = (pending.call.shape(), slot);
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, calls)) => {
-                calls.push(pending);
-                if calls.len() >= MAX_CALLS {
-                    full.push(std::mem::take(calls));
-                }
-            }
-            None => groups.push((key, vec![pending])),
+        match runs.last_mut() {
+            Some((last, calls)) if *last == key && calls.len() < MAX_CALLS => calls.push(pending),
+            _ => runs.push((key, vec![pending])),
         }
     }
-    full.extend(
-        groups
-            .into_iter()
-            .map(|(_, calls)| calls)
-            .filter(|c| !c.is_empty()),
-    );
-    full
+    runs.into_iter().map(|(_, calls)| calls).collect()
 }
 
 /// Sends one group: alone, the call itself; several, the batch form; and answers each call.

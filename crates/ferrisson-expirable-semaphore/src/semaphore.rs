@@ -547,7 +547,8 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for `n = 0`, and as [`acquire`](Self::acquire).
+    /// As [`acquire`](Self::acquire). `n = 0` succeeds at once with no permits (Redisson's
+    /// `acquire(0)`).
     pub async fn acquire_many(&self, n: u32, lease: Option<Duration>) -> Result<Vec<Permit>> {
         self.take(n, None, lease).await?.ok_or_else(|| {
             Error::Protocol("an unbounded wait for permits ended without them".into())
@@ -592,7 +593,8 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for `n = 0`, and as [`acquire`](Self::acquire).
+    /// As [`acquire`](Self::acquire). `n = 0` succeeds at once with no permits (Redisson's
+    /// `acquire(0)`).
     pub async fn try_acquire_many_with(
         &self,
         n: u32,
@@ -608,12 +610,11 @@ impl ExpirableSemaphore {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<Permit>>> {
-        if n == 0 {
-            return Err(Error::InvalidArgument(
-                "acquire needs at least one permit, got 0".into(),
-            ));
-        }
         check_lease(lease)?;
+        if n == 0 {
+            // Zero permits are always there (Redisson's `acquire(0)`): no call, no ids.
+            return Ok(Some(Vec::new()));
+        }
         let shared = &self.shared;
         // A call for one permit can be handed a released one; calls for several take theirs
         // from Redis (a permit at a time would hold some while waiting for the rest).

@@ -33,6 +33,8 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 /// - **Permits belong to nobody.** A process that dies holding permits does not give them
 ///   back; [`Permits`] gives them back when dropped, in a live process. For permits that come
 ///   back by themselves, use the permit-expirable semaphore.
+/// - **Zero permits** are a no-op that succeeds: acquiring 0 returns at once with empty
+///   [`Permits`], releasing 0 changes nothing (Redisson's and `tokio::sync`'s meaning).
 ///
 /// # Examples
 ///
@@ -286,7 +288,8 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for `n = 0`, and the errors of [`acquire`](Self::acquire).
+    /// The errors of [`acquire`](Self::acquire). `n = 0` succeeds at once with no permits (as
+    /// Redisson's `acquire(0)` and `tokio::sync::Semaphore::acquire_many(0)`).
     pub async fn acquire_many(&self, n: u32) -> Result<Permits> {
         match self.take(n, None).await? {
             Some(permits) => Ok(permits),
@@ -360,7 +363,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for `n = 0`, [`Error::WrongType`], [`Error::Redis`].
+    /// [`Error::WrongType`], [`Error::Redis`]. `n = 0` succeeds at once and changes nothing.
     pub async fn release(&self, n: u32) -> Result<()> {
         self.release_from(n, None).await
     }
@@ -368,7 +371,10 @@ impl Semaphore {
     /// Gives back `n` permits taken in `epoch` (`None`: of unknown origin): permits of an
     /// epoch before the last restore of a lost count change nothing.
     async fn release_from(&self, n: u32, epoch: Option<i64>) -> Result<()> {
-        positive(n, "release")?;
+        if n == 0 {
+            // Zero permits: nothing to give back (Redisson's `release(0)`).
+            return Ok(());
+        }
         let n = self.hand_off(n, epoch);
         if n == 0 {
             return Ok(());
@@ -449,7 +455,16 @@ impl Semaphore {
 
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
     async fn take(&self, n: u32, wait: Option<Duration>) -> Result<Option<Permits>> {
-        positive(n, "acquire")?;
+        if n == 0 {
+            // Zero permits are always there (Redisson's `acquire(0)`, tokio's
+            // `acquire_many(0)`): no call, and nothing to give back.
+            return Ok(Some(Permits {
+                semaphore: self.clone(),
+                count: 0,
+                held: false,
+                epoch: None,
+            }));
+        }
         take(self, n, wait, Some(Arc::new(PermitNeed(n)))).await
     }
 }

@@ -5,7 +5,9 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::metrics::Progress;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -200,20 +202,21 @@ pub async fn acquire<K: HoldKind>(
         key = %kind.lock_key(),
         %owner,
         wait_ms = options.get_wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        attempts = tracing::field::Empty,
     );
     let wait = options.get_wait();
-    crate::metrics::acquisition(span, kind.kind_name(), wait, |waited| async move {
-        acquire_as(kind, owner, options, &waited).await
+    crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
+        acquire_as(kind, owner, options, &progress).await
     })
     .await
 }
 
-/// [`acquire`] as `owner`; sets `waited` once the call had to wait for a release.
+/// [`acquire`] as `owner`, keeping `progress` (tries, and whether it waited for a release).
 async fn acquire_as<K: HoldKind>(
     kind: &Arc<K>,
     owner: Owner,
     options: LockOptions,
-    waited: &AtomicBool,
+    progress: &Progress,
 ) -> Result<Option<HoldGuard>> {
     let client = kind.client();
     let lease = options.get_lease();
@@ -248,8 +251,8 @@ async fn acquire_as<K: HoldKind>(
         })
     });
     if let Some(backoff) = waiting.spin {
-        waited.store(waits, Ordering::Relaxed);
-        let outcome = spin(kind, &owner, lease, waits, deadline, backoff).await;
+        progress.waited.store(waits, Ordering::Relaxed);
+        let outcome = spin(kind, &owner, lease, waits, deadline, backoff, progress).await;
         if let Some(give_up) = give_up {
             give_up.disarm();
         }
@@ -271,6 +274,7 @@ async fn acquire_as<K: HoldKind>(
     let (subscription, first) = match early {
         Some(early) => early,
         None => {
+            progress.tried();
             match try_once(kind, &owner, lease, waits).await? {
                 Attempt::Acquired(guard) => {
                     if let Some(give_up) = give_up {
@@ -287,8 +291,9 @@ async fn acquire_as<K: HoldKind>(
             (subscription, FirstRound::Try)
         }
     };
-    waited.store(true, Ordering::Relaxed);
+    progress.waited.store(true, Ordering::Relaxed);
     let outcome = wait_on(client, &subscription, &spec, first, || {
+        progress.tried();
         try_once(kind, &owner, lease, true)
     })
     .await?;
@@ -313,11 +318,13 @@ async fn spin<K: HoldKind>(
     waits: bool,
     deadline: Option<Instant>,
     backoff: Backoff,
+    progress: &Progress,
 ) -> Result<Option<HoldGuard>> {
     let outage_limit = kind.client().config().get_wait_outage_limit();
     let mut outage: Option<Instant> = None;
     let mut n: u32 = 0;
     loop {
+        progress.tried();
         let pause = match try_once(kind, owner, lease, waits).await {
             Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
             Ok(Attempt::Held(_)) if !waits => return Ok(None),

@@ -20,16 +20,31 @@
 //! `expirable_semaphore`; `reason` is a [`LossReason`]'s name.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use tracing::Instrument;
 
 use crate::error::LossReason;
 
-/// Runs an acquisition of `kind` in `span`, then logs there and counts how it ended. `run`
-/// gets a flag to set once the call has to wait for a release; `wait` is the call's wait
-/// limit (`Some(zero)`: one try).
+/// How far an acquisition got: whether it had to wait for a release, and its tries.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) waited: AtomicBool,
+    pub(crate) tries: AtomicU32,
+}
+
+impl Progress {
+    /// Counts a try (logged at `trace` with its number, in the acquisition's span).
+    pub(crate) fn tried(&self) {
+        let attempt = self.tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        tracing::trace!(attempt, "try");
+    }
+}
+
+/// Runs an acquisition of `kind` in `span` (which has an empty `attempts` field), then logs
+/// there and counts how it ended. `run` gets the [`Progress`] to keep; `wait` is the call's
+/// wait limit (`Some(zero)`: one try).
 pub(crate) async fn acquisition<T, F, Fut>(
     span: tracing::Span,
     kind: &'static str,
@@ -37,16 +52,17 @@ pub(crate) async fn acquisition<T, F, Fut>(
     run: F,
 ) -> crate::error::Result<Option<T>>
 where
-    F: FnOnce(Arc<AtomicBool>) -> Fut,
+    F: FnOnce(Arc<Progress>) -> Fut,
     Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
 {
     let started = tokio::time::Instant::now();
-    let waited = Arc::new(AtomicBool::new(false));
-    let outcome = run(waited.clone()).instrument(span.clone()).await;
+    let progress = Arc::new(Progress::default());
+    let outcome = run(progress.clone()).instrument(span.clone()).await;
     let took = started.elapsed();
+    span.record("attempts", progress.tries.load(Ordering::Relaxed));
     match &outcome {
         Ok(Some(_)) => {
-            let waited = if waited.load(Ordering::Relaxed) {
+            let waited = if progress.waited.load(Ordering::Relaxed) {
                 took
             } else {
                 Duration::ZERO

@@ -248,6 +248,7 @@ impl<K: PermitKind> Waiter<'_, K> {
         let try_no = self
             .tries
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::trace!(attempt = try_no.saturating_add(1), "try");
         let latch = names.acquire_latch(&self.id, try_no);
         // Only a call for several permits reserves: one permit at a time is served by the
         // release messages (and hand-offs) without the reservation's heartbeat.
@@ -400,9 +401,10 @@ pub async fn take<K: PermitKind>(
         key = %kind.names().key,
         permits = n,
         wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        attempts = tracing::field::Empty,
     );
-    crate::metrics::acquisition(span, kind.kind_name(), wait, |waited| async move {
-        take_inner(kind, n, wait, tag, &waited).await
+    crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
+        take_inner(kind, n, wait, tag, &progress).await
     })
     .await
 }
@@ -412,7 +414,7 @@ async fn take_inner<K: PermitKind>(
     n: u32,
     wait: Option<std::time::Duration>,
     tag: Option<crate::engine::Tag>,
-    waited: &std::sync::atomic::AtomicBool,
+    progress: &crate::metrics::Progress,
 ) -> Result<Option<K::Taken>> {
     let names = kind.names();
     let client = &names.client;
@@ -434,32 +436,43 @@ async fn take_inner<K: PermitKind>(
         recheck: client.config().get_lease(),
         tag,
     };
-    let mut attempt = || waiter.attempt();
-    // With other local waiters on the semaphore, the channel is subscribed already: register
-    // before the first try (which the wait loop makes), and no try after subscribing is
-    // needed.
-    let early = match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
-        crate::engine::Start::Done(outcome) => return Ok(outcome),
-        crate::engine::Start::Wait(early) => early,
-    };
-    let reservation = crate::engine::CleanupGuard::new(|| {
-        let client = client.clone();
-        let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
-        let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
-        async move { leave_reservation(&client, &key, &channel, &reservation, &id).await }
-    });
-    waited.store(true, std::sync::atomic::Ordering::Relaxed);
-    let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
-    reservation.disarm();
-    // A try that took permits dropped the reservation itself; a hand-off did not.
-    if outcome.is_none()
-        || waiter
-            .holds_reservation
-            .load(std::sync::atomic::Ordering::Acquire)
-    {
-        leave_reservation(client, keys.key, keys.channel, keys.reservation, &waiter.id).await;
+    let outcome = async {
+        let mut attempt = || waiter.attempt();
+        // With other local waiters on the semaphore, the channel is subscribed already: register
+        // before the first try (which the wait loop makes), and no try after subscribing is
+        // needed.
+        let early =
+            match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
+                crate::engine::Start::Done(outcome) => return Ok(outcome),
+                crate::engine::Start::Wait(early) => early,
+            };
+        let reservation = crate::engine::CleanupGuard::new(|| {
+            let client = client.clone();
+            let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
+            let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
+            async move { leave_reservation(&client, &key, &channel, &reservation, &id).await }
+        });
+        progress
+            .waited
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
+        reservation.disarm();
+        // A try that took permits dropped the reservation itself; a hand-off did not.
+        if outcome.is_none()
+            || waiter
+                .holds_reservation
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
+            leave_reservation(client, keys.key, keys.channel, keys.reservation, &waiter.id).await;
+        }
+        Ok(outcome)
     }
-    Ok(outcome)
+    .await;
+    progress.tries.store(
+        waiter.tries.load(std::sync::atomic::Ordering::Relaxed),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    outcome
 }
 
 /// Where a semaphore's waiters wait: its count, channel and reservation keys.

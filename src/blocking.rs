@@ -192,6 +192,24 @@ impl Client {
         }
     }
 
+    /// Ends a held thing of this client with `end` (its async release), waiting for it;
+    /// nothing to do when it was already given up.
+    fn finish<T, F>(&self, held: Option<T>, end: impl FnOnce(T) -> F) -> Result<()>
+    where
+        F: Future<Output = Result<()>>,
+    {
+        held.map_or(Ok(()), |held| self.block_on(end(held)))
+    }
+
+    /// Drops a held thing inside the client's runtime: an async guard's drop releases on a
+    /// task of the runtime.
+    fn drop_inside<T>(&self, held: Option<T>) {
+        if let Some(held) = held {
+            let _runtime = self.runtime.enter();
+            drop(held);
+        }
+    }
+
     fn guard(&self, guard: HoldGuard) -> LockGuard {
         LockGuard {
             client: self.clone(),
@@ -296,10 +314,7 @@ impl LockGuard {
     /// As [`HoldGuard::unlock`]: [`Error::LeaseLost`] when the hold had been lost.
     pub fn unlock(mut self) -> Result<()> {
         self.stop_watchers();
-        match self.guard.take() {
-            Some(guard) => self.client.block_on(guard.unlock()),
-            None => Ok(()),
-        }
+        self.client.finish(self.guard.take(), HoldGuard::unlock)
     }
 
     /// `Ok(())` while the hold is held; [`Error::LeaseLost`] once it is lost. Call it before
@@ -360,11 +375,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         self.stop_watchers();
-        if let Some(guard) = self.guard.take() {
-            // The async guard's drop releases on a task of the runtime: enter it.
-            let _runtime = self.client.runtime.enter();
-            drop(guard);
-        }
+        self.client.drop_inside(self.guard.take());
     }
 }
 
@@ -464,20 +475,15 @@ impl Permits {
     ///
     /// As [`Permits::release`](crate::Permits::release).
     pub fn release(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(permits) => self.client.block_on(permits.release()),
-            None => Ok(()),
-        }
+        self.client
+            .finish(self.inner.take(), crate::Permits::release)
     }
 }
 
 #[cfg(feature = "semaphore")]
 impl Drop for Permits {
     fn drop(&mut self) {
-        if let Some(permits) = self.inner.take() {
-            let _runtime = self.client.runtime.enter();
-            drop(permits);
-        }
+        self.client.drop_inside(self.inner.take());
     }
 }
 
@@ -562,20 +568,15 @@ impl ExpirablePermit {
     ///
     /// As [`Permit::release`](crate::Permit::release).
     pub fn release(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(permit) => self.client.block_on(permit.release()),
-            None => Ok(()),
-        }
+        self.client
+            .finish(self.inner.take(), crate::Permit::release)
     }
 }
 
 #[cfg(feature = "expirable-semaphore")]
 impl Drop for ExpirablePermit {
     fn drop(&mut self) {
-        if let Some(permit) = self.inner.take() {
-            let _runtime = self.client.runtime.enter();
-            drop(permit);
-        }
+        self.client.drop_inside(self.inner.take());
     }
 }
 

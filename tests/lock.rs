@@ -1027,6 +1027,27 @@ async fn an_unlock_retried_after_a_lost_reply_releases_once() {
     assert!(!lock.is_locked().await.unwrap());
 }
 
+/// The last hold's release whose reply is lost: the retry finds the lock already freed by the
+/// lost call, and the unlock reports success from the call's latch, never `NotOwner`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_unlock_retried_after_a_lost_reply_reports_success() {
+    let server = RedisServer::spawn();
+    let a = impatient_client(&server.url()).await;
+    let lock = ReentrantLock::new(&a, &unique_name("lost-last-unlock")).unwrap();
+    // Warm up: the scripts are loaded before the server freezes.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    for round in 0..3 {
+        let guard = lock.lock().await.unwrap();
+        let thaw = freeze_for(&server, Duration::from_millis(350));
+        guard
+            .unlock()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the retried unlock failed: {e}"));
+        thaw.join().unwrap();
+        assert!(!lock.is_locked().await.unwrap(), "round {round}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_lock_always_hands_out_a_growing_token() {
     let redis = TestRedis::any();

@@ -160,6 +160,51 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
     .await;
 }
 
+/// Whatever replies are lost, an unlock of a hold whose lease is standing reports success,
+/// never `NotOwner` (a retry reads the lost call's result from its latch), and leaves the lock
+/// free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlocks_through_lost_replies_report_success_and_free_the_lock() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = lossy_client(&proxy).await;
+    let names: Arc<Vec<String>> = Arc::new(
+        (0..4)
+            .map(|i| unique_name(&format!("lost-last-{i}")))
+            .collect(),
+    );
+    let not_owner = Arc::new(AtomicU32::new(0));
+    let (cycle_names, cycle_not_owner) = (names.clone(), not_owner.clone());
+    lossy_run(&proxy, 400, 4, move |i| {
+        let lock = ferrisson::ReentrantLock::new(&client, &cycle_names[(i % 4) as usize]);
+        let not_owner = cycle_not_owner.clone();
+        async move {
+            let guard = lock?.try_lock().await?;
+            // Another worker's cycle on the same name may hold it: then there is nothing to do.
+            let Some(guard) = guard else { return Ok(()) };
+            let unlocked = guard.unlock().await;
+            if let Err(ferrisson::Error::NotOwner(_)) = &unlocked {
+                not_owner.fetch_add(1, Ordering::SeqCst);
+            }
+            unlocked
+        }
+    })
+    .await;
+    assert_eq!(
+        not_owner.load(Ordering::SeqCst),
+        0,
+        "unlocks reported NotOwner for holds that were standing"
+    );
+    for name in names.iter() {
+        let lock = ferrisson::ReentrantLock::new(&direct, name).unwrap();
+        eventually(Duration::from_secs(30), "the lock free", || async {
+            !lock.is_locked().await.unwrap()
+        })
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_kinds_through_lost_replies_leak_nothing() {
     let server = RedisServer::spawn();

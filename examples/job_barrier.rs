@@ -7,6 +7,7 @@
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use ferrisson::SyncObject;
 use std::process::Stdio;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
-use ferrisson::Lock;
+use ferrisson::{Lock, SyncObject};
 use std::time::Duration;
 
 use ferrisson::{Client, LockOptions, ReentrantLock};

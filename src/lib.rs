@@ -42,7 +42,7 @@
 #[doc(inline)]
 pub use ferrisson_core::{
     Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner, PublishCommand,
-    ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
+    ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode, SyncObject,
 };
 
 /// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::every_kind::{EveryKind, KindNames};
 use common::*;
-use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
+use ferrisson::{Client, ClientConfig, FencedLock, Lock, ReentrantLock, SyncObject};
 use ferrisson_latch::CountDownLatch;
 use ferrisson_multilock::{AnyLock, MultiLock};
 use ferrisson_rate_limiter::{RateLimiter, RateType};
@@ -111,6 +111,17 @@ async fn every_synchronizer_works_with_only_the_documented_rights() {
     );
     limiter.acquire(2).await.unwrap();
     assert!(limiter.rate().await.unwrap().is_some());
+    // The object calls every synchronizer shares (expiry, delete), on several shapes of key.
+    assert!(limiter.expire(Duration::from_secs(60)).await.unwrap());
+    assert!(limiter.clear_expire().await.unwrap());
+    assert!(limiter.delete().await.unwrap());
+    assert!(semaphore.expire(Duration::from_secs(60)).await.unwrap());
+    assert!(semaphore.delete().await.unwrap());
+    let fenced = FencedLock::new(&holder, &unique_name("acl-object")).unwrap();
+    let guard = fenced.lock().await.unwrap();
+    assert!(fenced.expire(Duration::from_secs(60)).await.unwrap());
+    assert!(fenced.delete().await.unwrap());
+    drop(guard);
     let both = MultiLock::new(vec![
         Box::new(ReentrantLock::new(&holder, &unique_name("acl-multi-a")).unwrap())
             as Box<dyn AnyLock>,

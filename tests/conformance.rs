@@ -6,6 +6,7 @@
 
 mod common;
 
+use ferrisson::SyncObject;
 use std::time::Duration;
 
 use common::{

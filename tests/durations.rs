@@ -4,7 +4,7 @@
 
 mod common;
 
-use ferrisson::Lock;
+use ferrisson::{Lock, SyncObject};
 
 use std::time::Duration;
 

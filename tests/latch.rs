@@ -3,6 +3,7 @@
 
 mod common;
 
+use ferrisson::SyncObject;
 use std::time::Duration;
 
 use common::*;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use ferrisson::Lock;
+use ferrisson::{Lock, SyncObject};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

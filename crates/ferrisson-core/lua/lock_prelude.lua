@@ -55,6 +55,24 @@ local function foreign_lock(key, rw)
   return nil
 end
 
+-- foreign_object(key, shape) is foreign_lock for the lock shapes ("lock", "rwlock") and, for
+-- "count" (a string holding an integer) and "hash" (any hash), a WRONGTYPE error reply when the
+-- key holds something else; nil when it is of the shape or missing.
+local function foreign_object(key, shape)
+  if shape == 'lock' or shape == 'rwlock' then
+    return foreign_lock(key, shape == 'rwlock')
+  end
+  local kind = redis.call('type', key).ok
+  if kind == 'none' then
+    return nil
+  end
+  if (shape == 'hash' and kind == 'hash')
+      or (shape == 'count' and kind == 'string' and tonumber(redis.call('get', key))) then
+    return nil
+  end
+  return redis.error_reply('WRONGTYPE the key holds no ' .. shape .. ' of this synchronizer')
+end
+
 -- fair_purge(queue, timeouts, alive, now, keep) drops the dead waiters at the head of a fair
 -- lock's queue and returns the head left (false: none) and whether it dropped any. A waiter is
 -- dead when its Redisson timeout (`timeouts`, epoch ms) has passed, Redisson's rule for every

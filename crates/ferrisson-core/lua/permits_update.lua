@@ -5,9 +5,16 @@
 -- new count.
 -- KEYS[1] permit count
 -- KEYS[2] channel, prefixed("redisson_sc", name)
--- ARGV[1] "try_set" (only when no count is set), "set", or "add" (may be negative)
--- ARGV[2] the count, or the amount to add
+-- KEYS[3] (set_total only) the permit-expirable semaphore's permits taken, suffixed(name,
+--         "timeout")
+-- ARGV[1] "try_set" (only when no count is set), "set", "set_total" (the permit-expirable
+--         semaphore's total: free = total - taken, below zero when more are taken; Redisson's
+--         RPermitExpirableSemaphore setPermits; expired permits are dropped first), or "add"
+--         (may be negative)
+-- ARGV[2] the count, the total, or the amount to add
 -- ARGV[3] publish command ("publish")
+-- ARGV[4] (try_set only) a time to live for the count in milliseconds, or "0" for none
+--         (Redisson's RSemaphore trySetPermits(permits, timeToLive))
 -- returns {1, count} when the count changed (or was set), {0, count} when try_set found one
 local raw = redis.call('get', KEYS[1])
 if raw and not tonumber(raw) then
@@ -18,8 +25,18 @@ if ARGV[1] == 'try_set' then
   if raw then
     return {0, tonumber(raw)}
   end
-  redis.call('set', KEYS[1], ARGV[2])
+  if ARGV[4] and ARGV[4] ~= '0' then
+    redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[4])
+  else
+    redis.call('set', KEYS[1], ARGV[2])
+  end
   value = tonumber(ARGV[2])
+elseif ARGV[1] == 'set_total' then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+  value = tonumber(ARGV[2]) - redis.call('zcard', KEYS[3])
+  redis.call('set', KEYS[1], value)
 elseif ARGV[1] == 'set' then
   redis.call('set', KEYS[1], ARGV[2])
   value = tonumber(ARGV[2])

@@ -48,6 +48,7 @@ pub mod keys;
 mod kind;
 mod lock;
 pub mod metrics;
+mod object;
 mod options;
 mod owner;
 #[doc(hidden)]
@@ -67,6 +68,7 @@ pub use config::{
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use lock::Lock;
+pub use object::{KeyShape, ObjectKeys, SyncObject};
 pub use options::LockOptions;
 pub use owner::Owner;
 
@@ -95,6 +97,7 @@ pub mod engine {
     pub use crate::lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH, scripts,
     };
+    pub use crate::object::{OBJECT_DELETE, OBJECT_EXPIRE};
     pub use crate::permits;
     pub use crate::pubsub::{
         Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::HoldGuard;
+use crate::object::SyncObject;
 use crate::options::LockOptions;
 use crate::script::Script;
 
@@ -35,7 +36,7 @@ use crate::script::Script;
 ///     }
 /// }
 /// ```
-pub trait Lock: Send + Sync {
+pub trait Lock: SyncObject {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
 
@@ -85,6 +86,83 @@ pub trait Lock: Send + Sync {
     /// [`Error::InvalidArgument`] for a handle with no owner of its own (see
     /// [`Owner`](crate::Owner)), [`Error::WrongType`], [`Error::Redis`].
     fn hold_count(&self) -> impl Future<Output = Result<u32>> + Send;
+
+    /// How many holds `owner` has (0: none), whichever handle it took them through.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`].
+    fn hold_count_of(&self, owner: &crate::Owner) -> impl Future<Output = Result<u32>> + Send;
+
+    /// Whether `owner` holds the lock (Redisson's `isHeldByThread(id)`, with the
+    /// [`Owner`](crate::Owner) a guard reports as [`HoldGuard::owner`]).
+    ///
+    /// ```
+    /// use ferrisson_core::{HoldGuard, Lock};
+    ///
+    /// // Before a step only the holder may take: is the hold still this guard's?
+    /// async fn still_ours(lock: &impl Lock, guard: &HoldGuard) -> ferrisson_core::Result<bool> {
+    ///     lock.is_held_by(guard.owner()).await
+    /// }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Errors
+    ///
+    /// As [`hold_count_of`](Self::hold_count_of).
+    fn is_held_by(&self, owner: &crate::Owner) -> impl Future<Output = Result<bool>> + Send {
+        let count = self.hold_count_of(owner);
+        async move { Ok(count.await? > 0) }
+    }
+
+    /// The channel this kind's releases are published on for every listener (`None`: its
+    /// releases publish nothing every client hears, as the spin lock's and the fair lock's,
+    /// whose message goes to the head waiter alone): what [`wait_unlocked`](Self::wait_unlocked)
+    /// listens on.
+    #[doc(hidden)]
+    fn release_channel(&self) -> Option<&str> {
+        None
+    }
+
+    /// Waits until nobody holds the lock (on a read-write lock's side: until that side is not
+    /// held), without taking it: released, forced free, deleted, or its lease ended. Returns
+    /// at once when it is not held. For "wait until the job elsewhere is done" code; to run
+    /// after it, take the lock instead (another holder may get in first).
+    ///
+    /// It listens on the lock's release channel where it has one, bounded by the holder's
+    /// lease (a lost message delays it, never strands it), and polls with a backoff from 1 ms
+    /// to 1 s where the releases publish nothing every client hears (the spin lock, the fair
+    /// lock). A wake-up it takes from a local waiter of the same lock is passed on.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ferrisson_core::Lock;
+    ///
+    /// // The nightly export runs under this lock on some other machine: wait for it to end.
+    /// async fn after_export(lock: &impl Lock) -> ferrisson_core::Result<bool> {
+    ///     let done = tokio::time::timeout(Duration::from_secs(3600), lock.wait_unlocked());
+    ///     Ok(done.await.is_ok_and(|r| r.is_ok()))
+    /// }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes (wrap it in `tokio::time::timeout` for a limit).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`], [`Error::Redis`] once Redis has been unreachable for longer than
+    /// the client's outage limit.
+    fn wait_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
+        until_unlocked(self)
+    }
 
     /// Takes the lock, waiting as long as it takes; the watchdog keeps the hold.
     ///
@@ -177,23 +255,73 @@ pub trait Lock: Send + Sync {
         let count = self.hold_count();
         async move { Ok(count.await? > 0) }
     }
+}
 
-    /// The time left on the lock's lease; `None` when it is not locked (or has no expiry).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send {
-        self.client().remaining_ttl(self.key())
+/// How long a watcher ([`Lock::wait_unlocked`]) sleeps at most between two looks when nothing
+/// wakes it: the longest poll of a lock whose releases publish nothing every client hears, and
+/// the re-check of one that does (a lost message costs at most this).
+const WATCH_RECHECK: Duration = Duration::from_secs(1);
+
+/// [`Lock::wait_unlocked`]: subscribe (where the kind publishes), look, sleep until a message,
+/// the holder's lease or the re-check, and again; through outages as long as the client's
+/// outage limit allows.
+async fn until_unlocked<L: Lock + ?Sized>(lock: &L) -> Result<()> {
+    let client = lock.client();
+    let backoff = crate::kind::Backoff {
+        min: Duration::from_millis(1),
+        max: WATCH_RECHECK,
+    };
+    let mut pacer = crate::wait::WaitPacer::new(None);
+    let mut polls: u32 = 0;
+    loop {
+        // Subscribed before looking: a release between the look and the sleep wakes it. A new
+        // subscription each round puts this watcher behind the lock's real waiters, and the
+        // old one, dropped unserved, passes on a wake-up it took from them.
+        let subscription = lock
+            .release_channel()
+            .map(|channel| client.subscribe(channel, crate::pubsub::lock_message_policy, None));
+        let looked = async {
+            if !lock.is_locked().await? {
+                return Ok(None);
+            }
+            lock.remaining_ttl().await.map(Some)
+        };
+        let ttl = match looked.await {
+            Ok(None) => return Ok(()),
+            Ok(Some(ttl)) => {
+                pacer.held();
+                ttl
+            }
+            Err(e) => {
+                let pause = pacer.failed(e, client.config())?;
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        };
+        // Wake as the lease ends (a millisecond after), at the latest.
+        let lease_end = ttl.map(|t| t.saturating_add(Duration::from_millis(1)));
+        match subscription {
+            Some(subscription) => {
+                // A message wakes it; the client's lease bounds a wait whose message was lost.
+                let lease = client.config().get_lease();
+                let bound = lease_end.unwrap_or(lease).min(lease);
+                let bound = pacer
+                    .next_sleep(bound, subscription.is_confirmed())
+                    .unwrap_or(Duration::ZERO);
+                subscription.wait(bound).await;
+            }
+            None => {
+                let pause = backoff.delay(polls);
+                tokio::time::sleep(lease_end.map_or(pause, |end| pause.min(end))).await;
+                polls = polls.saturating_add(1);
+            }
+        }
     }
 }
 
-/// How many holds `owner` has on a lock kept in a hash of `owner → count` (the reentrant lock's
-/// and the fair lock's [`Lock::hold_count`]).
+/// How many holds `owner` (the handle's bound owner when `None`: an error without one) has on
+/// a lock kept in a hash of `owner → count` (the reentrant lock's, the spin lock's and the fair
+/// lock's [`Lock::hold_count`] and [`Lock::hold_count_of`]).
 ///
 /// # Errors
 ///
@@ -315,6 +443,18 @@ impl HashLock {
         .arg(if self.fenced { "1" } else { "0" })
     }
 
+    /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its
+    /// releases publish) the release channel, whose `0` wakes waiters after a delete.
+    pub fn object_keys(&self, publish: bool) -> crate::ObjectKeys<'_> {
+        crate::ObjectKeys {
+            client: &self.client,
+            shape: crate::KeyShape::Lock,
+            state: vec![&self.key],
+            counters: vec![&self.token_key],
+            wake: publish.then_some((self.channel.as_str(), "0")),
+        }
+    }
+
     /// Releases the lock whoever holds it, publishing `0`; whether it was locked.
     ///
     /// # Errors
@@ -331,8 +471,10 @@ impl HashLock {
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 7] {
+pub fn scripts() -> [&'static Script; 9] {
     [
+        &crate::object::OBJECT_EXPIRE,
+        &crate::object::OBJECT_DELETE,
         &crate::script::LOCK_PRELUDE,
         &HASH_LOCK_ACQUIRE,
         &HASH_LOCK_RELEASE,

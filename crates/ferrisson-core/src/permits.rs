@@ -22,8 +22,14 @@ pub static PERMITS_LEAVE: Script = Script::new(
 pub enum CountChange {
     /// Set it, only when no count is set.
     TrySet(u32),
+    /// Set it, only when no count is set, to expire after the time to live (validated by the
+    /// caller).
+    TrySetWithTtl(u32, std::time::Duration),
     /// Set it.
     Set(u32),
+    /// Set the total of a permit-expirable semaphore: free permits become the total less the
+    /// permits taken (below zero when more are taken), expired ones dropped first.
+    SetTotal(u32),
     /// Add to it (negative: take away, below zero too).
     Add(i64),
 }
@@ -36,21 +42,39 @@ pub enum CountChange {
 /// # Errors
 ///
 /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+/// `taken`: the permit-expirable semaphore's set of permits taken, which
+/// [`CountChange::SetTotal`] needs (an error without it).
 pub async fn change_permits(
     client: &Client,
     key: &str,
     channel: &str,
+    taken: Option<&str>,
     change: CountChange,
 ) -> Result<(bool, i64)> {
-    let (mode, value) = match change {
-        CountChange::TrySet(n) => ("try_set", i64::from(n)),
-        CountChange::Set(n) => ("set", i64::from(n)),
-        CountChange::Add(n) => ("add", n),
+    let (mode, value, ttl) = match change {
+        CountChange::TrySet(n) => ("try_set", i64::from(n), 0),
+        CountChange::TrySetWithTtl(n, ttl) => {
+            ("try_set", i64::from(n), crate::duration::millis(ttl))
+        }
+        CountChange::Set(n) => ("set", i64::from(n), 0),
+        CountChange::SetTotal(n) => ("set_total", i64::from(n), 0),
+        CountChange::Add(n) => ("add", n, 0),
     };
-    let call = ScriptCall::new(&PERMITS_UPDATE, &[key, channel])
+    let mut keys = vec![key, channel];
+    match (change, taken) {
+        (CountChange::SetTotal(_), Some(taken)) => keys.push(taken),
+        (CountChange::SetTotal(_), None) => {
+            return Err(Error::Protocol(
+                "a semaphore's total needs its set of permits taken".into(),
+            ));
+        }
+        _ => {}
+    }
+    let call = ScriptCall::new(&PERMITS_UPDATE, &keys)
         .arg(mode)
         .arg(value)
-        .arg(client.config().get_publish_command().as_str());
+        .arg(client.config().get_publish_command().as_str())
+        .arg(ttl);
     let reply: Vec<i64> = client.eval_once(&call).await?;
     match reply.as_slice() {
         [changed, count] => Ok((*changed == 1, *count)),
@@ -141,7 +165,22 @@ impl SemaphoreNames {
     ///
     /// As [`change_permits`].
     pub async fn change(&self, change: CountChange) -> Result<(bool, i64)> {
-        change_permits(&self.client, &self.key, &self.channel, change).await
+        change_permits(&self.client, &self.key, &self.channel, None, change).await
+    }
+
+    /// Sets the total of a permit-expirable semaphore whose permits taken are in `taken`
+    /// ([`CountChange::SetTotal`]); the free count after.
+    ///
+    /// # Errors
+    ///
+    /// As [`change_permits`].
+    pub async fn set_total(&self, taken: &str, total: u32) -> Result<i64> {
+        let change = CountChange::SetTotal(total);
+        Ok(
+            change_permits(&self.client, &self.key, &self.channel, Some(taken), change)
+                .await?
+                .1,
+        )
     }
 
     /// Where the semaphore's waiters wait.

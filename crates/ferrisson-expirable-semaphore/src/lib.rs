@@ -23,5 +23,6 @@
 mod scripts;
 mod semaphore;
 
+pub use ferrisson_core::SyncObject;
 pub use scripts::scripts;
 pub use semaphore::{ExpirableSemaphore, Permit};

@@ -31,6 +31,14 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// message, no contest; at most 8 in a row between public releases, so that waiters of other
 /// clients and Redisson get their turn. Every acquisition still gets an id of its own.
 ///
+/// **Coming from Redisson** (`docs/redisson.md`): [`set_permits`](Self::set_permits) sets the
+/// total as `setPermits` does (free = total − taken, below zero when more are taken);
+/// `getPermits` is [`total_permits`](Self::total_permits); `tryRelease(ids)` is
+/// [`try_release_many`](Self::try_release_many) (how many were held) and `release(ids)` is
+/// [`release_all`](Self::release_all) (all or nothing); a waiting multi-permit acquire
+/// reserves free permits (**\[ext\]**), which Redisson's does not; zero permits succeed at
+/// once.
+///
 /// # Examples
 ///
 /// ```
@@ -150,7 +158,7 @@ impl Release for PermitRelease {
             {
                 return Ok(released);
             }
-            let count = release_ids(&self.shared, &[self.id.as_str()]).await?;
+            let count = release_ids(&self.shared, &[self.id.as_str()], ReleaseMode::All).await?;
             Ok(if count < 0 {
                 Released::NotOwner
             } else {
@@ -199,7 +207,9 @@ impl PermitRelease {
                 match shared.client.eval::<i64>(&call).await {
                     // Handed to a waiter that was never told: give the permit back.
                     Ok(1) => {
-                        if let Err(e) = release_ids(&shared, &[successor.as_str()]).await {
+                        if let Err(e) =
+                            release_ids(&shared, &[successor.as_str()], ReleaseMode::All).await
+                        {
                             tracing::warn!(key = %shared.key, error = %e, "releasing a permit handed to nobody failed; it expires with its lease");
                         }
                     }
@@ -276,7 +286,17 @@ fn check_id(id: &str) -> Result<()> {
 
 /// Releases permits by id, all or nothing, retried with one request id; the count after, or
 /// `-i` when the `i`-th id was not held.
-async fn release_ids(shared: &Shared, ids: &[&str]) -> Result<i64> {
+/// Which permits of a list a release gives back.
+#[derive(Debug, Clone, Copy)]
+enum ReleaseMode {
+    /// All of them, or none when one is not held: the count after, or `-i` for the first id
+    /// (1-based) not held.
+    All,
+    /// Those held: how many.
+    Held,
+}
+
+async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result<i64> {
     let client = &shared.client;
     let latch = RequestId::random().latch_key(&shared.release_latch_prefix);
     let mut call = ScriptCall::new(
@@ -284,7 +304,11 @@ async fn release_ids(shared: &Shared, ids: &[&str]) -> Result<i64> {
         &[&shared.key, &shared.timeouts, &shared.channel, &latch],
     )
     .arg(client.config().get_publish_command().as_str())
-    .arg(ferrisson_core::duration::millis(client.retry_window()));
+    .arg(ferrisson_core::duration::millis(client.retry_window()))
+    .arg(match mode {
+        ReleaseMode::All => "all",
+        ReleaseMode::Held => "held",
+    });
     for id in ids {
         call = call.arg(*id);
     }
@@ -370,15 +394,39 @@ impl ExpirableSemaphore {
             .0)
     }
 
-    /// Sets the count of free permits, whatever it was, and wakes waiters.
+    /// Sets the semaphore's total to `permits` (Redisson's `setPermits`): the free permits
+    /// become `permits` less those taken now (expired ones returned first), below zero when
+    /// more are taken, and waiters are woken. With 5 permits of which 3 are taken,
+    /// `set_permits(3)` leaves none free, and `set_permits(2)` then leaves -1: the next permit
+    /// released does not free one yet. (The plain semaphore's `set_permits` sets the free
+    /// count: it keeps no record of what is taken.)
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use ferrisson_expirable_semaphore::ExpirableSemaphore;
+    ///
+    /// let semaphore = ExpirableSemaphore::new(&client, "api-slots")?;
+    /// semaphore.try_set_permits(5).await?;
+    /// let taken = semaphore.acquire_many(3, None).await?;
+    /// semaphore.set_permits(2).await?;
+    /// assert_eq!(semaphore.total_permits().await?, 2);
+    /// assert_eq!(semaphore.available_permits().await?, -1);
+    /// assert_eq!(semaphore.acquired_permits().await?, 3);
+    /// # drop(taken);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        self.shared
+        let shared = &self.shared;
+        shared
             .names
-            .change(CountChange::Set(permits))
+            .set_total(&shared.timeouts, permits)
             .await
             .map(drop)
     }
@@ -493,6 +541,34 @@ impl ExpirableSemaphore {
         }
     }
 
+    /// Releases each permit of `ids` that is held (unknown, released and expired ids are
+    /// skipped) and returns how many it released (Redisson's `tryRelease(ids)`); waiters are
+    /// woken for them. The all-or-nothing release of a list: [`release_all`](Self::release_all).
+    ///
+    /// # Cancel safety
+    ///
+    /// One script call, retried after a lost reply under one request id (counted once); a
+    /// dropped call may or may not have released the permits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed id or an empty list (nothing is sent),
+    /// [`Error::Redis`].
+    pub async fn try_release_many(&self, ids: &[&str]) -> Result<usize> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument("no permit ids to release".into()));
+        }
+        for id in ids {
+            check_id(id)?;
+        }
+        let released = release_ids(&self.shared, ids, ReleaseMode::Held).await?;
+        usize::try_from(released).map_err(|_| {
+            Error::Protocol(format!(
+                "expirable_semaphore/release replied {released} for a release of the held ids"
+            ))
+        })
+    }
+
     /// Releases every permit of `ids`, or none of them when one is not held.
     ///
     /// # Errors
@@ -506,7 +582,7 @@ impl ExpirableSemaphore {
         for id in ids {
             check_id(id)?;
         }
-        let count = release_ids(&self.shared, ids).await?;
+        let count = release_ids(&self.shared, ids, ReleaseMode::All).await?;
         if count < 0 {
             let missing = usize::try_from(-count - 1)
                 .ok()
@@ -738,5 +814,21 @@ impl PermitKind for AcquireCall {
                 )
             })
             .collect()
+    }
+}
+
+/// The semaphore's keys: the count, the permits taken and the waiting reservation **\[ext\]**
+/// (an expiry and a delete cover all three, as Redisson's cover the first two). A delete sends
+/// no message; holders of permits kept by the watchdog see the loss at their next renewal.
+impl ferrisson_core::SyncObject for ExpirableSemaphore {
+    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+        let shared = &self.shared;
+        ferrisson_core::ObjectKeys {
+            client: &shared.client,
+            shape: ferrisson_core::KeyShape::Count,
+            state: vec![&shared.key, &shared.timeouts, &shared.intent_key],
+            counters: Vec::new(),
+            wake: None,
+        }
     }
 }

@@ -12,7 +12,9 @@ use ferrisson_core::engine::{
     self, ClientEngine, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
     Wake, hash_hold_count,
 };
-use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{
+    Client, Error, HoldGuard, KeyShape, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject,
+};
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
 
@@ -242,6 +244,31 @@ impl Lock for FairLock {
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
         hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+    }
+
+    fn hold_count_of(
+        &self,
+        owner: &Owner,
+    ) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+    }
+}
+
+/// The lock's keys: the hash, the queue, Redisson's waiter deadlines and this library's
+/// liveness deadlines (an expiry and a delete cover all four), and the fencing counter
+/// (deleted with the lock, never expired). A delete sends no message: each waiter has a
+/// channel of its own, and every live waiter calls again within a quarter of the waiter
+/// timeout, joining the queue anew.
+impl SyncObject for FairLock {
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        let shared = &self.shared;
+        ObjectKeys {
+            client: &shared.client,
+            shape: KeyShape::Lock,
+            state: vec![&shared.key, &shared.queue, &shared.timeouts, &shared.alive],
+            counters: vec![&shared.token_key],
+            wake: None,
+        }
     }
 }
 

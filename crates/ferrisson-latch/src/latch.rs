@@ -206,27 +206,6 @@ impl CountDownLatch {
         }
     }
 
-    /// Deletes the latch, releasing every waiter. Returns whether it existed.
-    ///
-    /// # Errors
-    ///
-    /// As [`count`](Self::count).
-    pub async fn delete(&self) -> Result<bool> {
-        let shared = &self.shared;
-        let call = ScriptCall::new(
-            &DELETE,
-            &[
-                &shared.key,
-                &shared.channel,
-                &shared.counted_key,
-                &shared.round_key,
-            ],
-        )
-        .arg(shared.client.config().get_publish_command().as_str());
-        let deleted: i64 = shared.client.eval(&call).await?;
-        Ok(deleted == 1)
-    }
-
     /// Waits until the latch opens (the round current when the call started ends).
     ///
     /// # Cancel safety
@@ -284,5 +263,47 @@ impl CountDownLatch {
         })
         .await?;
         Ok(opened.is_some())
+    }
+}
+
+/// The latch's keys: the count, the participants counted this round and the round
+/// **\[ext\]** (an expiry covers all three). A delete uses the latch's own script: it deletes
+/// them and publishes `1`, and every waiter is released (a missing latch is open).
+impl ferrisson_core::SyncObject for CountDownLatch {
+    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+        let shared = &self.shared;
+        ferrisson_core::ObjectKeys {
+            client: &shared.client,
+            shape: ferrisson_core::KeyShape::Count,
+            state: vec![&shared.key, &shared.counted_key, &shared.round_key],
+            counters: Vec::new(),
+            wake: Some((&shared.channel, "1")),
+        }
+    }
+
+    /// Deletes the latch, releasing every waiter (a missing latch is open). Returns whether
+    /// it existed.
+    ///
+    /// # Cancel safety
+    ///
+    /// All or nothing (one script); a dropped call may or may not have deleted it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
+    async fn delete(&self) -> Result<bool> {
+        let shared = &self.shared;
+        let call = ScriptCall::new(
+            &DELETE,
+            &[
+                &shared.key,
+                &shared.channel,
+                &shared.counted_key,
+                &shared.round_key,
+            ],
+        )
+        .arg(shared.client.config().get_publish_command().as_str());
+        let deleted: i64 = shared.client.eval(&call).await?;
+        Ok(deleted == 1)
     }
 }

@@ -23,5 +23,6 @@
 mod latch;
 mod scripts;
 
+pub use ferrisson_core::SyncObject;
 pub use latch::CountDownLatch;
 pub use scripts::scripts;

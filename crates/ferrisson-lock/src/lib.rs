@@ -28,6 +28,6 @@ pub use fenced::{FencedGuard, FencedLock};
 /// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as LockGuard;
-pub use ferrisson_core::{Lock, LockOptions};
+pub use ferrisson_core::{Lock, LockOptions, SyncObject};
 pub use lock::ReentrantLock;
 pub use scripts::scripts;

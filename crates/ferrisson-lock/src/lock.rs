@@ -8,7 +8,7 @@ use ferrisson_core::engine::{
     self, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
     hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{Client, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject};
 
 use crate::LockGuard;
 
@@ -33,6 +33,13 @@ use crate::LockGuard;
 ///   reject writes of a holder that lost the lock without knowing it.
 /// - **Interop.** The key layout and messages are Redisson's: a Java service using
 ///   `redisson.getLock(name)` and this lock on the same name exclude and wake each other.
+/// - **Coming from Redisson** (`docs/redisson.md` has the whole table): the guard carries its
+///   owner, so only the holder can unlock, and from any task (Redisson ties a hold to a
+///   thread: `unlock` from another thread fails); an unlock after the lease ran out is
+///   [`Error::LeaseLost`](ferrisson_core::Error::LeaseLost), never a silent success;
+///   `isHeldByThread(id)` is [`is_held_by`](Lock::is_held_by) an [`Owner`];
+///   `delete`/`expire`/`clearExpire`/`remainTimeToLive`/`isExists` are the
+///   [`SyncObject`](ferrisson_core::SyncObject) trait's.
 ///
 /// # Examples
 ///
@@ -88,7 +95,7 @@ use crate::LockGuard;
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_lock::{Lock, LockOptions, ReentrantLock};
+/// use ferrisson_lock::{Lock, LockOptions, ReentrantLock, SyncObject};
 ///
 /// let lock = ReentrantLock::new(&client, "reports")?;
 /// let options = LockOptions::new()
@@ -260,6 +267,10 @@ impl Lock for ReentrantLock {
         &self.shared.key
     }
 
+    fn release_channel(&self) -> Option<&str> {
+        Some(&self.shared.channel)
+    }
+
     fn acquire(
         &self,
         options: LockOptions,
@@ -273,6 +284,21 @@ impl Lock for ReentrantLock {
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
         hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+    }
+
+    fn hold_count_of(
+        &self,
+        owner: &Owner,
+    ) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+    }
+}
+
+/// The lock's keys: the hash and the fencing counter (deleted with the lock, never expired);
+/// a delete publishes `0`, waking a waiter.
+impl SyncObject for ReentrantLock {
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        self.shared.object_keys(true)
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod limiter;
 
+pub use ferrisson_core::SyncObject;
 pub use limiter::{RateLimiter, RateType};
 
 /// Every script this crate runs, for tests and tools that load or check them.

@@ -272,3 +272,25 @@ impl RateLimiter {
         }
     }
 }
+
+/// The limiter's keys: the settings hash, the window's permits and values, overall and this
+/// client's (an expiry and a delete cover all five, as Redisson's do). A delete sends no
+/// message: a later acquire fails with [`Error::NotSetUp`] until a rate is set again.
+impl ferrisson_core::SyncObject for RateLimiter {
+    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+        let s = &self.shared;
+        ferrisson_core::ObjectKeys {
+            client: &s.client,
+            shape: ferrisson_core::KeyShape::Hash,
+            state: vec![
+                &s.key,
+                &s.value,
+                &s.permits,
+                &s.client_value,
+                &s.client_permits,
+            ],
+            counters: Vec::new(),
+            wake: None,
+        }
+    }
+}

@@ -12,7 +12,9 @@ use ferrisson_core::engine::{
     self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, ReleaseArgs, Script, ScriptCall, TryArgs,
     Waiting, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{
+    Client, Error, HoldGuard, KeyShape, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject,
+};
 
 use crate::scripts::{
     READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
@@ -34,7 +36,10 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// - **Downgrade**: the writer may also take read holds; when its last write hold goes, the
 ///   lock passes to read mode and waiting readers are woken. **Upgrade** (a reader asking for
 ///   the write lock) is refused at once with [`Error::WouldDeadlock`]: it could only wait for
-///   itself.
+///   itself, where Redisson's `writeLock().lock()` by the reader blocks for ever. Each side
+///   answers [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock) for
+///   itself (Redisson's `RReadLock` / `RWriteLock`); the whole lock's are
+///   [`is_locked`](Self::is_locked) and [`force_unlock`](Self::force_unlock).
 /// - **Every read hold has its own lease key.** The watchdog renews an owner's own holds and
 ///   nobody else's, so the holds of a crashed client expire on their own while live readers
 ///   keep the lock, and a writer is let in once only dead readers are left.
@@ -226,15 +231,6 @@ impl ReadWriteLock {
         }
     }
 
-    /// The time left on the lock's lease; `None` when it is not locked.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`].
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.read.shared.client.remaining_ttl(self.key()).await
-    }
-
     /// Releases the lock whoever holds it (every reader and the writer) and wakes every
     /// waiter. Returns whether it was locked. Holders lose their holds; their guards' loss
     /// signal fires at the next renewal.
@@ -247,12 +243,47 @@ impl ReadWriteLock {
     ///
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
+        self.force_unlock_in(None).await
+    }
+
+    /// Releases the lock whoever holds it if it is held in `mode` (any mode: `None`), waking
+    /// every waiter; whether it did.
+    async fn force_unlock_in(&self, mode: Option<Mode>) -> Result<bool> {
         let shared = &self.read.shared;
         let call = ScriptCall::new(&FORCE_RELEASE_HASH, &[&shared.key, &shared.channel])
             .arg(shared.client.config().get_publish_command().as_str())
-            .arg("1");
+            .arg("1")
+            .arg(match mode {
+                None => "",
+                Some(Mode::Read) => "read",
+                Some(Mode::Write) => "write",
+            });
         let released: i64 = shared.client.eval(&call).await?;
         Ok(released == 1)
+    }
+}
+
+/// The lock's keys: the hash and the waiting writer's intent (an expiry and a delete cover
+/// both), and the fencing counter (deleted with the lock, never expired); a delete publishes
+/// `1`, waking every waiter. Read holds' lease keys are left to their own expiry: they name
+/// holds that no longer count once the hash is gone.
+impl SyncObject for ReadWriteLock {
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        let shared = &self.read.shared;
+        ObjectKeys {
+            client: &shared.client,
+            shape: KeyShape::ReadWriteLock,
+            state: vec![&shared.key, &shared.intent_key],
+            counters: vec![&shared.token_key],
+            wake: Some((&shared.channel, "1")),
+        }
+    }
+}
+
+/// The whole lock's keys ([`ReadWriteLock`]'s), from either side.
+impl<const WRITE: bool> SyncObject for SideLock<WRITE> {
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        self.rw.object_keys()
     }
 }
 
@@ -301,6 +332,10 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
         self.rw.key()
     }
 
+    fn release_channel(&self) -> Option<&str> {
+        Some(&self.side().shared.channel)
+    }
+
     fn acquire(
         &self,
         options: LockOptions,
@@ -308,14 +343,33 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
         engine::acquire(self.side(), self.rw.owner.as_ref(), options)
     }
 
+    /// Releases the lock whoever holds it, if it is held on this side (read: by readers;
+    /// write: by a writer, with any read holds it took), waking every waiter; whether it did
+    /// (Redisson's `RReadLock` / `RWriteLock` `forceUnlock`). The whole lock, whatever its
+    /// mode: [`ReadWriteLock::force_unlock`].
     fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
-        self.rw.force_unlock()
+        self.rw
+            .force_unlock_in(Some(if WRITE { Mode::Write } else { Mode::Read }))
+    }
+
+    /// Whether the lock is held on this side: by readers (read side) or by a writer (write
+    /// side), as Redisson's `RReadLock` / `RWriteLock` `isLocked`. Whether it is held at all:
+    /// [`ReadWriteLock::is_locked`].
+    async fn is_locked(&self) -> Result<bool> {
+        let side = if WRITE { Mode::Write } else { Mode::Read };
+        Ok(self.rw.mode().await? == Some(side))
     }
 
     /// How many holds of this side the handle's bound owner has (0: none).
     async fn hold_count(&self) -> Result<u32> {
+        self.hold_count_of(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?)
+            .await
+    }
+
+    /// How many holds of this side `owner` has (0: none).
+    async fn hold_count_of(&self, owner: &Owner) -> Result<u32> {
         let side = self.side();
-        let field = side.field(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?);
+        let field = side.field(owner);
         side.shared
             .client
             .hash_count(&side.shared.key, &field)

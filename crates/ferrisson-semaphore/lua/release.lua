@@ -16,7 +16,9 @@
 -- ARGV[5] the epoch the permits were taken in [ext] ("0": before any), or "" for a release of
 --         permits of unknown origin (Redisson's release, Semaphore::release): permits of an older
 --         epoch were given back by the restore already, so releasing them changes nothing
--- returns the count after the release
+-- ARGV[6] "1" to release only when a count is set (Redisson's releaseIfExists), else "0"
+-- returns the count after the release; nil when ARGV[6] is "1" and no count is set (nothing
+--         changed)
 local latched = redis.call('get', KEYS[3])
 if latched then
   return tonumber(latched)
@@ -24,6 +26,9 @@ end
 local raw = redis.call('get', KEYS[1])
 if raw and not tonumber(raw) then
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
+end
+if not raw and ARGV[6] == '1' then
+  return nil
 end
 if ARGV[5] ~= '' and tonumber(redis.call('get', KEYS[4]) or '0') ~= tonumber(ARGV[5]) then
   local count = tonumber(raw or '0') or 0

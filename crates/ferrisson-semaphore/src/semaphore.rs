@@ -35,6 +35,12 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 ///   back by themselves, use the permit-expirable semaphore.
 /// - **Zero permits** are a no-op that succeeds: acquiring 0 returns at once with empty
 ///   [`Permits`], releasing 0 changes nothing (Redisson's and `tokio::sync`'s meaning).
+/// - **Coming from Redisson** (`docs/redisson.md`): `trySetPermits(n, ttl)` is
+///   [`try_set_permits_with_ttl`](Self::try_set_permits_with_ttl), `releaseIfExists` is
+///   [`release_if_exists`](Self::release_if_exists), and
+///   [`set_permits`](Self::set_permits) sets the *free* count (the layout keeps no record of
+///   what is taken; the permit-expirable semaphore's sets the total); `delete`, `expire` and
+///   the other `RExpirable` calls are the [`SyncObject`](ferrisson_core::SyncObject) trait's.
 ///
 /// # Examples
 ///
@@ -217,7 +223,42 @@ impl Semaphore {
         Ok(self.shared.change(CountChange::TrySet(permits)).await?.0)
     }
 
-    /// Sets the count of free permits, whatever it was, and wakes waiters.
+    /// As [`try_set_permits`](Self::try_set_permits), and the count expires `ttl` after it is
+    /// set, whatever is taken then (Redisson's `trySetPermits(permits, timeToLive)`): a
+    /// semaphore for one job that cleans up after itself. A wait on it once it is gone fails
+    /// with [`Error::NotSetUp`] (unless [`with_limit`](Self::with_limit) restores it).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    /// use ferrisson_semaphore::{Semaphore, SyncObject};
+    ///
+    /// let semaphore = Semaphore::new(&client, "import:2026-12-01")?;
+    /// assert!(semaphore.try_set_permits_with_ttl(4, Duration::from_secs(3600)).await?);
+    /// assert!(semaphore.remaining_ttl().await?.unwrap() <= Duration::from_secs(3600));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a `ttl` under one millisecond or over
+    /// [`MAX_LEASE`](ferrisson_core::duration::MAX_LEASE) (nothing is sent), and as
+    /// [`try_set_permits`](Self::try_set_permits).
+    pub async fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
+        ferrisson_core::duration::validate_lease("a time to live", ttl)?;
+        let change = CountChange::TrySetWithTtl(permits, ttl);
+        Ok(self.shared.change(change).await?.0)
+    }
+
+    /// Sets the count of free permits, whatever it was, and wakes waiters. The plain
+    /// semaphore keeps no record of the permits taken (neither does Redisson's `RSemaphore`
+    /// layout), so this is the count of *free* permits: permits taken now and released later
+    /// come on top of it. The permit-expirable semaphore's
+    /// [`set_permits`](https://docs.rs/ferrisson-expirable-semaphore) sets the total instead,
+    /// as Redisson's `RPermitExpirableSemaphore.setPermits` does.
     ///
     /// # Errors
     ///
@@ -368,6 +409,37 @@ impl Semaphore {
         self.release_from(n, None).await
     }
 
+    /// Gives back `n` permits only if the semaphore exists (its count is set), and returns
+    /// whether it did (Redisson's `releaseIfExists`): a count that was deleted, or expired
+    /// ([`try_set_permits_with_ttl`](Self::try_set_permits_with_ttl)), is not brought back by
+    /// a late release. `n = 0` releases nothing and returns `false` at once, as Redisson does.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`release`](Self::release): a call that may have been sent is sent again in the
+    /// background with the same request id (Redis counts it once).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    pub async fn release_if_exists(&self, n: u32) -> Result<bool> {
+        if n == 0 {
+            return Ok(false);
+        }
+        let request_id = RequestId::random();
+        let resend = CleanupGuard::new(|| {
+            let semaphore = self.clone();
+            async move {
+                if let Err(e) = semaphore.release_call(n, None, true, request_id).await {
+                    tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
+                }
+            }
+        });
+        let result = self.release_call(n, None, true, request_id).await;
+        resend.settle(&result);
+        Ok(result?.is_some())
+    }
+
     /// Gives back `n` permits taken in `epoch` (`None`: of unknown origin): permits of an
     /// epoch before the last restore of a lost count change nothing.
     async fn release_from(&self, n: u32, epoch: Option<i64>) -> Result<()> {
@@ -383,14 +455,14 @@ impl Semaphore {
         let resend = CleanupGuard::new(|| {
             let semaphore = self.clone();
             async move {
-                if let Err(e) = semaphore.release_call(n, epoch, request_id).await {
+                if let Err(e) = semaphore.release_call(n, epoch, false, request_id).await {
                     tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
                 }
             }
         });
-        let result = self.release_call(n, epoch, request_id).await;
+        let result = self.release_call(n, epoch, false, request_id).await;
         resend.settle(&result);
-        result
+        result.map(drop)
     }
 
     /// Hands released permits straight to local waiters, longest-waiting first, while each
@@ -436,7 +508,15 @@ impl Semaphore {
         n
     }
 
-    async fn release_call(&self, n: u32, epoch: Option<i64>, request_id: RequestId) -> Result<()> {
+    /// One release script call: the count after, `None` when `if_exists` and no count is set
+    /// (nothing changed).
+    async fn release_call(
+        &self,
+        n: u32,
+        epoch: Option<i64>,
+        if_exists: bool,
+        request_id: RequestId,
+    ) -> Result<Option<i64>> {
         let shared = &self.shared;
         let client = &shared.client;
         let latch = request_id.latch_key(&shared.release_latch_prefix);
@@ -448,9 +528,9 @@ impl Semaphore {
         .arg(client.config().get_publish_command().as_str())
         .arg(ferrisson_core::duration::millis(client.retry_window()))
         .arg(self.limit_arg())
-        .arg(epoch.map(|e| e.to_string()).unwrap_or_default());
-        let _: i64 = client.eval(&call).await?;
-        Ok(())
+        .arg(epoch.map(|e| e.to_string()).unwrap_or_default())
+        .arg(if if_exists { "1" } else { "0" });
+        client.eval(&call).await
     }
 
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
@@ -517,6 +597,24 @@ impl PermitKind for Semaphore {
             count: args.n,
             held: true,
             epoch: Some(reply.get(4).copied().unwrap_or(0)),
+        }
+    }
+}
+
+/// The semaphore's keys: the count and the waiting reservation **\[ext\]** (an expiry and a
+/// delete cover both). A delete sends no message; waiters look again within their recheck and
+/// then fail with [`Error::NotSetUp`] (or, [`with_limit`](Semaphore::with_limit), restore the
+/// count). The count's epoch is kept: permits taken before the delete give nothing back to a
+/// count restored after it.
+impl ferrisson_core::SyncObject for Semaphore {
+    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+        let shared = &self.shared;
+        ferrisson_core::ObjectKeys {
+            client: &shared.client,
+            shape: ferrisson_core::KeyShape::Count,
+            state: vec![&shared.key, &shared.intent_key],
+            counters: Vec::new(),
+            wake: None,
         }
     }
 }

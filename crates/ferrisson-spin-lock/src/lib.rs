@@ -23,7 +23,7 @@ mod spin;
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as SpinLockGuard;
 pub use ferrisson_core::engine::Backoff;
-pub use ferrisson_core::{Lock, LockOptions};
+pub use ferrisson_core::{Lock, LockOptions, SyncObject};
 pub use spin::SpinLock;
 
 /// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).

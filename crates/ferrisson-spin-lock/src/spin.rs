@@ -7,7 +7,7 @@ use ferrisson_core::engine::{
     self, Backoff, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs,
     Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{Client, Error, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject};
 
 use crate::SpinLockGuard;
 
@@ -191,6 +191,21 @@ impl Lock for SpinLock {
 
     fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
         hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+    }
+
+    fn hold_count_of(
+        &self,
+        owner: &Owner,
+    ) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+    }
+}
+
+/// The reentrant lock's keys (the hash and the fencing counter); a delete publishes nothing,
+/// as no spin-lock waiter listens (they poll).
+impl SyncObject for SpinLock {
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        self.shared.object_keys(false)
     }
 }
 

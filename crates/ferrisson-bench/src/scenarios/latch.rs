@@ -1,6 +1,7 @@
 //! `latch`: 1,000 waiters of 4 clients on one countdown latch; the time from the last
 //! count-down to each waiter being awake (p50, p99, slowest), and subscriber connections.
 
+use ferrisson::SyncObject;
 use std::time::Duration;
 
 use ferrisson::{Client, CountDownLatch};

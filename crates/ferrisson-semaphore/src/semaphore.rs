@@ -426,18 +426,7 @@ impl Semaphore {
         if n == 0 {
             return Ok(false);
         }
-        let request_id = RequestId::random();
-        let resend = CleanupGuard::new(|| {
-            let semaphore = self.clone();
-            async move {
-                if let Err(e) = semaphore.release_call(n, None, true, request_id).await {
-                    tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
-                }
-            }
-        });
-        let result = self.release_call(n, None, true, request_id).await;
-        resend.settle(&result);
-        Ok(result?.is_some())
+        Ok(self.release_sent(n, None, true).await?.is_some())
     }
 
     /// Gives back `n` permits taken in `epoch` (`None`: of unknown origin): permits of an
@@ -451,18 +440,33 @@ impl Semaphore {
         if n == 0 {
             return Ok(());
         }
+        self.release_sent(n, epoch, false).await.map(drop)
+    }
+
+    /// Sends the release of `n` permits ([`release_call`](Self::release_call)) under a new
+    /// request id, and sends it again in the background under the same id when the caller
+    /// drops the call, or its outcome stays unknown (Redis counts it once).
+    async fn release_sent(
+        &self,
+        n: u32,
+        epoch: Option<i64>,
+        if_exists: bool,
+    ) -> Result<Option<i64>> {
         let request_id = RequestId::random();
         let resend = CleanupGuard::new(|| {
             let semaphore = self.clone();
             async move {
-                if let Err(e) = semaphore.release_call(n, epoch, false, request_id).await {
+                if let Err(e) = semaphore
+                    .release_call(n, epoch, if_exists, request_id)
+                    .await
+                {
                     tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
                 }
             }
         });
-        let result = self.release_call(n, epoch, false, request_id).await;
+        let result = self.release_call(n, epoch, if_exists, request_id).await;
         resend.settle(&result);
-        result.map(drop)
+        result
     }
 
     /// Hands released permits straight to local waiters, longest-waiting first, while each

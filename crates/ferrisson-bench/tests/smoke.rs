@@ -107,12 +107,21 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
             "no cluster/{metric}"
         );
     }
-    assert!(
-        records
-            .iter()
-            .any(|r| r["scenario"] == "raw" && r["variant"] == "server-ceiling"),
-        "no raw/server-ceiling"
-    );
+    // The server's CPU per pair in each shape: ferrisson's calls, their batch form, rslock's.
+    for (variant, library) in [
+        ("server-ceiling", "redis-rs pipelined"),
+        ("server-ceiling batched", "redis-rs pipelined"),
+        ("server-ceiling", "rslock commands pipelined"),
+    ] {
+        assert!(
+            records.iter().any(|r| r["scenario"] == "raw"
+                && r["variant"] == variant
+                && r["library"] == library
+                && r["metric"] == "server_cpu_us_per_op"
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)),
+            "no raw/{variant}/{library} server CPU"
+        );
+    }
     assert!(stdout.contains("node and python peers skipped"), "{stdout}");
 
     let chart = std::fs::read_to_string(&svg).unwrap();

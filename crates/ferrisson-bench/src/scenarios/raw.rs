@@ -114,42 +114,199 @@ impl Cycle for RawCycle {
 const CEILING_CONNECTIONS: usize = 4;
 const CEILING_DEPTH: usize = 64;
 
-/// The server's ceiling for the library's lock + unlock: the same two script calls on
-/// distinct keys, sent in pipelines of 64 acquires, then 64 releases, over 4 connections, so
-/// that the client does as little as a client can and the server as much as it takes.
-/// Returns (pairs per second, the server's CPU per pair in microseconds).
-pub async fn server_ceiling(ctx: &Ctx) -> Result<(f64, f64), String> {
+/// How the server ceiling sends its lock + unlock pairs: what Redis runs per pair, with the
+/// client doing as little as a client can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairShape {
+    /// ferrisson's two script calls per pair, each an `EVALSHA` of its own.
+    Calls,
+    /// The same calls in the scripts' batch form (what coalescing sends): one `EVALSHA` for
+    /// the 64 acquires of a pipeline, one for the 64 releases.
+    Batched,
+    /// rslock's pair: `SET key value NX PX`, then an `EVALSHA` of a compare-and-delete script.
+    Rslock,
+}
+
+impl PairShape {
+    /// The variant and library of the shape's records in the `raw` scenario.
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Calls => (CEILING, CEILING_LIBRARY),
+            Self::Batched => ("server-ceiling batched", CEILING_LIBRARY),
+            Self::Rslock => (CEILING, "rslock commands pipelined"),
+        }
+    }
+}
+
+/// rslock's release: delete the key if it still holds the caller's value (the compare-and-delete
+/// of Redis's `SET` documentation).
+const RSLOCK_RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+
+/// The batch form of a call list: one `EVALSHA` of `sha` with the calls' keys and arguments
+/// (the layout of `ferrisson_core::engine::Script::batch_source`).
+fn batch_cmd(sha: &str, calls: &[redis::Cmd]) -> Result<redis::Cmd, String> {
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut args: Vec<Vec<u8>> = Vec::new();
+    let (mut nk, mut na) = (0, 0);
+    for call in calls {
+        // EVALSHA, sha, key count, keys..., args...
+        let parts: Vec<Vec<u8>> = call
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => Ok(b.to_vec()),
+                _ => Err("a script call argument that is not bytes".to_string()),
+            })
+            .collect::<Result<_, _>>()?;
+        let count: usize = std::str::from_utf8(parts.get(2).ok_or("a call without keys")?)
+            .map_err(|e| e.to_string())?
+            .parse()
+            .map_err(|e: std::num::ParseIntError| e.to_string())?;
+        let (k, a) = parts[3..].split_at(count);
+        (nk, na) = (k.len(), a.len());
+        keys.extend_from_slice(k);
+        args.extend_from_slice(a);
+    }
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(sha)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(calls.len())
+        .arg(nk)
+        .arg(na)
+        .arg(args);
+    Ok(cmd)
+}
+
+/// One pipeline of `cycles` pairs in `shape`, checked: every acquire took its key and every
+/// release freed it.
+async fn ceiling_round(
+    con: &mut redis::aio::MultiplexedConnection,
+    cycles: &[RawCycle],
+    shape: PairShape,
+    shas: &CeilingShas,
+) -> Result<(), String> {
+    let q = |e: redis::RedisError| e.to_string();
+    match shape {
+        PairShape::Calls => {
+            let mut acquires = redis::pipe();
+            let mut releases = redis::pipe();
+            for cycle in cycles {
+                acquires.add_command(cycle.acquire_cmd());
+                releases.add_command(cycle.release_cmd());
+            }
+            let replies: Vec<Vec<i64>> = acquires.query_async(con).await.map_err(q)?;
+            replies.iter().try_for_each(|r| check_acquired(r))?;
+            let replies: Vec<Vec<i64>> = releases.query_async(con).await.map_err(q)?;
+            replies.iter().try_for_each(|r| check_released(r))
+        }
+        PairShape::Batched => {
+            let acquires: Vec<redis::Cmd> = cycles.iter().map(RawCycle::acquire_cmd).collect();
+            let releases: Vec<redis::Cmd> = cycles.iter().map(RawCycle::release_cmd).collect();
+            let replies: Vec<Vec<Vec<i64>>> = batch_cmd(&shas.batch_acquire, &acquires)?
+                .query_async(con)
+                .await
+                .map_err(q)?;
+            replies
+                .iter()
+                .try_for_each(|r| check_acquired(r.first().map_or(&[][..], |r| r)))?;
+            let replies: Vec<Vec<Vec<i64>>> = batch_cmd(&shas.batch_release, &releases)?
+                .query_async(con)
+                .await
+                .map_err(q)?;
+            replies
+                .iter()
+                .try_for_each(|r| check_released(r.first().map_or(&[][..], |r| r)))
+        }
+        PairShape::Rslock => {
+            let mut acquires = redis::pipe();
+            let mut releases = redis::pipe();
+            for cycle in cycles {
+                let value = RequestId::random().latch_key("rslock");
+                acquires
+                    .cmd("SET")
+                    .arg(&cycle.key)
+                    .arg(&value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000);
+                releases
+                    .cmd("EVALSHA")
+                    .arg(&shas.rslock_release)
+                    .arg(1)
+                    .arg(&cycle.key)
+                    .arg(value);
+            }
+            let replies: Vec<Option<String>> = acquires.query_async(con).await.map_err(q)?;
+            if replies.iter().any(Option::is_none) {
+                return Err("rslock's SET NX of an uncontended key failed".into());
+            }
+            let replies: Vec<i64> = releases.query_async(con).await.map_err(q)?;
+            if replies.iter().any(|r| *r != 1) {
+                return Err("rslock's release of an uncontended key did not free it".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The digests the ceiling's shapes run besides the library's scripts.
+struct CeilingShas {
+    batch_acquire: String,
+    batch_release: String,
+    rslock_release: String,
+}
+
+async fn load_ceiling_shas(
+    con: &mut redis::aio::MultiplexedConnection,
+) -> Result<CeilingShas, String> {
+    let mut load = async |source: &str| -> Result<String, String> {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query_async(&mut *con)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let script = |name: &str| {
+        ferrisson_lock::scripts()
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| format!("no script {name}"))
+    };
+    Ok(CeilingShas {
+        batch_acquire: load(script("core/hash_lock_acquire")?.batch_source()).await?,
+        batch_release: load(script("core/hash_lock_release")?.batch_source()).await?,
+        rslock_release: load(RSLOCK_RELEASE).await?,
+    })
+}
+
+/// The server's ceiling for a lock + unlock in `shape` ([`PairShape::Calls`]: the library's
+/// own two script calls): pairs on distinct keys sent in pipelines of 64 acquires, then 64
+/// releases, over 4 connections, so that the client does as little as a client can and the
+/// server as much as it takes. Returns (pairs per second, the server's CPU per pair in
+/// microseconds).
+pub async fn server_ceiling(ctx: &Ctx, shape: PairShape) -> Result<(f64, f64), String> {
     let mut tasks = Vec::new();
     let deadline = Instant::now()
         .checked_add(ctx.phase())
         .ok_or("the ceiling's phase is too long for the clock")?;
-    let before = ctx.probe.server_cpu().await?;
-    let started = Instant::now();
+    let mut connections = Vec::new();
     for c in 0..CEILING_CONNECTIONS {
         let cycles = raw_cycles_of(&ctx.url, &format!("ceiling:{c}"), CEILING_DEPTH).await?;
+        let Some(mut con) = cycles.first().map(|c| c.con.clone()) else {
+            continue;
+        };
+        let shas = load_ceiling_shas(&mut con).await?;
+        connections.push((con, cycles, shas));
+    }
+    let before = ctx.probe.server_cpu().await?;
+    let started = Instant::now();
+    for (mut con, cycles, shas) in connections {
         tasks.push(tokio::spawn(async move {
-            let Some(first) = cycles.first() else {
-                return Ok(0u64);
-            };
-            let mut con = first.con.clone();
             let mut pairs = 0u64;
             while Instant::now() < deadline {
-                let mut acquires = redis::pipe();
-                let mut releases = redis::pipe();
-                for cycle in &cycles {
-                    acquires.add_command(cycle.acquire_cmd());
-                    releases.add_command(cycle.release_cmd());
-                }
-                let replies: Vec<Vec<i64>> = acquires
-                    .query_async(&mut con)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                replies.iter().try_for_each(|r| check_acquired(r))?;
-                let replies: Vec<Vec<i64>> = releases
-                    .query_async(&mut con)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                replies.iter().try_for_each(|r| check_released(r))?;
+                ceiling_round(&mut con, &cycles, shape, &shas).await?;
                 pairs += cycles.len() as u64;
             }
             Ok::<u64, String>(pairs)
@@ -264,24 +421,22 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         "us",
     );
 
-    let (ceiling, ceiling_cpu) = server_ceiling(ctx).await?;
-    records.push(
-        "raw",
-        CEILING,
-        CEILING_LIBRARY,
-        "ops_per_sec",
-        ceiling,
-        "ops/s",
-    );
-    records.push(
-        "raw",
-        CEILING,
-        CEILING_LIBRARY,
-        "server_cpu_us_per_op",
-        ceiling_cpu,
-        "us",
-    );
-    ctx.probe.flushall().await?;
+    // What Redis spends on a pair in each shape: the library's calls (the ceiling the
+    // uncontended ratios are against), their batch form, and rslock's commands.
+    for shape in [PairShape::Calls, PairShape::Batched, PairShape::Rslock] {
+        let (ceiling, ceiling_cpu) = server_ceiling(ctx, shape).await?;
+        let (variant, library) = shape.names();
+        records.push("raw", variant, library, "ops_per_sec", ceiling, "ops/s");
+        records.push(
+            "raw",
+            variant,
+            library,
+            "server_cpu_us_per_op",
+            ceiling_cpu,
+            "us",
+        );
+        ctx.probe.flushall().await?;
+    }
     for (variant, tasks) in UNCONTENDED {
         let cycles = raw_cycles(&ctx.url, variant, tasks).await?;
         let mut result = workload::run(cycles, ctx.phase(), Duration::ZERO).await?;

@@ -257,9 +257,9 @@ pub trait Lock: SyncObject {
     }
 }
 
-/// How long a watcher ([`Lock::wait_unlocked`]) sleeps at most between two looks when nothing
-/// wakes it: the longest poll of a lock whose releases publish nothing every client hears, and
-/// the re-check of one that does (a lost message costs at most this).
+/// The longest pause between two looks of a watcher ([`Lock::wait_unlocked`]) of a lock whose
+/// releases publish nothing every client hears (one that publishes is bounded by the holder's
+/// lease instead).
 const WATCH_RECHECK: Duration = Duration::from_secs(1);
 
 /// [`Lock::wait_unlocked`]: subscribe (where the kind publishes), look, sleep until a message,

@@ -205,8 +205,11 @@ pub async fn acquire<K: HoldKind>(
         attempts = tracing::field::Empty,
     );
     let wait = options.get_wait();
+    // Boxed: the compiler lays out a future awaited inside another one next to the outer
+    // future's own state instead of over it, which doubled the size of what a waiter keeps
+    // for as long as it waits (3.8 KB, now the acquire's 1.8 KB on the heap and a pointer).
     crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
-        acquire_as(kind, owner, options, &progress).await
+        Box::pin(acquire_as(kind, owner, options, &progress)).await
     })
     .await
 }
@@ -252,7 +255,10 @@ async fn acquire_as<K: HoldKind>(
     });
     if let Some(backoff) = waiting.spin {
         progress.waited.store(waits, Ordering::Relaxed);
-        let outcome = spin(kind, &owner, lease, waits, deadline, backoff, progress).await;
+        let outcome = Box::pin(spin(
+            kind, &owner, lease, waits, deadline, backoff, progress,
+        ))
+        .await;
         if let Some(give_up) = give_up {
             give_up.disarm();
         }
@@ -275,7 +281,10 @@ async fn acquire_as<K: HoldKind>(
         Some(early) => early,
         None => {
             progress.tried();
-            match try_once(kind, &owner, lease, waits).await? {
+            // Boxed, as every try is: a try's future (the script call through the batcher
+            // and the connection) is most of the acquire's size, which a waiter would keep
+            // for as long as it waits, though it tries only now and then.
+            match Box::pin(try_once(kind, &owner, lease, waits)).await? {
                 Attempt::Acquired(guard) => {
                     if let Some(give_up) = give_up {
                         give_up.disarm();
@@ -294,7 +303,7 @@ async fn acquire_as<K: HoldKind>(
     progress.waited.store(true, Ordering::Relaxed);
     let outcome = wait_on(client, &subscription, &spec, first, || {
         progress.tried();
-        try_once(kind, &owner, lease, true)
+        Box::pin(try_once(kind, &owner, lease, true))
     })
     .await?;
     drop(subscription);

@@ -189,9 +189,11 @@ pub trait Lock: SyncObject {
     /// [`Error::Timeout`] when the wait limit passed, and the errors of
     /// [`acquire`](Self::acquire).
     fn lock_with(&self, options: LockOptions) -> impl Future<Output = Result<HoldGuard>> + Send {
-        let acquired = self.acquire(options);
+        // The acquire is made where it is awaited: a future made before the block and moved
+        // into it is stored twice (as the block's capture and as the awaited value), which a
+        // waiter would carry for as long as it waits.
         async move {
-            match acquired.await? {
+            match self.acquire(options).await? {
                 Some(guard) => Ok(guard),
                 None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
             }

@@ -189,12 +189,17 @@ struct WaiterInfo {
 /// # Errors
 ///
 /// As [`Lock::acquire`](crate::Lock::acquire).
-pub async fn acquire<K: HoldKind>(
-    kind: &Arc<K>,
+pub fn acquire<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
     bound: Option<&Owner>,
     options: LockOptions,
-) -> Result<Option<HoldGuard>> {
-    options.validate()?;
+) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send + 'a {
+    use futures::future::Either;
+    // Built here rather than in an `async fn`, which would carry its parameters and the
+    // acquisition's future side by side for as long as a waiter waits.
+    if let Err(e) = options.validate() {
+        return Either::Left(std::future::ready(Err(e)));
+    }
     let owner = Owner::for_call(kind.client(), bound);
     let span = tracing::debug_span!(
         "ferrisson.acquire",
@@ -205,13 +210,15 @@ pub async fn acquire<K: HoldKind>(
         attempts = tracing::field::Empty,
     );
     let wait = options.get_wait();
-    // Boxed: the compiler lays out a future awaited inside another one next to the outer
-    // future's own state instead of over it, which doubled the size of what a waiter keeps
-    // for as long as it waits (3.8 KB, now the acquire's 1.8 KB on the heap and a pointer).
-    crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
-        Box::pin(acquire_as(kind, owner, options, &progress)).await
-    })
-    .await
+    // The acquire's body is boxed: the compiler lays out a future awaited inside another one
+    // next to the outer future's own state instead of over it, which doubled what a waiter
+    // keeps while it waits.
+    Either::Right(crate::metrics::acquisition(
+        span,
+        kind.kind_name(),
+        wait,
+        move |progress| async move { Box::pin(acquire_as(kind, owner, options, &progress)).await },
+    ))
 }
 
 /// [`acquire`] as `owner`, keeping `progress` (tries, and whether it waited for a release).
@@ -268,7 +275,9 @@ async fn acquire_as<K: HoldKind>(
     // hands off queues behind the local waiters there without a try (no barging, no wasted
     // call: they are woken or handed the lock first, and one leaving unserved wakes the next);
     // another kind makes its first try in the loop, needing no second one after subscribing.
-    let early = if !waits {
+    // (The registration is matched on where it is made: a named binding would keep its
+    // storage, beside the subscription's, for the whole wait.)
+    let (subscription, first) = match if !waits {
         None
     } else if handoffs {
         client
@@ -276,8 +285,7 @@ async fn acquire_as<K: HoldKind>(
             .map(|s| (s, FirstRound::Sleep))
     } else {
         register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
-    };
-    let (subscription, first) = match early {
+    } {
         Some(early) => early,
         None => {
             progress.tried();

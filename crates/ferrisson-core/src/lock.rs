@@ -376,18 +376,22 @@ pub struct HashLock {
     pub client: Client,
     /// The hash.
     pub key: std::sync::Arc<str>,
-    /// The release channel.
-    pub channel: String,
-    /// The fencing counter.
-    pub token_key: String,
-    /// The prefix of unlock latches.
-    pub latch_prefix: String,
+    /// The release channel, the fencing counter and the prefix of unlock latches, one after
+    /// the other in one allocation ([`channel`](Self::channel), [`token_key`](Self::token_key),
+    /// [`latch_prefix`](Self::latch_prefix)): a handle is often made per task, and a waiter
+    /// keeps its handle for as long as it waits.
+    names: String,
+    /// Where the fencing counter starts in `names`.
+    token_at: usize,
+    /// Where the latch prefix starts in `names`.
+    latch_at: usize,
     /// Whether acquisitions hand out fencing tokens.
     pub fenced: bool,
 }
 
 impl HashLock {
-    /// The keys of the lock named `name` (after the client's namespace prefix).
+    /// The keys of the lock named `name` (after the client's namespace prefix), handing out
+    /// fencing tokens when `fenced`.
     ///
     /// # Errors
     ///
@@ -396,19 +400,42 @@ impl HashLock {
         use crate::client::ClientEngine;
         use crate::keys::prefixed;
         let key = client.object_key(name)?;
+        let mut names = prefixed("redisson_lock__channel", &key);
+        let token_at = names.len();
+        names.push_str(&prefixed("redisson_lock_token", &key));
+        let latch_at = names.len();
+        names.push_str(&prefixed("redisson_unlock_latch", &key));
+        names.shrink_to_fit();
         Ok(Self {
             client: client.clone(),
-            channel: prefixed("redisson_lock__channel", &key),
-            token_key: prefixed("redisson_lock_token", &key),
-            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            names,
+            token_at,
+            latch_at,
             key: key.into(),
             fenced,
         })
     }
 
+    /// The release channel, `redisson_lock__channel:{name}`.
+    pub fn channel(&self) -> &str {
+        self.names.get(..self.token_at).unwrap_or_default()
+    }
+
+    /// The fencing counter, `redisson_lock_token:{name}`.
+    pub fn token_key(&self) -> &str {
+        self.names
+            .get(self.token_at..self.latch_at)
+            .unwrap_or_default()
+    }
+
+    /// The prefix of unlock latches, `redisson_unlock_latch:{name}`.
+    pub fn latch_prefix(&self) -> &str {
+        self.names.get(self.latch_at..).unwrap_or_default()
+    }
+
     /// The acquire call (`core/hash_lock_acquire`).
     pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
-        crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, &self.token_key])
+        crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, self.token_key()])
             .arg(crate::duration::millis(args.lease))
             .arg(args.owner.as_str())
             .arg(args.believed)
@@ -431,7 +458,7 @@ impl HashLock {
         };
         crate::script::ScriptCall::new(
             &HASH_LOCK_RELEASE,
-            &[&self.key, &self.channel, args.latch, &self.token_key],
+            &[&self.key, self.channel(), args.latch, self.token_key()],
         )
         .arg(args.renew_lease.map_or(0, crate::duration::millis))
         .arg(args.owner.as_str())
@@ -452,8 +479,8 @@ impl HashLock {
             client: &self.client,
             shape: crate::KeyShape::Lock,
             state: vec![&self.key],
-            counters: vec![&self.token_key],
-            wake: publish.then_some((self.channel.as_str(), "0")),
+            counters: vec![self.token_key()],
+            wake: publish.then_some((self.channel(), "0")),
         }
     }
 
@@ -464,9 +491,10 @@ impl HashLock {
     /// [`crate::Error::WrongType`], [`crate::Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
         use crate::client::ClientEngine;
-        let call = crate::script::ScriptCall::new(&FORCE_RELEASE_HASH, &[&self.key, &self.channel])
-            .arg(self.client.config().get_publish_command().as_str())
-            .arg("0");
+        let call =
+            crate::script::ScriptCall::new(&FORCE_RELEASE_HASH, &[&self.key, self.channel()])
+                .arg(self.client.config().get_publish_command().as_str())
+                .arg("0");
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)
     }

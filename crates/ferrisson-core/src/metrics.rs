@@ -45,38 +45,44 @@ impl Progress {
 /// Runs an acquisition of `kind` in `span` (which has an empty `attempts` field), then logs
 /// there and counts how it ended. `run` gets the [`Progress`] to keep; `wait` is the call's
 /// wait limit (`Some(zero)`: one try).
-pub(crate) async fn acquisition<T, F, Fut>(
+///
+/// A combinator rather than an `async fn`: a waiter carries this future for as long as it
+/// waits, and an `async fn` would keep its parameters twice over (as captures and as locals).
+pub(crate) fn acquisition<T, F, Fut>(
     span: tracing::Span,
     kind: &'static str,
     wait: Option<Duration>,
     run: F,
-) -> crate::error::Result<Option<T>>
+) -> impl std::future::Future<Output = crate::error::Result<Option<T>>>
 where
     F: FnOnce(Arc<Progress>) -> Fut,
     Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
 {
+    use futures::FutureExt;
     let started = tokio::time::Instant::now();
     let progress = Arc::new(Progress::default());
-    let outcome = run(progress.clone()).instrument(span.clone()).await;
-    let took = started.elapsed();
-    span.record("attempts", progress.tries.load(Ordering::Relaxed));
-    match &outcome {
-        Ok(Some(_)) => {
-            let waited = if progress.waited.load(Ordering::Relaxed) {
-                took
-            } else {
-                Duration::ZERO
-            };
-            acquired(kind, took, waited);
+    let inner = run(progress.clone()).instrument(span.clone());
+    inner.map(move |outcome| {
+        let took = started.elapsed();
+        span.record("attempts", progress.tries.load(Ordering::Relaxed));
+        match &outcome {
+            Ok(Some(_)) => {
+                let waited = if progress.waited.load(Ordering::Relaxed) {
+                    took
+                } else {
+                    Duration::ZERO
+                };
+                acquired(kind, took, waited);
+            }
+            Ok(None) if wait != Some(Duration::ZERO) => {
+                tracing::debug!(parent: &span, "ran out of wait time");
+                timed_out(kind);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
         }
-        Ok(None) if wait != Some(Duration::ZERO) => {
-            tracing::debug!(parent: &span, "ran out of wait time");
-            timed_out(kind);
-        }
-        Ok(None) => {}
-        Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
-    }
-    outcome
+        outcome
+    })
 }
 
 /// An acquisition succeeded after `took`, of which `waited` waiting for a release.

@@ -442,8 +442,10 @@ pub async fn take<K: PermitKind>(
         wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         attempts = tracing::field::Empty,
     );
+    // Boxed, as the lock kinds' body is (`kind::acquire`): inline, it would double what a
+    // waiter keeps while it waits.
     crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
-        take_inner(kind, n, wait, tag, &progress).await
+        Box::pin(take_inner(kind, n, wait, tag, &progress)).await
     })
     .await
 }

@@ -164,6 +164,9 @@ impl Slot {
 }
 
 struct Channel {
+    /// The channel's name, shared with its waiters' subscriptions (one allocation per
+    /// channel, not one per waiter).
+    name: Arc<str>,
     slots: VecDeque<Arc<Slot>>,
     policy: WakePolicy,
     /// The connection epoch in which the server confirmed the subscription (0: not yet).
@@ -280,11 +283,11 @@ impl Hub {
         Self { shared }
     }
 
-    fn subscription(&self, channel: &str, slot: Arc<Slot>) -> Subscription {
+    fn subscription(&self, channel: Arc<str>, slot: Arc<Slot>) -> Subscription {
         crate::metrics::waiters(1.0);
         Subscription {
             shared: self.shared.clone(),
-            channel: channel.to_owned(),
+            channel,
             slot,
             satisfied: AtomicBool::new(false),
         }
@@ -300,27 +303,25 @@ impl Hub {
         let slot = new_slot(tag);
         let mut state = self.shared.state();
         let mut kick = false;
-        state
-            .channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| {
-                kick = true;
-                self.shared.active.fetch_add(1, Ordering::AcqRel);
-                crate::metrics::channels(1.0);
-                Channel {
-                    slots: VecDeque::new(),
-                    policy,
-                    confirmed_epoch: 0,
-                    streak: 0,
-                }
-            })
-            .slots
-            .push_back(slot.clone());
+        let entry = state.channels.entry(channel.to_owned()).or_insert_with(|| {
+            kick = true;
+            self.shared.active.fetch_add(1, Ordering::AcqRel);
+            crate::metrics::channels(1.0);
+            Channel {
+                name: channel.into(),
+                slots: VecDeque::new(),
+                policy,
+                confirmed_epoch: 0,
+                streak: 0,
+            }
+        });
+        entry.slots.push_back(slot.clone());
+        let name = entry.name.clone();
         drop(state);
         if kick {
             self.shared.kick.notify_one();
         }
-        self.subscription(channel, slot)
+        self.subscription(name, slot)
     }
 
     /// Registers a waiter on `channel` only if the channel is already subscribed and confirmed
@@ -381,6 +382,7 @@ impl Hub {
             state.channels.insert(
                 channel.to_owned(),
                 Channel {
+                    name: channel.into(),
                     slots: VecDeque::new(),
                     policy,
                     confirmed_epoch: epoch,
@@ -394,8 +396,9 @@ impl Hub {
         }
         let slot = new_slot(tag());
         entry.slots.push_back(slot.clone());
+        let name = entry.name.clone();
         drop(state);
-        Some(self.subscription(channel, slot))
+        Some(self.subscription(name, slot))
     }
 
     /// Reserves the longest-waiting tagged waiter of `channel` for a hand-off, unless the
@@ -521,7 +524,7 @@ impl Drop for Hub {
 /// the channel when it was the last local waiter).
 pub struct Subscription {
     shared: Arc<HubShared>,
-    channel: String,
+    channel: Arc<str>,
     slot: Arc<Slot>,
     satisfied: AtomicBool,
 }
@@ -548,7 +551,7 @@ impl Subscription {
         state.connected
             && state
                 .channels
-                .get(&self.channel)
+                .get(&*self.channel)
                 .is_some_and(|c| c.confirmed_epoch == state.epoch)
     }
 
@@ -664,7 +667,7 @@ impl Drop for Subscription {
         crate::metrics::waiters(-1.0);
         let mut state = self.shared.state();
         let mut kick = false;
-        if let Some(channel) = state.channels.get_mut(&self.channel) {
+        if let Some(channel) = state.channels.get_mut(&*self.channel) {
             let was_head = channel
                 .slots
                 .front()
@@ -678,7 +681,7 @@ impl Drop for Subscription {
                 channel.wake(Wake::One);
             }
             if channel.slots.is_empty() {
-                state.channels.remove(&self.channel);
+                state.channels.remove(&*self.channel);
                 self.shared.active.fetch_sub(1, Ordering::AcqRel);
                 crate::metrics::channels(-1.0);
                 kick = true;

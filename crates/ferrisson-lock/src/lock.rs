@@ -268,7 +268,7 @@ impl Lock for ReentrantLock {
     }
 
     fn release_channel(&self) -> Option<&str> {
-        Some(&self.shared.channel)
+        Some(self.shared.channel())
     }
 
     fn acquire(
@@ -321,7 +321,7 @@ impl HoldKind for LockShared {
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
         Waiting {
-            channel: Cow::Borrowed(&self.channel),
+            channel: Cow::Borrowed(self.channel()),
             policy: lock_message_policy,
             recheck: self.client.config().get_lease(),
             spin: None,
@@ -337,7 +337,7 @@ impl HoldKind for LockShared {
     }
 
     fn latch_prefix(&self) -> &str {
-        &self.latch_prefix
+        HashLock::latch_prefix(self)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

@@ -232,7 +232,7 @@ impl HoldKind for SpinShared {
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
         Waiting {
-            channel: Cow::Borrowed(&self.channel),
+            channel: Cow::Borrowed(self.channel()),
             policy: lock_message_policy,
             recheck: self.backoff.max,
             spin: Some(self.backoff),
@@ -244,7 +244,7 @@ impl HoldKind for SpinShared {
     }
 
     fn latch_prefix(&self) -> &str {
-        &self.latch_prefix
+        self.lock.latch_prefix()
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

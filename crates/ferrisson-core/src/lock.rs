@@ -16,12 +16,14 @@ use crate::script::Script;
 /// watchdog), ask about it, force it free.
 ///
 /// A kind supplies [`acquire`](Self::acquire) (one call that takes the lock as the options
-/// say, or gives up at the wait limit), [`force_unlock`](Self::force_unlock) and
-/// [`hold_count`](Self::hold_count); every other method is written here once. How a kind
-/// waits (in arrival order, in a FIFO queue across clients, readers together) is in its type
-/// docs.
+/// say, or gives up at the wait limit), [`force_unlock`](Self::force_unlock),
+/// [`hold_count`](Self::hold_count) and [`hold_count_of`](Self::hold_count_of); every other
+/// method is written here once. How a kind waits (in arrival order, in a FIFO queue across
+/// clients, readers together) is in its type docs. Every lock is also a [`SyncObject`]
+/// (`exists`, `remaining_ttl`, `expire`, `clear_expire`, `delete` on its keys).
 ///
-/// Bring it into scope to call its methods: `use ferrisson::Lock;`.
+/// Bring it into scope to call its methods: `use ferrisson::Lock;` (and
+/// `use ferrisson::SyncObject;` for the object calls).
 ///
 /// ```
 /// use std::time::Duration;

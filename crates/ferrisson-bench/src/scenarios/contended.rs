@@ -19,6 +19,11 @@ pub struct Figures {
     pub p99_wait_us: f64,
     pub min_per_task: u64,
     pub max_per_task: u64,
+    /// Acquisitions of the client that made the fewest and of the one that made the most (the
+    /// cycles come client by client, `CONTENDED_TASKS` each): whether the unfairness is
+    /// between clients or between one client's tasks.
+    pub min_per_client: u64,
+    pub max_per_client: u64,
     pub commands_per_acquisition: Option<f64>,
     /// The server's CPU time per acquisition in the steady window, in microseconds.
     pub server_cpu_us: Option<f64>,
@@ -54,6 +59,24 @@ pub fn record(records: &mut Records, hold: Duration, library: &str, f: &Figures)
         f.max_per_task as f64,
         "acq/task",
     );
+    if f.max_per_client > 0 {
+        records.push(
+            "contended",
+            v,
+            library,
+            "fairness_client_min",
+            f.min_per_client as f64,
+            "acq/client",
+        );
+        records.push(
+            "contended",
+            v,
+            library,
+            "fairness_client_max",
+            f.max_per_client as f64,
+            "acq/client",
+        );
+    }
     if let Some(c) = f.commands_per_acquisition {
         records.push(
             "contended",
@@ -142,12 +165,19 @@ where
     let mut result = result?;
     let (start, end, acquisitions, subscribers) = sampled?;
     let per_acquisition = |x: f64| x / acquisitions.max(1) as f64;
+    let per_client: Vec<u64> = result
+        .cycles_per_task
+        .chunks(CONTENDED_TASKS)
+        .map(|tasks| tasks.iter().sum())
+        .collect();
     let figures = Figures {
         acquisitions_per_sec: result.per_sec(),
         p50_wait_us: result.waits.percentile(50.0),
         p99_wait_us: result.waits.percentile(99.0),
         min_per_task: result.cycles_per_task.iter().copied().min().unwrap_or(0),
         max_per_task: result.cycles_per_task.iter().copied().max().unwrap_or(0),
+        min_per_client: per_client.iter().copied().min().unwrap_or(0),
+        max_per_client: per_client.iter().copied().max().unwrap_or(0),
         subscriber_connections: Some(subscribers),
         commands_per_acquisition: Some(per_acquisition(start.client_commands(&end, plain) as f64)),
         server_cpu_us: Some(per_acquisition(end.cpu_since(&start) * 1e6)),

@@ -220,6 +220,8 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
             subscriber_connections: Some(subscribers?),
             // The interpreter's own start-up runs in the same phases: not comparable.
             server_cpu_us: None,
+            // The peers' processes report per task, not per client.
+            ..Figures::default()
         };
         contended::record(records, hold, peer.library, &figures);
         ctx.probe.flushall().await?;

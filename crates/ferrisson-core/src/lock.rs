@@ -477,12 +477,12 @@ impl HashLock {
     /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its
     /// releases publish) the release channel, whose `0` wakes waiters after a delete.
     pub fn object_keys(&self, publish: bool) -> crate::ObjectKeys<'_> {
-        crate::ObjectKeys {
-            client: &self.client,
-            shape: crate::KeyShape::Lock,
-            state: vec![&self.key],
-            counters: vec![self.token_key()],
-            wake: publish.then_some((self.channel(), "0")),
+        let keys = crate::ObjectKeys::new(&self.client, crate::KeyShape::Lock, vec![&self.key])
+            .with_counters(vec![self.token_key()]);
+        if publish {
+            keys.waking(self.channel(), "0")
+        } else {
+            keys
         }
     }
 

@@ -54,7 +54,31 @@ pub struct ObjectKeys<'a> {
     pub wake: Option<(&'a str, &'static str)>,
 }
 
-impl ObjectKeys<'_> {
+impl<'a> ObjectKeys<'a> {
+    /// The keys of a synchronizer on `client` whose state lives in `state` (the main key
+    /// first), with no counters and no wake-up message.
+    pub fn new(client: &'a Client, shape: KeyShape, state: Vec<&'a str>) -> Self {
+        Self {
+            client,
+            shape,
+            state,
+            counters: Vec::new(),
+            wake: None,
+        }
+    }
+
+    /// These keys, and `counters` deleted with them (never given an expiry).
+    pub fn with_counters(mut self, counters: Vec<&'a str>) -> Self {
+        self.counters = counters;
+        self
+    }
+
+    /// These keys, and `message` published on `channel` after a delete.
+    pub fn waking(mut self, channel: &'a str, message: &'static str) -> Self {
+        self.wake = Some((channel, message));
+        self
+    }
+
     fn main(&self) -> &str {
         self.state.first().copied().unwrap_or_default()
     }

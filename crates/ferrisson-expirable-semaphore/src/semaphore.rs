@@ -823,12 +823,10 @@ impl PermitKind for AcquireCall {
 impl ferrisson_core::SyncObject for ExpirableSemaphore {
     fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys {
-            client: &shared.client,
-            shape: ferrisson_core::KeyShape::Count,
-            state: vec![&shared.key, &shared.timeouts, &shared.intent_key],
-            counters: Vec::new(),
-            wake: None,
-        }
+        ferrisson_core::ObjectKeys::new(
+            &shared.client,
+            ferrisson_core::KeyShape::Count,
+            vec![&shared.key, &shared.timeouts, &shared.intent_key],
+        )
     }
 }

@@ -262,13 +262,12 @@ impl Lock for FairLock {
 impl SyncObject for FairLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
         let shared = &self.shared;
-        ObjectKeys {
-            client: &shared.client,
-            shape: KeyShape::Lock,
-            state: vec![&shared.key, &shared.queue, &shared.timeouts, &shared.alive],
-            counters: vec![&shared.token_key],
-            wake: None,
-        }
+        ObjectKeys::new(
+            &shared.client,
+            KeyShape::Lock,
+            vec![&shared.key, &shared.queue, &shared.timeouts, &shared.alive],
+        )
+        .with_counters(vec![&shared.token_key])
     }
 }
 

@@ -272,13 +272,12 @@ impl CountDownLatch {
 impl ferrisson_core::SyncObject for CountDownLatch {
     fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys {
-            client: &shared.client,
-            shape: ferrisson_core::KeyShape::Count,
-            state: vec![&shared.key, &shared.counted_key, &shared.round_key],
-            counters: Vec::new(),
-            wake: Some((&shared.channel, "1")),
-        }
+        ferrisson_core::ObjectKeys::new(
+            &shared.client,
+            ferrisson_core::KeyShape::Count,
+            vec![&shared.key, &shared.counted_key, &shared.round_key],
+        )
+        .waking(&shared.channel, "1")
     }
 
     /// Deletes the latch, releasing every waiter (a missing latch is open). Returns whether

@@ -279,18 +279,16 @@ impl RateLimiter {
 impl ferrisson_core::SyncObject for RateLimiter {
     fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
         let s = &self.shared;
-        ferrisson_core::ObjectKeys {
-            client: &s.client,
-            shape: ferrisson_core::KeyShape::Hash,
-            state: vec![
+        ferrisson_core::ObjectKeys::new(
+            &s.client,
+            ferrisson_core::KeyShape::Hash,
+            vec![
                 &s.key,
                 &s.value,
                 &s.permits,
                 &s.client_value,
                 &s.client_permits,
             ],
-            counters: Vec::new(),
-            wake: None,
-        }
+        )
     }
 }

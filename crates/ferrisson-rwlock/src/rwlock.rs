@@ -270,13 +270,13 @@ impl ReadWriteLock {
 impl SyncObject for ReadWriteLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
         let shared = &self.read.shared;
-        ObjectKeys {
-            client: &shared.client,
-            shape: KeyShape::ReadWriteLock,
-            state: vec![&shared.key, &shared.intent_key],
-            counters: vec![&shared.token_key],
-            wake: Some((&shared.channel, "1")),
-        }
+        ObjectKeys::new(
+            &shared.client,
+            KeyShape::ReadWriteLock,
+            vec![&shared.key, &shared.intent_key],
+        )
+        .with_counters(vec![&shared.token_key])
+        .waking(&shared.channel, "1")
     }
 }
 

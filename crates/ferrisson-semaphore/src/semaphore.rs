@@ -613,12 +613,10 @@ impl PermitKind for Semaphore {
 impl ferrisson_core::SyncObject for Semaphore {
     fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys {
-            client: &shared.client,
-            shape: ferrisson_core::KeyShape::Count,
-            state: vec![&shared.key, &shared.intent_key],
-            counters: Vec::new(),
-            wake: None,
-        }
+        ferrisson_core::ObjectKeys::new(
+            &shared.client,
+            ferrisson_core::KeyShape::Count,
+            vec![&shared.key, &shared.intent_key],
+        )
     }
 }

@@ -890,6 +890,93 @@ async fn local_hand_offs_do_not_starve_other_clients() {
     join_within(SOON, "the busy tasks stop", hammering).await;
 }
 
+/// Clients take turns: four clients with four tasks each hammer one lock with no hold time.
+/// Without turns, the client whose woken waiter reaches Redis first after each public release
+/// (its subscriber connection is served first) wins nearly every race and then keeps the lock
+/// for a streak of local hand-offs: a run of the bench saw 12,627 acquisitions for one client
+/// and 107 for another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_take_turns_with_a_contended_lock() {
+    const CLIENTS: usize = 4;
+    const TASKS: usize = 4;
+    const TOTAL: u64 = 1_200;
+    let redis = TestRedis::any();
+    let name = unique_name("turns");
+    let total = Arc::new(AtomicU64::new(0));
+    let counts: Vec<Arc<AtomicU64>> = (0..CLIENTS).map(|_| Arc::default()).collect();
+    let mut clients = Vec::new();
+    let mut tasks = Vec::new();
+    for count in &counts {
+        let c = client(&redis.url()).await;
+        for _ in 0..TASKS {
+            let lock = ReentrantLock::new(&c, &name).unwrap();
+            let (count, total) = (count.clone(), total.clone());
+            tasks.push(tokio::spawn(async move {
+                while total.load(Ordering::SeqCst) < TOTAL {
+                    let guard = lock.lock().await.unwrap();
+                    count.fetch_add(1, Ordering::SeqCst);
+                    total.fetch_add(1, Ordering::SeqCst);
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+        clients.push(c);
+    }
+    join_within(Duration::from_secs(60), "the tasks finish", tasks).await;
+    let counts: Vec<u64> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    let fewest = *counts.iter().min().unwrap();
+    let most = *counts.iter().max().unwrap();
+    // An equal share is 300; allow a wide margin (start-up, the last turns), far from 107
+    // against 12,627.
+    assert!(
+        most <= 4 * fewest.max(1),
+        "one client's share dwarfs another's: {counts:?}"
+    );
+}
+
+/// A client that lets releases pass after its turn still gets the lock when the client whose
+/// turn it is has nobody waiting any more (its subscription lingers, so the release message
+/// still counts it): its waiter tries once the short fallback has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_left_to_a_client_with_no_waiters_comes_back() {
+    let redis = TestRedis::any();
+    let name = unique_name("turn-fallback");
+    let busy = client(&redis.url()).await;
+    let gone = client(&redis.url()).await;
+    // The other client waits once, then leaves: its subscription lingers for a while.
+    let held = ReentrantLock::new(&busy, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let waiting = {
+        let lock = ReentrantLock::new(&gone, &name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+    };
+    eventually(SOON, "the other client waits", || async {
+        gone.waiter_stats().1 == 1
+    })
+    .await;
+    held.unlock().await.unwrap();
+    join_within(SOON, "the other client gets in and leaves", vec![waiting]).await;
+    // The busy client's tasks run through many turns; each turn's end counts the other
+    // client's lingering subscription, and nobody there takes the lock.
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = ReentrantLock::new(&busy, &name).unwrap();
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..40 {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    join_within(SOON, "the busy client goes on through its turns", tasks).await;
+    assert_eq!(done.load(Ordering::SeqCst), 160);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_offs_keep_fencing_tokens_increasing() {
     let redis = TestRedis::any();

@@ -16,9 +16,12 @@
 -- ARGV[5] successor owner to hand the lock to when the last hold goes, or "" to free it
 -- ARGV[6] the successor's lease in milliseconds
 -- ARGV[7] "1" for a fenced lock, else "0"
--- returns {code, token}: code -1 = the owner holds nothing, 0 = holds remain, 1 = released
---         (and "0" published), 2 = handed to the successor; token = the successor's fencing
---         token on a fenced hand-off, else 0
+-- returns {code, token, subscribers}: code -1 = the owner holds nothing, 0 = holds remain,
+--         1 = released (and "0" published), 2 = handed to the successor; token = the
+--         successor's fencing token on a fenced hand-off, else 0; subscribers = how many
+--         subscriber connections the release message reached (its waiters' clients: the
+--         releasing client's turns between clients, docs/architecture.md), else 0. A retry
+--         answered from the latch gets {code, token}.
 local done = redis.call('get', KEYS[3])
 if done then
   local sep = string.find(done, ':', 1, true)
@@ -29,6 +32,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
 end
 local code = 0
 local token = 0
+local subscribers = 0
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
   if ARGV[1] ~= '0' then
     redis.call('pexpire', KEYS[1], ARGV[1])
@@ -44,9 +48,9 @@ elseif ARGV[5] ~= '' then
 else
   redis.call('del', KEYS[1])
   if ARGV[4] ~= '' then
-    redis.call(ARGV[4], KEYS[2], '0')
+    subscribers = redis.call(ARGV[4], KEYS[2], '0')
   end
   code = 1
 end
 redis.call('set', KEYS[3], code .. ':' .. token, 'px', ARGV[3])
-return {code, token}
+return {code, token, subscribers}

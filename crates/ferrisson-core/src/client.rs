@@ -536,6 +536,18 @@ pub trait ClientEngine {
     /// `max_streak` hand-offs in a row have happened since the last public message.
     fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim>;
 
+    /// As [`claim_waiter`](Self::claim_waiter), for a lock, whose clients take turns: when the
+    /// streak has run out while local waiters wait, the client's turn ends, and the caller,
+    /// which then releases publicly, must report how many subscribers its release message
+    /// reached ([`end_turn`](Self::end_turn)).
+    fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim>;
+
+    /// The turn-ending release after [`claim_turn`](Self::claim_turn) returned `None` is
+    /// done; its message reached `subscribers` subscriber connections (0 when it published
+    /// nothing or its outcome is a retry's). The client's waiters let as many releases pass
+    /// as other clients are subscribed, so that each gets a turn before this client's next.
+    fn end_turn(&self, channel: &str, subscribers: u64);
+
     /// Registers a hold with the client's watchdog.
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle;
 
@@ -772,6 +784,17 @@ impl ClientEngine for Client {
             return None;
         }
         self.inner.hub.claim(channel, max_streak)
+    }
+
+    fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        if self.inner.replication.enabled() {
+            return None;
+        }
+        self.inner.hub.claim_turn(channel, max_streak)
+    }
+
+    fn end_turn(&self, channel: &str, subscribers: u64) {
+        self.inner.hub.end_turn(channel, subscribers);
     }
 
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {

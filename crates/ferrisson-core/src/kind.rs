@@ -523,11 +523,11 @@ async fn release_inner<K: HoldKind>(
     handoff: bool,
 ) -> Result<Released> {
     let client = kind.client();
-    let claim = if handoff && kind.hands_off() {
-        client.claim_waiter(&kind.waiting(owner).channel, MAX_HANDOFF_STREAK)
-    } else {
-        None
-    };
+    let turns = handoff && kind.hands_off();
+    let channel = turns.then(|| kind.waiting(owner).channel);
+    let claim = channel
+        .as_deref()
+        .and_then(|channel| client.claim_turn(channel, MAX_HANDOFF_STREAK));
     // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
     let successor: Option<(Owner, Duration, bool)> = claim
         .as_ref()
@@ -547,7 +547,7 @@ async fn release_inner<K: HoldKind>(
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
         async move {
             let undo = match release_call(&*kind, &owner, renew_lease, None, request_id).await {
-                Ok((2, _)) => successor,
+                Ok((2, _, _)) => successor,
                 Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
@@ -572,11 +572,22 @@ async fn release_inner<K: HoldKind>(
     .await;
     // Still unknown after the settle window: send it again in the background.
     resend.settle(&reply);
+    if let Some(channel) = &channel
+        && claim.is_none()
+    {
+        // A public release (or none): if it ended the client's turn, the other subscribers
+        // its message reached take theirs first.
+        let subscribers = match &reply {
+            Ok((1, _, subscribers)) => *subscribers,
+            _ => 0,
+        };
+        client.end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
+    }
     match reply? {
-        (-1, _) => Ok(Released::NotOwner),
-        (0, _) => Ok(Released::StillHeld),
-        (1, _) => Ok(Released::Freed),
-        (2, token) => {
+        (-1, _, _) => Ok(Released::NotOwner),
+        (0, _, _) => Ok(Released::StillHeld),
+        (1, _, _) => Ok(Released::Freed),
+        (2, token, _) => {
             let (Some(claim), Some((successor_owner, lease, renew))) = (claim, successor) else {
                 return Err(Error::Protocol(format!(
                     "the release script of `{}` handed off without a successor",
@@ -602,7 +613,7 @@ async fn release_inner<K: HoldKind>(
             crate::metrics::handed_off(kind.kind_name());
             Ok(Released::HandedOff)
         }
-        (code, _) => Err(Error::Protocol(format!(
+        (code, _, _) => Err(Error::Protocol(format!(
             "the release script of `{}` replied code {code}",
             kind.lock_key()
         ))),
@@ -615,15 +626,16 @@ fn release_boxed<K: HoldKind>(kind: Arc<K>, owner: Owner) -> BoxFuture<'static, 
     Box::pin(async move { release(&kind, &owner, None, false).await })
 }
 
-/// One release script call (settled): `(code, token)`, token 0 when the script replies its
-/// code alone.
+/// One release script call (settled): `(code, token, subscribers)`, token 0 when the script
+/// replies its code alone, subscribers (how many its release message reached) 0 when it does
+/// not say.
 async fn release_call<K: HoldKind>(
     kind: &K,
     owner: &Owner,
     renew_lease: Option<Duration>,
     successor: Option<(&Owner, Duration)>,
     request_id: RequestId,
-) -> Result<(i64, i64)> {
+) -> Result<(i64, i64, i64)> {
     let latch = request_id.latch_key(kind.latch_prefix());
     let call = kind.release_call(&ReleaseArgs {
         owner,
@@ -637,10 +649,14 @@ async fn release_call<K: HoldKind>(
         _ => None,
     };
     let parsed = match &reply {
-        redis::Value::Int(n) => Some((*n, 0)),
+        redis::Value::Int(n) => Some((*n, 0, 0)),
         redis::Value::Array(items) => match items.as_slice() {
-            [c] => code(c).map(|c| (c, 0)),
-            [c, t] => code(c).zip(code(t)),
+            [c] => code(c).map(|c| (c, 0, 0)),
+            [c, t] => code(c).zip(code(t)).map(|(c, t)| (c, t, 0)),
+            [c, t, s] => code(c)
+                .zip(code(t))
+                .zip(code(s))
+                .map(|((c, t), s)| (c, t, s)),
             _ => None,
         },
         _ => None,

@@ -100,8 +100,8 @@ pub mod engine {
     pub use crate::object::{OBJECT_DELETE, OBJECT_EXPIRE};
     pub use crate::permits;
     pub use crate::pubsub::{
-        Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, Tag, Trying, Wake, WakePolicy, Woken,
-        lock_message_policy, permits_message_policy,
+        Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, TURN_FALLBACK, Tag, Trying, Wake,
+        WakePolicy, Woken, lock_message_policy, permits_message_policy,
     };
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
     pub use crate::wait::{

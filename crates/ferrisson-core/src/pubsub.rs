@@ -68,6 +68,16 @@ mod sync {
 /// Redisson) get their turn. Every synchronizer that hands off locally uses this bound.
 pub const MAX_HANDOFF_STREAK: u32 = 8;
 
+/// How long a waiter woken by a release it lets pass ([`Woken::Deferred`]: its client just
+/// had its turn) waits before it tries anyway, in case the client whose turn it is does not
+/// take the lock (its waiters left, or it is Redisson's and took it already: then the try
+/// finds the lock held and the waiter goes back to sleep).
+pub const TURN_FALLBACK: Duration = Duration::from_millis(2);
+
+/// The most releases a client lets pass after its turn, whatever number of other subscribers
+/// its last release reached.
+const MAX_TURN_SKIPS: u32 = 64;
+
 /// How many local waiters a message wakes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wake {
@@ -125,10 +135,15 @@ pub enum Woken {
     TimedOut,
     /// A local releaser handed this waiter the synchronizer.
     Handed(Handoff),
+    /// A release the waiter's client lets pass: other clients' waiters take their turn first.
+    /// The waiter waits again, up to [`TURN_FALLBACK`], and tries only if nothing else wakes it.
+    Deferred,
 }
 
 struct Slot {
     pending: AtomicBool,
+    /// The pending wake-up is a deferred one ([`Woken::Deferred`]).
+    deferred: AtomicBool,
     notify: Notify,
     tag: Option<Tag>,
     /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
@@ -173,9 +188,31 @@ struct Channel {
     confirmed_epoch: u64,
     /// Hand-offs since the last public message on the channel.
     streak: u32,
+    /// Lock releases (`Wake::One` messages) still to let pass after the client's turn: they
+    /// wake the head waiter deferred, so that the other clients' waiters take the lock first.
+    skips: u32,
+    /// The client's own turn-ending release is in flight and its message not seen yet.
+    own_pending: bool,
+    /// The client's turn-ending release is in flight ([`Hub::claim_turn`] to [`Hub::end_turn`]).
+    turn_ending: bool,
 }
 
 impl Channel {
+    fn new(name: &str, policy: WakePolicy, confirmed_epoch: u64) -> Self {
+        Self {
+            name: name.into(),
+            slots: VecDeque::new(),
+            policy,
+            confirmed_epoch,
+            streak: 0,
+            skips: 0,
+            own_pending: false,
+            turn_ending: false,
+        }
+    }
+
+    /// Wakes as `wake` says. A waiter woken deferred that has not looked yet is woken for
+    /// real instead (it counts as one).
     fn wake(&self, wake: Wake) -> usize {
         let limit = match wake {
             Wake::None => 0,
@@ -188,11 +225,37 @@ impl Channel {
             if woken >= limit {
                 break;
             }
-            if !slot.claimed.load(Ordering::Acquire) && slot.wake() {
+            if slot.claimed.load(Ordering::Acquire) {
+                continue;
+            }
+            if slot.deferred.swap(false, Ordering::AcqRel) {
+                // Woken deferred: now it is woken for real. (If it has just taken the
+                // deferred wake-up, the notification stored here ends its deferral at once.)
+                slot.notify.notify_one();
+                woken += 1;
+            } else if slot.wake() {
                 woken += 1;
             }
         }
         woken
+    }
+
+    /// A lock release the client lets pass: wakes the longest-waiting waiter deferred
+    /// (unless one is woken already), so that it tries only if no other client's waiter takes
+    /// the lock within [`TURN_FALLBACK`].
+    fn wake_deferred(&self) {
+        let Some(slot) = self
+            .slots
+            .iter()
+            .find(|s| !s.claimed.load(Ordering::Acquire))
+        else {
+            return;
+        };
+        if slot.pending.load(Ordering::Acquire) {
+            return;
+        }
+        slot.deferred.store(true, Ordering::Release);
+        slot.wake();
     }
 }
 
@@ -226,7 +289,26 @@ impl HubShared {
             // Someone released publicly: the hand-off streak starts over.
             channel.streak = 0;
             let wake = (channel.policy)(payload);
-            channel.wake(wake);
+            if wake == Wake::One && channel.skips > 0 {
+                // The client had its turn: this release is another client's to take.
+                channel.skips -= 1;
+                channel.own_pending = false;
+                channel.wake_deferred();
+            } else {
+                channel.wake(wake);
+            }
+        }
+    }
+
+    /// Wakes every waiter of every channel: after a reconnect, anything may have happened.
+    fn wake_everyone(&self) {
+        let mut state = self.state();
+        for channel in state.channels.values_mut() {
+            // No client's turn is known any more.
+            channel.skips = 0;
+            channel.own_pending = false;
+            channel.turn_ending = false;
+            channel.wake(Wake::All);
         }
     }
 
@@ -307,13 +389,7 @@ impl Hub {
             kick = true;
             self.shared.active.fetch_add(1, Ordering::AcqRel);
             crate::metrics::channels(1.0);
-            Channel {
-                name: channel.into(),
-                slots: VecDeque::new(),
-                policy,
-                confirmed_epoch: 0,
-                streak: 0,
-            }
+            Channel::new(channel, policy, 0)
         });
         entry.slots.push_back(slot.clone());
         let name = entry.name.clone();
@@ -379,16 +455,9 @@ impl Hub {
             // before it unsubscribes it): waiters are back, nothing to send.
             self.shared.active.fetch_add(1, Ordering::AcqRel);
             crate::metrics::channels(1.0);
-            state.channels.insert(
-                channel.to_owned(),
-                Channel {
-                    name: channel.into(),
-                    slots: VecDeque::new(),
-                    policy,
-                    confirmed_epoch: epoch,
-                    streak: 0,
-                },
-            );
+            state
+                .channels
+                .insert(channel.to_owned(), Channel::new(channel, policy, epoch));
         }
         let entry = state.channels.get_mut(channel)?;
         if entry.confirmed_epoch != epoch {
@@ -405,6 +474,20 @@ impl Hub {
     /// channel's hand-off streak has reached `max_streak` (then the streak restarts and the
     /// caller should release publicly).
     pub(crate) fn claim(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, max_streak, false)
+    }
+
+    /// As [`claim`](Self::claim), for a lock: when the streak has reached `max_streak` and
+    /// local waiters wait, the client's turn ends. The caller releases publicly and reports
+    /// how many subscribers its release message reached ([`end_turn`](Self::end_turn)); its
+    /// own waiters let that message pass, and as many more as there are other clients
+    /// subscribed, so that each of them gets a turn before this client's next (see
+    /// "Turns between clients" in docs/architecture.md).
+    pub(crate) fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, max_streak, true)
+    }
+
+    fn claim_or_yield(&self, channel: &str, max_streak: u32, turns: bool) -> Option<Claim> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -412,6 +495,13 @@ impl Hub {
         let entry = state.channels.get_mut(channel)?;
         if entry.streak >= max_streak {
             entry.streak = 0;
+            if turns && entry.slots.iter().any(|s| s.tag.is_some()) {
+                // Its own release message is the first to let pass; how many more, the
+                // release's reply says.
+                entry.skips = 1;
+                entry.own_pending = true;
+                entry.turn_ending = true;
+            }
             return None;
         }
         let slot = entry
@@ -435,6 +525,36 @@ impl Hub {
         })
     }
 
+    /// The turn-ending release of [`claim_turn`](Self::claim_turn) is done: its message
+    /// reached `subscribers` subscriber connections (this client's among them; 0: it published
+    /// nothing, or its outcome came from a retry). The client lets one release pass per other
+    /// subscriber, its own included; with no other subscriber, nobody else is waiting, and its
+    /// own waiter is woken for real.
+    pub(crate) fn end_turn(&self, channel: &str, subscribers: u64) {
+        let mut state = self.shared.state();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return;
+        };
+        if !std::mem::take(&mut entry.turn_ending) {
+            // This release did not end a turn (it had nobody local to hand to).
+            return;
+        }
+        let others = u32::try_from(subscribers.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(MAX_TURN_SKIPS);
+        let own_seen = !entry.own_pending;
+        entry.own_pending = false;
+        match (others, own_seen) {
+            (0, false) => entry.skips = 0,
+            (0, true) => {
+                entry.skips = 0;
+                entry.wake(Wake::One);
+            }
+            (n, false) => entry.skips = n,
+            (n, true) => entry.skips = n - 1,
+        }
+    }
+
     /// How many channels are subscribed (or about to be) and how many waiters wait on them.
     pub(crate) fn stats(&self) -> (usize, usize) {
         let state = self.shared.state();
@@ -446,6 +566,7 @@ impl Hub {
 fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
     Arc::new(Slot {
         pending: AtomicBool::new(false),
+        deferred: AtomicBool::new(false),
         notify: Notify::new(),
         tag,
         claimed: AtomicBool::new(false),
@@ -618,12 +739,12 @@ impl Subscription {
             self.slot.forget_notification();
             return Woken::Handed(handoff);
         }
-        if self.slot.pending.swap(false, Ordering::AcqRel) {
+        if let Some(woken) = self.take_wake_up() {
             // The wake-up that set the flag also stored a notification: used up here, so the
             // next wait does not return at once for nothing. (A wake-up racing in sets the flag
             // again, which the next wait sees.)
             self.slot.forget_notification();
-            return Woken::Notified;
+            return woken;
         }
         let woken = tokio::time::timeout(bound, self.slot.notify.notified())
             .await
@@ -633,9 +754,26 @@ impl Subscription {
         }
         // Consume the flag whichever way the wait ended: the caller tries again now anyway.
         if self.slot.pending.swap(false, Ordering::AcqRel) || woken {
-            Woken::Notified
+            self.woken()
         } else {
             Woken::TimedOut
+        }
+    }
+
+    /// Takes a wake-up that arrived since the last wait, if any.
+    fn take_wake_up(&self) -> Option<Woken> {
+        self.slot
+            .pending
+            .swap(false, Ordering::AcqRel)
+            .then(|| self.woken())
+    }
+
+    /// A wake-up taken: deferred, or for real.
+    fn woken(&self) -> Woken {
+        if self.slot.deferred.swap(false, Ordering::AcqRel) {
+            Woken::Deferred
+        } else {
+            Woken::Notified
         }
     }
 }
@@ -1086,10 +1224,7 @@ impl Driver {
 
     fn wake_everyone(&self) {
         // (Also after a shard went down and the session started over.)
-        let state = self.shared.state();
-        for channel in state.channels.values() {
-            channel.wake(Wake::All);
-        }
+        self.shared.wake_everyone();
     }
 
     fn wake_channel(&self, name: &str) {
@@ -1342,6 +1477,38 @@ mod model {
         });
     }
 
+    /// Two releases while the client lets one pass: one wakes the waiter deferred, the other
+    /// for real, in either order and while the waiter takes its wake-ups; the real one is
+    /// never lost or turned into a deferred one.
+    #[test]
+    fn a_real_wake_up_is_never_lost_to_a_deferred_one() {
+        check(|| {
+            let hub = Arc::new(Hub::detached());
+            let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+            assert!(hub.claim_turn(CH, 0).is_none());
+            let publishers: Vec<_> = (0..2)
+                .map(|_| {
+                    let hub = hub.clone();
+                    thread::spawn(move || hub.shared.message(CH, b"0"))
+                })
+                .collect();
+            let mut real = 0;
+            let mut take = |waiter: &Subscription| {
+                if let Some(Woken::Notified) = waiter.take_wake_up() {
+                    real += 1;
+                }
+            };
+            take(&waiter);
+            thread::yield_now();
+            take(&waiter);
+            for p in publishers {
+                p.join().unwrap();
+            }
+            take(&waiter);
+            assert!(real >= 1, "the real wake-up was lost");
+        });
+    }
+
     /// A claim that fails (dropped without a delivery) while a release message arrives: the
     /// message skipped the claimed waiter, so dropping the claim wakes it.
     #[test]
@@ -1496,6 +1663,95 @@ mod tests {
         hub.shared.message(CH, b"1");
         drop(waiters);
         assert_eq!(hub.stats(), (0, 0));
+    }
+
+    /// Ends a turn on `hub`'s channel: the streak is spent (a limit of 0), local waiters wait.
+    fn end_of_turn(hub: &Hub) {
+        assert!(hub.claim_turn(CH, 0).is_none(), "the streak is spent");
+    }
+
+    #[tokio::test]
+    async fn after_its_turn_a_client_lets_one_release_pass_per_other_subscriber() {
+        let quick = Duration::from_millis(1);
+        let hub = Hub::detached();
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        // The release's own message arrives before its reply: it is let pass, and the reply
+        // (3 subscribers: this client and two others) lets one more pass.
+        end_of_turn(&hub);
+        hub.shared.message(CH, b"0");
+        hub.end_turn(CH, 3);
+        assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        // The reply first: the same two pass.
+        end_of_turn(&hub);
+        hub.end_turn(CH, 3);
+        for expected in ["deferred", "deferred", "notified"] {
+            hub.shared.message(CH, b"0");
+            let woken = waiter.wait(quick).await;
+            match expected {
+                "deferred" => assert!(matches!(woken, Woken::Deferred), "{woken:?}"),
+                _ => assert!(matches!(woken, Woken::Notified), "{woken:?}"),
+            }
+        }
+        // Another kind of message (a write lock's "1": everyone may enter) is never let pass.
+        end_of_turn(&hub);
+        hub.end_turn(CH, 3);
+        hub.shared.message(CH, b"1");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    }
+
+    #[tokio::test]
+    async fn a_turn_nobody_else_waits_for_goes_on_at_once() {
+        let quick = Duration::from_millis(1);
+        let hub = Hub::detached();
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        // Own message first, let pass; then the reply says nobody else is subscribed: the
+        // deferred wake-up becomes a real one, whether or not the waiter has looked yet.
+        end_of_turn(&hub);
+        hub.shared.message(CH, b"0");
+        hub.end_turn(CH, 1);
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        end_of_turn(&hub);
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+        hub.end_turn(CH, 1);
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        // The reply first: its own message wakes the waiter for real.
+        end_of_turn(&hub);
+        hub.end_turn(CH, 1);
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        // Published nothing, or answered from the latch (0): nothing is let pass.
+        end_of_turn(&hub);
+        hub.end_turn(CH, 0);
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    }
+
+    #[tokio::test]
+    async fn only_a_turn_ending_release_lets_releases_pass() {
+        let quick = Duration::from_millis(1);
+        let hub = Hub::detached();
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        // A release that had local waiters to hand to and did not (no turn ended), and a
+        // semaphore's claim at its streak limit: neither lets anything pass.
+        hub.end_turn(CH, 5);
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        assert!(hub.claim(CH, 0).is_none());
+        hub.end_turn(CH, 5);
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        // A reconnect forgets the turn: every waiter looks at once.
+        end_of_turn(&hub);
+        hub.end_turn(CH, 5);
+        hub.shared.wake_everyone();
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+        hub.shared.message(CH, b"0");
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
     }
 
     /// The race the restart test found, run many times on real threads (shuttle explores its

@@ -227,8 +227,18 @@ where
         let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
             return Ok(None);
         };
-        // A message, a hand-off or the bound: either way, look again.
-        if let crate::engine::Woken::Handed(handoff) = subscription.wait(bound).await {
+        // A message, a hand-off or the bound: either way, look again; a release the client
+        // lets pass (another client's turn) only after a short wait for nothing else.
+        let mut woken = subscription.wait(bound).await;
+        while let crate::engine::Woken::Deferred = woken {
+            let Some(fallback) =
+                pacer.next_sleep(crate::engine::TURN_FALLBACK, subscription.is_confirmed())
+            else {
+                return Ok(None);
+            };
+            woken = subscription.wait(fallback).await;
+        }
+        if let crate::engine::Woken::Handed(handoff) = woken {
             subscription.satisfied();
             return handed(handoff).map(Some);
         }

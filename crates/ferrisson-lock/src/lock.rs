@@ -31,6 +31,11 @@ use crate::LockGuard;
 /// - **Fencing.** A lock made with [`fenced`](Self::fenced) hands out a strictly increasing
 ///   token with every acquisition ([`LockGuard::token`]) so that the protected resource can
 ///   reject writes of a holder that lost the lock without knowing it.
+/// - **Turns, not FIFO.** Like `RLock` it is not fair, but neither is it a race the nearest
+///   client always wins: one client's waiters are served in arrival order, and clients
+///   contending for the lock take turns (a client hands the lock on locally up to 8 times,
+///   then lets each other waiting client take it once). `docs/guarantees.md`, "Fairness", says
+///   what that promises; the fair lock (`ferrisson-fair-lock`) gives strict FIFO.
 /// - **Interop.** The key layout and messages are Redisson's: a Java service using
 ///   `redisson.getLock(name)` and this lock on the same name exclude and wake each other.
 /// - **Coming from Redisson** (`docs/redisson.md` has the whole table): the guard carries its

@@ -187,3 +187,107 @@ macro_rules! conformance {
 }
 
 conformance!(Semaphore => semaphore, ExpirableSemaphore => expirable_semaphore);
+
+/// The source of the script named `name` among `scripts`.
+fn source(scripts: &[&'static ferrisson::core::engine::Script], name: &str) -> String {
+    scripts
+        .iter()
+        .find(|s| s.name() == name)
+        .unwrap_or_else(|| panic!("no script {name}"))
+        .source()
+        .to_owned()
+}
+
+/// An abandoned try's undo that reaches Redis before the try itself (calls can arrive out of
+/// order: one resent with `EVAL` after `NOSCRIPT` runs after the calls sent behind it, the
+/// undo among them) leaves the try nothing to take: before, the try then took a permit nobody
+/// held, lost to the semaphore for good (the plain semaphore's permits have no lease). Run
+/// at the scripts, in that order, for both kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_that_arrives_after_its_undo_takes_nothing() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let waiter = "0123456789abcdef0123456789abcdef";
+    let id = "fedcba9876543210fedcba9876543210";
+
+    let name = unique_name("pconf-undo-first");
+    let latch = format!("{{{name}}}:acquire:{waiter}:0");
+    let plain = ferrisson_semaphore::scripts();
+    let _: () = con.set(&name, 1).unwrap();
+    let undone: i64 = redis::cmd("EVAL")
+        .arg(source(&plain, "semaphore/undo_acquire"))
+        .arg(3)
+        .arg(&name)
+        .arg(format!("redisson_sc:{{{name}}}"))
+        .arg(&latch)
+        .arg(1)
+        .arg("publish")
+        .arg(10_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(undone, 0, "nothing taken yet");
+    let reply: Vec<i64> = redis::cmd("EVAL")
+        .arg(source(&plain, "semaphore/acquire"))
+        .arg(4)
+        .arg(&name)
+        .arg(format!("{{{name}}}:intent"))
+        .arg(&latch)
+        .arg(format!("{{{name}}}:epoch"))
+        .arg(1)
+        .arg(waiter)
+        .arg(10_000)
+        .arg(0)
+        .arg("")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        reply[0], 0,
+        "semaphore: the late try took a permit: {reply:?}"
+    );
+    let left: i64 = con.get(&name).unwrap();
+    assert_eq!(left, 1, "semaphore: the permit stays free");
+
+    let name = unique_name("pconf-undo-first-exp");
+    let latch = format!("{{{name}}}:acquire:{waiter}:0");
+    let expirable = ferrisson_expirable_semaphore::scripts();
+    let _: () = con.set(&name, 1).unwrap();
+    let undone: i64 = redis::cmd("EVAL")
+        .arg(source(&expirable, "expirable_semaphore/undo_acquire"))
+        .arg(4)
+        .arg(&name)
+        .arg(format!("{{{name}}}:timeout"))
+        .arg(format!("redisson_sc:{{{name}}}"))
+        .arg(&latch)
+        .arg("publish")
+        .arg(10_000)
+        .arg(id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(undone, 0, "nothing taken yet");
+    let reply: Vec<i64> = redis::cmd("EVAL")
+        .arg(source(&expirable, "expirable_semaphore/acquire"))
+        .arg(5)
+        .arg(&name)
+        .arg(format!("{{{name}}}:timeout"))
+        .arg(format!("redisson_sc:{{{name}}}"))
+        .arg(format!("{{{name}}}:intent"))
+        .arg(&latch)
+        .arg(1)
+        .arg(30_000)
+        .arg(waiter)
+        .arg(10_000)
+        .arg(0)
+        .arg("publish")
+        .arg("")
+        .arg(id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        reply[0], 0,
+        "expirable semaphore: the late try took a permit: {reply:?}"
+    );
+    let left: i64 = con.get(&name).unwrap();
+    assert_eq!(left, 1, "expirable semaphore: the permit stays free");
+    let taken: i64 = con.zcard(format!("{{{name}}}:timeout")).unwrap();
+    assert_eq!(taken, 0, "expirable semaphore: no permit id recorded");
+}

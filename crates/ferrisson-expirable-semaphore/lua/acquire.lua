@@ -8,7 +8,9 @@
 -- KEYS[2] permits taken, suffixed(name, "timeout"): ZSET of id (16 raw bytes) -> expiry ms
 -- KEYS[3] channel, prefixed("redisson_sc", name)
 -- KEYS[4] the oldest waiter's reservation, suffixed(name, "intent") [ext]
--- KEYS[5] this try's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]
+-- KEYS[5] this try's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]:
+--         "1" once the try took its permits, "undone" when it was abandoned (see
+--         semaphore/acquire: a try that arrives after its undo takes nothing)
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] waiter id
@@ -27,8 +29,13 @@ local function raw(hex)
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('get', KEYS[5]) == '1' then
+local latched = redis.call('get', KEYS[5])
+if latched == '1' then
   return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
+end
+if latched then
+  -- Abandoned, and undone before it got here: nobody waits for these permits.
+  return {0, 0, 0, -1}
 end
 local raw_count = redis.call('get', KEYS[1])
 if raw_count and not tonumber(raw_count) then

@@ -8,17 +8,23 @@
 -- KEYS[3] channel, prefixed("redisson_sc", name)
 -- KEYS[4] the abandoned try's latch
 -- ARGV[1] publish command ("publish")
--- ARGV[2 ..] the try's permit ids, 32 hex chars each
--- returns the number of permits given back
+-- ARGV[2] how long the latch is kept, in milliseconds (the acquire's)
+-- ARGV[3 ..] the try's permit ids, 32 hex chars each
+-- returns the number of permits given back. A try that has not reached Redis yet finds its
+-- latch "undone" and takes nothing (see semaphore/undo_acquire).
 local function raw(hex)
   return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
 end
-if redis.call('get', KEYS[4]) ~= '1' then
+local latched = redis.call('get', KEYS[4])
+if latched ~= '1' then
+  if not latched then
+    redis.call('set', KEYS[4], 'undone', 'PX', ARGV[2])
+  end
   return 0
 end
 redis.call('set', KEYS[4], 'undone', 'KEEPTTL')
 local removed = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   removed = removed + redis.call('zrem', KEYS[2], raw(ARGV[i]))
 end
 if removed > 0 then

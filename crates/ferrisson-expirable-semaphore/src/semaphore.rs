@@ -786,7 +786,10 @@ impl PermitKind for AcquireCall {
             &UNDO_ACQUIRE,
             &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
         )
-        .arg(shared.client.config().get_publish_command().as_str());
+        .arg(shared.client.config().get_publish_command().as_str())
+        .arg(ferrisson_core::duration::millis(
+            shared.client.retry_window(),
+        ));
         for id in ids.iter() {
             call = call.arg(id.as_str());
         }

@@ -9,7 +9,9 @@
 --         callers cannot starve a waiter for many
 -- KEYS[3] this call's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]:
 --         set when the try took its permits, so a retry after a lost reply does not take them
---         twice and an abandoned try can be undone
+--         twice and an abandoned try can be undone; "undone" when the try was abandoned (an
+--         undo that ran first leaves it, so a try that reaches Redis after its undo, as a
+--         call resent with EVAL after NOSCRIPT can, takes nothing)
 -- KEYS[4] the count's epoch [ext], suffixed(name, "epoch"): the server time (µs) at which an
 --         acquire last restored a lost count to the limit; permits taken before it are stale
 -- ARGV[1] permits wanted, n >= 1
@@ -28,6 +30,10 @@ local function epoch()
 end
 if latched == '1' then
   return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0, epoch()}
+end
+if latched then
+  -- Abandoned, and undone before it got here: nobody waits for these permits.
+  return {0, 0, 0, -1}
 end
 local raw = redis.call('get', KEYS[1])
 local value = 0

@@ -593,6 +593,9 @@ impl PermitKind for Semaphore {
         ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, args.latch])
             .arg(args.n)
             .arg(shared.client.config().get_publish_command().as_str())
+            .arg(ferrisson_core::duration::millis(
+                shared.client.retry_window(),
+            ))
     }
 
     fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {

@@ -100,6 +100,50 @@ async fn a_dead_clients_permits_come_back_within_one_lease_and_a_live_ones_stay(
     assert_eq!(s.available_permits().await.unwrap(), 4);
 }
 
+/// Permits that come back by expiring (the leases of a crashed holder run out): the waiter
+/// that tried in vain wakes at the expiry its try was told, and the caller that queued behind
+/// it without a try of its own gets the other permit (the try that returns expired permits to
+/// the count publishes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_left_after_a_try_wake_the_callers_queued_behind_it() {
+    let redis = TestRedis::any();
+    let name = unique_name("behind");
+    let crashed = client(&redis.url()).await;
+    let a = client(&redis.url()).await;
+    let s = sem(&a, &name);
+    s.set_permits(2).await.unwrap();
+    // Taken by a client that then dies: fixed leases, never released.
+    let gone = sem(&crashed, &name);
+    for _ in 0..2 {
+        gone.acquire(Some(Duration::from_millis(400)))
+            .await
+            .unwrap()
+            .detach();
+    }
+    drop(crashed);
+    let first = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire(None).await.unwrap() })
+    };
+    eventually(SOON, "the first waiter waits", || async {
+        a.waiter_stats().1 == 1
+    })
+    .await;
+    let second = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire(None).await.unwrap() })
+    };
+    eventually(SOON, "the second queues behind it", || async {
+        a.waiter_stats().1 == 2
+    })
+    .await;
+    let got = join_within(SOON, "both get a permit back", vec![first, second]).await;
+    assert_eq!(s.acquired_permits().await.unwrap(), 2);
+    for permit in got {
+        permit.release().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
     let redis = TestRedis::any();

@@ -302,8 +302,63 @@ async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
     assert_eq!(s.available_permits().await.unwrap(), 1);
 }
 
+/// A call that queued behind a waiter without a try of its own is woken when that waiter's
+/// try takes a permit and sees more left. Here the release of two permits reached the client
+/// before the second call queued: its message woke only the first waiter, so nothing else
+/// would wake the second before its lease-long re-check (30 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_caller_joining_local_waiters_tries_once_before_it_sleeps() {
+async fn permits_left_after_a_try_wake_the_calls_queued_behind_it() {
+    let server = RedisServer::spawn();
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port());
+    let direct = client(&server.url()).await;
+    let slow = client(&proxy.url()).await;
+    let name = unique_name("behind");
+    let s = Semaphore::new(&slow, &name).unwrap();
+    Semaphore::new(&direct, &name)
+        .unwrap()
+        .set_permits(0)
+        .await
+        .unwrap();
+    let first = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire().await.unwrap() })
+    };
+    eventually(SOON, "the first call waits", || async {
+        slow.waiter_stats().1 == 1
+    })
+    .await;
+    let mut con = server.connection();
+    let before = settled_command_calls(&mut con).await;
+    // Replies to the slow client now take a second; the message of two permits reaches it,
+    // wakes the first call, whose try reaches Redis and takes one, its reply on the way.
+    proxy.delay_replies(Duration::from_secs(1));
+    Semaphore::new(&direct, &name)
+        .unwrap()
+        .add_permits(2)
+        .await
+        .unwrap();
+    let con = std::sync::Mutex::new(con);
+    eventually(SOON, "the first call's try reached Redis", || {
+        let calls = command_calls(&mut con.lock().unwrap());
+        let reached = delta(&before, &calls, "evalsha") >= 2;
+        async move { reached }
+    })
+    .await;
+    // Within that second: it queues behind the first, whose try was in vain last time.
+    let second = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire().await.unwrap() })
+    };
+    let got = join_within(SOON, "both calls get a permit", vec![first, second]).await;
+    proxy.delay_replies(Duration::ZERO);
+    assert_eq!(got.iter().map(|p| p.count()).sum::<u32>(), 2);
+    for permits in got {
+        permits.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_joining_local_waiters_queues_behind_them_without_a_try() {
     let redis = TestRedis::any();
     let a = client(&redis.url()).await;
     let s = Semaphore::new(&a, &unique_name("join")).unwrap();
@@ -328,17 +383,42 @@ async fn a_caller_joining_local_waiters_tries_once_before_it_sleeps() {
     })
     .await;
     let after = settled_command_calls(&mut con).await;
-    // The channel was subscribed and confirmed for the first waiter: the second registers
-    // before its try, so no try after subscribing is needed.
+    // The first waiter's try found no permit: the second, which wants no more, would fail
+    // too, and queues behind it without a try.
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        0,
+        "no try: it queued behind the first"
+    );
+    // A call for more permits cannot tell from that: it tries once, then sleeps.
+    let before = settled_command_calls(&mut con).await;
+    let many = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire_many(2).await.unwrap() })
+    };
+    eventually(SOON, "the call for two waits", || async {
+        a.waiter_stats().1 == 3
+    })
+    .await;
+    let after = settled_command_calls(&mut con).await;
     assert_eq!(
         delta(&before, &after, "evalsha"),
         1,
         "one try, then it sleeps"
     );
+    many.abort();
+    // Served in the order they came: the first, then the second.
     held.release().await.unwrap();
     let got = tokio::time::timeout(SOON, first).await.unwrap().unwrap();
+    assert!(
+        !second.is_finished(),
+        "the second waits for the first's permit"
+    );
     got.release().await.unwrap();
     let got = tokio::time::timeout(SOON, second).await.unwrap().unwrap();
     got.release().await.unwrap();
-    assert_eq!(s.available_permits().await.unwrap(), 1);
+    eventually(SOON, "the permit is back", || async {
+        s.available_permits().await.unwrap() == 1
+    })
+    .await;
 }

@@ -542,6 +542,21 @@ pub trait ClientEngine {
     /// reached ([`end_turn`](Self::end_turn)).
     fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim>;
 
+    /// Registers a waiter (carrying `tag`) on `channel` behind a local waiter whose tag
+    /// satisfies `behind` and whose last try was in vain, if there is one on the confirmed
+    /// channel: the caller, which wants no more than that waiter, queues behind it without a
+    /// try of its own.
+    fn subscribe_behind(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+        behind: &dyn Fn(&Tag) -> bool,
+    ) -> Option<Subscription>;
+
+    /// Wakes up to `n` local waiters of `channel` not woken yet: a try took what it wanted
+    /// and saw `n` more left.
+    fn wake_local(&self, channel: &str, n: usize);
+
     /// The turn-ending release after [`claim_turn`](Self::claim_turn) returned `None` is
     /// done; its message reached `subscribers` subscriber connections (0 when it published
     /// nothing or its outcome is a retry's). The client's waiters let as many releases pass
@@ -795,6 +810,19 @@ impl ClientEngine for Client {
 
     fn end_turn(&self, channel: &str, subscribers: u64) {
         self.inner.hub.end_turn(channel, subscribers);
+    }
+
+    fn subscribe_behind(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+        behind: &dyn Fn(&Tag) -> bool,
+    ) -> Option<Subscription> {
+        self.inner.hub.subscribe_behind(channel, tag, behind)
+    }
+
+    fn wake_local(&self, channel: &str, n: usize) {
+        self.inner.hub.wake_local(channel, n);
     }
 
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {

@@ -260,6 +260,14 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
         reply: &[i64],
         sent_at: tokio::time::Instant,
     ) -> Self::Taken;
+
+    /// Whether a local waiter that says `tag` about itself waits for one permit: a new call
+    /// for one permit queues behind such a waiter once its try was in vain, without a try of
+    /// its own (it would fail too).
+    fn waits_for_one(&self, tag: &crate::engine::Tag) -> bool {
+        tag.downcast_ref::<PermitNeed>()
+            .is_some_and(|need| need.0 == 1)
+    }
 }
 
 /// One waiting call for permits: its id, its tries, whether it holds the reservation.
@@ -368,9 +376,16 @@ impl<K: PermitKind> Waiter<'_, K> {
                 let _ = undo.await;
                 synced.map(|()| crate::engine::Attempt::Held(0))
             }
-            [1, _, _, _, ..] => Ok(crate::engine::Attempt::Acquired(
-                self.kind.taken(&args, ticket, &reply, sent_at),
-            )),
+            [1, left, _, _, ..] => {
+                // More are left: local waiters that queued behind this one without a try of
+                // their own look now.
+                if let Ok(left) = usize::try_from(*left) {
+                    client.wake_local(names.keys().channel, left);
+                }
+                Ok(crate::engine::Attempt::Acquired(
+                    self.kind.taken(&args, ticket, &reply, sent_at),
+                ))
+            }
             // The reservation holder must come back before its reservation expires; a waiter
             // blocked by another's reservation alone is told when it ends; the others sleep
             // until a release (or a lease-long re-check) wakes them.
@@ -479,14 +494,27 @@ async fn take_inner<K: PermitKind>(
     };
     let outcome = async {
         let mut attempt = || waiter.attempt();
-        // With other local waiters on the semaphore, the channel is subscribed already: register
-        // before the first try (which the wait loop makes), and no try after subscribing is
-        // needed.
-        let early =
-            match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
+        // A call for one permit behind a local waiter for one whose try was in vain queues
+        // behind it without a try (it would fail too, and it would barge in ahead of it).
+        // Else, with other local waiters on the semaphore, the channel is subscribed already:
+        // register before the first try (which the wait loop makes), and no try after
+        // subscribing is needed.
+        let behind = (waiter.waits && n == 1)
+            .then(|| {
+                client.subscribe_behind(keys.channel, || spec.tag.clone(), &|t| {
+                    kind.waits_for_one(t)
+                })
+            })
+            .flatten();
+        let (early, first) = match behind {
+            Some(behind) => (Some(behind), crate::engine::FirstRound::Sleep),
+            None => match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt)
+                .await?
+            {
                 crate::engine::Start::Done(outcome) => return Ok(outcome),
-                crate::engine::Start::Wait(early) => early,
-            };
+                crate::engine::Start::Wait(early) => (early, crate::engine::FirstRound::FirstTry),
+            },
+        };
         let reservation = crate::engine::CleanupGuard::new(|| {
             let client = client.clone();
             let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
@@ -496,7 +524,12 @@ async fn take_inner<K: PermitKind>(
         progress
             .waited
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let outcome = crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?;
+        let outcome = match (&early, first) {
+            (Some(behind), crate::engine::FirstRound::Sleep) => {
+                crate::engine::wait_on(client, behind, &spec, first, attempt).await?
+            }
+            _ => crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?,
+        };
         reservation.disarm();
         // A try that took permits dropped the reservation itself; a hand-off did not.
         if outcome.is_none()

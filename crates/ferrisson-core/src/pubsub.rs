@@ -144,6 +144,10 @@ struct Slot {
     pending: AtomicBool,
     /// The pending wake-up is a deferred one ([`Woken::Deferred`]).
     deferred: AtomicBool,
+    /// The waiter's last try found nothing for it, and it has not been served since: a caller
+    /// that wants no more than it may queue behind it without a try
+    /// ([`Hub::subscribe_behind`]).
+    failed: AtomicBool,
     notify: Notify,
     tag: Option<Tag>,
     /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
@@ -413,7 +417,36 @@ impl Hub {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.register_confirmed(channel, None, tag)
+        self.register_confirmed(channel, None, None, tag)
+    }
+
+    /// Registers a waiter on `channel` only if the channel is subscribed and confirmed and a
+    /// local waiter whose tag satisfies `behind` tried in vain and has not been served since
+    /// (a waiter for as many permits as the caller, or fewer, found too few): the caller would
+    /// fail too, and queues behind it without a try of its own. Every release from now on
+    /// wakes it in its turn, and a waiter that takes permits and sees more left wakes the next
+    /// ([`wake_local`](Self::wake_local)).
+    pub(crate) fn subscribe_behind(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+        behind: &dyn Fn(&Tag) -> bool,
+    ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.register_confirmed(channel, None, Some(behind), tag)
+    }
+
+    /// Wakes up to `n` local waiters of `channel` that are not woken yet (permits are left
+    /// after a try took some: whoever queued behind the taker looks now).
+    pub(crate) fn wake_local(&self, channel: &str, n: usize) {
+        if n == 0 || self.shared.active.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(entry) = self.shared.state().channels.get(channel) {
+            entry.wake(Wake::UpTo(n));
+        }
     }
 
     /// Registers a waiter on `channel` if the channel is subscribed and confirmed on the live
@@ -431,7 +464,7 @@ impl Hub {
         {
             return None;
         }
-        self.register_confirmed(channel, Some(policy), tag)
+        self.register_confirmed(channel, Some(policy), None, tag)
     }
 
     /// The waiter's slot on a confirmed channel; with `lingering` (the policy of a channel
@@ -440,6 +473,7 @@ impl Hub {
         &self,
         channel: &str,
         lingering: Option<WakePolicy>,
+        behind: Option<&dyn Fn(&Tag) -> bool>,
         tag: impl FnOnce() -> Option<Tag>,
     ) -> Option<Subscription> {
         let mut state = self.shared.state();
@@ -461,6 +495,14 @@ impl Hub {
         }
         let entry = state.channels.get_mut(channel)?;
         if entry.confirmed_epoch != epoch {
+            return None;
+        }
+        if let Some(behind) = behind
+            && !entry
+                .slots
+                .iter()
+                .any(|s| s.failed.load(Ordering::Acquire) && s.tag.as_ref().is_some_and(behind))
+        {
             return None;
         }
         let slot = new_slot(tag());
@@ -567,6 +609,7 @@ fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
     Arc::new(Slot {
         pending: AtomicBool::new(false),
         deferred: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
         notify: Notify::new(),
         tag,
         claimed: AtomicBool::new(false),
@@ -680,7 +723,14 @@ impl Subscription {
     /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
     /// head of the queue wakes the new head, which may have queued without a try of its own.
     pub fn satisfied(&self) {
+        self.slot.failed.store(false, Ordering::Release);
         self.satisfied.store(true, Ordering::Release);
+    }
+
+    /// Marks the waiter's try as in vain (it found nothing for it): a caller that wants no
+    /// more may queue behind it (`ClientEngine::subscribe_behind`) until it is served.
+    pub fn tried_in_vain(&self) {
+        self.slot.failed.store(true, Ordering::Release);
     }
 
     /// Announces that the waiter is about to try (send its acquire). While the returned

@@ -214,6 +214,7 @@ where
                             return Ok(Some(taken));
                         }
                         Ok(Attempt::Held(ttl)) => {
+                            subscription.tried_in_vain();
                             pacer.held();
                             ttl_bound(ttl, spec.recheck).min(spec.recheck)
                         }

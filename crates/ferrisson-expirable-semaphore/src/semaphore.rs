@@ -742,6 +742,11 @@ impl PermitKind for AcquireCall {
     type Ticket = Arc<[String]>;
     type Taken = Vec<Permit>;
 
+    fn waits_for_one(&self, tag: &ferrisson_core::engine::Tag) -> bool {
+        // Only calls for one permit are tagged.
+        tag.is::<Wanted>()
+    }
+
     fn kind_name(&self) -> &'static str {
         "expirable_semaphore"
     }

@@ -9,6 +9,13 @@ use ferrisson::core::engine::{ClientEngine, Script, ScriptCall};
 use ferrisson::{Client, ClientConfig, Error};
 use ferrisson_testkit::RedisCluster;
 
+/// A client of `url` that coalesces its calls (off by default).
+async fn coalescing(url: &str) -> Client {
+    Client::with_config(ClientConfig::new(url).coalesce_calls(true))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+}
+
 /// A probe whose argument picks its outcome: a count, nil, an error reply, a Lua runtime error,
 /// or (`incr` on a hash) a wrong-type error raised by `redis.call`.
 static PROBE: Script = Script::new(
@@ -101,7 +108,7 @@ async fn calls_made_together_run_as_one_batch_with_the_outcomes_they_have_alone(
         .unwrap();
     let (alone, alone_commands) =
         forty_probes(&alone_client, &server, &format!("{prefix}:alone")).await;
-    let batched_client = client(&server.url()).await;
+    let batched_client = coalescing(&server.url()).await;
     let (batched, batched_commands) =
         forty_probes(&batched_client, &server, &format!("{prefix}:batched")).await;
 
@@ -135,7 +142,7 @@ async fn calls_made_together_run_as_one_batch_with_the_outcomes_they_have_alone(
 #[tokio::test(flavor = "current_thread")]
 async fn a_batch_after_a_script_flush_sends_its_source() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = coalescing(&server.url()).await;
     let prefix = unique_name("coalesce-flush");
     let (first, _) = forty_probes(&client, &server, &format!("{prefix}:1")).await;
     server.flush_scripts();
@@ -156,9 +163,13 @@ async fn a_batch_after_a_script_flush_sends_its_source() {
 #[tokio::test(flavor = "current_thread")]
 async fn on_a_cluster_calls_are_batched_per_slot() {
     let cluster = RedisCluster::spawn();
-    let client = Client::with_config(ClientConfig::cluster(cluster.urls()).no_replica_sync())
-        .await
-        .unwrap();
+    let client = Client::with_config(
+        ClientConfig::cluster(cluster.urls())
+            .no_replica_sync()
+            .coalesce_calls(true),
+    )
+    .await
+    .unwrap();
     let prefix = unique_name("coalesce-cluster");
     // Names spread over the slots, and names that share one slot through a hash tag.
     let keys: Vec<String> = (0..30)
@@ -192,7 +203,7 @@ async fn on_a_cluster_calls_are_batched_per_slot() {
 #[tokio::test(flavor = "current_thread")]
 async fn calls_queued_together_run_in_the_order_they_were_made() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = coalescing(&server.url()).await;
     let key = unique_name("coalesce-order");
     // Counted, read, counted, read: a batch per script would read 2 twice.
     let incr = ScriptCall::new(&PROBE, &[&key]).arg("incr");

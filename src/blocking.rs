@@ -286,10 +286,128 @@ impl<L: crate::Lock> Lock<L> {
         self.client.block_on(self.inner.force_unlock())
     }
 
+    /// How many holds `owner` has (Redisson's `getHoldCount` for another thread's id).
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's [`hold_count_of`](crate::Lock::hold_count_of).
+    pub fn hold_count_of(&self, owner: &crate::Owner) -> Result<u32> {
+        self.client.block_on(self.inner.hold_count_of(owner))
+    }
+
+    /// Whether `owner` holds the lock (Redisson's `isHeldByThread(id)`; a guard's owner is
+    /// [`LockGuard::as_async`]`().owner()`).
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's [`is_held_by`](crate::Lock::is_held_by).
+    pub fn is_held_by(&self, owner: &crate::Owner) -> Result<bool> {
+        self.client.block_on(self.inner.is_held_by(owner))
+    }
+
+    /// Waits until nobody holds the lock, without taking it.
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's [`wait_unlocked`](crate::Lock::wait_unlocked).
+    pub fn wait_unlocked(&self) -> Result<()> {
+        self.client.block_on(self.inner.wait_unlocked())
+    }
+
     /// The async lock underneath.
     pub fn as_async(&self) -> &L {
         &self.inner
     }
+}
+
+impl<L: crate::Lock> SyncObject for Lock<L> {
+    type Async = L;
+
+    fn parts(&self) -> (&Client, &L) {
+        (&self.client, &self.inner)
+    }
+}
+
+/// Redisson's `RObject`/`RExpirable` calls, blocking, on every blocking synchronizer: the async
+/// [`SyncObject`](crate::SyncObject)'s, each run on the client's runtime.
+pub trait SyncObject {
+    /// The async synchronizer underneath.
+    type Async: crate::SyncObject;
+
+    /// The blocking client and the async synchronizer.
+    fn parts(&self) -> (&Client, &Self::Async);
+
+    /// Whether the synchronizer's main key exists.
+    ///
+    /// # Errors
+    ///
+    /// As [`SyncObject::exists`](crate::SyncObject::exists).
+    fn exists(&self) -> Result<bool> {
+        let (client, inner) = self.parts();
+        client.block_on(crate::SyncObject::exists(inner))
+    }
+
+    /// Sets every state key to expire in `ttl`; `true` when the synchronizer existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`SyncObject::expire`](crate::SyncObject::expire).
+    fn expire(&self, ttl: Duration) -> Result<bool> {
+        let (client, inner) = self.parts();
+        client.block_on(crate::SyncObject::expire(inner, ttl))
+    }
+
+    /// Removes the expiry of every state key; `true` when one of them had an expiry.
+    ///
+    /// # Errors
+    ///
+    /// As [`SyncObject::clear_expire`](crate::SyncObject::clear_expire).
+    fn clear_expire(&self) -> Result<bool> {
+        let (client, inner) = self.parts();
+        client.block_on(crate::SyncObject::clear_expire(inner))
+    }
+
+    /// The time left before the main key expires; `None` when it does not exist or has no
+    /// expiry.
+    ///
+    /// # Errors
+    ///
+    /// As [`SyncObject::remaining_ttl`](crate::SyncObject::remaining_ttl).
+    fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let (client, inner) = self.parts();
+        client.block_on(crate::SyncObject::remaining_ttl(inner))
+    }
+
+    /// Deletes every key of the synchronizer; `true` when it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`SyncObject::delete`](crate::SyncObject::delete).
+    fn delete(&self) -> Result<bool> {
+        let (client, inner) = self.parts();
+        client.block_on(crate::SyncObject::delete(inner))
+    }
+}
+
+/// Implements the blocking [`SyncObject`] for a blocking synchronizer of `client` and `inner`.
+macro_rules! blocking_object {
+    ($($feature:literal => $blocking:ident($async:ty)),* $(,)?) => {$(
+        #[cfg(feature = $feature)]
+        impl SyncObject for $blocking {
+            type Async = $async;
+
+            fn parts(&self) -> (&Client, &$async) {
+                (&self.client, &self.inner)
+            }
+        }
+    )*};
+}
+
+blocking_object! {
+    "rwlock" => ReadWriteLock(crate::ReadWriteLock),
+    "semaphore" => Semaphore(crate::Semaphore),
+    "expirable-semaphore" => ExpirableSemaphore(crate::ExpirableSemaphore),
+    "latch" => CountDownLatch(crate::CountDownLatch),
 }
 
 /// A held lock, released when dropped (in the background) or by [`unlock`](Self::unlock).

@@ -173,3 +173,64 @@ fn semaphores_and_a_latch_block() {
     );
     assert_eq!(latch.count().unwrap(), 0);
 }
+
+/// Redisson's object calls and the lock events, blocking: the same as the async calls, on
+/// every blocking synchronizer.
+#[test]
+fn object_calls_and_lock_events_block() {
+    use ferrisson::blocking::SyncObject;
+
+    let server = RedisServer::spawn();
+    let a = client(&server);
+    let b = client(&server);
+    let name = unique_name("blocking-object");
+    let lock = a.reentrant_lock(&name).unwrap();
+    assert!(!lock.exists().unwrap());
+    let guard = lock.lock().unwrap();
+    let owner = guard.as_async().unwrap().owner().clone();
+    assert!(lock.exists().unwrap());
+    assert!(lock.is_held_by(&owner).unwrap());
+    assert_eq!(lock.hold_count_of(&owner).unwrap(), 1);
+    let ttl = lock.remaining_ttl().unwrap().expect("a lease");
+    assert!(ttl <= Duration::from_secs(30), "{ttl:?}");
+    // Another client waits until it is free, without taking it.
+    let other = b.reentrant_lock(&name).unwrap();
+    let (done, freed) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        other.wait_unlocked().unwrap();
+        done.send(()).unwrap();
+    });
+    assert!(
+        freed.recv_timeout(Duration::from_millis(200)).is_err(),
+        "woke while held"
+    );
+    guard.unlock().unwrap();
+    freed
+        .recv_timeout(Duration::from_secs(10))
+        .expect("woken by the unlock");
+    waiter.join().unwrap();
+    assert!(!lock.is_held_by(&owner).unwrap());
+    assert!(!lock.delete().unwrap(), "nothing left to delete");
+
+    let semaphore = a.semaphore(&unique_name("blocking-object-sem")).unwrap();
+    assert!(semaphore.try_set_permits(3).unwrap());
+    assert!(semaphore.expire(Duration::from_secs(60)).unwrap());
+    let ttl = semaphore.remaining_ttl().unwrap().expect("an expiry");
+    assert!(ttl > Duration::from_secs(50), "{ttl:?}");
+    assert!(semaphore.clear_expire().unwrap());
+    assert_eq!(semaphore.remaining_ttl().unwrap(), None);
+    assert!(matches!(
+        semaphore.expire(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(semaphore.delete().unwrap());
+    assert!(!semaphore.exists().unwrap());
+
+    let latch = a
+        .count_down_latch(&unique_name("blocking-object-latch"))
+        .unwrap();
+    assert!(latch.try_set_count(1).unwrap());
+    assert!(latch.exists().unwrap());
+    assert!(latch.delete().unwrap());
+    assert!(!latch.exists().unwrap());
+}

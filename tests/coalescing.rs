@@ -218,3 +218,52 @@ async fn calls_queued_together_run_in_the_order_they_were_made() {
     let got: Vec<Option<i64>> = [a, b, c, d, e].into_iter().map(|r| r.unwrap()).collect();
     assert_eq!(got, [Some(1), Some(1), Some(2), Some(3), Some(3)]);
 }
+
+/// A call whose caller has gone by the time `NOSCRIPT` comes back is not resent with its
+/// source: it has not run, and the caller's clean-up, sent meanwhile, may have run already,
+/// which the resent call would then follow (a permit taken after its undo, a lock held by
+/// nobody for a lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_caller_left_is_not_resent_after_noscript() {
+    for coalesce in [true, false] {
+        caller_left_before_noscript(coalesce).await;
+    }
+}
+
+async fn caller_left_before_noscript(coalesce: bool) {
+    let server = RedisServer::spawn();
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port());
+    let client = Client::with_config(ClientConfig::new(proxy.url()).coalesce_calls(coalesce))
+        .await
+        .unwrap();
+    let key = unique_name("coalesce-left");
+    let read = || {
+        let call = ScriptCall::new(&READER, &[&key]);
+        let client = client.clone();
+        async move { client.eval::<Option<i64>>(&call).await.unwrap() }
+    };
+    // The server knows the reader only (the probe is flushed), and every reply takes a while.
+    server.flush_scripts();
+    assert_eq!(read().await, None);
+    let mut con = server.connection();
+    let before = command_calls(&mut con);
+    proxy.delay_replies(std::time::Duration::from_millis(400));
+    // The probe's EVALSHA reaches Redis at once; its caller leaves before NOSCRIPT is back.
+    let probe = ScriptCall::new(&PROBE, &[&key]).arg("incr");
+    let left = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        client.eval::<i64>(&probe),
+    )
+    .await;
+    assert!(left.is_err(), "the probe's reply came back early: {left:?}");
+    // Two calls behind it: once the second is answered, a resent probe would have arrived.
+    assert_eq!(read().await, None, "coalesce {coalesce}: the probe ran");
+    assert_eq!(read().await, None, "coalesce {coalesce}: the probe ran");
+    proxy.delay_replies(std::time::Duration::ZERO);
+    let after = command_calls(&mut con);
+    assert_eq!(
+        delta(&before, &after, "eval"),
+        0,
+        "coalesce {coalesce}: the probe was resent"
+    );
+}

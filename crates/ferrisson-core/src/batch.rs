@@ -134,31 +134,46 @@ fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
 
 /// Sends one group: alone, the call itself; several, the batch form; and answers each call.
 async fn send(conn: &Connection, mut calls: Vec<Pending>) {
+    // A call whose caller has gone (its reply channel closed) before it is sent, or before
+    // `NOSCRIPT` makes it go again as `EVAL`, is not sent: it has not run, and the caller's
+    // clean-up (an undo queued behind it) may have run already, which the call must not
+    // follow.
+    calls.retain(|p| !p.reply.is_closed());
     if calls.len() == 1 {
         if let Some(pending) = calls.pop() {
-            let result = conn.eval(&pending.call).await;
+            let result = conn
+                .eval_if_wanted(&pending.call, || !pending.reply.is_closed())
+                .await;
             let _ = pending.reply.send(result);
         }
         return;
     }
+    if calls.is_empty() {
+        return;
+    }
     let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
-    let result = match conn
+    let result = conn
         .query_raw(&ScriptCall::batch_command(&refs, false))
-        .await
-    {
+        .await;
+    drop(refs);
+    let result = match result {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            calls.retain(|p| !p.reply.is_closed());
+            if calls.is_empty() {
+                return;
+            }
             let script = calls[0].call.script().name();
             tracing::info!(
                 script,
                 "the server lacks the script's batch form (restarted, failed over or flushed): sending it with EVAL"
             );
             crate::metrics::script_reloaded(script);
+            let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
             conn.query_raw(&ScriptCall::batch_command(&refs, true))
                 .await
         }
         other => other,
     };
-    drop(refs);
     match result.and_then(|value| split(value, calls.len())) {
         Ok(replies) => {
             for (pending, reply) in calls.into_iter().zip(replies) {

@@ -34,8 +34,23 @@ pub(crate) enum Connection {
 impl Connection {
     /// `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server), `SCRIPT LOAD` and again.
     pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
+        self.eval_if_wanted(call, || true).await
+    }
+
+    /// As [`eval`](Self::eval), but after `NOSCRIPT` the source is sent only if `wanted()`
+    /// still says so: a call whose caller has gone is not resent (it did not run, and the
+    /// caller's clean-up, sent meanwhile, may have run already: the resent call would run
+    /// after it).
+    pub(crate) async fn eval_if_wanted(
+        &self,
+        call: &ScriptCall,
+        wanted: impl Fn() -> bool,
+    ) -> redis::RedisResult<Value> {
         match self.query(call.command()).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && wanted() =>
+            {
                 tracing::info!(
                     script = call.script().name(),
                     "the server lacks the script (restarted, failed over or flushed): sending it with EVAL"

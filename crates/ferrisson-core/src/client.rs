@@ -198,6 +198,13 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The hub, where local hand-offs are claimed, unless replica sync is on: a hand-off is an
+    /// acquisition made by the releaser's script, and with replica sync every acquisition goes
+    /// through its own synced call, which rolls back what the replicas did not get.
+    fn hand_offs(&self) -> Option<&Hub> {
+        (!self.inner.replication.enabled()).then_some(&self.inner.hub)
+    }
+
     /// Connects to the server at `url` with default settings.
     ///
     /// # Errors
@@ -807,20 +814,13 @@ impl ClientEngine for Client {
     }
 
     fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
-        // A hand-off is an acquisition made by the releaser's script; with replica sync on,
-        // every acquisition goes through its own synced call, which rolls back what the
-        // replicas did not get.
-        if self.inner.replication.enabled() {
-            return None;
-        }
-        self.inner.hub.claim(channel, max_streak)
+        self.hand_offs()
+            .and_then(|hub| hub.claim(channel, max_streak))
     }
 
     fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
-        if self.inner.replication.enabled() {
-            return None;
-        }
-        self.inner.hub.claim_turn(channel, max_streak)
+        self.hand_offs()
+            .and_then(|hub| hub.claim_turn(channel, max_streak))
     }
 
     fn end_turn(&self, channel: &str, subscribers: u64) {

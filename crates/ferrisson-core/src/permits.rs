@@ -506,14 +506,16 @@ async fn take_inner<K: PermitKind>(
                 })
             })
             .flatten();
-        let (early, first) = match behind {
-            Some(behind) => (Some(behind), crate::engine::FirstRound::Sleep),
-            None => match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt)
-                .await?
-            {
-                crate::engine::Start::Done(outcome) => return Ok(outcome),
-                crate::engine::Start::Wait(early) => (early, crate::engine::FirstRound::FirstTry),
-            },
+        let early = match behind {
+            Some(behind) => Some((behind, crate::engine::FirstRound::Sleep)),
+            None => {
+                match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
+                    crate::engine::Start::Done(outcome) => return Ok(outcome),
+                    crate::engine::Start::Wait(early) => {
+                        early.map(|early| (early, crate::engine::FirstRound::FirstTry))
+                    }
+                }
+            }
         };
         let reservation = crate::engine::CleanupGuard::new(|| {
             let client = client.clone();
@@ -524,12 +526,10 @@ async fn take_inner<K: PermitKind>(
         progress
             .waited
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let outcome = match (&early, first) {
-            (Some(behind), crate::engine::FirstRound::Sleep) => {
-                crate::engine::wait_on(client, behind, &spec, first, attempt).await?
-            }
-            _ => crate::engine::wait_registered(client, early.as_ref(), spec, attempt).await?,
-        };
+        let early = early
+            .as_ref()
+            .map(|(subscription, first)| (subscription, *first));
+        let outcome = crate::engine::wait_registered(client, early, spec, attempt).await?;
         reservation.disarm();
         // A try that took permits dropped the reservation itself; a hand-off did not.
         if outcome.is_none()

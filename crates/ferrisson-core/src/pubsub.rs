@@ -194,9 +194,8 @@ struct Channel {
     streak: u32,
     /// Lock releases (`Wake::One` messages) still to let pass after the client's turn: they
     /// wake the head waiter deferred, so that the other clients' waiters take the lock first.
+    /// While the turn-ending release is in flight it is 1 until its own message has been seen.
     skips: u32,
-    /// The client's own turn-ending release is in flight and its message not seen yet.
-    own_pending: bool,
     /// The client's turn-ending release is in flight ([`Hub::claim_turn`] to [`Hub::end_turn`]).
     turn_ending: bool,
 }
@@ -210,7 +209,6 @@ impl Channel {
             confirmed_epoch,
             streak: 0,
             skips: 0,
-            own_pending: false,
             turn_ending: false,
         }
     }
@@ -296,7 +294,6 @@ impl HubShared {
             if wake == Wake::One && channel.skips > 0 {
                 // The client had its turn: this release is another client's to take.
                 channel.skips -= 1;
-                channel.own_pending = false;
                 channel.wake_deferred();
             } else {
                 channel.wake(wake);
@@ -310,7 +307,6 @@ impl HubShared {
         for channel in state.channels.values_mut() {
             // No client's turn is known any more.
             channel.skips = 0;
-            channel.own_pending = false;
             channel.turn_ending = false;
             channel.wake(Wake::All);
         }
@@ -541,7 +537,6 @@ impl Hub {
                 // Its own release message is the first to let pass; how many more, the
                 // release's reply says.
                 entry.skips = 1;
-                entry.own_pending = true;
                 entry.turn_ending = true;
             }
             return None;
@@ -584,16 +579,13 @@ impl Hub {
         let others = u32::try_from(subscribers.saturating_sub(1))
             .unwrap_or(u32::MAX)
             .min(MAX_TURN_SKIPS);
-        let own_seen = !entry.own_pending;
-        entry.own_pending = false;
-        match (others, own_seen) {
-            (0, false) => entry.skips = 0,
-            (0, true) => {
-                entry.skips = 0;
-                entry.wake(Wake::One);
-            }
-            (n, false) => entry.skips = n,
-            (n, true) => entry.skips = n - 1,
+        // `skips` is 1 while the release's own message has not been seen, 0 once it has (and
+        // was let pass): one release per other subscriber in all, the own one included.
+        let own_seen = entry.skips == 0;
+        entry.skips = (entry.skips + others).saturating_sub(1);
+        if others == 0 && own_seen {
+            // Nobody else waits, and the own message was let pass: wake the waiter for real.
+            entry.wake(Wake::One);
         }
     }
 
@@ -1211,7 +1203,8 @@ impl Driver {
                 .await;
             if reconnected {
                 // Whatever happened while the connection was down, nobody was told.
-                self.wake_everyone();
+                // (Also after a shard went down and the session started over.)
+                self.shared.wake_everyone();
             }
             while healthy {
                 let linger_due = lingering.values().min().copied();
@@ -1270,11 +1263,6 @@ impl Driver {
             attempt = attempt.wrapping_add(1);
             self.pause(failures).await;
         }
-    }
-
-    fn wake_everyone(&self) {
-        // (Also after a shard went down and the session started over.)
-        self.shared.wake_everyone();
     }
 
     fn wake_channel(&self, name: &str) {

@@ -142,18 +142,19 @@ where
     })
 }
 
-/// Waits as [`wait_for_turn`] does, for a caller registered early ([`register_early`]) or not.
-/// Registered early, its first try is made here, in the loop, so that a local releaser cannot
-/// hand it anything while that try is in flight (an error of that try is returned at once, as
-/// the first try's error of any caller); not registered, it has tried once already, and this
-/// subscribes and tries again.
+/// Waits as [`wait_for_turn`] does, for a caller registered early or not, starting the loop
+/// with `early`'s round. Registered early ([`register_early`]: [`FirstRound::FirstTry`]), its
+/// first try is made here, in the loop, so that a local releaser cannot hand it anything while
+/// that try is in flight (an error of that try is returned at once, as the first try's error
+/// of any caller); registered behind waiters without a try ([`FirstRound::Sleep`]), it sleeps
+/// first; not registered, it has tried once already, and this subscribes and tries again.
 ///
 /// # Errors
 ///
 /// As [`wait_for_turn`].
 pub async fn wait_registered<T, F, Fut>(
     client: &crate::Client,
-    early: Option<&crate::engine::Subscription>,
+    early: Option<(&crate::engine::Subscription, FirstRound)>,
     spec: WaitSpec<'_>,
     attempt: F,
 ) -> Result<Option<T>>
@@ -163,9 +164,7 @@ where
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     match early {
-        Some(subscription) => {
-            wait_on(client, subscription, &spec, FirstRound::FirstTry, attempt).await
-        }
+        Some((subscription, first)) => wait_on(client, subscription, &spec, first, attempt).await,
         None => wait_for_turn(client, spec, attempt).await,
     }
 }

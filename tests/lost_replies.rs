@@ -161,8 +161,9 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
 }
 
 /// Whatever replies are lost, an unlock of a hold whose lease is standing reports success,
-/// never `NotOwner` (a retry reads the lost call's result from its latch), and leaves the lock
-/// free.
+/// never `NotOwner` (a retry reads the lost call's result from its latch, or, for a release
+/// that freed the lock and recorded nothing, learns it from the standing lease), and leaves the
+/// lock free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlocks_through_lost_replies_report_success_and_free_the_lock() {
     let server = RedisServer::spawn();
@@ -301,4 +302,143 @@ async fn latch_count_downs_through_lost_replies_count_exactly_once() {
         "the proxy lost {} replies",
         proxy.replies_lost()
     );
+}
+
+/// A client through `proxy` whose retries after a lost reply wait `pause`: long enough for a
+/// call made right after the loss to overtake them.
+async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
+    let config = ClientConfig::new(proxy.url())
+        .lease(Duration::from_secs(600))
+        .response_timeout(Duration::from_secs(2))
+        .retry(RetryPolicy {
+            retries: 3,
+            min_backoff: pause,
+            max_backoff: pause,
+        });
+    Client::with_config(config).await.unwrap()
+}
+
+/// Sends a release of `guard`, lets it run in Redis with its reply held back, then cuts the
+/// connection: the reply is lost, and the release will be resent.
+async fn release_with_lost_reply(
+    proxy: &FaultProxy,
+    direct: &ferrisson::ReentrantLock,
+    release: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    proxy.delay_replies(Duration::from_secs(5));
+    let released = tokio::spawn(release);
+    eventually(
+        Duration::from_secs(10),
+        "the release run in Redis",
+        || async { !direct.is_locked().await.unwrap() },
+    )
+    .await;
+    let accepted = proxy.connections_accepted();
+    proxy.cut_connections();
+    proxy.delay_replies(Duration::ZERO);
+    // The client reconnects by itself: once it has, a call goes through at once while the
+    // release waits out its pause before the resend.
+    eventually(
+        Duration::from_secs(10),
+        "the client reconnected",
+        || async { proxy.connections_accepted() > accepted },
+    )
+    .await;
+    released
+}
+
+/// A bound owner that takes the lock again while its release's reply is lost keeps the new
+/// hold: a resend that found the owner holding and took it for its own would free the new hold.
+/// Two things stop it, each enough here: the owner's acquire waits until its release has
+/// settled, and the resend finds its sequence number in the client's latch (it freed the lock
+/// already). Fails with both removed (checked): the resend comes after the acquire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_owner_acquiring_while_its_release_is_resent_keeps_the_new_hold() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    let name = unique_name("bound-reacquire");
+    let owner = client.new_owner();
+    let lock = ferrisson::ReentrantLock::new(&client, &name)
+        .unwrap()
+        .owned_by(owner.clone());
+    let watcher = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+    // Warm up: the scripts are loaded before replies are held back.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let guard = lock.lock().await.unwrap();
+    // Dropped: released in the background, its outcome unknown once the reply is lost.
+    let released = release_with_lost_reply(&proxy, &watcher, async move { drop(guard) }).await;
+    released.await.unwrap();
+    let again = lock.lock().await.unwrap();
+    // The resend (if it were to come after this hold) is due within its 300 ms pause: the new
+    // hold must stand well past it.
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    while tokio::time::Instant::now() < until {
+        assert_eq!(
+            watcher.hold_count_of(&owner).await.unwrap(),
+            1,
+            "the new hold was freed under its guard"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!again.is_lost(), "the guard was told it lost the lock");
+    again.unlock().await.unwrap();
+    assert!(!watcher.is_locked().await.unwrap());
+}
+
+/// An unlock whose reply is lost after it freed the lock reports success, even when the
+/// hold's lease has run out by the time the resend is answered: the free recorded itself in the
+/// client's latch. When another hold of the same client freed the lock again before the resend
+/// (overwriting that record), the resend finds the hold gone and nothing of its own: it reports
+/// success while the lease stood, and `NotOwner` after it could have ended (it can no longer
+/// vouch that it was this unlock that freed the lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    // Warm up: the scripts are loaded before replies are held back.
+    let warm = ferrisson::ReentrantLock::new(&client, &unique_name("warm")).unwrap();
+    warm.lock().await.unwrap().unlock().await.unwrap();
+    let long = Duration::from_secs(60);
+    let short = Duration::from_millis(150);
+    for (lease, overtaken, freed) in [
+        (long, false, true),
+        (short, false, true),
+        (long, true, true),
+        (short, true, false),
+    ] {
+        let name = unique_name("lost-unlock");
+        let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+        let watcher = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+        let guard = lock
+            .lock_with(ferrisson::LockOptions::new().lease(lease))
+            .await
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let released = release_with_lost_reply(&proxy, &watcher, async move {
+            let _ = tx.send(guard.unlock().await);
+        })
+        .await;
+        if overtaken {
+            // Within the resend's 300 ms pause: another hold of this client frees the lock.
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        }
+        released.await.unwrap();
+        let unlocked = rx.await.unwrap();
+        if freed {
+            assert!(
+                unlocked.is_ok(),
+                "lease {lease:?}, overtaken {overtaken}: {unlocked:?}"
+            );
+        } else {
+            assert!(
+                matches!(unlocked, Err(ferrisson::Error::NotOwner(_))),
+                "a resend answered after the lease could have ended said {unlocked:?}"
+            );
+        }
+        assert!(!watcher.is_locked().await.unwrap());
+    }
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
 use crate::pubsub::{Claim, Hub, Source, Subscription, Tag, WakePolicy};
+use crate::releasing::ReleaseMark;
 use crate::replication::{Replication, Synced};
 use crate::script::{Script, ScriptCall};
 use crate::watchdog::{LeaseHandle, LeaseSpec, LeaseState, Watchdog};
@@ -167,6 +168,11 @@ struct Inner {
     replication: Arc<Replication>,
     hub: Hub,
     watchdog: Watchdog,
+    releasing: Arc<crate::releasing::Releasing>,
+    /// The request id of the client's own unlock latches ([`ClientEngine::client_latch`]).
+    latch_id: crate::keys::RequestId,
+    /// The last release sequence number handed out ([`ClientEngine::next_release_seq`]).
+    release_seq: std::sync::atomic::AtomicU64,
 }
 
 /// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
@@ -342,7 +348,8 @@ impl Client {
             config.get_watchdog_period(),
             config.response_timeout,
         );
-        let id = uuid::Uuid::new_v4().hyphenated().to_string();
+        let uuid = uuid::Uuid::new_v4();
+        let id = uuid.hyphenated().to_string();
         tracing::debug!(client_id = %id, "client connected");
         Ok(Self {
             inner: Arc::new(Inner {
@@ -353,6 +360,9 @@ impl Client {
                 replication,
                 hub,
                 watchdog,
+                releasing: Arc::default(),
+                latch_id: crate::keys::RequestId::of_client(&uuid),
+                release_seq: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -474,6 +484,15 @@ pub trait ClientEngine {
     /// not be learnt within the window.
     async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
+    /// As [`eval`](Self::eval), with the call made for each attempt: `call(n)` for attempt `n`
+    /// (0 the first), so that a retry can tell the script it is one (a release that recorded
+    /// nothing answers a retry differently).
+    ///
+    /// # Errors
+    ///
+    /// As [`eval`](Self::eval).
+    async fn eval_each<T: FromRedisValue>(&self, call: impl FnMut(u32) -> ScriptCall) -> Result<T>;
+
     /// Sends a plain command, retrying when the connection broke. Only for idempotent commands.
     ///
     /// # Errors
@@ -593,6 +612,28 @@ pub trait ClientEngine {
 
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
+
+    /// The client's own unlock latch under `prefix` (`<prefix>:<the client id in 32 hex
+    /// digits>`): one key per client and lock, where a release that frees the lock records its
+    /// [sequence number](Self::next_release_seq) for a retry to find.
+    fn client_latch(&self, prefix: &str) -> String;
+
+    /// A release sequence number: larger than every one this client handed out before.
+    fn next_release_seq(&self) -> u64;
+
+    /// Marks a release of `owner` in flight until the mark is dropped: `owner`'s acquire tries
+    /// wait for it ([`releases_settled`](Self::releases_settled)). Hold the mark for as long as
+    /// the release may be sent again.
+    fn release_started(&self, owner: &Owner) -> ReleaseMark;
+
+    /// Waits until no release of `owner` is in flight: an acquire try must not run before a
+    /// release of its owner that may be resent (the resend, finding the owner holding, would
+    /// free the new hold).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    async fn releases_settled(&self, owner: &Owner);
 }
 
 /// The settings of a multiplexed command connection.
@@ -732,13 +773,24 @@ impl ClientEngine for Client {
 
     async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
         let (reply, synced) = self.settle(|_| self.eval_once_synced(call)).await?;
-        if let Err(e) = synced {
-            // Releases and other changes: done on the primary whatever the replicas say; a
-            // failover before they have it may undo it (a released hold comes back until its
-            // lease ends, and is no longer renewed).
-            let key = call.keys().next().unwrap_or_default();
-            tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");
-        }
+        warn_unsynced(call, synced);
+        Ok(reply)
+    }
+
+    async fn eval_each<T: FromRedisValue>(
+        &self,
+        mut call: impl FnMut(u32) -> ScriptCall,
+    ) -> Result<T> {
+        let (reply, synced, call) = self
+            .settle(|n| {
+                let call = call(n);
+                async move {
+                    let (reply, synced) = self.eval_once_synced(&call).await?;
+                    Ok((reply, synced, call))
+                }
+            })
+            .await?;
+        warn_unsynced(&call, synced);
         Ok(reply)
     }
 
@@ -851,6 +903,33 @@ impl ClientEngine for Client {
     fn retry_window(&self) -> Duration {
         let config = &self.inner.config;
         config.retry.window(config.response_timeout)
+    }
+
+    fn client_latch(&self, prefix: &str) -> String {
+        self.inner.latch_id.latch_key(prefix)
+    }
+
+    fn next_release_seq(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn release_started(&self, owner: &Owner) -> ReleaseMark {
+        self.inner.releasing.start(owner)
+    }
+
+    async fn releases_settled(&self, owner: &Owner) {
+        self.inner.releasing.settled(owner).await;
+    }
+}
+
+/// Releases and other changes are done on the primary whatever the replicas say; a failover
+/// before they have one may undo it (a released hold comes back until its lease ends, and is
+/// no longer renewed): said once, here.
+fn warn_unsynced(call: &ScriptCall, synced: Result<()>) {
+    if let Err(e) = synced {
+        let key = call.keys().next().unwrap_or_default();
+        tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");
     }
 }
 

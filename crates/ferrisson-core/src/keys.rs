@@ -66,6 +66,12 @@ impl RequestId {
         Self(uuid::Uuid::new_v4().as_u128())
     }
 
+    /// The id of a client (its UUID's 128 bits): the request id of the client's own latches,
+    /// one per lock, that its releases overwrite.
+    pub(crate) fn of_client(id: &uuid::Uuid) -> Self {
+        Self(id.as_u128())
+    }
+
     /// `<prefix>:<the id in 32 lowercase hex digits>`, written without the formatting
     /// machinery (one per release, on the hot path of every lock).
     pub fn latch_key(self, prefix: &str) -> String {

@@ -21,6 +21,7 @@ use crate::keys::RequestId;
 use crate::options::LockOptions;
 use crate::owner::Owner;
 use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, WakePolicy};
+use crate::releasing::ReleaseMark;
 use crate::script::{Script, ScriptCall};
 use crate::wait::{Attempt, FirstRound, WaitSpec, register_early, subscribe_confirmed, wait_on};
 use crate::watchdog::{LeaseEnd, LeaseSpec};
@@ -54,6 +55,14 @@ pub struct ReleaseArgs<'a> {
     pub successor: Option<(&'a Owner, Duration)>,
     /// The release's latch key: a retried call with the same latch is counted once.
     pub latch: &'a str,
+    /// The client's own latch for this lock ([`ClientEngine::client_latch`]), where a release
+    /// that frees the lock records `seq` (kinds whose releases latch every result ignore it).
+    pub client_latch: &'a str,
+    /// The release's sequence number ([`ClientEngine::next_release_seq`]), the same for its
+    /// retries.
+    pub seq: u64,
+    /// Whether this call resends one whose reply was lost (with the same latch).
+    pub retry: bool,
 }
 
 /// Where and how a kind's waiter waits.
@@ -106,12 +115,16 @@ impl Backoff {
 /// rest, and the kind's guards release through it ([`Release`] is implemented for every
 /// `HoldKind`).
 ///
-/// Replies the engine reads from [`try_call`](Self::try_call): `{1, held}` or
-/// `{1, held, token}` (taken: the owner's hold count after, and the fencing token when
-/// [`fenced`](Self::fenced)); `{0, ttl}` (not taken: the holder's remaining lease in ms, negative
-/// without one); anything else goes to [`refusal`](Self::refusal). From
-/// [`release_call`](Self::release_call): a code, alone or as `{code, token}`: `-1` not the
-/// owner's, `0` holds remain, `1` freed, `2` handed to the successor (with its token).
+/// Replies the engine reads from [`try_call`](Self::try_call): `held` alone (a positive
+/// integer: taken, not fenced), `{1, held}` or `{1, held, token}` (taken: the owner's hold count
+/// after, and the fencing token when [`fenced`](Self::fenced)); `{0, ttl}` (not taken: the
+/// holder's remaining lease in ms, negative without one); anything else goes to
+/// [`refusal`](Self::refusal). From [`release_call`](Self::release_call): a code, alone or as
+/// `{code, token}` or `{code, token, subscribers}`: `-1` not the owner's, `0` holds remain,
+/// `1` freed, `2` handed to the successor (with its token), and, to a
+/// [retry](ReleaseArgs::retry) only, `-2`: the owner holds nothing and nothing recorded says
+/// why (freed by the lost call, or not held when it ran; the engine tells which from the
+/// hold's lease).
 pub trait HoldKind: Send + Sync + 'static {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
@@ -387,9 +400,12 @@ async fn try_once<K: HoldKind>(
     wait: bool,
 ) -> Result<Attempt> {
     let abandoned = CleanupGuard::new(|| {
+        // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
+        // it.
+        let released = release_boxed(kind, owner);
         let (kind, owner) = (kind.clone(), owner.clone());
         async move {
-            if let Err(e) = release_boxed(kind.clone(), owner.clone()).await {
+            if let Err(e) = released.await {
                 tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
             }
         }
@@ -423,6 +439,8 @@ async fn try_call<K: HoldKind>(
         Some(lease) if !watched => lease,
         _ => client.config().get_lease(),
     };
+    // A release of this owner that may still be resent would free what this try takes.
+    client.releases_settled(&owner).await;
     let mut sent_at = Instant::now();
     let reply = client
         .settle(|n| {
@@ -441,8 +459,15 @@ async fn try_call<K: HoldKind>(
             async move { client.eval_once_synced(&call).await }
         })
         .await?;
-    let (reply, synced): (Vec<i64>, Result<()>) = reply;
+    let (reply, synced): (redis::Value, Result<()>) = reply;
+    let reply = int_reply(&reply).ok_or_else(|| {
+        Error::Protocol(format!(
+            "the acquire script of `{}` replied {reply:?}",
+            kind.lock_key()
+        ))
+    })?;
     let (held, token) = match reply.as_slice() {
+        [held] if *held > 0 && !kind.fenced() => (*held, None),
         [1, held] => (*held, None),
         [1, held, token] => (*held, kind.fenced().then(|| token_of(*token))),
         [0, ttl] => return Ok(Attempt::Held(*ttl)),
@@ -486,9 +511,30 @@ fn token_of(token: i64) -> u64 {
     u64::try_from(token).unwrap_or(0)
 }
 
+/// A script's reply as integers: an integer alone (the lock scripts' hot paths answer so: an
+/// integer costs Redis less than a table) or a table of them; `None` for any other shape.
+fn int_reply(reply: &redis::Value) -> Option<Vec<i64>> {
+    match reply {
+        redis::Value::Int(n) => Some(vec![*n]),
+        redis::Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                redis::Value::Int(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 /// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows and
 /// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
 /// it). Retried with one request id, so a retry after a lost reply cannot release twice.
+/// `alive_until` is the earliest moment the hold's lease can end on the server
+/// ([`LeaseEnd::alive_until`]): a retry that finds the hold gone before then (`-2`) was freed
+/// by the lost call; after it (or with `None`) the hold may have lapsed first, and the release
+/// answers [`Released::NotOwner`], never a success it cannot vouch for. While the release may
+/// still be sent, acquire tries of `owner` wait ([`ClientEngine::releases_settled`]).
 ///
 /// # Cancel safety
 ///
@@ -499,21 +545,36 @@ fn token_of(token: i64) -> u64 {
 ///
 /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] for a reply of no known
 /// shape.
-pub async fn release<K: HoldKind>(
-    kind: &Arc<K>,
-    owner: &Owner,
+pub fn release<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
+    owner: &'a Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
-) -> Result<Released> {
+    alive_until: Option<Instant>,
+) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
+    // In flight from the call on (not from the first poll: an acquire of the owner made right
+    // after this call waits for it), until the outcome is known, the background resend
+    // included (it takes the mark along).
+    let mark = kind.client().release_started(owner);
+    release_marked(kind, owner, renew_lease, handoff, alive_until, mark)
+}
+
+/// [`release`], marked in flight already, in its span.
+fn release_marked<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
+    owner: &'a Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+    alive_until: Option<Instant>,
+    mark: ReleaseMark,
+) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
     let span = tracing::debug_span!(
         "ferrisson.release",
         kind = kind.kind_name(),
         key = %kind.lock_key(),
         %owner,
     );
-    release_inner(kind, owner, renew_lease, handoff)
-        .instrument(span)
-        .await
+    release_inner(kind, owner, renew_lease, handoff, alive_until, mark).instrument(span)
 }
 
 async fn release_inner<K: HoldKind>(
@@ -521,6 +582,8 @@ async fn release_inner<K: HoldKind>(
     owner: &Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
+    alive_until: Option<Instant>,
+    mark: ReleaseMark,
 ) -> Result<Released> {
     let client = kind.client();
     let turns = handoff && kind.hands_off();
@@ -539,6 +602,7 @@ async fn release_inner<K: HoldKind>(
         });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
     let request_id = RequestId::random();
+    let seq = client.next_release_seq();
     // Dropped while the call may have run (or left unknown), the release is sent again with
     // the same request id (counted once), and a hand-off to a waiter that was never told is
     // undone.
@@ -546,7 +610,10 @@ async fn release_inner<K: HoldKind>(
         let (kind, owner) = (kind.clone(), owner.clone());
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
         async move {
-            let undo = match release_call(&*kind, &owner, renew_lease, None, request_id).await {
+            let _mark = mark;
+            let resent =
+                release_call(&*kind, &owner, renew_lease, None, (request_id, seq), true).await;
+            let undo = match resent {
                 Ok((2, _, _)) => successor,
                 Ok(_) => None,
                 Err(e) => {
@@ -555,7 +622,7 @@ async fn release_inner<K: HoldKind>(
                 }
             };
             if let Some(successor) = undo
-                && let Err(e) = release_boxed(kind.clone(), successor.clone()).await
+                && let Err(e) = release_boxed(&kind, &successor).await
             {
                 tracing::warn!(key = %kind.lock_key(), %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
             }
@@ -567,7 +634,8 @@ async fn release_inner<K: HoldKind>(
         owner,
         renew_lease,
         successor.as_ref().map(|(o, lease, _)| (o, *lease)),
-        request_id,
+        (request_id, seq),
+        false,
     )
     .await;
     // Still unknown after the settle window: send it again in the background.
@@ -585,6 +653,13 @@ async fn release_inner<K: HoldKind>(
     }
     match reply? {
         (-1, _, _) => Ok(Released::NotOwner),
+        // Gone, and only a retry sees that: freed by the lost call unless the lease can have
+        // ended first.
+        (-2, _, _) if alive_until.is_some_and(|t| Instant::now() < t) => Ok(Released::Freed),
+        (-2, _, _) => {
+            tracing::debug!(key = %kind.lock_key(), %owner, "a resent release found the hold gone after its lease could have ended: reported as not held");
+            Ok(Released::NotOwner)
+        }
         (0, _, _) => Ok(Released::StillHeld),
         (1, _, _) => Ok(Released::Freed),
         (2, token, _) => {
@@ -622,43 +697,45 @@ async fn release_inner<K: HoldKind>(
 
 /// Releases one hold of `owner` without a hand-off, as a boxed future: what the cleanups
 /// inside [`release`] and [`try_once`] call (the box ends the recursion).
-fn release_boxed<K: HoldKind>(kind: Arc<K>, owner: Owner) -> BoxFuture<'static, Result<Released>> {
-    Box::pin(async move { release(&kind, &owner, None, false).await })
+fn release_boxed<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+) -> BoxFuture<'static, Result<Released>> {
+    let mark = kind.client().release_started(owner);
+    let (kind, owner) = (kind.clone(), owner.clone());
+    Box::pin(async move { release_marked(&kind, &owner, None, false, None, mark).await })
 }
 
-/// One release script call (settled): `(code, token, subscribers)`, token 0 when the script
-/// replies its code alone, subscribers (how many its release message reached) 0 when it does
-/// not say.
+/// One release script call (settled, its retries marked as such; `resend`: the first one too)
+/// under its request id and sequence number:
+/// `(code, token, subscribers)`, token 0 when the script replies its code alone, subscribers
+/// (how many its release message reached) 0 when it does not say.
 async fn release_call<K: HoldKind>(
     kind: &K,
     owner: &Owner,
     renew_lease: Option<Duration>,
     successor: Option<(&Owner, Duration)>,
-    request_id: RequestId,
+    (request_id, seq): (RequestId, u64),
+    resend: bool,
 ) -> Result<(i64, i64, i64)> {
     let latch = request_id.latch_key(kind.latch_prefix());
-    let call = kind.release_call(&ReleaseArgs {
-        owner,
-        renew_lease,
-        successor,
-        latch: &latch,
-    });
-    let reply: redis::Value = kind.client().eval(&call).await?;
-    let code = |v: &redis::Value| match v {
-        redis::Value::Int(n) => Some(*n),
-        _ => None,
+    let client_latch = kind.client().client_latch(kind.latch_prefix());
+    let call = |retry| {
+        kind.release_call(&ReleaseArgs {
+            owner,
+            renew_lease,
+            successor,
+            latch: &latch,
+            client_latch: &client_latch,
+            seq,
+            retry,
+        })
     };
-    let parsed = match &reply {
-        redis::Value::Int(n) => Some((*n, 0, 0)),
-        redis::Value::Array(items) => match items.as_slice() {
-            [c] => code(c).map(|c| (c, 0, 0)),
-            [c, t] => code(c).zip(code(t)).map(|(c, t)| (c, t, 0)),
-            [c, t, s] => code(c)
-                .zip(code(t))
-                .zip(code(s))
-                .map(|((c, t), s)| (c, t, s)),
-            _ => None,
-        },
+    let reply: redis::Value = kind.client().eval_each(|n| call(resend || n > 0)).await?;
+    let parsed = match int_reply(&reply).as_deref() {
+        Some([c]) => Some((*c, 0, 0)),
+        Some([c, t]) => Some((*c, *t, 0)),
+        Some([c, t, s]) => Some((*c, *t, *s)),
         _ => None,
     };
     parsed.ok_or_else(|| {
@@ -684,6 +761,9 @@ impl<K: HoldKind> Release for K {
             (end.renewed && self.renews_on_release()).then(|| self.client().config().get_lease());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
-        Box::pin(async move { release(&self, &owner, renew_lease, handoff).await })
+        let mark = self.client().release_started(&owner);
+        Box::pin(async move {
+            release_marked(&self, &owner, renew_lease, handoff, end.alive_until, mark).await
+        })
     }
 }

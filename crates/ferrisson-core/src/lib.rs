@@ -54,6 +54,7 @@ mod owner;
 #[doc(hidden)]
 pub mod permits;
 mod pubsub;
+mod releasing;
 mod replication;
 mod script;
 mod sentinel;
@@ -82,7 +83,8 @@ pub mod engine {
     //!   [`acquire`] and [`release`];
     //! - the wait loop ([`wait_for_turn`], [`begin_wait`], [`wait_registered`], [`wait_on`],
     //!   [`WaitSpec`], [`WaitPacer`]) and its tries ([`Attempt`]);
-    //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
+    //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]) and
+    //!   the releases in flight an owner's tries wait for ([`ReleaseMark`]);
     //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`],
     //!   [`LeaseHandle`]);
     //! - pub/sub wake policies and local hand-offs ([`Subscription`], [`Claim`], [`Tag`]);
@@ -103,6 +105,7 @@ pub mod engine {
         Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, TURN_FALLBACK, Tag, Trying, Wake,
         WakePolicy, Woken, lock_message_policy, permits_message_policy,
     };
+    pub use crate::releasing::ReleaseMark;
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
     pub use crate::wait::{
         Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early,

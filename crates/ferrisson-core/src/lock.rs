@@ -460,7 +460,13 @@ impl HashLock {
         };
         crate::script::ScriptCall::new(
             &HASH_LOCK_RELEASE,
-            &[&self.key, self.channel(), args.latch, self.token_key()],
+            &[
+                &self.key,
+                self.channel(),
+                args.latch,
+                self.token_key(),
+                args.client_latch,
+            ],
         )
         .arg(args.renew_lease.map_or(0, crate::duration::millis))
         .arg(args.owner.as_str())
@@ -472,6 +478,8 @@ impl HashLock {
                 .map_or(0, |(_, lease)| crate::duration::millis(lease)),
         )
         .arg(if self.fenced { "1" } else { "0" })
+        .arg(if args.retry { "1" } else { "0" })
+        .arg(args.seq)
     }
 
     /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its

@@ -67,7 +67,7 @@ impl Owner {
     /// `<client-id>:<n>`, written on the stack: one allocation, the shared string's (an owner
     /// is made for every acquisition of a handle with no owner of its own: no formatting
     /// machinery here).
-    fn compose(client_id: &str, n: u64) -> Self {
+    pub(crate) fn compose(client_id: &str, n: u64) -> Self {
         let mut digits = [0u8; 20];
         let digits = decimal(n, &mut digits);
         let mut text = String::with_capacity(client_id.len() + 1 + digits.len());

@@ -297,6 +297,9 @@ pub struct LeaseEnd {
     pub last_hold: bool,
     /// Whether the watchdog renewed it.
     pub renewed: bool,
+    /// The earliest moment its lease can end on the server, as known when it ended (`None`
+    /// when lost): before then, a hold Redis no longer has was not lost to its lease.
+    pub alive_until: Option<Instant>,
 }
 
 impl std::fmt::Debug for LeaseHandle {
@@ -355,6 +358,7 @@ impl LeaseHandle {
         let now = Instant::now();
         let mut state = self.shared.state();
         let mut last = false;
+        let mut alive_until = None;
         if let Some(entry) = state.entries.get_mut(&self.key).filter(|e| e.id == self.id) {
             if entry.deadline <= now {
                 let reason = loss_reason_at_deadline(entry);
@@ -362,6 +366,7 @@ impl LeaseHandle {
                     signal_loss(&self.key, &entry, reason, now);
                 }
             } else {
+                alive_until = Some(entry.deadline);
                 entry.holds = entry.holds.saturating_sub(1);
                 last = entry.holds == 0;
                 if last {
@@ -371,10 +376,12 @@ impl LeaseHandle {
         }
         drop(state);
         self.ended = true;
+        let lost = self.lost.reason();
         LeaseEnd {
-            lost: self.lost.reason(),
+            lost,
             last_hold: last,
             renewed,
+            alive_until: alive_until.filter(|_| lost.is_none()),
         }
     }
 

@@ -26,6 +26,10 @@ struct RawCycle {
     release: String,
     /// How long a release latch is kept: the library's retry window with default settings.
     latch_ms: u64,
+    /// The client's latch for releases that free the key, as the library's.
+    client_latch: String,
+    /// Release sequence numbers, as the library numbers its releases.
+    seq: std::sync::atomic::AtomicU64,
 }
 
 impl RawCycle {
@@ -50,24 +54,44 @@ impl RawCycle {
         let latch = RequestId::random().latch_key(&self.latch_prefix);
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.release)
-            .arg(4)
+            .arg(5)
             .arg(&self.key)
             .arg(&self.channel)
             .arg(latch)
             .arg(&self.token_key)
+            .arg(&self.client_latch)
             .arg(30_000)
             .arg(&self.owner)
             .arg(self.latch_ms)
             .arg("publish")
             .arg("")
             .arg(0)
-            .arg("0");
+            .arg("0")
+            .arg("0")
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         cmd
     }
 }
 
-/// An uncontended acquire's reply, checked.
-fn check_acquired(reply: &[i64]) -> Result<(), String> {
+/// A script reply as integers: a table's, or an integer alone (the lock scripts answer their
+/// hot path with an integer).
+fn ints(reply: &redis::Value) -> Vec<i64> {
+    match reply {
+        redis::Value::Int(n) => vec![*n],
+        redis::Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                redis::Value::Int(n) => *n,
+                _ => i64::MIN,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// An uncontended acquire's reply, checked: a hold count of 1 (alone, or in `{1, held, token}`).
+fn check_acquired(reply: &redis::Value) -> Result<(), String> {
+    let reply = ints(reply);
     if reply.first() != Some(&1) {
         return Err(format!(
             "raw acquire of an uncontended key failed: {reply:?}"
@@ -78,7 +102,8 @@ fn check_acquired(reply: &[i64]) -> Result<(), String> {
 
 /// An uncontended release's reply, checked: freed, as an uncontended release must (a raw
 /// cycle doing less than the library's would make a false ceiling).
-fn check_released(reply: &[i64]) -> Result<(), String> {
+fn check_released(reply: &redis::Value) -> Result<(), String> {
+    let reply = ints(reply);
     if reply.first() != Some(&1) {
         return Err(format!(
             "raw release of an uncontended key did not free it: {reply:?}"
@@ -92,14 +117,14 @@ impl Cycle for RawCycle {
         Box::pin(async move {
             let mut con = self.con.clone();
             let t0 = Instant::now();
-            let reply: Vec<i64> = self
+            let reply: redis::Value = self
                 .acquire_cmd()
                 .query_async(&mut con)
                 .await
                 .map_err(|e| e.to_string())?;
             check_acquired(&reply)?;
             let waited = t0.elapsed();
-            let reply: Vec<i64> = self
+            let reply: redis::Value = self
                 .release_cmd()
                 .query_async(&mut con)
                 .await
@@ -195,28 +220,28 @@ async fn ceiling_round(
                 acquires.add_command(cycle.acquire_cmd());
                 releases.add_command(cycle.release_cmd());
             }
-            let replies: Vec<Vec<i64>> = acquires.query_async(con).await.map_err(q)?;
-            replies.iter().try_for_each(|r| check_acquired(r))?;
-            let replies: Vec<Vec<i64>> = releases.query_async(con).await.map_err(q)?;
-            replies.iter().try_for_each(|r| check_released(r))
+            let replies: Vec<redis::Value> = acquires.query_async(con).await.map_err(q)?;
+            replies.iter().try_for_each(check_acquired)?;
+            let replies: Vec<redis::Value> = releases.query_async(con).await.map_err(q)?;
+            replies.iter().try_for_each(check_released)
         }
         PairShape::Batched => {
             let acquires: Vec<redis::Cmd> = cycles.iter().map(RawCycle::acquire_cmd).collect();
             let releases: Vec<redis::Cmd> = cycles.iter().map(RawCycle::release_cmd).collect();
-            let replies: Vec<Vec<Vec<i64>>> = batch_cmd(&shas.batch_acquire, &acquires)?
+            let replies: Vec<Vec<redis::Value>> = batch_cmd(&shas.batch_acquire, &acquires)?
                 .query_async(con)
                 .await
                 .map_err(q)?;
             replies
                 .iter()
-                .try_for_each(|r| check_acquired(r.first().map_or(&[][..], |r| r)))?;
-            let replies: Vec<Vec<Vec<i64>>> = batch_cmd(&shas.batch_release, &releases)?
+                .try_for_each(|r| check_acquired(r.first().unwrap_or(&redis::Value::Nil)))?;
+            let replies: Vec<Vec<redis::Value>> = batch_cmd(&shas.batch_release, &releases)?
                 .query_async(con)
                 .await
                 .map_err(q)?;
             replies
                 .iter()
-                .try_for_each(|r| check_released(r.first().map_or(&[][..], |r| r)))
+                .try_for_each(|r| check_released(r.first().unwrap_or(&redis::Value::Nil)))
         }
         PairShape::Rslock => {
             let mut acquires = redis::pipe();
@@ -377,6 +402,9 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
                 token_key: format!("redisson_lock_token:{{{key}}}"),
                 channel: format!("redisson_lock__channel:{{{key}}}"),
                 latch_prefix: format!("redisson_unlock_latch:{{{key}}}"),
+                client_latch: RequestId::random()
+                    .latch_key(&format!("redisson_unlock_latch:{{{key}}}")),
+                seq: std::sync::atomic::AtomicU64::new(1),
                 key,
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
                 acquire: acquire.clone(),

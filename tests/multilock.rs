@@ -292,3 +292,65 @@ async fn same_named_locks_on_two_servers_in_opposite_orders_get_through_by_retry
     }
     join_within(Duration::from_secs(60), "no deadlock", tasks).await;
 }
+
+/// Script calls (`EVALSHA`, `EVAL`) `server` has run so far.
+fn script_calls(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    let calls = ferrisson_testkit::parse_command_calls(&info);
+    ["evalsha", "eval"]
+        .iter()
+        .map(|c| calls.get(*c).copied().unwrap_or(0))
+        .sum()
+}
+
+/// A RedLock waiting for a held lock does not poll: after a round refused by the holder it
+/// waits for a release message from an instance that refused, and takes the lock once the
+/// holder releases. (Rounds retried after blind random pauses, as before, made over a dozen script
+/// calls per instance in the second this test holds the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_redlock_sleeps_until_a_release_instead_of_polling() {
+    let instances = Instances::spawn(3);
+    let holder_clients = instances.clients(Duration::from_secs(30)).await;
+    let waiter_clients = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock-wait");
+    let holder = red_lock(&holder_clients, &name, false);
+    let waiter = red_lock(&waiter_clients, &name, false);
+    let guard = holder.lock().await.unwrap();
+    let before: Vec<u64> = instances.servers.iter().map(script_calls).collect();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock().await.unwrap();
+        guard.holds().len()
+    });
+    // Its first round reaches every instance (and is refused).
+    eventually(
+        Duration::from_secs(10),
+        "the waiter's first round",
+        || async {
+            instances
+                .servers
+                .iter()
+                .zip(&before)
+                .all(|(s, b)| script_calls(s) > *b)
+        },
+    )
+    .await;
+    let first: Vec<u64> = instances.servers.iter().map(script_calls).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (server, first) in instances.servers.iter().zip(&first) {
+        let more = script_calls(server) - first;
+        assert!(
+            more <= 1,
+            "the waiter kept trying while the lock was held: {more} script calls"
+        );
+    }
+    assert!(!waiting.is_finished(), "never two holders");
+    guard.unlock().await.unwrap();
+    let holds = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter takes the lock after the release")
+        .unwrap();
+    assert_eq!(holds, 3);
+}

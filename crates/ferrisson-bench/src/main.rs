@@ -28,6 +28,12 @@ use scenarios::Ctx;
 #[global_allocator]
 static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
+/// Heap allocations made so far, program-wide (reallocations count as one each).
+pub fn allocations() -> u64 {
+    let stats = GLOBAL.stats();
+    (stats.allocations + stats.reallocations) as u64
+}
+
 /// Heap bytes allocated and not yet freed, program-wide.
 pub fn live_heap_bytes() -> i64 {
     let stats = GLOBAL.stats();

@@ -112,6 +112,8 @@ pub struct RunResult {
     /// CPU time of this process (every thread) during the run; the Redis server is another
     /// process, so this is the client's cost alone.
     pub cpu: Duration,
+    /// Heap allocations of this process (every thread) during the run.
+    pub allocs: u64,
 }
 
 impl RunResult {
@@ -128,6 +130,11 @@ impl RunResult {
         self.cpu.as_secs_f64() * 1e6 / (self.total().max(1) as f64)
     }
 
+    /// Heap allocations per cycle, the harness's own included (a sample push now and then).
+    pub fn allocs_per_cycle(&self) -> f64 {
+        self.allocs as f64 / (self.total().max(1) as f64)
+    }
+
     /// Adds another round of the same workload: counts per task, samples and time add up.
     pub fn merge(&mut self, other: RunResult) {
         if self.cycles_per_task.len() < other.cycles_per_task.len() {
@@ -140,6 +147,7 @@ impl RunResult {
         self.cycles.extend(other.cycles);
         self.elapsed += other.elapsed;
         self.cpu += other.cpu;
+        self.allocs += other.allocs;
     }
 }
 
@@ -162,6 +170,7 @@ pub async fn run_counted(
 ) -> Result<RunResult, String> {
     let started = Instant::now();
     let cpu_started = cpu_time::ProcessTime::try_now().ok();
+    let allocs_started = crate::allocations();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(cycles.len());
     for c in cycles {
@@ -192,5 +201,6 @@ pub async fn run_counted(
     result.cpu = cpu_started
         .and_then(|t| t.try_elapsed().ok())
         .unwrap_or_default();
+    result.allocs = crate::allocations().saturating_sub(allocs_started);
     Ok(result)
 }

@@ -24,6 +24,9 @@ pub trait AnyLock: Send + Sync + 'static {
 
     /// [`Lock::acquire`], boxed.
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
+
+    /// [`Lock::wait_unlocked`], boxed.
+    fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>>;
 }
 
 impl<L: Lock + 'static> AnyLock for L {
@@ -41,6 +44,10 @@ impl<L: Lock + 'static> AnyLock for L {
 
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
         Box::pin(self.acquire(options))
+    }
+
+    fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wait_unlocked())
     }
 }
 
@@ -125,9 +132,12 @@ pub struct MultiLock {
 /// - **Quorum.** The instances are asked at once, once per round; the lock is held when
 ///   `n / 2 + 1` granted it. An instance that is down, or slower than its response timeout (at
 ///   most a quarter of the lease), counts as a refusal. A round short of a quorum releases what
-///   it got and the next follows after a random pause (up to 10 ms per round so far, at most
-///   200 ms), until the wait limit: rival RedLocks that split the instances never wait each
-///   other out.
+///   it got; the next follows once an instance that refused is seen free (its release
+///   message, or its holder's lease running out: no polling) and a short random pause (up to
+///   2 ms per round so far, at most 20 ms) that keeps the rivals woken by one release from
+///   splitting the instances, until the wait limit: rival RedLocks that split the instances never wait each
+///   other out. With no instance to watch (all down) the pause is blind: up to 10 ms per
+///   round, at most 200 ms.
 /// - **Validity.** The guard is valid for the lease less the time spent acquiring and a clock
 ///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
 ///   released and the round counts as failed. [`MultiGuard::valid_until`].
@@ -397,10 +407,14 @@ fn held_wait(round: u32) -> Duration {
 /// A random pause before round `round` starts over, so that colliding MultiLocks drift apart:
 /// up to 10 ms per round so far, at most 200 ms.
 fn jitter(round: u32) -> Duration {
-    let span = u128::from(round.min(20)) * 10_000; // µs
+    random_below(Duration::from_millis(10).saturating_mul(round.min(20)))
+}
+
+/// A random duration below `span` (in whole microseconds; zero for a span under 1 µs).
+fn random_below(span: Duration) -> Duration {
+    let span = span.as_micros().max(1);
     let random = uuid::Uuid::new_v4().as_u128();
-    let us = u64::try_from(random % span.max(1)).unwrap_or(0);
-    Duration::from_micros(us)
+    Duration::from_micros(u64::try_from(random % span).unwrap_or(0))
 }
 
 async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuard>> {
@@ -418,8 +432,11 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
                 ROUND_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)),
             )
         });
+        // The RedLock instances that refused because someone holds them: what the pause
+        // before the next round watches.
+        let mut refused = Vec::new();
         let taken = if group.red {
-            red_round(group, options).await
+            red_round(group, options, &mut refused).await
         } else {
             multi_round(group, options, once, round_end, round).await?
         };
@@ -456,11 +473,58 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
             return Ok(None);
         }
         round = round.saturating_add(1);
-        let pause = ferrisson_core::duration::later(Instant::now(), jitter(round));
+        let pause = if group.red {
+            red_pause(group, &refused, round, deadline).await
+        } else {
+            jitter(round)
+        };
+        let pause = ferrisson_core::duration::later(Instant::now(), pause);
         match deadline {
             Some(d) => tokio::time::sleep_until(pause.min(d)).await,
             None => tokio::time::sleep_until(pause).await,
         }
+    }
+}
+
+/// Between two RedLock rounds: waits until the first of the instances that refused because
+/// someone held them (`refused`, indices into the group) is seen free (its release message, or its
+/// holder's lease running out: [`Lock::wait_unlocked`], which never polls where releases
+/// publish), then answers a short random pause (up to 2 ms per round so far, at most 20 ms)
+/// that spreads the rivals the same release woke, so that they do not split the instances
+/// between them. When there is nothing to watch (the round failed on instances that are down
+/// or slow) or every watch fails, it answers the blind pause of [`jitter`]; it never waits past
+/// `deadline`.
+async fn red_pause(
+    group: &Group,
+    refused: &[usize],
+    round: u32,
+    deadline: Option<Instant>,
+) -> Duration {
+    // One is enough (a holder releases every instance at once), and each watch costs its
+    // instance a look and a subscription.
+    let mut waits: FuturesUnordered<_> = refused
+        .iter()
+        .take(1)
+        .filter_map(|&i| group.locks.get(i))
+        .map(|lock| lock.wait_unlocked_any())
+        .collect();
+    let freed = async {
+        while let Some(result) = waits.next().await {
+            match result {
+                Ok(()) => return true,
+                Err(e) => tracing::debug!(error = %e, "a RedLock instance cannot be watched"),
+            }
+        }
+        false
+    };
+    let freed = match deadline {
+        Some(d) => tokio::time::timeout_at(d, freed).await.unwrap_or(false),
+        None => freed.await,
+    };
+    if freed {
+        random_below(Duration::from_millis(2 * u64::from(round.min(10))))
+    } else {
+        jitter(round)
     }
 }
 
@@ -507,12 +571,16 @@ async fn multi_round(
 
 /// One RedLock round: every instance asked once, all at once, each bounded by a share of the
 /// lease (at most its response timeout). `None`: fewer than a quorum granted (what was granted
-/// is released). Instances are not waited on: a waiting instance would hold its grant while
-/// others wait for theirs, and rival RedLocks splitting the instances between them would wait
-/// each other out; a failed round is retried after a random pause instead (as the RedLock
-/// description and rslock do).
-async fn red_round(group: &Group, options: LockOptions) -> Option<Vec<HoldGuard>> {
-    let attempts = group.locks.iter().map(|lock| {
+/// is released), and `refused` has the instances that refused because someone holds them.
+/// Instances are not waited on: a waiting instance would hold its grant while others wait for
+/// theirs, and rival RedLocks splitting the instances between them would wait each other out;
+/// a failed round is retried after a pause instead ([`red_pause`]).
+async fn red_round(
+    group: &Group,
+    options: LockOptions,
+    refused: &mut Vec<usize>,
+) -> Option<Vec<HoldGuard>> {
+    let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
         let mut lock_options = LockOptions::new().wait(Duration::ZERO);
         let lease = options.get_lease().unwrap_or_else(|| lock.client_lease());
         if let Some(lease) = options.get_lease() {
@@ -522,24 +590,27 @@ async fn red_round(group: &Group, options: LockOptions) -> Option<Vec<HoldGuard>
         let bound = lock.response_timeout().min(lease / 4);
         async move {
             match tokio::time::timeout(bound, lock.acquire_any(lock_options)).await {
-                Ok(Ok(Some(guard))) => Some(guard),
-                Ok(Ok(None)) => None,
+                Ok(Ok(Some(guard))) => Ok(guard),
+                Ok(Ok(None)) => Err(Some(i)),
                 Ok(Err(e)) => {
                     tracing::debug!(key = lock.key(), error = %e, "a RedLock instance refused or failed");
-                    None
+                    Err(None)
                 }
                 Err(_) => {
                     tracing::debug!(key = lock.key(), "a RedLock instance did not answer in time");
-                    None
+                    Err(None)
                 }
             }
         }
     });
-    let granted: Vec<HoldGuard> = futures::future::join_all(attempts)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
+    let mut granted: Vec<HoldGuard> = Vec::with_capacity(group.locks.len());
+    for outcome in futures::future::join_all(attempts).await {
+        match outcome {
+            Ok(guard) => granted.push(guard),
+            Err(Some(held)) => refused.push(held),
+            Err(None) => {}
+        }
+    }
     if granted.len() >= group.quorum {
         Some(granted)
     } else {

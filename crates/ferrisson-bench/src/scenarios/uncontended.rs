@@ -72,6 +72,14 @@ fn push_run(records: &mut Records, variant: &str, library: &str, run: &mut workl
         run.cpu_us_per_cycle(),
         "us",
     );
+    records.push(
+        "uncontended",
+        variant,
+        library,
+        "client_allocs_per_op",
+        run.allocs_per_cycle(),
+        "allocs",
+    );
 }
 
 /// Rounds per variant: raw and ferrisson alternate, so that both see the same machine, and the

@@ -208,7 +208,8 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     let redis = TestRedis::any();
     let mut con = redis.connection();
     let waiter = "0123456789abcdef0123456789abcdef";
-    let id = "fedcba9876543210fedcba9876543210";
+    // A permit id as the expirable semaphore's scripts take it: 16 raw bytes.
+    let id = 0xfedc_ba98_7654_3210_fedc_ba98_7654_3210_u128.to_be_bytes();
 
     let name = unique_name("pconf-undo-first");
     let latch = format!("{{{name}}}:acquire:{waiter}:0");
@@ -260,7 +261,7 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(&latch)
         .arg("publish")
         .arg(10_000)
-        .arg(id)
+        .arg(&id[..])
         .query(&mut con)
         .unwrap();
     assert_eq!(undone, 0, "nothing taken yet");
@@ -279,7 +280,7 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(0)
         .arg("publish")
         .arg("")
-        .arg(id)
+        .arg(&id[..])
         .query(&mut con)
         .unwrap();
     assert_eq!(
@@ -290,4 +291,51 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     assert_eq!(left, 1, "expirable semaphore: the permit stays free");
     let taken: i64 = con.zcard(format!("{{{name}}}:timeout")).unwrap();
     assert_eq!(taken, 0, "expirable semaphore: no permit id recorded");
+}
+
+/// The expirable semaphore's hand-off counts once without a latch: a retry (its reply lost)
+/// finds the successor's new id taken and answers "handed over" without a second change; a
+/// plain call for a permit no longer held changes nothing. Ids are 16 raw bytes, the layout's
+/// form, which Redisson reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_resent_after_a_lost_reply_counts_once() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let name = unique_name("pconf-handoff");
+    let timeouts = format!("{{{name}}}:timeout");
+    let released = 0x0011_2233_4455_6677_8899_aabb_ccdd_eeff_u128.to_be_bytes();
+    let successor = 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100_u128.to_be_bytes();
+    let scripts = ferrisson_expirable_semaphore::scripts();
+    let hand_off = source(&scripts, "expirable_semaphore/hand_off");
+    let _: () = redis::cmd("ZADD")
+        .arg(&timeouts)
+        .arg(922_337_203_685_477_i64)
+        .arg(&released[..])
+        .query(&mut con)
+        .unwrap();
+    let call = |retry: &str| {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(&hand_off)
+            .arg(1)
+            .arg(&timeouts)
+            .arg(&released[..])
+            .arg(&successor[..])
+            .arg(30_000)
+            .arg(retry);
+        cmd
+    };
+    let first: i64 = call("0").query(&mut con).unwrap();
+    assert_eq!(first, 1, "handed over");
+    let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();
+    assert_eq!(
+        members,
+        vec![successor.to_vec()],
+        "the successor holds it, once"
+    );
+    let resent: i64 = call("1").query(&mut con).unwrap();
+    assert_eq!(resent, 1, "the resend learns the lost call handed it over");
+    let again: i64 = call("0").query(&mut con).unwrap();
+    assert_eq!(again, 0, "a released permit is not handed over twice");
+    let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();
+    assert_eq!(members, vec![successor.to_vec()], "nothing else changed");
 }

@@ -10,13 +10,10 @@
 -- ARGV[1] publish command ("publish")
 -- ARGV[2] how long the latch is kept, in milliseconds
 -- ARGV[3] "all" (all or nothing) or "held" (each id held)
--- ARGV[4 ..] permit ids, 32 hex chars each
+-- ARGV[4 ..] permit ids, 16 raw bytes each
 -- returns, for "all", the count after the release, or -i when the i-th id is not held
 --         (unknown, released or expired; nothing was released); for "held", how many were
 --         released
-local function raw(hex)
-  return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
-end
 local latched = redis.call('get', KEYS[4])
 if latched then
   return tonumber(latched)
@@ -27,7 +24,7 @@ local result
 if ARGV[3] == 'held' then
   result = 0
   for i = 4, #ARGV do
-    local id = raw(ARGV[i])
+    local id = ARGV[i]
     local expiry = redis.call('zscore', KEYS[2], id)
     if expiry and tonumber(expiry) > now then
       result = result + redis.call('zrem', KEYS[2], id)
@@ -38,7 +35,7 @@ if ARGV[3] == 'held' then
   end
 else
   for i = 4, #ARGV do
-    local expiry = redis.call('zscore', KEYS[2], raw(ARGV[i]))
+    local expiry = redis.call('zscore', KEYS[2], ARGV[i])
     if not expiry or tonumber(expiry) <= now then
       result = -(i - 3)
       break
@@ -46,7 +43,7 @@ else
   end
   if not result then
     for i = 4, #ARGV do
-      redis.call('zrem', KEYS[2], raw(ARGV[i]))
+      redis.call('zrem', KEYS[2], ARGV[i])
     end
     result = redis.call('incrby', KEYS[1], #ARGV - 3)
     redis.call(ARGV[1], KEYS[3], result)

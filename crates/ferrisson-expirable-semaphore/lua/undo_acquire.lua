@@ -9,12 +9,9 @@
 -- KEYS[4] the abandoned try's latch
 -- ARGV[1] publish command ("publish")
 -- ARGV[2] how long the latch is kept, in milliseconds (the acquire's)
--- ARGV[3 ..] the try's permit ids, 32 hex chars each
+-- ARGV[3 ..] the try's permit ids, 16 raw bytes each
 -- returns the number of permits given back. A try that has not reached Redis yet finds its
 -- latch "undone" and takes nothing (see semaphore/undo_acquire).
-local function raw(hex)
-  return (string.gsub(hex, '..', function(pair) return string.char(tonumber(pair, 16)) end))
-end
 local latched = redis.call('get', KEYS[4])
 if latched ~= '1' then
   if not latched then
@@ -25,7 +22,7 @@ end
 redis.call('set', KEYS[4], 'undone', 'KEEPTTL')
 local removed = 0
 for i = 3, #ARGV do
-  removed = removed + redis.call('zrem', KEYS[2], raw(ARGV[i]))
+  removed = removed + redis.call('zrem', KEYS[2], ARGV[i])
 end
 if removed > 0 then
   redis.call(ARGV[1], KEYS[3], redis.call('incrby', KEYS[1], removed))

@@ -387,12 +387,12 @@ async fn a_bound_owner_acquiring_while_its_release_is_resent_keeps_the_new_hold(
     assert!(!watcher.is_locked().await.unwrap());
 }
 
-/// An unlock whose reply is lost after it freed the lock reports success, even when the
-/// hold's lease has run out by the time the resend is answered: the free recorded itself in the
-/// client's latch. When another hold of the same client freed the lock again before the resend
-/// (overwriting that record), the resend finds the hold gone and nothing of its own: it reports
-/// success while the lease stood, and `NotOwner` after it could have ended (it can no longer
-/// vouch that it was this unlock that freed the lock).
+/// An unlock whose reply is lost after it freed the lock reports success, whether or not the
+/// hold's lease has run out by the time the resend is answered, and whether or not another
+/// hold of the same client freed the lock again before the resend: the free recorded itself in
+/// the client's latch, and a free made while that release could still be resent records itself
+/// in its own latch instead of overwriting that record (without that, the resend would find
+/// the hold gone and nothing of its own, and could not vouch that it freed the lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
     let server = RedisServer::spawn();
@@ -404,12 +404,7 @@ async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
     warm.lock().await.unwrap().unlock().await.unwrap();
     let long = Duration::from_secs(60);
     let short = Duration::from_millis(150);
-    for (lease, overtaken, freed) in [
-        (long, false, true),
-        (short, false, true),
-        (long, true, true),
-        (short, true, false),
-    ] {
+    for (lease, overtaken) in [(long, false), (short, false), (long, true), (short, true)] {
         let name = unique_name("lost-unlock");
         let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
         let watcher = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
@@ -428,17 +423,58 @@ async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
         }
         released.await.unwrap();
         let unlocked = rx.await.unwrap();
-        if freed {
-            assert!(
-                unlocked.is_ok(),
-                "lease {lease:?}, overtaken {overtaken}: {unlocked:?}"
-            );
-        } else {
-            assert!(
-                matches!(unlocked, Err(ferrisson::Error::NotOwner(_))),
-                "a resend answered after the lease could have ended said {unlocked:?}"
-            );
-        }
+        assert!(
+            unlocked.is_ok(),
+            "lease {lease:?}, overtaken {overtaken}: {unlocked:?}"
+        );
         assert!(!watcher.is_locked().await.unwrap());
     }
+}
+
+/// An unlock in flight while Redis restarts without persistence (the hold is lost with it)
+/// reports `NotOwner`, never success, even when another task of the same client takes the lock
+/// on the new server and frees it before the unlock is resent: the resend finds neither the
+/// hold nor a record of its own (the other free latched itself apart), and runs as a first
+/// call would. A release without any latch reported success here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_lost_in_a_restart_never_reports_success() {
+    let mut server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    let name = unique_name("restart-unlock");
+    let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+    // Warm up: the scripts are loaded (the new server will answer NOSCRIPT, then EVAL).
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let guard = lock.lock().await.unwrap();
+    // Frozen, the server takes the unlock into its socket and never runs it.
+    server.pause();
+    let unlocked = tokio::spawn(async move { guard.unlock().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let accepted = proxy.connections_accepted();
+    server.restart();
+    // The client reconnects; the unlock waits out its 300 ms pause before the resend.
+    eventually(
+        Duration::from_secs(10),
+        "the client reconnected",
+        || async { proxy.connections_accepted() > accepted },
+    )
+    .await;
+    let taken = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match lock.try_lock().await {
+                Ok(Some(other)) => return other.unlock().await,
+                Ok(None) => tokio::task::yield_now().await,
+                Err(e) if e.is_connection_error() => tokio::task::yield_now().await,
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("another task takes the lock on the new server");
+    taken.unwrap();
+    let unlocked = unlocked.await.unwrap();
+    assert!(
+        matches!(unlocked, Err(ferrisson::Error::NotOwner(_))),
+        "an unlock whose hold was lost in a restart said {unlocked:?}"
+    );
 }

@@ -7,7 +7,9 @@
 -- own unlock latch (KEYS[3], one per request); a release that frees the lock, the hot path,
 -- records only its sequence number in the client's latch for this lock (KEYS[5], one key per
 -- client and lock, overwritten: a fresh key per release, created and expired, was most of what
--- Redis spent on a lock + unlock). docs/protocol.md, "[ext] Unlock latches".
+-- Redis spent on a lock + unlock), unless the client says another of its releases of this lock
+-- may still be resent (ARGV[10]): then it latches per request too, so as not to overwrite that
+-- one's record. docs/protocol.md, "[ext] Retries".
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_lock__channel", name)
 -- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
@@ -24,14 +26,16 @@
 -- ARGV[8] "1" when this call retries one whose reply was lost (the same request), else "0"
 -- ARGV[9] the release's sequence number: a decimal integer, larger for each release the
 --         client starts
+-- ARGV[10] "1" to record a free in KEYS[3] rather than KEYS[5], else "0"
 -- returns a code, or {code, token, subscribers}: code -1 = the owner holds nothing, 0 = holds
 --         remain, 1 = released (and "0" published), 2 = handed to the successor, -2 = (a retry
 --         only) the owner holds nothing and a later free of this lock by the same client
---         overwrote what the lost call recorded: freed by it, or not held when it ran (the
---         client tells which from the hold's lease); token = the successor's fencing token on
---         a fenced hand-off, else 0; subscribers = how many subscriber connections the release
---         message reached (its waiters' clients: the releasing client's turns between clients,
---         docs/architecture.md), else 0. The code alone when token and subscribers are 0.
+--         overwrote what the lost call recorded (the client's ARGV[10] rules it out): the
+--         script cannot tell a free from a hold gone before; token = the successor's fencing
+--         token on a fenced hand-off, else 0; subscribers = how many subscriber connections the
+--         release message reached (its waiters' clients: the releasing client's turns between
+--         clients, docs/architecture.md), else 0. The code alone when token and subscribers
+--         are 0.
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if ARGV[8] == '1' then
   local done = redis.call('get', KEYS[3])
@@ -73,7 +77,11 @@ if ARGV[5] ~= '' then
   return {2, token, 0}
 end
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[5], ARGV[9], 'px', ARGV[3])
+if ARGV[10] == '1' then
+  redis.call('set', KEYS[3], '1:0', 'px', ARGV[3])
+else
+  redis.call('set', KEYS[5], ARGV[9], 'px', ARGV[3])
+end
 local subscribers = 0
 if ARGV[4] ~= '' then
   subscribers = redis.call(ARGV[4], KEYS[2], '0')

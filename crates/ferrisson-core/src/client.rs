@@ -621,10 +621,11 @@ pub trait ClientEngine {
     /// A release sequence number: larger than every one this client handed out before.
     fn next_release_seq(&self) -> u64;
 
-    /// Marks a release of `owner` in flight until the mark is dropped: `owner`'s acquire tries
-    /// wait for it ([`releases_settled`](Self::releases_settled)). Hold the mark for as long as
-    /// the release may be sent again.
-    fn release_started(&self, owner: &Owner) -> ReleaseMark;
+    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped:
+    /// `owner`'s acquire tries wait for it ([`releases_settled`](Self::releases_settled)), and
+    /// a release of `key` made meanwhile [overlaps](ReleaseMark::overlaps) it. Hold the mark
+    /// for as long as the release may be sent again.
+    fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark;
 
     /// Waits until no release of `owner` is in flight: an acquire try must not run before a
     /// release of its owner that may be resent (the resend, finding the owner holding, would
@@ -914,8 +915,8 @@ impl ClientEngine for Client {
         self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    fn release_started(&self, owner: &Owner) -> ReleaseMark {
-        self.inner.releasing.start(owner)
+    fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
+        self.inner.releasing.start(owner, key)
     }
 
     async fn releases_settled(&self, owner: &Owner) {

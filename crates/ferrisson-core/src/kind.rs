@@ -58,6 +58,10 @@ pub struct ReleaseArgs<'a> {
     /// The client's own latch for this lock ([`ClientEngine::client_latch`]), where a release
     /// that frees the lock records `seq` (kinds whose releases latch every result ignore it).
     pub client_latch: &'a str,
+    /// Whether a free records itself in `latch` instead: another release of this lock by the
+    /// client was in flight when this one was made ([`ReleaseMark::overlaps`]), and its record
+    /// in the client's latch must stand until it has settled.
+    pub latch_free: bool,
     /// The release's sequence number ([`ClientEngine::next_release_seq`]), the same for its
     /// retries.
     pub seq: u64,
@@ -122,9 +126,8 @@ impl Backoff {
 /// [`refusal`](Self::refusal). From [`release_call`](Self::release_call): a code, alone or as
 /// `{code, token}` or `{code, token, subscribers}`: `-1` not the owner's, `0` holds remain,
 /// `1` freed, `2` handed to the successor (with its token), and, to a
-/// [retry](ReleaseArgs::retry) only, `-2`: the owner holds nothing and nothing recorded says
-/// why (freed by the lost call, or not held when it ran; the engine tells which from the
-/// hold's lease).
+/// [retry](ReleaseArgs::retry) only, `-2`: the owner holds nothing and what the lost call
+/// recorded was overwritten (which the engine's release marks rule out; taken for `-1`).
 pub trait HoldKind: Send + Sync + 'static {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
@@ -530,11 +533,10 @@ fn int_reply(reply: &redis::Value) -> Option<Vec<i64>> {
 /// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows and
 /// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
 /// it). Retried with one request id, so a retry after a lost reply cannot release twice.
-/// `alive_until` is the earliest moment the hold's lease can end on the server
-/// ([`LeaseEnd::alive_until`]): a retry that finds the hold gone before then (`-2`) was freed
-/// by the lost call; after it (or with `None`) the hold may have lapsed first, and the release
-/// answers [`Released::NotOwner`], never a success it cannot vouch for. While the release may
-/// still be sent, acquire tries of `owner` wait ([`ClientEngine::releases_settled`]).
+/// While the release may still be sent, acquire tries of `owner` wait
+/// ([`ClientEngine::releases_settled`]), and another release of the lock records a free in its
+/// own latch ([`ReleaseArgs::latch_free`]), so that a resend always finds what its lost call
+/// recorded.
 ///
 /// # Cancel safety
 ///
@@ -550,13 +552,12 @@ pub fn release<'a, K: HoldKind>(
     owner: &'a Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
-    alive_until: Option<Instant>,
 ) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
     // In flight from the call on (not from the first poll: an acquire of the owner made right
     // after this call waits for it), until the outcome is known, the background resend
     // included (it takes the mark along).
-    let mark = kind.client().release_started(owner);
-    release_marked(kind, owner, renew_lease, handoff, alive_until, mark)
+    let mark = kind.client().release_started(owner, kind.lock_key());
+    release_marked(kind, owner, renew_lease, handoff, mark)
 }
 
 /// [`release`], marked in flight already, in its span.
@@ -565,7 +566,6 @@ fn release_marked<'a, K: HoldKind>(
     owner: &'a Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
-    alive_until: Option<Instant>,
     mark: ReleaseMark,
 ) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
     let span = tracing::debug_span!(
@@ -574,7 +574,7 @@ fn release_marked<'a, K: HoldKind>(
         key = %kind.lock_key(),
         %owner,
     );
-    release_inner(kind, owner, renew_lease, handoff, alive_until, mark).instrument(span)
+    release_inner(kind, owner, renew_lease, handoff, mark).instrument(span)
 }
 
 async fn release_inner<K: HoldKind>(
@@ -582,7 +582,6 @@ async fn release_inner<K: HoldKind>(
     owner: &Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
-    alive_until: Option<Instant>,
     mark: ReleaseMark,
 ) -> Result<Released> {
     let client = kind.client();
@@ -601,8 +600,11 @@ async fn release_inner<K: HoldKind>(
             None => (waiter.owner.clone(), client.config().get_lease(), true),
         });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
-    let request_id = RequestId::random();
-    let seq = client.next_release_seq();
+    let stamp = Stamp {
+        request_id: RequestId::random(),
+        seq: client.next_release_seq(),
+        latch_free: mark.overlaps(),
+    };
     // Dropped while the call may have run (or left unknown), the release is sent again with
     // the same request id (counted once), and a hand-off to a waiter that was never told is
     // undone.
@@ -611,8 +613,7 @@ async fn release_inner<K: HoldKind>(
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
         async move {
             let _mark = mark;
-            let resent =
-                release_call(&*kind, &owner, renew_lease, None, (request_id, seq), true).await;
+            let resent = release_call(&*kind, &owner, renew_lease, None, stamp, true).await;
             let undo = match resent {
                 Ok((2, _, _)) => successor,
                 Ok(_) => None,
@@ -634,7 +635,7 @@ async fn release_inner<K: HoldKind>(
         owner,
         renew_lease,
         successor.as_ref().map(|(o, lease, _)| (o, *lease)),
-        (request_id, seq),
+        stamp,
         false,
     )
     .await;
@@ -653,11 +654,10 @@ async fn release_inner<K: HoldKind>(
     }
     match reply? {
         (-1, _, _) => Ok(Released::NotOwner),
-        // Gone, and only a retry sees that: freed by the lost call unless the lease can have
-        // ended first.
-        (-2, _, _) if alive_until.is_some_and(|t| Instant::now() < t) => Ok(Released::Freed),
+        // A resend that found the hold gone and its record overwritten, which the marks rule
+        // out: it cannot vouch for a free, so it reports none.
         (-2, _, _) => {
-            tracing::debug!(key = %kind.lock_key(), %owner, "a resent release found the hold gone after its lease could have ended: reported as not held");
+            tracing::warn!(key = %kind.lock_key(), %owner, "a resent release found the hold gone and its record overwritten: reported as not held");
             Ok(Released::NotOwner)
         }
         (0, _, _) => Ok(Released::StillHeld),
@@ -701,13 +701,22 @@ fn release_boxed<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
 ) -> BoxFuture<'static, Result<Released>> {
-    let mark = kind.client().release_started(owner);
+    let mark = kind.client().release_started(owner, kind.lock_key());
     let (kind, owner) = (kind.clone(), owner.clone());
-    Box::pin(async move { release_marked(&kind, &owner, None, false, None, mark).await })
+    Box::pin(async move { release_marked(&kind, &owner, None, false, mark).await })
+}
+
+/// What identifies one release and its resends to the script: the request id (its latch), the
+/// sequence number (for the client's latch) and whether a free is latched per request.
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    request_id: RequestId,
+    seq: u64,
+    latch_free: bool,
 }
 
 /// One release script call (settled, its retries marked as such; `resend`: the first one too)
-/// under its request id and sequence number:
+/// under its stamp:
 /// `(code, token, subscribers)`, token 0 when the script replies its code alone, subscribers
 /// (how many its release message reached) 0 when it does not say.
 async fn release_call<K: HoldKind>(
@@ -715,10 +724,10 @@ async fn release_call<K: HoldKind>(
     owner: &Owner,
     renew_lease: Option<Duration>,
     successor: Option<(&Owner, Duration)>,
-    (request_id, seq): (RequestId, u64),
+    stamp: Stamp,
     resend: bool,
 ) -> Result<(i64, i64, i64)> {
-    let latch = request_id.latch_key(kind.latch_prefix());
+    let latch = stamp.request_id.latch_key(kind.latch_prefix());
     let client_latch = kind.client().client_latch(kind.latch_prefix());
     let call = |retry| {
         kind.release_call(&ReleaseArgs {
@@ -727,7 +736,8 @@ async fn release_call<K: HoldKind>(
             successor,
             latch: &latch,
             client_latch: &client_latch,
-            seq,
+            latch_free: stamp.latch_free,
+            seq: stamp.seq,
             retry,
         })
     };
@@ -761,9 +771,7 @@ impl<K: HoldKind> Release for K {
             (end.renewed && self.renews_on_release()).then(|| self.client().config().get_lease());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
-        let mark = self.client().release_started(&owner);
-        Box::pin(async move {
-            release_marked(&self, &owner, renew_lease, handoff, end.alive_until, mark).await
-        })
+        let mark = self.client().release_started(&owner, self.lock_key());
+        Box::pin(async move { release_marked(&self, &owner, renew_lease, handoff, mark).await })
     }
 }

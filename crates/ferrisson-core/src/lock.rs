@@ -480,6 +480,7 @@ impl HashLock {
         .arg(if self.fenced { "1" } else { "0" })
         .arg(if args.retry { "1" } else { "0" })
         .arg(args.seq)
+        .arg(if args.latch_free { "1" } else { "0" })
     }
 
     /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its

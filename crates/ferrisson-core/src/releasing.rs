@@ -17,6 +17,13 @@
 //!
 //! An owner is the key (not owner and lock): an owner released on one lock and acquiring
 //! another waits too, for as long as the release takes, which keeps the table to one lookup.
+//!
+//! The table also counts releases in flight per lock: a release that frees a lock records
+//! its sequence number in the client's one latch for that lock, and a second release of the
+//! same lock made while the first may still be resent must not overwrite that record (the
+//! resend would then find neither its number nor the owner's hold, and could not tell a free
+//! from a hold lost in a restart). Such a release records itself in its own latch instead
+//! ([`ReleaseMark::overlaps`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,7 +35,15 @@ use crate::owner::Owner;
 /// The releases in flight of one client.
 #[derive(Default)]
 pub(crate) struct Releasing {
-    pending: Mutex<FxHashMap<Owner, Pending>>,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    /// By owner: what its acquire tries wait for.
+    owners: FxHashMap<Owner, Pending>,
+    /// By lock key: how many releases of the lock are in flight.
+    keys: FxHashMap<Arc<str>, u32>,
 }
 
 #[derive(Default)]
@@ -40,20 +55,27 @@ struct Pending {
 }
 
 impl Releasing {
-    fn table(&self) -> MutexGuard<'_, FxHashMap<Owner, Pending>> {
-        // A panic elsewhere with the lock held leaves a table that is still consistent: every
-        // change to it is one statement.
-        self.pending
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // A panic elsewhere with the lock held leaves a table that is still consistent: no
+        // change to it can panic half-way.
+        self.table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Marks a release of `owner` in flight until the mark is dropped.
-    pub(crate) fn start(self: &Arc<Self>, owner: &Owner) -> ReleaseMark {
-        self.table().entry(owner.clone()).or_default().count += 1;
+    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped.
+    pub(crate) fn start(self: &Arc<Self>, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
+        let mut table = self.table();
+        table.owners.entry(owner.clone()).or_default().count += 1;
+        let on_key = table.keys.entry(key.clone()).or_default();
+        *on_key += 1;
+        let overlaps = *on_key > 1;
+        drop(table);
         ReleaseMark {
             releasing: self.clone(),
             owner: owner.clone(),
+            key: key.clone(),
+            overlaps,
         }
     }
 
@@ -66,7 +88,7 @@ impl Releasing {
         loop {
             let notify = {
                 let mut table = self.table();
-                let Some(pending) = table.get_mut(owner) else {
+                let Some(pending) = table.owners.get_mut(owner) else {
                     return;
                 };
                 pending
@@ -78,7 +100,7 @@ impl Releasing {
             let mut notified = std::pin::pin!(notified);
             // Registered, then checked again: a mark dropped in between still wakes this wait.
             notified.as_mut().enable();
-            if !self.table().contains_key(owner) {
+            if !self.table().owners.contains_key(owner) {
                 return;
             }
             notified.await;
@@ -87,7 +109,7 @@ impl Releasing {
 
     #[cfg(test)]
     fn in_flight(&self, owner: &Owner) -> u32 {
-        self.table().get(owner).map_or(0, |p| p.count)
+        self.table().owners.get(owner).map_or(0, |p| p.count)
     }
 }
 
@@ -97,17 +119,34 @@ impl Releasing {
 pub struct ReleaseMark {
     releasing: Arc<Releasing>,
     owner: Owner,
+    key: Arc<str>,
+    overlaps: bool,
+}
+
+impl ReleaseMark {
+    /// Whether another release of the same lock by this client was in flight when this one
+    /// was made: then a free must record itself in the request's own latch, not overwrite the
+    /// client's (see the module docs).
+    pub fn overlaps(&self) -> bool {
+        self.overlaps
+    }
 }
 
 impl Drop for ReleaseMark {
     fn drop(&mut self) {
         let mut table = self.releasing.table();
-        let Some(pending) = table.get_mut(&self.owner) else {
+        if let Some(on_key) = table.keys.get_mut(&self.key) {
+            *on_key = on_key.saturating_sub(1);
+            if *on_key == 0 {
+                table.keys.remove(&self.key);
+            }
+        }
+        let Some(pending) = table.owners.get_mut(&self.owner) else {
             return;
         };
         pending.count = pending.count.saturating_sub(1);
         if pending.count == 0
-            && let Some(pending) = table.remove(&self.owner)
+            && let Some(pending) = table.owners.remove(&self.owner)
             && let Some(settled) = pending.settled
         {
             drop(table);
@@ -133,10 +172,14 @@ mod tests {
         Owner::compose("00000000-0000-4000-8000-000000000000", n)
     }
 
+    fn key(name: &str) -> Arc<str> {
+        Arc::from(name)
+    }
+
     #[tokio::test]
     async fn an_owner_without_releases_in_flight_goes_at_once() {
         let releasing = Arc::new(Releasing::default());
-        let _other = releasing.start(&owner(2));
+        let _other = releasing.start(&owner(2), &key("a"));
         tokio::time::timeout(Duration::from_secs(5), releasing.settled(&owner(1)))
             .await
             .expect("no release of this owner is in flight");
@@ -145,8 +188,8 @@ mod tests {
     #[tokio::test]
     async fn an_acquire_waits_for_every_release_of_its_owner() {
         let releasing = Arc::new(Releasing::default());
-        let first = releasing.start(&owner(1));
-        let second = releasing.start(&owner(1));
+        let first = releasing.start(&owner(1), &key("a"));
+        let second = releasing.start(&owner(1), &key("b"));
         assert_eq!(releasing.in_flight(&owner(1)), 2);
         let waiter = tokio::spawn({
             let releasing = releasing.clone();
@@ -161,9 +204,25 @@ mod tests {
             .expect("woken when the last release settles")
             .expect("the waiter ran");
         assert_eq!(releasing.in_flight(&owner(1)), 0);
+        let table = releasing.table();
+        assert!(table.owners.is_empty(), "settled owners leave the table");
+        assert!(table.keys.is_empty(), "and so do their locks");
+    }
+
+    #[test]
+    fn a_release_made_while_another_of_its_lock_is_in_flight_overlaps() {
+        let releasing = Arc::new(Releasing::default());
+        let first = releasing.start(&owner(1), &key("a"));
+        assert!(!first.overlaps(), "alone on its lock");
+        let elsewhere = releasing.start(&owner(2), &key("b"));
         assert!(
-            releasing.table().is_empty(),
-            "settled owners leave the table"
+            !elsewhere.overlaps(),
+            "another lock's release does not count"
         );
+        let second = releasing.start(&owner(3), &key("a"));
+        assert!(second.overlaps(), "the first may still be resent");
+        drop(first);
+        drop(second);
+        assert!(!releasing.start(&owner(4), &key("a")).overlaps());
     }
 }

@@ -297,9 +297,6 @@ pub struct LeaseEnd {
     pub last_hold: bool,
     /// Whether the watchdog renewed it.
     pub renewed: bool,
-    /// The earliest moment its lease can end on the server, as known when it ended (`None`
-    /// when lost): before then, a hold Redis no longer has was not lost to its lease.
-    pub alive_until: Option<Instant>,
 }
 
 impl std::fmt::Debug for LeaseHandle {
@@ -358,7 +355,6 @@ impl LeaseHandle {
         let now = Instant::now();
         let mut state = self.shared.state();
         let mut last = false;
-        let mut alive_until = None;
         if let Some(entry) = state.entries.get_mut(&self.key).filter(|e| e.id == self.id) {
             if entry.deadline <= now {
                 let reason = loss_reason_at_deadline(entry);
@@ -366,7 +362,6 @@ impl LeaseHandle {
                     signal_loss(&self.key, &entry, reason, now);
                 }
             } else {
-                alive_until = Some(entry.deadline);
                 entry.holds = entry.holds.saturating_sub(1);
                 last = entry.holds == 0;
                 if last {
@@ -376,12 +371,10 @@ impl LeaseHandle {
         }
         drop(state);
         self.ended = true;
-        let lost = self.lost.reason();
         LeaseEnd {
-            lost,
+            lost: self.lost.reason(),
             last_hold: last,
             renewed,
-            alive_until: alive_until.filter(|_| lost.is_none()),
         }
     }
 

@@ -318,6 +318,16 @@ async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
     Client::with_config(config).await.unwrap()
 }
 
+/// A server, a proxy in front of it, a client straight to the server and one through the proxy
+/// whose retries wait 300 ms ([`slow_retry_client`]).
+async fn slow_retry_setup() -> (RedisServer, FaultProxy, Client, Client) {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    (server, proxy, direct, client)
+}
+
 /// Sends a release of `guard`, lets it run in Redis with its reply held back, then cuts the
 /// connection: the reply is lost, and the release will be resent.
 async fn release_with_lost_reply(
@@ -354,10 +364,7 @@ async fn release_with_lost_reply(
 /// already). Fails with both removed (checked): the resend comes after the acquire.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_owner_acquiring_while_its_release_is_resent_keeps_the_new_hold() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    let (_server, proxy, direct, client) = slow_retry_setup().await;
     let name = unique_name("bound-reacquire");
     let owner = client.new_owner();
     let lock = ferrisson::ReentrantLock::new(&client, &name)
@@ -395,10 +402,7 @@ async fn a_bound_owner_acquiring_while_its_release_is_resent_keeps_the_new_hold(
 /// the hold gone and nothing of its own, and could not vouch that it freed the lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    let (_server, proxy, direct, client) = slow_retry_setup().await;
     // Warm up: the scripts are loaded before replies are held back.
     let warm = ferrisson::ReentrantLock::new(&client, &unique_name("warm")).unwrap();
     warm.lock().await.unwrap().unlock().await.unwrap();

@@ -380,7 +380,9 @@ async fn a_bound_owner_acquiring_while_its_release_is_resent_keeps_the_new_hold(
     let again = lock.lock().await.unwrap();
     // The resend (if it were to come after this hold) is due within its 300 ms pause: the new
     // hold must stand well past it.
-    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    let until = tokio::time::Instant::now()
+        .checked_add(Duration::from_secs(2))
+        .expect("a deadline two seconds out");
     while tokio::time::Instant::now() < until {
         assert_eq!(
             watcher.hold_count_of(&owner).await.unwrap(),

@@ -55,16 +55,15 @@ pub struct ReleaseArgs<'a> {
     pub successor: Option<(&'a Owner, Duration)>,
     /// The release's latch key: a retried call with the same latch is counted once.
     pub latch: &'a str,
-    /// The client's own latch for this lock ([`ClientEngine::client_latch`]), where a release
-    /// that frees the lock records `seq` (kinds whose releases latch every result ignore it).
-    pub client_latch: &'a str,
-    /// Whether a free records itself in `latch` instead: another release of this lock by the
-    /// client was in flight when this one was made ([`ReleaseMark::overlaps`]), and its record
-    /// in the client's latch must stand until it has settled.
-    pub latch_free: bool,
     /// The release's sequence number ([`ClientEngine::next_release_seq`]), the same for its
-    /// retries.
+    /// retries: what a kind whose frees record themselves in the client's own latch for the
+    /// lock ([`ClientEngine::client_latch`]) writes there (kinds whose releases latch every
+    /// result ignore it).
     pub seq: u64,
+    /// Whether a free records itself in `latch` instead of the client's latch: another release
+    /// of this lock by the client was in flight when this one was made
+    /// ([`ReleaseMark::overlaps`]), and its record there must stand until it has settled.
+    pub latch_free: bool,
     /// Whether this call resends one whose reply was lost (with the same latch).
     pub retry: bool,
 }
@@ -728,16 +727,14 @@ async fn release_call<K: HoldKind>(
     resend: bool,
 ) -> Result<(i64, i64, i64)> {
     let latch = stamp.request_id.latch_key(kind.latch_prefix());
-    let client_latch = kind.client().client_latch(kind.latch_prefix());
     let call = |retry| {
         kind.release_call(&ReleaseArgs {
             owner,
             renew_lease,
             successor,
             latch: &latch,
-            client_latch: &client_latch,
-            latch_free: stamp.latch_free,
             seq: stamp.seq,
+            latch_free: stamp.latch_free,
             retry,
         })
     };

@@ -371,7 +371,8 @@ pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
 /// The keys and script calls of a lock kept in a hash on Redisson's `RLock` layout, shared by
 /// the reentrant lock and the spin lock: the hash `name`, the channel
 /// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}`, the
-/// unlock latches `redisson_unlock_latch:{name}:<request id>`.
+/// unlock latches `redisson_unlock_latch:{name}:<request id>` and the client's own
+/// `redisson_unlock_latch:{name}:<client id>` (docs/protocol.md, "\[ext\] Retries").
 #[derive(Debug, Clone)]
 pub struct HashLock {
     /// The client the lock runs on.
@@ -458,6 +459,7 @@ impl HashLock {
         } else {
             ""
         };
+        let client_latch = self.client.client_latch(self.latch_prefix());
         crate::script::ScriptCall::new(
             &HASH_LOCK_RELEASE,
             &[
@@ -465,7 +467,7 @@ impl HashLock {
                 self.channel(),
                 args.latch,
                 self.token_key(),
-                args.client_latch,
+                &client_latch,
             ],
         )
         .arg(args.renew_lease.map_or(0, crate::duration::millis))

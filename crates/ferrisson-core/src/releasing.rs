@@ -3,17 +3,17 @@
 //!
 //! # Why
 //!
-//! A release that frees a lock records nothing in Redis (`core/hash_lock_release`: no unlock
-//! latch on the free path, which is most of what Redis would spend on it). So a release resent
-//! after a lost reply cannot tell "freed by my lost call" from "held again by my owner since":
-//! if the same owner had taken the lock again in between, the resend would free that new hold,
-//! and its holder would go on without it. Hence the rule: while a release of an owner is in
-//! flight (sent and not settled, or being resent in the background), acquire tries of that
-//! owner wait ([`Releasing::settled`]). Owners are fresh per acquisition unless a handle is
-//! bound to one, so the wait only ever happens for a bound owner that acquires while its own
-//! release is outstanding, or for a waiter whose abandoned try is being released behind it
-//! (the same hazard, with any lock kind: a latched release that found nothing records nothing
-//! either).
+//! A release that frees a lock does not keep its result in a latch of its own
+//! (`core/hash_lock_release`: it writes its sequence number into the client's one latch for
+//! the lock, which the next free overwrites). A resend after a lost reply that finds its owner
+//! holding the lock must take that hold for its own, unrecorded one, so if the same owner had
+//! taken the lock again in between, the resend would free that new hold and its holder would
+//! go on without it. Hence the rule: while a release of an owner is in flight (sent and not
+//! settled, or being resent in the background), acquire tries of that owner wait
+//! ([`Releasing::settled`]). Owners are fresh per acquisition unless a handle is bound to one,
+//! so the wait only ever happens for a bound owner that acquires while its own release is
+//! outstanding, or for a waiter whose abandoned try is being released behind it (the same
+//! hazard, with any lock kind: a release that found nothing records nothing either).
 //!
 //! An owner is the key (not owner and lock): an owner released on one lock and acquiring
 //! another waits too, for as long as the release takes, which keeps the table to one lookup.

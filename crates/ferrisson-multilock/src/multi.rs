@@ -432,9 +432,9 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
                 ROUND_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)),
             )
         });
-        // The RedLock instances that refused because someone holds them: what the pause
-        // before the next round watches.
-        let mut refused = Vec::new();
+        // A RedLock instance that refused because someone holds it: what the pause before
+        // the next round watches.
+        let mut refused = None;
         let taken = if group.red {
             red_round(group, options, &mut refused).await
         } else {
@@ -474,7 +474,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
         }
         round = round.saturating_add(1);
         let pause = if group.red {
-            red_pause(group, &refused, round, deadline).await
+            red_pause(group, refused, round, deadline).await
         } else {
             jitter(round)
         };
@@ -486,36 +486,32 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     }
 }
 
-/// Between two RedLock rounds: waits until the first of the instances that refused because
-/// someone held them (`refused`, indices into the group) is seen free (its release message, or its
+/// Between two RedLock rounds: waits until `refused` (an instance that refused because someone
+/// held it, by index; one is enough, a holder releases every instance at once, and each watch
+/// costs its instance a look and a subscription) is seen free (its release message, or its
 /// holder's lease running out: [`Lock::wait_unlocked`], which never polls where releases
 /// publish), then answers a short random pause (up to 2 ms per round so far, at most 20 ms)
 /// that spreads the rivals the same release woke, so that they do not split the instances
 /// between them. When there is nothing to watch (the round failed on instances that are down
-/// or slow) or every watch fails, it answers the blind pause of [`jitter`]; it never waits past
+/// or slow) or the watch fails, it answers the blind pause of [`jitter`]; it never waits past
 /// `deadline`.
 async fn red_pause(
     group: &Group,
-    refused: &[usize],
+    refused: Option<usize>,
     round: u32,
     deadline: Option<Instant>,
 ) -> Duration {
-    // One is enough (a holder releases every instance at once), and each watch costs its
-    // instance a look and a subscription.
-    let mut waits: FuturesUnordered<_> = refused
-        .iter()
-        .take(1)
-        .filter_map(|&i| group.locks.get(i))
-        .map(|lock| lock.wait_unlocked_any())
-        .collect();
     let freed = async {
-        while let Some(result) = waits.next().await {
-            match result {
-                Ok(()) => return true,
-                Err(e) => tracing::debug!(error = %e, "a RedLock instance cannot be watched"),
+        let Some(lock) = refused.and_then(|i| group.locks.get(i)) else {
+            return false;
+        };
+        match lock.wait_unlocked_any().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(key = lock.key(), error = %e, "a RedLock instance cannot be watched");
+                false
             }
         }
-        false
     };
     let freed = match deadline {
         Some(d) => tokio::time::timeout_at(d, freed).await.unwrap_or(false),
@@ -571,14 +567,14 @@ async fn multi_round(
 
 /// One RedLock round: every instance asked once, all at once, each bounded by a share of the
 /// lease (at most its response timeout). `None`: fewer than a quorum granted (what was granted
-/// is released), and `refused` has the instances that refused because someone holds them.
+/// is released), and `refused` the first instance that refused because someone holds it.
 /// Instances are not waited on: a waiting instance would hold its grant while others wait for
 /// theirs, and rival RedLocks splitting the instances between them would wait each other out;
 /// a failed round is retried after a pause instead ([`red_pause`]).
 async fn red_round(
     group: &Group,
     options: LockOptions,
-    refused: &mut Vec<usize>,
+    refused: &mut Option<usize>,
 ) -> Option<Vec<HoldGuard>> {
     let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
         let mut lock_options = LockOptions::new().wait(Duration::ZERO);
@@ -607,7 +603,9 @@ async fn red_round(
     for outcome in futures::future::join_all(attempts).await {
         match outcome {
             Ok(guard) => granted.push(guard),
-            Err(Some(held)) => refused.push(held),
+            Err(Some(held)) => {
+                refused.get_or_insert(held);
+            }
             Err(None) => {}
         }
     }

@@ -68,7 +68,8 @@ impl RawCycle {
             .arg(0)
             .arg("0")
             .arg("0")
-            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            .arg("0");
         cmd
     }
 }

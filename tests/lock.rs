@@ -1157,3 +1157,79 @@ async fn a_fenced_lock_always_hands_out_a_growing_token() {
     second.into_inner().unlock().await.unwrap();
     assert!(!on_a.as_lock().is_locked().await.unwrap());
 }
+
+/// `prefixed`'s rule, as the test states it: `p:{name}`, or `p:name` for a name with a tag.
+fn redisson_key(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The release script derives the release channel, the request's unlock latch and the fencing
+/// counter from the keys it is given (fewer arguments per call): they must be Redisson's names,
+/// for names with and without a hash tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_uses_redissons_channel_latch_and_counter_names() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let mut con = redis.connection();
+    for name in [
+        unique_name("derived"),
+        format!("orders{{{}}}:eu", unique_name("derived")),
+    ] {
+        // The release message, on Redisson's channel.
+        let mut sub = redis.connection();
+        sub.set_read_timeout(Some(SOON)).unwrap();
+        let mut pubsub = sub.as_pubsub();
+        pubsub
+            .subscribe(redisson_key("redisson_lock__channel", &name))
+            .unwrap();
+        let lock = ReentrantLock::new(&a, &name)
+            .unwrap()
+            .owned_by(a.new_owner());
+        let outer = lock.lock().await.unwrap();
+        // A release that leaves a hold latches under the request's own key.
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        let latches: Vec<String> = con
+            .keys(format!(
+                "{}:*",
+                redisson_key("redisson_unlock_latch", &name)
+            ))
+            .unwrap();
+        assert_eq!(latches.len(), 1, "{name}: {latches:?}");
+        let recorded: String = con.get(&latches[0]).unwrap();
+        assert_eq!(recorded, "0:0", "{name}: holds remain");
+        outer.unlock().await.unwrap();
+        let message = pubsub.get_message().unwrap();
+        assert_eq!(message.get_payload::<String>().unwrap(), "0", "{name}");
+        drop(pubsub);
+
+        // A fenced hand-off issues its token from Redisson's counter.
+        let fenced = ReentrantLock::fenced(&a, &name).unwrap();
+        let holder = fenced.lock().await.unwrap();
+        let waiter = {
+            let fenced = fenced.clone();
+            tokio::spawn(async move { fenced.lock().await.unwrap() })
+        };
+        eventually(SOON, "one waiter", || async { a.waiter_stats().1 == 1 }).await;
+        holder.unlock().await.unwrap();
+        let next = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+        let counter: u64 = con.get(redisson_key("redisson_lock_token", &name)).unwrap();
+        assert_eq!(next.token(), Some(counter), "{name}");
+        // It was a hand-off: its latch, under the request's own key, names that token.
+        let latches: Vec<String> = con
+            .keys(format!(
+                "{}:*",
+                redisson_key("redisson_unlock_latch", &name)
+            ))
+            .unwrap();
+        let values: Vec<String> = latches.iter().map(|k| con.get(k).unwrap()).collect();
+        assert!(
+            values.contains(&format!("2:{counter}")),
+            "{name}: {values:?}"
+        );
+        next.unlock().await.unwrap();
+    }
+}

@@ -98,6 +98,18 @@ local function fair_purge(queue, timeouts, alive, now, keep)
   end
 end
 
+-- prefixed(prefix, name) is the key or channel `prefix` names for the object `name`, by
+-- keys::prefixed's rule (Redisson's prefixName): "<prefix>:<name>" when the name carries a hash
+-- tag, else "<prefix>:{<name>}", so that it lands in the name's slot. Scripts derive the keys
+-- they touch only on rare paths this way instead of taking them as arguments: each argument
+-- costs Redis about 0.14 us to parse and hand to Lua, on every call.
+local function prefixed(prefix, name)
+  if string.find(name, '{', 1, true) then
+    return prefix .. ':' .. name
+  end
+  return prefix .. ':{' .. name .. '}'
+end
+
 -- server_ms() is the server's clock in epoch milliseconds.
 local function server_ms()
   local t = redis.call('time')

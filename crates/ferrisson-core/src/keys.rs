@@ -72,19 +72,24 @@ impl RequestId {
         Self(id.as_u128())
     }
 
-    /// `<prefix>:<the id in 32 lowercase hex digits>`, written without the formatting
-    /// machinery (one per release, on the hot path of every lock).
-    pub fn latch_key(self, prefix: &str) -> String {
+    /// The id in 32 lowercase hex digits, written without the formatting machinery (one per
+    /// release, on the hot path of every lock).
+    pub fn hex(self) -> [u8; 32] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut digits = [0u8; 32];
         for (i, digit) in digits.iter_mut().enumerate() {
             let nibble = (self.0 >> ((31 - i) * 4)) & 0xf;
             *digit = HEX[nibble as usize];
         }
+        digits
+    }
+
+    /// `<prefix>:<the id in 32 lowercase hex digits>`.
+    pub fn latch_key(self, prefix: &str) -> String {
         let mut key = String::with_capacity(prefix.len() + 33);
         key.push_str(prefix);
         key.push(':');
-        key.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+        key.push_str(std::str::from_utf8(&self.hex()).unwrap_or_default());
         key
     }
 }

@@ -53,19 +53,28 @@ pub struct ReleaseArgs<'a> {
     /// A local waiter to hand the lock to, with the lease it takes it for (only for kinds that
     /// [hand off](HoldKind::hands_off)).
     pub successor: Option<(&'a Owner, Duration)>,
-    /// The release's latch key: a retried call with the same latch is counted once.
-    pub latch: &'a str,
+    /// The release's request id, the same for its retries: its latch key is
+    /// [`latch`](Self::latch) (a retried call with the same latch is counted once).
+    pub request_id: RequestId,
     /// The release's sequence number ([`ClientEngine::next_release_seq`]), the same for its
     /// retries: what a kind whose frees record themselves in the client's own latch for the
     /// lock ([`ClientEngine::client_latch`]) writes there (kinds whose releases latch every
     /// result ignore it).
     pub seq: u64,
-    /// Whether a free records itself in `latch` instead of the client's latch: another release
+    /// Whether a free records itself in its own latch instead of the client's latch: another release
     /// of this lock by the client was in flight when this one was made
     /// ([`ReleaseMark::overlaps`]), and its record there must stand until it has settled.
     pub latch_free: bool,
     /// Whether this call resends one whose reply was lost (with the same latch).
     pub retry: bool,
+}
+
+impl ReleaseArgs<'_> {
+    /// The release's latch key under `prefix` (Redisson's
+    /// `redisson_unlock_latch:{name}`): `<prefix>:<request id>`.
+    pub fn latch(&self, prefix: &str) -> String {
+        self.request_id.latch_key(prefix)
+    }
 }
 
 /// Where and how a kind's waiter waits.
@@ -176,9 +185,6 @@ pub trait HoldKind: Send + Sync + 'static {
         let _ = owner;
         Box::pin(async { Ok(()) })
     }
-
-    /// The prefix of release latch keys: a release's latch is `{prefix}:{request id}`.
-    fn latch_prefix(&self) -> &str;
 
     /// One release script call.
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall;
@@ -726,13 +732,12 @@ async fn release_call<K: HoldKind>(
     stamp: Stamp,
     resend: bool,
 ) -> Result<(i64, i64, i64)> {
-    let latch = stamp.request_id.latch_key(kind.latch_prefix());
     let call = |retry| {
         kind.release_call(&ReleaseArgs {
             owner,
             renew_lease,
             successor,
-            latch: &latch,
+            request_id: stamp.request_id,
             seq: stamp.seq,
             latch_free: stamp.latch_free,
             retry,

@@ -436,18 +436,28 @@ impl HashLock {
         self.names.get(self.latch_at..).unwrap_or_default()
     }
 
-    /// The acquire call (`core/hash_lock_acquire`).
+    /// The acquire call (`core/hash_lock_acquire`): the fencing counter and the believed
+    /// hold count go only where they are read (a fenced lock, a retry).
     pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
-        crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, &[&self.key, self.token_key()])
+        let token_key = self.token_key();
+        let keys: &[&str] = if self.fenced {
+            &[&self.key, token_key]
+        } else {
+            &[&self.key]
+        };
+        let call = crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, keys)
             .arg(crate::duration::millis(args.lease))
-            .arg(args.owner.as_str())
-            .arg(args.believed)
-            .arg(if args.retry { "1" } else { "0" })
-            .arg(if self.fenced { "1" } else { "0" })
+            .arg(args.owner.as_str());
+        if args.retry {
+            call.arg(args.believed)
+        } else {
+            call
+        }
     }
 
     /// The release call (`core/hash_lock_release`); without `publish`, it publishes nothing
-    /// (the spin lock, whose waiters poll).
+    /// (the spin lock, whose waiters poll). A free carries six arguments; the flags and the
+    /// successor follow only when there are any.
     pub fn release_call(
         &self,
         args: &crate::kind::ReleaseArgs<'_>,
@@ -460,29 +470,30 @@ impl HashLock {
             ""
         };
         let client_latch = self.client.client_latch(self.latch_prefix());
-        crate::script::ScriptCall::new(
-            &HASH_LOCK_RELEASE,
-            &[
-                &self.key,
-                self.channel(),
-                args.latch,
-                self.token_key(),
-                &client_latch,
-            ],
-        )
-        .arg(args.renew_lease.map_or(0, crate::duration::millis))
-        .arg(args.owner.as_str())
-        .arg(crate::duration::millis(self.client.retry_window()))
-        .arg(command)
-        .arg(args.successor.map_or("", |(o, _)| o.as_str()))
-        .arg(
-            args.successor
-                .map_or(0, |(_, lease)| crate::duration::millis(lease)),
-        )
-        .arg(if self.fenced { "1" } else { "0" })
-        .arg(if args.retry { "1" } else { "0" })
-        .arg(args.seq)
-        .arg(if args.latch_free { "1" } else { "0" })
+        let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, &client_latch])
+            .arg(args.owner.as_str())
+            .arg(args.seq)
+            .arg(crate::duration::millis(self.client.retry_window()))
+            .arg(command)
+            .arg(&args.request_id.hex()[..])
+            .arg(args.renew_lease.map_or(0, crate::duration::millis));
+        // Collected into a string that allocates only when a flag is set (never on a free).
+        let flags: String = [
+            (args.retry, 'r'),
+            (args.latch_free, 'l'),
+            (self.fenced && args.successor.is_some(), 'f'),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
+        match args.successor {
+            Some((successor, lease)) => call
+                .arg(flags)
+                .arg(successor.as_str())
+                .arg(crate::duration::millis(lease)),
+            None if !flags.is_empty() => call.arg(flags),
+            None => call,
+        }
     }
 
     /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its

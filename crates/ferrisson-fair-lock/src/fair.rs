@@ -360,19 +360,16 @@ impl HoldKind for FairShared {
         Box::pin(async move { self.leave(&owner).await })
     }
 
-    fn latch_prefix(&self) -> &str {
-        &self.latch_prefix
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let client = &self.client;
+        let latch = args.latch(&self.latch_prefix);
         ScriptCall::new(
             &RELEASE,
             &[
                 &self.key,
                 &self.queue,
                 &self.channel_prefix,
-                args.latch,
+                &latch,
                 &self.timeouts,
                 &self.alive,
             ],

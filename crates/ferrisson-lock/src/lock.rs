@@ -341,10 +341,6 @@ impl HoldKind for LockShared {
         self.0.try_call(args)
     }
 
-    fn latch_prefix(&self) -> &str {
-        HashLock::latch_prefix(self)
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         self.0.release_call(args, true)
     }

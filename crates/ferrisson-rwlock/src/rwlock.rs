@@ -498,17 +498,14 @@ impl HoldKind for Side {
         })
     }
 
-    fn latch_prefix(&self) -> &str {
-        &self.shared.latch_prefix
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
         let window = ferrisson_core::duration::millis(client.retry_window());
         let publish = client.config().get_publish_command();
+        let latch = args.latch(&shared.latch_prefix);
         if self.write {
-            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, args.latch])
+            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
                 .arg(args.owner.writer())
                 .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
                 .arg(publish.as_str())
@@ -521,7 +518,7 @@ impl HoldKind for Side {
                     &shared.key,
                     &shared.channel,
                     &prefix,
-                    args.latch,
+                    &latch,
                     &shared.intent_key,
                 ],
             )

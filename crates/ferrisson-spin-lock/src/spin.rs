@@ -243,10 +243,6 @@ impl HoldKind for SpinShared {
         self.lock.try_call(args)
     }
 
-    fn latch_prefix(&self) -> &str {
-        self.lock.latch_prefix()
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         // Nothing published (nobody listens), and never a successor (no local hand-offs).
         self.lock.release_call(args, false)

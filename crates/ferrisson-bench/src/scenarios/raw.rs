@@ -18,9 +18,6 @@ pub const CEILING_LIBRARY: &str = "redis-rs pipelined";
 struct RawCycle {
     con: redis::aio::MultiplexedConnection,
     key: String,
-    token_key: String,
-    channel: String,
-    latch_prefix: String,
     owner: String,
     acquire: String,
     release: String,
@@ -33,43 +30,34 @@ struct RawCycle {
 }
 
 impl RawCycle {
-    /// The library's uncontended acquire call.
+    /// The library's uncontended acquire call: the lock's key, the lease and the owner (the
+    /// fencing counter and the believed hold count go only to fenced locks and retries).
     fn acquire_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.acquire)
-            .arg(2)
+            .arg(1)
             .arg(&self.key)
-            .arg(&self.token_key)
             .arg(30_000)
-            .arg(&self.owner)
-            .arg(0)
-            .arg("0")
-            .arg("0");
+            .arg(&self.owner);
         cmd
     }
 
-    /// The library's release call, with a fresh request id, as the library makes: an id
-    /// reused from an earlier round would find that round's latch and skip the release.
+    /// The library's release call, with a fresh request id, as the library makes (an id
+    /// reused from an earlier round would find that round's latch and skip the release): the
+    /// key, the client's latch, then owner, sequence number, latch TTL, publish command,
+    /// request id and the lease set while holds remain; no flags, no successor.
     fn release_cmd(&self) -> redis::Cmd {
-        let latch = RequestId::random().latch_key(&self.latch_prefix);
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.release)
-            .arg(5)
+            .arg(2)
             .arg(&self.key)
-            .arg(&self.channel)
-            .arg(latch)
-            .arg(&self.token_key)
             .arg(&self.client_latch)
-            .arg(30_000)
             .arg(&self.owner)
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
             .arg(self.latch_ms)
             .arg("publish")
-            .arg("")
-            .arg(0)
-            .arg("0")
-            .arg("0")
-            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-            .arg("0");
+            .arg(&RequestId::random().hex()[..])
+            .arg(30_000);
         cmd
     }
 }
@@ -400,9 +388,6 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
             let key = format!("bench:raw:{variant}:{i}");
             RawCycle {
                 con: con.clone(),
-                token_key: format!("redisson_lock_token:{{{key}}}"),
-                channel: format!("redisson_lock__channel:{{{key}}}"),
-                latch_prefix: format!("redisson_unlock_latch:{{{key}}}"),
                 client_latch: RequestId::random()
                     .latch_key(&format!("redisson_unlock_latch:{{{key}}}")),
                 seq: std::sync::atomic::AtomicU64::new(1),

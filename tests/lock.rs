@@ -1233,3 +1233,27 @@ async fn a_release_uses_redissons_channel_latch_and_counter_names() {
         next.unlock().await.unwrap();
     }
 }
+
+/// A read-write lock's hash at the name (with an expiry and owners, as a held lock has, but a
+/// `mode` field) is no reentrant lock: a clear error, never a wait, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_locks_hash_at_the_name_is_a_wrong_type() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let mut con = redis.connection();
+    let name = unique_name("rw-at-name");
+    let _: () = con.hset(&name, "mode", "write").unwrap();
+    let _: () = con
+        .hset(&name, "6c6d4bcb-7e0b-4d0e-9f6b-0f6b5d6a0c1e:57:write", 1)
+        .unwrap();
+    let _: () = con.pexpire(&name, 60_000).unwrap();
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    for err in [
+        lock.try_lock().await.unwrap_err(),
+        lock.lock().await.unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    }
+    let fields: std::collections::HashMap<String, String> = con.hgetall(&name).unwrap();
+    assert_eq!(fields.len(), 2, "untouched: {fields:?}");
+}

@@ -354,3 +354,62 @@ async fn a_waiting_redlock_sleeps_until_a_release_instead_of_polling() {
         .unwrap();
     assert_eq!(holds, 3);
 }
+
+/// RedLock waiters of one process take turns: only the first to find the lock held watches and
+/// retries, the others queue behind it (every RedLock over the same locks of the same clients
+/// shares the queue), so a release costs the instances one waiter's round, not one per
+/// waiter. (With every waiter retrying at each release, twelve waiters cost each instance 90
+/// script calls here; in turns, 49: twelve first rounds, then three calls per waiter.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_waiters_of_one_process_take_turns() {
+    const WAITERS: usize = 12;
+    let instances = Instances::spawn(3);
+    let holder_clients = instances.clients(Duration::from_secs(30)).await;
+    let waiter_clients = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock-turns");
+    let guard = red_lock(&holder_clients, &name, false)
+        .lock()
+        .await
+        .unwrap();
+    let before: Vec<u64> = instances.servers.iter().map(script_calls).collect();
+    let holders = Arc::new(AtomicUsize::new(0));
+    let mut waiters = Vec::new();
+    for _ in 0..WAITERS {
+        // A RedLock of its own, over the same locks: the turns are shared all the same.
+        let lock = red_lock(&waiter_clients, &name, false);
+        let holders = holders.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "one holder");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            holders.fetch_sub(1, Ordering::SeqCst);
+            guard.unlock().await.unwrap();
+        }));
+    }
+    // Every waiter's first round has been refused.
+    eventually(Duration::from_secs(10), "the first rounds", || async {
+        instances
+            .servers
+            .iter()
+            .zip(&before)
+            .all(|(s, b)| script_calls(s) >= b + WAITERS as u64)
+    })
+    .await;
+    guard.unlock().await.unwrap();
+    join_within(
+        Duration::from_secs(30),
+        "every waiter gets the lock",
+        waiters,
+    )
+    .await;
+    for (server, before) in instances.servers.iter().zip(&before) {
+        let calls = script_calls(server) - before;
+        // First rounds, then per waiter a refused round when its turn comes, the round that
+        // takes the lock and its release; a little slack for a round that split.
+        let bound = (WAITERS * 5) as u64;
+        assert!(
+            calls <= bound,
+            "{calls} script calls on an instance for {WAITERS} waiters (at most {bound} in turns)"
+        );
+    }
+}

@@ -22,6 +22,10 @@ pub trait AnyLock: Send + Sync + 'static {
     /// The client's response timeout.
     fn response_timeout(&self) -> Duration;
 
+    /// The id of the lock's client: with [`key`](Self::key), which lock on which deployment
+    /// (RedLocks over the same instances share their waiting, [`RedLock`]).
+    fn client_id(&self) -> &str;
+
     /// [`Lock::acquire`], boxed.
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
 
@@ -40,6 +44,10 @@ impl<L: Lock + 'static> AnyLock for L {
 
     fn response_timeout(&self) -> Duration {
         self.client().config().get_response_timeout()
+    }
+
+    fn client_id(&self) -> &str {
+        self.client().id()
     }
 
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
@@ -66,6 +74,39 @@ struct Group {
     /// How many must be held: all of them (MultiLock) or a majority (RedLock).
     quorum: usize,
     red: bool,
+    /// A RedLock's turn to wait, shared by every RedLock of this process over the same locks
+    /// of the same clients ([`gate`]): of the acquisitions that found the lock held, only the
+    /// one holding the permit watches and retries; the others queue for it, first come first
+    /// served.
+    gate: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
+/// order), one per process: made on first use, and forgotten once no RedLock uses it.
+fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<tokio::sync::Semaphore> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, Weak};
+    type Gates = Mutex<HashMap<Vec<(String, String)>, Weak<tokio::sync::Semaphore>>>;
+    static GATES: OnceLock<Gates> = OnceLock::new();
+    let mut identity: Vec<(String, String)> = locks
+        .iter()
+        .map(|l| (l.client_id().to_owned(), l.key().to_owned()))
+        .collect();
+    identity.sort();
+    let mut gates = GATES
+        .get_or_init(Gates::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(gate) = gates.get(&identity).and_then(Weak::upgrade) {
+        return gate;
+    }
+    // Forget the gates no RedLock uses any more, every time the table doubles.
+    if gates.len() >= 64 && gates.len().is_power_of_two() {
+        gates.retain(|_, gate| gate.strong_count() > 0);
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(1));
+    gates.insert(identity, Arc::downgrade(&gate));
+    gate
 }
 
 impl std::fmt::Debug for Group {
@@ -138,6 +179,12 @@ pub struct MultiLock {
 ///   splitting the instances, until the wait limit: rival RedLocks that split the instances never wait each
 ///   other out. With no instance to watch (all down) the pause is blind: up to 10 ms per
 ///   round, at most 200 ms.
+/// - **Turns within a process.** Of the acquisitions in one process that wait for the same
+///   RedLock (the same locks of the same clients, through any number of `RedLock` values), only
+///   the first to find it held watches and retries; the others queue behind it, first come
+///   first served, and the next starts when it has the lock (or gives up). A release costs the
+///   instances one round of this process's waiters, not one per waiter. A first round is
+///   always tried at once, and [`try_lock`](Self::try_lock) never queues.
 /// - **Validity.** The guard is valid for the lease less the time spent acquiring and a clock
 ///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
 ///   released and the round counts as failed. [`MultiGuard::valid_until`].
@@ -236,6 +283,7 @@ impl MultiLock {
                 locks,
                 quorum,
                 red: false,
+                gate: None,
             }),
         })
     }
@@ -252,11 +300,13 @@ impl RedLock {
     pub fn new(locks: Vec<Box<dyn AnyLock>>) -> Result<Self> {
         check(&locks, "RedLock")?;
         let quorum = locks.len() / 2 + 1;
+        let gate = Some(gate(&locks));
         Ok(Self {
             group: Arc::new(Group {
                 locks,
                 quorum,
                 red: true,
+                gate,
             }),
         })
     }
@@ -424,6 +474,8 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     let once = wait == Some(Duration::ZERO);
     let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
     let mut round: u32 = 0;
+    // A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
+    let mut turn: Option<tokio::sync::OwnedSemaphorePermit> = None;
     loop {
         let started = Instant::now();
         let round_end = deadline.unwrap_or_else(|| {
@@ -473,6 +525,32 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
             return Ok(None);
         }
         round = round.saturating_add(1);
+        if let Some(gate) = group.gate.as_ref().filter(|_| turn.is_none()) {
+            // Only one acquisition of this process waits for this RedLock at a time: every
+            // waiter watching and retrying would send a round to every instance per release
+            // per waiter, most of them lost. The others queue here, in order; the one whose
+            // turn comes after a wait in the queue starts with a fresh round, whose refusal
+            // tells it what to watch.
+            match gate.clone().try_acquire_owned() {
+                Ok(permit) => turn = Some(permit),
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    let queued = gate.clone().acquire_owned();
+                    let permit = match deadline {
+                        Some(d) => match tokio::time::timeout_at(d, queued).await {
+                            Ok(permit) => permit,
+                            Err(_) => return Ok(None),
+                        },
+                        None => queued.await,
+                    };
+                    if let Ok(permit) = permit {
+                        turn = Some(permit);
+                        continue;
+                    }
+                }
+                // Never closed; were it, the waiter would wait unqueued.
+                Err(tokio::sync::TryAcquireError::Closed) => {}
+            }
+        }
         let pause = if group.red {
             red_pause(group, refused, round, deadline).await
         } else {

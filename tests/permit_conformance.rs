@@ -276,7 +276,6 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(1)
         .arg(30_000)
         .arg(waiter)
-        .arg(10_000)
         .arg(0)
         .arg("publish")
         .arg("")
@@ -338,4 +337,75 @@ async fn a_hand_off_resent_after_a_lost_reply_counts_once() {
     assert_eq!(again, 0, "a released permit is not handed over twice");
     let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();
     assert_eq!(members, vec![successor.to_vec()], "nothing else changed");
+}
+
+/// An expirable-semaphore try resent after a lost reply takes its permits once, with no latch
+/// written on the way: the resend finds the try's own (fresh) ids taken and answers "taken"
+/// without counting again. Its undo then gives them back, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let name = unique_name("pconf-exp-resent");
+    let timeouts = format!("{{{name}}}:timeout");
+    let latch = format!("{{{name}}}:acquire:0123456789abcdef0123456789abcdef:0");
+    let ids = [
+        0x0101_0101_0101_0101_0101_0101_0101_0101_u128.to_be_bytes(),
+        0x0202_0202_0202_0202_0202_0202_0202_0202_u128.to_be_bytes(),
+    ];
+    let scripts = ferrisson_expirable_semaphore::scripts();
+    let acquire = source(&scripts, "expirable_semaphore/acquire");
+    let _: () = con.set(&name, 3).unwrap();
+    let try_call = || {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(&acquire)
+            .arg(5)
+            .arg(&name)
+            .arg(&timeouts)
+            .arg(format!("redisson_sc:{{{name}}}"))
+            .arg(format!("{{{name}}}:intent"))
+            .arg(&latch)
+            .arg(2)
+            .arg(30_000)
+            .arg("0123456789abcdef0123456789abcdef")
+            .arg(0)
+            .arg("publish")
+            .arg("")
+            .arg(&ids[0][..])
+            .arg(&ids[1][..]);
+        cmd
+    };
+    let first: Vec<i64> = try_call().query(&mut con).unwrap();
+    assert_eq!(first, vec![1, 1, 0, 0], "taken");
+    let exists: bool = con.exists(&latch).unwrap();
+    assert!(!exists, "no latch written");
+    let resent: Vec<i64> = try_call().query(&mut con).unwrap();
+    assert_eq!(resent[0], 1, "the resend learns its lost call took them");
+    let left: i64 = con.get(&name).unwrap();
+    assert_eq!(left, 1, "counted once");
+    let taken: i64 = con.zcard(&timeouts).unwrap();
+    assert_eq!(taken, 2);
+
+    let undo = || {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(source(&scripts, "expirable_semaphore/undo_acquire"))
+            .arg(4)
+            .arg(&name)
+            .arg(&timeouts)
+            .arg(format!("redisson_sc:{{{name}}}"))
+            .arg(&latch)
+            .arg("publish")
+            .arg(10_000)
+            .arg(&ids[0][..])
+            .arg(&ids[1][..]);
+        cmd
+    };
+    let given_back: i64 = undo().query(&mut con).unwrap();
+    assert_eq!(given_back, 2);
+    let again: i64 = undo().query(&mut con).unwrap();
+    assert_eq!(again, 0, "once");
+    let late: Vec<i64> = try_call().query(&mut con).unwrap();
+    assert_eq!(late[0], 0, "an undone try takes nothing, even resent");
+    let left: i64 = con.get(&name).unwrap();
+    assert_eq!(left, 3, "every permit back");
 }

@@ -9,17 +9,19 @@
 -- KEYS[3] channel, prefixed("redisson_sc", name)
 -- KEYS[4] the oldest waiter's reservation, suffixed(name, "intent") [ext]
 -- KEYS[5] this try's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]:
---         "1" once the try took its permits, "undone" when it was abandoned (see
---         semaphore/acquire: a try that arrives after its undo takes nothing)
+--         written only by the try's undo ("undone"), so that a try that arrives after its
+--         undo takes nothing (see semaphore/acquire). A try that took its permits needs no
+--         record: its ids are its own, fresh per try, so a retry after a lost reply that finds
+--         the first of them taken knows the lost call took them (a fresh latch key per try,
+--         created and expired, was a tenth of what Redis spent on an acquisition)
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] waiter id
--- ARGV[4] how long the latch is kept, in milliseconds
--- ARGV[5] how long this waiter's reservation lasts unless renewed, in ms; "0": no reservation
--- ARGV[6] publish command ("publish")
--- ARGV[7] the semaphore's configured limit [ext], or "" for none: a missing count (never set,
+-- ARGV[4] how long this waiter's reservation lasts unless renewed, in ms; "0": no reservation
+-- ARGV[5] publish command ("publish")
+-- ARGV[6] the semaphore's configured limit [ext], or "" for none: a missing count (never set,
 --         or lost with Redis data) is restored to the limit less the permits still held
--- ARGV[8 .. 7 + n] the new permits' ids, 16 raw bytes each (the client decodes the hex: a
+-- ARGV[7 .. 6 + n] the new permits' ids, 16 raw bytes each (the client decodes the hex: a
 --         conversion in Lua cost Redis about 2 us per id)
 -- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
 --         reservation else 0, ms until something may change (a permit expires, another
@@ -27,13 +29,13 @@
 --         no limit given
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local latched = redis.call('get', KEYS[5])
-if latched == '1' then
-  return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
-end
-if latched then
+if redis.call('exists', KEYS[5]) == 1 then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
+end
+if ARGV[7] and redis.call('zscore', KEYS[2], ARGV[7]) then
+  -- A retry: the lost call took this try's permits (they are still held under its ids).
+  return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
 end
 local raw_count = redis.call('get', KEYS[1])
 if raw_count and not tonumber(raw_count) then
@@ -43,18 +45,18 @@ local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 local value
 if raw_count then
   value = tonumber(raw_count)
-elseif ARGV[7] == '' then
+elseif ARGV[6] == '' then
   return {2, 0, 0, -1}
 else
   -- The expired permits are gone from the set already: the limit less the live ones is free.
-  value = tonumber(ARGV[7]) - redis.call('zcard', KEYS[2])
+  value = tonumber(ARGV[6]) - redis.call('zcard', KEYS[2])
   redis.call('set', KEYS[1], value)
   expired = 0
 end
 if expired > 0 then
   value = redis.call('incrby', KEYS[1], expired)
   if value > 0 then
-    redis.call(ARGV[6], KEYS[3], value)
+    redis.call(ARGV[5], KEYS[3], value)
   end
 end
 local need = tonumber(ARGV[1])
@@ -72,13 +74,12 @@ end
 if value - reserved >= need then
   redis.call('decrby', KEYS[1], need)
   local expiry = now + tonumber(ARGV[2])
-  for i = 8, 7 + need do
+  for i = 7, 6 + need do
     redis.call('zadd', KEYS[2], expiry, ARGV[i])
   end
   if mine then
     redis.call('del', KEYS[4])
   end
-  redis.call('set', KEYS[5], '1', 'PX', ARGV[4])
   return {1, value - need, 0, 0}
 end
 local hint = -1
@@ -86,8 +87,8 @@ local nearest = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
 if nearest[2] and tonumber(nearest[2]) < 922337203685477 then
   hint = math.max(tonumber(nearest[2]) - now, 1)
 end
-if ARGV[5] ~= '0' and (mine or not intent) then
-  redis.call('set', KEYS[4], ARGV[3] .. ':' .. need, 'PX', ARGV[5])
+if ARGV[4] ~= '0' and (mine or not intent) then
+  redis.call('set', KEYS[4], ARGV[3] .. ':' .. need, 'PX', ARGV[4])
   return {0, value, 1, hint}
 end
 if reserved > 0 and value >= need then

@@ -8,18 +8,12 @@
 -- KEYS[3] channel, prefixed("redisson_sc", name)
 -- KEYS[4] the abandoned try's latch
 -- ARGV[1] publish command ("publish")
--- ARGV[2] how long the latch is kept, in milliseconds (the acquire's)
+-- ARGV[2] how long the latch is kept, in milliseconds (the client's retry window)
 -- ARGV[3 ..] the try's permit ids, 16 raw bytes each
--- returns the number of permits given back. A try that has not reached Redis yet finds its
--- latch "undone" and takes nothing (see semaphore/undo_acquire).
-local latched = redis.call('get', KEYS[4])
-if latched ~= '1' then
-  if not latched then
-    redis.call('set', KEYS[4], 'undone', 'PX', ARGV[2])
-  end
-  return 0
-end
-redis.call('set', KEYS[4], 'undone', 'KEEPTTL')
+-- returns the number of permits given back. The try took its permits when its ids are taken
+-- (see expirable_semaphore/acquire); either way the latch says "undone", so that a try that has
+-- not reached Redis yet takes nothing when it does (see semaphore/undo_acquire).
+redis.call('set', KEYS[4], 'undone', 'PX', ARGV[2])
 local removed = 0
 for i = 3, #ARGV do
   removed = removed + redis.call('zrem', KEYS[2], ARGV[i])

@@ -782,7 +782,6 @@ impl PermitKind for AcquireCall {
         .arg(args.n)
         .arg(ferrisson_core::duration::millis(self.lease()))
         .arg(args.waiter)
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
         .arg(args.reservation_ms)
         .arg(client.config().get_publish_command().as_str())
         .arg(self.limit.map(|l| l.to_string()).unwrap_or_default());

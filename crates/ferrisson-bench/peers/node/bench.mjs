@@ -1,12 +1,14 @@
 // npm redis-semaphore's Mutex (and Semaphore, mode `semaphore`: 20 permits) on the
 // ferrisson-bench workloads.
-// usage: node bench.mjs URL uncontended|contended|semaphore CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX
+// usage: node bench.mjs URL uncontended|contended|semaphore CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX [WARMUP_MS]
+// (WARMUP_MS: the workload runs that long first, uncounted, so that a short run does not count the JIT's warm-up)
 // prints one JSON object: total, elapsed_s, per_task, wait_p50_us, wait_p99_us, cycle_p50_us, cycle_p99_us
 import Redis from 'ioredis';
 import { Mutex, Semaphore } from 'redis-semaphore';
 import { performance } from 'node:perf_hooks';
 
-const [url, mode, clientsArg, tasksArg, durationArg, holdArg, prefix] = process.argv.slice(2);
+const [url, mode, clientsArg, tasksArg, durationArg, holdArg, prefix, warmupArg] = process.argv.slice(2);
+const warmupMs = Number(warmupArg ?? 0);
 const clients = Number(clientsArg);
 const tasks = Number(tasksArg);
 const durationMs = Number(durationArg);
@@ -26,7 +28,7 @@ async function main() {
   const waits = [];
   const cycles = [];
   const perTask = [];
-  const start = performance.now();
+  const start = performance.now() + warmupMs;
   const deadline = start + durationMs;
   const workers = [];
   for (let c = 0; c < clients; c++) {
@@ -46,6 +48,7 @@ async function main() {
           if (holdMs > 0) await sleep(holdMs);
           await mutex.release();
           const t2 = performance.now();
+          if (t0 < start) continue;
           waits.push((t1 - t0) * 1000);
           cycles.push((t2 - t0) * 1000);
           n++;

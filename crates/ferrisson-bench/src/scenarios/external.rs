@@ -124,6 +124,8 @@ pub struct PeerWorkload<'a> {
     pub duration: Duration,
     pub hold: Duration,
     pub prefix: &'a str,
+    /// How long the peer runs the workload first, uncounted (a JIT's warm-up).
+    pub warmup: Duration,
 }
 
 impl Peer {
@@ -137,8 +139,9 @@ impl Peer {
                 .arg(workload.tasks.to_string())
                 .arg(workload.duration.as_millis().to_string())
                 .arg(workload.hold.as_millis().to_string())
-                .arg(workload.prefix),
-            workload.duration + Duration::from_secs(120),
+                .arg(workload.prefix)
+                .arg(workload.warmup.as_millis().to_string()),
+            workload.duration + workload.warmup + Duration::from_secs(120),
         )
         .await
         .map_err(|e| format!("{}: {e}", self.library))?;
@@ -162,6 +165,7 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
                     duration: ctx.phase(),
                     hold: Duration::ZERO,
                     prefix: &prefix,
+                    warmup: Duration::ZERO,
                 },
             )
             .await?;
@@ -190,6 +194,7 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
             duration: phase,
             hold,
             prefix: &prefix,
+            warmup: Duration::ZERO,
         };
         let (report, subscribers) = tokio::join!(peer.run(&ctx.url, &throughput), sample);
         let report = report?;
@@ -204,6 +209,7 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
                     duration: ctx.count_phase(),
                     hold,
                     prefix: &prefix,
+                    warmup: Duration::ZERO,
                 },
             )
             .await?;

@@ -16,6 +16,8 @@ pub const PERMITS: u32 = 20;
 const TASKS_PER_CLIENT: usize = 50;
 const HOLD: Duration = Duration::from_millis(1);
 const VARIANT: &str = "permits=20,tasks=200";
+/// How long the node peer runs before an alternating round counts.
+const PEER_WARMUP: Duration = Duration::from_millis(500);
 
 fn record(records: &mut Records, library: &str, f: &Figures) {
     let s = "semaphore";
@@ -100,13 +102,14 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             return Ok(());
         }
     };
-    let workload = |duration| PeerWorkload {
+    let workload = |duration| PeerWorkload::<'static> {
         mode: "semaphore",
         clients: CONTENDED_CLIENTS,
         tasks: TASKS_PER_CLIENT,
         duration,
         hold: HOLD,
         prefix: "bench:peer-semaphore",
+        warmup: Duration::ZERO,
     };
     let report = peer.run(&ctx.url, &workload(ctx.phase())).await?;
     let counter = ctx.probe.monitor().await?;
@@ -120,5 +123,82 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         ..Figures::default()
     };
     record(records, peer.library, &figures);
+    ctx.probe.flushall().await?;
+    interleaved(ctx, records, &peer, &workload).await
+}
+
+/// Head to head with the node peer: short rounds of each ferrisson kind and of the peer, one
+/// after the other (who goes first alternating), each kind's per-round ratio to the peer's
+/// round, their median recorded as `ratio_to_npm_interleaved`. The separate phases above run
+/// a minute apart, and this machine drifts by more than the margins between them.
+async fn interleaved(
+    ctx: &Ctx,
+    records: &mut Records,
+    peer: &super::external::Peer,
+    workload: &dyn Fn(Duration) -> PeerWorkload<'static>,
+) -> Result<(), String> {
+    let (rounds, round) = if ctx.quick {
+        (3, Duration::from_millis(500))
+    } else {
+        (6, Duration::from_secs(1))
+    };
+    let plain = "bench:semaphore-h2h";
+    let expirable = "bench:expirable-semaphore-h2h";
+    let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..rounds {
+        let ours = async {
+            let a = crate::workload::run(
+                cycles(&ctx.url, plain, |c| Semaphore::new(c, plain)).await?,
+                round,
+                HOLD,
+            )
+            .await?
+            .per_sec();
+            let b = crate::workload::run(
+                cycles(&ctx.url, expirable, |c| {
+                    ExpirableSemaphore::new(c, expirable)
+                })
+                .await?,
+                round,
+                HOLD,
+            )
+            .await?
+            .per_sec();
+            Ok::<_, String>([a, b])
+        };
+        let theirs = async {
+            // Warmed up first, uncounted: a short round would otherwise count the JIT's
+            // warm-up against the peer.
+            let warmed = PeerWorkload {
+                warmup: PEER_WARMUP,
+                ..workload(round)
+            };
+            let report = peer.run(&ctx.url, &warmed).await?;
+            Ok::<_, String>(report.total as f64 / report.elapsed_s.max(1e-9))
+        };
+        let (ours, theirs) = if r % 2 == 0 {
+            let ours = ours.await?;
+            (ours, theirs.await?)
+        } else {
+            let theirs = theirs.await?;
+            (ours.await?, theirs)
+        };
+        for (kind, value) in ratios.iter_mut().zip(ours) {
+            kind.push(value / theirs.max(1e-9));
+        }
+    }
+    for (library, values) in ["ferrisson-semaphore", "ferrisson-expirable-semaphore"]
+        .into_iter()
+        .zip(ratios)
+    {
+        records.push(
+            "semaphore",
+            VARIANT,
+            library,
+            "ratio_to_npm_interleaved",
+            super::uncontended::median(values),
+            "x",
+        );
+    }
     ctx.probe.flushall().await
 }

@@ -1,6 +1,7 @@
 """PyPI python-redis-lock on the ferrisson-bench workloads.
 
-usage: python bench.py URL uncontended|contended CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX
+usage: python bench.py URL uncontended|contended CLIENTS TASKS DURATION_MS HOLD_MS KEY_PREFIX [WARMUP_MS]
+(WARMUP_MS: the workload runs that long first, uncounted: the threads' start-up)
 prints one JSON object: total, elapsed_s, per_task, wait_p50_us, wait_p99_us, cycle_p50_us, cycle_p99_us
 """
 import json
@@ -21,6 +22,7 @@ def percentile(samples, p):
 
 def main():
     url, mode, clients, tasks, duration_ms, hold_ms, prefix = sys.argv[1:8]
+    warmup = int(sys.argv[8]) / 1000 if len(sys.argv) > 8 else 0
     clients, tasks = int(clients), int(tasks)
     hold = int(hold_ms) / 1000
     connections = [redis.Redis.from_url(url) for _ in range(clients)]
@@ -28,7 +30,7 @@ def main():
         c.ping()
     results = []
     lock = threading.Lock()
-    start = time.perf_counter()
+    start = time.perf_counter() + warmup
     deadline = start + int(duration_ms) / 1000
 
     def worker(conn, key):
@@ -43,6 +45,8 @@ def main():
                 time.sleep(hold)
             mutex.release()
             t2 = time.perf_counter()
+            if t0 < start:
+                continue
             waits.append((t1 - t0) * 1e6)
             cycles.append((t2 - t0) * 1e6)
             n += 1

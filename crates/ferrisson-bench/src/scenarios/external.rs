@@ -13,6 +13,7 @@ use tokio::process::Command;
 use super::contended::{self, Figures};
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, UNCONTENDED, hold_variant};
 use crate::record::Records;
+use crate::workload::{Cycle, HoldCycle};
 
 const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -230,6 +231,101 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
             ..Figures::default()
         };
         contended::record(records, hold, peer.library, &figures);
+        ctx.probe.flushall().await?;
+    }
+    head_to_head(ctx, records, peer).await
+}
+
+/// The peer against ferrisson in alternating rounds (who goes first alternating), on the
+/// `uncontended` and `contended` workloads: the median of the per-round ratios of ferrisson's
+/// throughput to the peer's, recorded under the peer as `ferrisson_ratio_interleaved` (the
+/// separate phases above run minutes apart, and this machine drifts by more than some of the
+/// gaps). Each peer round first runs its workload 0.5 s uncounted: a JIT's warm-up (node) and
+/// the threads' start-up (python) would otherwise count against a short round.
+async fn head_to_head(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), String> {
+    let (rounds, round) = if ctx.quick {
+        (2, Duration::from_secs(1))
+    } else {
+        (3, Duration::from_secs(2))
+    };
+    let slug = peer.library.split(' ').next().unwrap_or("peer");
+    let client = ferrisson::Client::connect(&ctx.url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut workloads: Vec<(&str, String, usize, usize, Duration)> = UNCONTENDED
+        .iter()
+        .map(|(variant, tasks)| {
+            (
+                "uncontended",
+                (*variant).to_owned(),
+                1,
+                *tasks,
+                Duration::ZERO,
+            )
+        })
+        .collect();
+    for hold in HOLDS {
+        workloads.push((
+            "contended",
+            hold_variant(hold),
+            CONTENDED_CLIENTS,
+            CONTENDED_TASKS,
+            hold,
+        ));
+    }
+    for (scenario, variant, clients, tasks, hold) in workloads {
+        let ours_name = format!("bench:h2h-{slug}:ferrisson:{variant}");
+        let prefix = format!("bench:h2h-{slug}:peer:{variant}");
+        let mut ratios = Vec::new();
+        for r in 0..rounds {
+            let ours = async {
+                let cycles: Vec<Box<dyn Cycle>> = if scenario == "uncontended" {
+                    (0..tasks)
+                        .map(|i| {
+                            ferrisson::ReentrantLock::new(&client, &format!("{ours_name}:{i}"))
+                                .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
+                                .map_err(|e| e.to_string())
+                        })
+                        .collect::<Result<_, _>>()?
+                } else {
+                    contended::ferrisson_cycles(&ctx.url, &ours_name).await?
+                };
+                Ok::<_, String>(crate::workload::run(cycles, round, hold).await?.per_sec())
+            };
+            let theirs = async {
+                let report = peer
+                    .run(
+                        &ctx.url,
+                        &PeerWorkload {
+                            mode: scenario,
+                            clients,
+                            tasks,
+                            duration: round,
+                            hold,
+                            prefix: &prefix,
+                            warmup: Duration::from_millis(500),
+                        },
+                    )
+                    .await?;
+                Ok::<_, String>(report.total as f64 / report.elapsed_s.max(1e-9))
+            };
+            let (ours, theirs) = if r % 2 == 0 {
+                let ours = ours.await?;
+                (ours, theirs.await?)
+            } else {
+                let theirs = theirs.await?;
+                (ours.await?, theirs)
+            };
+            ratios.push(ours / theirs.max(1e-9));
+        }
+        records.push(
+            scenario,
+            &variant,
+            peer.library,
+            "ferrisson_ratio_interleaved",
+            super::uncontended::median(ratios),
+            "x",
+        );
         ctx.probe.flushall().await?;
     }
     Ok(())

@@ -160,6 +160,23 @@ pub async fn run(
     run_counted(cycles, duration, hold, Arc::default()).await
 }
 
+/// One round of a head-to-head comparison: `ours` and `theirs` run one after the other, `ours`
+/// first when `ours_first` (callers alternate it between rounds, so that a drift of the machine
+/// within a round favours neither side). Returns (ours, theirs).
+pub async fn in_turn<A, B>(
+    ours_first: bool,
+    ours: impl Future<Output = Result<A, String>>,
+    theirs: impl Future<Output = Result<B, String>>,
+) -> Result<(A, B), String> {
+    if ours_first {
+        let ours = ours.await?;
+        Ok((ours, theirs.await?))
+    } else {
+        let theirs = theirs.await?;
+        Ok((ours.await?, theirs))
+    }
+}
+
 /// As [`run`], adding each finished cycle to `done` as it finishes, so that a sampler can
 /// count the cycles of a window inside the run.
 pub async fn run_counted(

@@ -39,6 +39,13 @@ pub struct PeerReport {
     pub cycle_p99_us: f64,
 }
 
+impl PeerReport {
+    /// Cycles per second over the counted run.
+    pub fn per_sec(&self) -> f64 {
+        self.total as f64 / self.elapsed_s.max(1e-9)
+    }
+}
+
 async fn run_command(cmd: &mut Command, timeout: Duration) -> Result<String, String> {
     let child = cmd
         .stdin(Stdio::null())
@@ -170,7 +177,7 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
                 },
             )
             .await?;
-        let ops = report.total as f64 / report.elapsed_s.max(1e-9);
+        let ops = report.per_sec();
         super::uncontended::record_uncontended(
             records,
             variant,
@@ -216,7 +223,7 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
             .await?;
         let commands = counter.finish().await;
         let figures = Figures {
-            acquisitions_per_sec: report.total as f64 / report.elapsed_s.max(1e-9),
+            acquisitions_per_sec: report.per_sec(),
             p50_wait_us: report.wait_p50_us,
             p99_wait_us: report.wait_p99_us,
             min_per_task: report.per_task.iter().copied().min().unwrap_or(0),
@@ -307,15 +314,9 @@ async fn head_to_head(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(
                         },
                     )
                     .await?;
-                Ok::<_, String>(report.total as f64 / report.elapsed_s.max(1e-9))
+                Ok::<_, String>(report.per_sec())
             };
-            let (ours, theirs) = if r % 2 == 0 {
-                let ours = ours.await?;
-                (ours, theirs.await?)
-            } else {
-                let theirs = theirs.await?;
-                (ours.await?, theirs)
-            };
+            let (ours, theirs) = crate::workload::in_turn(r % 2 == 0, ours, theirs).await?;
             ratios.push(ours / theirs.max(1e-9));
         }
         records.push(

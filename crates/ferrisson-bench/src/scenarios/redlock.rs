@@ -91,15 +91,13 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                     }));
                 }
             }
-            // Who goes first alternates, as in the other head-to-head comparisons: a drift of
-            // the machine within a round favours neither side.
-            let (a, b) = if r % 2 == 0 {
-                let a = workload::run(ours, round, Duration::ZERO).await?;
-                (a, workload::run(theirs, round, Duration::ZERO).await?)
-            } else {
-                let b = workload::run(theirs, round, Duration::ZERO).await?;
-                (workload::run(ours, round, Duration::ZERO).await?, b)
-            };
+            // Who goes first alternates, as in the other head-to-head comparisons.
+            let (a, b) = workload::in_turn(
+                r % 2 == 0,
+                workload::run(ours, round, Duration::ZERO),
+                workload::run(theirs, round, Duration::ZERO),
+            )
+            .await?;
             ratios.push(a.per_sec() / b.per_sec().max(1e-9));
             ours_total.merge(a);
             theirs_total.merge(b);

@@ -116,7 +116,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let counted = peer.run(&ctx.url, &workload(ctx.count_phase())).await?;
     let commands = counter.finish().await;
     let figures = Figures {
-        acquisitions_per_sec: report.total as f64 / report.elapsed_s.max(1e-9),
+        acquisitions_per_sec: report.per_sec(),
         p50_wait_us: report.wait_p50_us,
         p99_wait_us: report.wait_p99_us,
         commands_per_acquisition: Some(commands as f64 / counted.total.max(1) as f64),
@@ -177,15 +177,9 @@ async fn interleaved(
                 ..workload(round)
             };
             let report = peer.run(&ctx.url, &warmed).await?;
-            Ok::<_, String>(report.total as f64 / report.elapsed_s.max(1e-9))
+            Ok::<_, String>(report.per_sec())
         };
-        let (ours, theirs) = if r % 2 == 0 {
-            let ours = ours.await?;
-            (ours, theirs.await?)
-        } else {
-            let theirs = theirs.await?;
-            (ours.await?, theirs)
-        };
+        let (ours, theirs) = crate::workload::in_turn(r % 2 == 0, ours, theirs).await?;
         for (kind, value) in ratios.iter_mut().zip(ours) {
             kind.push(value / theirs.max(1e-9));
         }

@@ -175,13 +175,12 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                 })
                 .collect();
             // Alternate which of the two goes first, so that neither always follows raw.
-            let (mut our_round, mut their_round) = if r % 2 == 0 {
-                let a = round_of(ctx, cycles, round).await?;
-                (a, round_of(ctx, rslock_cycles, round).await?)
-            } else {
-                let b = round_of(ctx, rslock_cycles, round).await?;
-                (round_of(ctx, cycles, round).await?, b)
-            };
+            let (mut our_round, mut their_round) = workload::in_turn(
+                r % 2 == 0,
+                round_of(ctx, cycles, round),
+                round_of(ctx, rslock_cycles, round),
+            )
+            .await?;
             let (raw_p50, our_p50, their_p50) = (
                 p50_of(&raw_round.0),
                 our_round.0.cycles.percentile(50.0),

@@ -61,8 +61,8 @@ pub struct ReleaseArgs<'a> {
     /// lock ([`ClientEngine::client_latch`]) writes there (kinds whose releases latch every
     /// result ignore it).
     pub seq: u64,
-    /// Whether a free records itself in its own latch instead of the client's latch: another release
-    /// of this lock by the client was in flight when this one was made
+    /// Whether a free records itself in its own latch instead of the client's latch: another
+    /// release of this lock by the client was in flight when this one was made
     /// ([`ReleaseMark::overlaps`]), and its record there must stand until it has settled.
     pub latch_free: bool,
     /// Whether this call resends one whose reply was lost (with the same latch).

@@ -475,7 +475,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
     let mut round: u32 = 0;
     // A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
-    let mut turn: Option<tokio::sync::OwnedSemaphorePermit> = None;
+    let mut turn: Option<tokio::sync::SemaphorePermit<'_>> = None;
     loop {
         let started = Instant::now();
         let round_end = deadline.unwrap_or_else(|| {
@@ -531,10 +531,10 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
             // per waiter, most of them lost. The others queue here, in order; the one whose
             // turn comes after a wait in the queue starts with a fresh round, whose refusal
             // tells it what to watch.
-            match gate.clone().try_acquire_owned() {
+            match gate.try_acquire() {
                 Ok(permit) => turn = Some(permit),
                 Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    let queued = gate.clone().acquire_owned();
+                    let queued = gate.acquire();
                     let permit = match deadline {
                         Some(d) => match tokio::time::timeout_at(d, queued).await {
                             Ok(permit) => permit,

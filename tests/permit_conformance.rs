@@ -188,6 +188,35 @@ macro_rules! conformance {
 
 conformance!(Semaphore => semaphore, ExpirableSemaphore => expirable_semaphore);
 
+/// The latch key of the try [`expirable_try_of_two`] makes.
+fn expirable_try_latch(name: &str) -> String {
+    format!("{{{name}}}:acquire:0123456789abcdef0123456789abcdef:0")
+}
+
+/// One try of a fixed waiter for 2 permits of the permit-expirable semaphore `name`, under
+/// `ids`, with a 30 s lease and no reservation: `expirable_semaphore/acquire` as the client
+/// sends it.
+fn expirable_try_of_two(name: &str, ids: &[[u8; 16]; 2]) -> redis::Cmd {
+    let scripts = ferrisson_expirable_semaphore::scripts();
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(source(&scripts, "expirable_semaphore/acquire"))
+        .arg(5)
+        .arg(name)
+        .arg(format!("{{{name}}}:timeout"))
+        .arg(format!("redisson_sc:{{{name}}}"))
+        .arg(format!("{{{name}}}:intent"))
+        .arg(expirable_try_latch(name))
+        .arg(2)
+        .arg(30_000)
+        .arg("0123456789abcdef0123456789abcdef")
+        .arg(0)
+        .arg("publish")
+        .arg("")
+        .arg(&ids[0][..])
+        .arg(&ids[1][..]);
+    cmd
+}
+
 /// The source of the script named `name` among `scripts`.
 fn source(scripts: &[&'static ferrisson::core::engine::Script], name: &str) -> String {
     scripts
@@ -339,6 +368,52 @@ async fn a_hand_off_resent_after_a_lost_reply_counts_once() {
     assert_eq!(members, vec![successor.to_vec()], "nothing else changed");
 }
 
+/// An expirable-semaphore try resent after its lost call's permits have expired (a lease
+/// shorter than the retry window) is never answered "taken" for permits no longer held: the
+/// expired ones go back to the count and the resend takes live ones under the same ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expirable_try_resent_after_its_permits_expired_takes_live_ones() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let name = unique_name("pconf-exp-expired");
+    let timeouts = format!("{{{name}}}:timeout");
+    let ids = [
+        0x0303_0303_0303_0303_0303_0303_0303_0303_u128.to_be_bytes(),
+        0x0404_0404_0404_0404_0404_0404_0404_0404_u128.to_be_bytes(),
+    ];
+    let _: () = con.set(&name, 3).unwrap();
+    let try_call = || expirable_try_of_two(&name, &ids);
+    let first: Vec<i64> = try_call().query(&mut con).unwrap();
+    assert_eq!(first, vec![1, 1, 0, 0], "taken");
+    // The lost call's permits expire before the resend arrives.
+    for id in &ids {
+        let _: i64 = redis::cmd("ZADD")
+            .arg(&timeouts)
+            .arg("XX")
+            .arg(1)
+            .arg(&id[..])
+            .query(&mut con)
+            .unwrap();
+    }
+    let resent: Vec<i64> = try_call().query(&mut con).unwrap();
+    assert_eq!(resent, vec![1, 1, 0, 0], "taken anew");
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query(&mut con).unwrap();
+    for id in &ids {
+        let expiry: f64 = con.zscore(&timeouts, &id[..]).unwrap();
+        assert!(
+            expiry > (secs * 1000) as f64,
+            "the resend's permits are live (expiry {expiry}, now {secs} s)"
+        );
+    }
+    let left: i64 = con.get(&name).unwrap();
+    assert_eq!(
+        left, 1,
+        "the expired permits went back before the new ones were taken"
+    );
+    let taken: i64 = con.zcard(&timeouts).unwrap();
+    assert_eq!(taken, 2);
+}
+
 /// An expirable-semaphore try resent after a lost reply takes its permits once, with no latch
 /// written on the way: the resend finds the try's own (fresh) ids taken and answers "taken"
 /// without counting again. Its undo then gives them back, once.
@@ -348,33 +423,14 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     let mut con = redis.connection();
     let name = unique_name("pconf-exp-resent");
     let timeouts = format!("{{{name}}}:timeout");
-    let latch = format!("{{{name}}}:acquire:0123456789abcdef0123456789abcdef:0");
+    let latch = expirable_try_latch(&name);
     let ids = [
         0x0101_0101_0101_0101_0101_0101_0101_0101_u128.to_be_bytes(),
         0x0202_0202_0202_0202_0202_0202_0202_0202_u128.to_be_bytes(),
     ];
     let scripts = ferrisson_expirable_semaphore::scripts();
-    let acquire = source(&scripts, "expirable_semaphore/acquire");
     let _: () = con.set(&name, 3).unwrap();
-    let try_call = || {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(&acquire)
-            .arg(5)
-            .arg(&name)
-            .arg(&timeouts)
-            .arg(format!("redisson_sc:{{{name}}}"))
-            .arg(format!("{{{name}}}:intent"))
-            .arg(&latch)
-            .arg(2)
-            .arg(30_000)
-            .arg("0123456789abcdef0123456789abcdef")
-            .arg(0)
-            .arg("publish")
-            .arg("")
-            .arg(&ids[0][..])
-            .arg(&ids[1][..]);
-        cmd
-    };
+    let try_call = || expirable_try_of_two(&name, &ids);
     let first: Vec<i64> = try_call().query(&mut con).unwrap();
     assert_eq!(first, vec![1, 1, 0, 0], "taken");
     let exists: bool = con.exists(&latch).unwrap();

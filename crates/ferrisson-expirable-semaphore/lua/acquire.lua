@@ -33,10 +33,14 @@ if redis.call('exists', KEYS[5]) == 1 then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
 end
-if ARGV[7] and redis.call('zscore', KEYS[2], ARGV[7]) then
+local taken = ARGV[7] and redis.call('zscore', KEYS[2], ARGV[7])
+if taken and tonumber(taken) > now then
   -- A retry: the lost call took this try's permits (they are still held under its ids).
   return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
 end
+-- (A retry whose lost call's permits have expired since, a lease shorter than the retry
+-- window, takes permits anew below, under the same ids: the expired ones go back to the count
+-- first, so that the caller is never answered "taken" for permits that are no longer held.)
 local raw_count = redis.call('get', KEYS[1])
 if raw_count and not tonumber(raw_count) then
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')

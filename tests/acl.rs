@@ -129,6 +129,37 @@ async fn every_synchronizer_works_with_only_the_documented_rights() {
     ])
     .unwrap();
     both.lock().await.unwrap().unlock().await.unwrap();
+    // A fair-lock waiter that gives up leaves the queue, moving those behind it up.
+    let fair_name = unique_name("acl-fair-leave");
+    let fair_held = ferrisson_fair_lock::FairLock::new(&holder, &fair_name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let fair = ferrisson_fair_lock::FairLock::new(&waiting, &fair_name).unwrap();
+    let behind = tokio::spawn({
+        let fair = fair.clone();
+        async move {
+            fair.try_lock_with(ferrisson::LockOptions::new().wait(Duration::from_secs(20)))
+                .await
+        }
+    });
+    wait_queue_length(&fair, 1).await;
+    let gave_up = fair
+        .try_lock_with(ferrisson::LockOptions::new().wait(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    assert!(gave_up.is_none(), "held: its wait ran out and it left");
+    assert_eq!(fair.queue_length().await.unwrap(), 1);
+    fair_held.unlock().await.unwrap();
+    behind
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the first waiter gets it")
+        .unlock()
+        .await
+        .unwrap();
 
     // The rights are really that narrow: no key outside the namespace, no admin command.
     let mut restricted = redis::Client::open(format!(

@@ -25,13 +25,6 @@ fn fair(client: &Client, name: &str) -> FairLock {
         .unwrap()
 }
 
-async fn wait_queue_length(lock: &FairLock, n: usize) {
-    eventually(SOON, &format!("{n} waiters queued"), || async {
-        lock.queue_length().await.unwrap() == n
-    })
-    .await;
-}
-
 /// The keys of lock `name` left in Redis, leaving out unlock latches (they live for the retry
 /// window by design); panics if a latch has no expiry.
 fn keys_left(con: &mut redis::Connection, name: &str) -> Vec<String> {

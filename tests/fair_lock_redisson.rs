@@ -282,6 +282,16 @@ async fn ferrisson_first_then_redisson_waiters_are_served_in_queue_order() {
     assert_eq!(mixed_queue(&order, Duration::from_secs(3)).await, order);
 }
 
+/// The fair lock's queue, head first.
+fn queue_of(con: &mut redis::Connection, keys: &Keys) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(&keys.queue)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .unwrap()
+}
+
 /// Puts a dead ferrisson waiter at the tail of the queue, as a ferrisson process that died
 /// leaves it: a Redisson-arithmetic timeout far ahead (ten minutes), a liveness deadline past.
 fn plant_dead_waiter(con: &mut redis::Connection, name: &str, owner: &str) {
@@ -354,12 +364,7 @@ async fn a_dead_ferrisson_waiter_strands_nobody() {
         Duration::from_secs(5),
         "the ferrisson waiter drops the dead one",
         || {
-            let queue: Vec<String> = redis::cmd("LRANGE")
-                .arg(&keys.queue)
-                .arg(0)
-                .arg(-1)
-                .query(&mut con)
-                .unwrap();
+            let queue = queue_of(&mut con, &keys);
             async move { queue.len() == 1 && !queue[0].starts_with("deadbeef") }
         },
     )
@@ -373,4 +378,67 @@ async fn a_dead_ferrisson_waiter_strands_nobody() {
     .await;
     assert_eq!(*served.lock().unwrap(), ["R1", "F1"]);
     assert!(!lock.is_locked().await.unwrap());
+}
+
+/// A ferrisson waiter that gives up moves the waiters behind it up a place, as Redisson's own
+/// `acquireFailed` does: a Redisson waiter queued behind it has its timeout brought a wait
+/// closer, so that it is not counted alive a wait longer for every ferrisson waiter that left
+/// ahead of it (were it to die, the queue would wait that much longer for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ferrisson_waiter_that_leaves_moves_redisson_waiters_behind_it_up() {
+    let server = RedisServer::spawn();
+    let name = unique_name("fair-leave");
+    let keys = Keys::of(&name);
+    let holder = client(&server.url()).await;
+    let waiter = client(&server.url()).await;
+    let mut con = server.connection();
+    let held = FairLock::new(&holder, &name).unwrap().lock().await.unwrap();
+    let lock = FairLock::new(&waiter, &name).unwrap();
+    let leaving = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            lock.try_lock_with(ferrisson::LockOptions::new().wait(Duration::from_secs(2)))
+                .await
+                .unwrap()
+        }
+    });
+    wait_queue_length(&lock, 1).await;
+    // A Redisson waiter behind it, with Redisson's arithmetic: the last waiter's timeout plus
+    // a wait.
+    let ahead = queue_of(&mut con, &keys);
+    let ahead_timeout: f64 = redis::cmd("ZSCORE")
+        .arg(&keys.timeouts)
+        .arg(&ahead[0])
+        .query(&mut con)
+        .unwrap();
+    let wait = REDISSON_THREAD_WAIT.as_millis() as f64;
+    let redisson = format!("{}:7", uuid_like(7));
+    let _: () = redis::pipe()
+        .cmd("RPUSH")
+        .arg(&keys.queue)
+        .arg(&redisson)
+        .cmd("ZADD")
+        .arg(&keys.timeouts)
+        .arg(ahead_timeout + wait)
+        .arg(&redisson)
+        .query(&mut con)
+        .unwrap();
+    // The ferrisson waiter's wait runs out: it leaves.
+    assert!(leaving.await.unwrap().is_none(), "the lock stayed held");
+    let queue = queue_of(&mut con, &keys);
+    assert_eq!(
+        queue,
+        vec![redisson.clone()],
+        "only the Redisson waiter is left"
+    );
+    let timeout: f64 = redis::cmd("ZSCORE")
+        .arg(&keys.timeouts)
+        .arg(&redisson)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        timeout, ahead_timeout,
+        "moved up a place: its timeout a wait closer"
+    );
+    held.unlock().await.unwrap();
 }

@@ -650,7 +650,8 @@ async fn wait_unlocked_ends_when_the_lease_runs_out_and_on_kinds_that_publish_no
     )
     .await;
 
-    // The spin and fair locks publish nothing every client hears: the watcher polls.
+    // The spin lock publishes nothing: its watcher polls. The fair lock's release wakes the
+    // head waiter and, from this library, its watchers too.
     let spin_name = unique_name("watch-spin");
     let spin = SpinLock::new(&holder, &spin_name)
         .unwrap()
@@ -672,6 +673,42 @@ async fn wait_unlocked_ends_when_the_lease_runs_out_and_on_kinds_that_publish_no
     spin.unlock().await.unwrap();
     fair.unlock().await.unwrap();
     common::join_within(SOON, "both watches end", watchers).await;
+}
+
+/// A fair lock's watcher listens on the lock's channel, where this library's releases publish
+/// too **[ext]**: while the lock is held it looks again only once a second (a release by a
+/// Redisson client wakes the head waiter alone, so it cannot rely on a message), where a
+/// watcher that polled with a backoff from 1 ms looked a dozen times in the same time; the
+/// release ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_lock_watcher_listens_and_looks_again_only_once_a_second() {
+    let server = ferrisson_testkit::RedisServer::spawn();
+    let holder = common::client_with_lease(&server.url(), Duration::from_secs(30)).await;
+    let other = client(&server.url()).await;
+    let name = unique_name("watch-fair-listens");
+    let guard = FairLock::new(&holder, &name).unwrap().lock().await.unwrap();
+    let mut con = server.connection();
+    let before = command_calls(&mut con);
+    let watcher = watch(&FairLock::new(&other, &name).unwrap());
+    // The window the looks are counted over.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(!watcher.is_finished(), "the lock is held");
+    let looks = delta(&before, &command_calls(&mut con), "exists");
+    assert!(
+        (1..=4).contains(&looks),
+        "{looks} looks at a fair lock held for 2.5 s"
+    );
+    // The release's message on the lock's own channel, which the watcher listens on.
+    let mut listener = server.connection();
+    let mut listener = listener.as_pubsub();
+    listener
+        .subscribe(format!("redisson_lock__channel:{{{name}}}"))
+        .unwrap();
+    listener.set_read_timeout(Some(SOON)).unwrap();
+    guard.unlock().await.unwrap();
+    let message = listener.get_message().unwrap();
+    assert_eq!(message.get_payload::<String>().unwrap(), "0");
+    common::join_within(SOON, "the release ends the watch", vec![watcher]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

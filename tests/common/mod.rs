@@ -110,3 +110,13 @@ where
         }
     }
 }
+
+/// Waits (10 s at most) until `n` waiters are queued on the fair lock `lock`.
+pub async fn wait_queue_length(lock: &ferrisson_fair_lock::FairLock, n: usize) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("{n} waiters queued"),
+        || async { lock.queue_length().await.unwrap() == n },
+    )
+    .await;
+}

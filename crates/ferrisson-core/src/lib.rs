@@ -97,7 +97,8 @@ pub mod engine {
     pub use crate::kind::{Backoff, HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
     pub use crate::lock::{
-        FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH, scripts,
+        FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
+        WATCH_RECHECK, scripts,
     };
     pub use crate::object::{OBJECT_DELETE, OBJECT_EXPIRE};
     pub use crate::permits;

@@ -133,14 +133,25 @@ pub trait Lock: SyncObject {
         None
     }
 
+    /// The longest a watcher ([`wait_unlocked`](Self::wait_unlocked)) listening on
+    /// [`release_channel`](Self::release_channel) sleeps before it looks again, for a kind
+    /// that some releases free without a message there (the fair lock: Redisson's releases
+    /// wake the head waiter alone); `None`: every release publishes there, and the holder's
+    /// lease bounds the sleep.
+    #[doc(hidden)]
+    fn watch_recheck(&self) -> Option<Duration> {
+        None
+    }
+
     /// Waits until nobody holds the lock (on a read-write lock's side: until that side is not
     /// held), without taking it: released, forced free, deleted, or its lease ended. Returns
     /// at once when it is not held. For "wait until the job elsewhere is done" code; to run
     /// after it, take the lock instead (another holder may get in first).
     ///
     /// It listens on the lock's release channel where it has one, bounded by the holder's
-    /// lease (a lost message delays it, never strands it), and polls with a backoff from 1 ms
-    /// to 1 s where the releases publish nothing every client hears (the spin lock, the fair
+    /// lease (a lost message delays it, never strands it); on a fair lock, whose releases by
+    /// Redisson clients wake the head waiter alone, it also looks again once a second. It
+    /// polls with a backoff from 1 ms to 1 s where the releases publish nothing (the spin
     /// lock). A wake-up it takes from a local waiter of the same lock is passed on.
     ///
     /// ```
@@ -262,9 +273,9 @@ pub trait Lock: SyncObject {
 }
 
 /// The longest pause between two looks of a watcher ([`Lock::wait_unlocked`]) of a lock whose
-/// releases publish nothing every client hears (one that publishes is bounded by the holder's
-/// lease instead).
-const WATCH_RECHECK: Duration = Duration::from_secs(1);
+/// releases publish nothing (one that publishes is bounded by the holder's lease instead, and
+/// by [`Lock::watch_recheck`] when some of its releases do not).
+pub const WATCH_RECHECK: Duration = Duration::from_secs(1);
 
 /// [`Lock::wait_unlocked`]: subscribe (where the kind publishes), look, sleep until a message,
 /// the holder's lease or the re-check, and again; through outages as long as the client's
@@ -308,7 +319,10 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L) -> Result<()> {
             Some(subscription) => {
                 // A message wakes it; the client's lease bounds a wait whose message was lost.
                 let lease = client.config().get_lease();
-                let bound = lease_end.unwrap_or(lease).min(lease);
+                let mut bound = lease_end.unwrap_or(lease).min(lease);
+                if let Some(recheck) = lock.watch_recheck() {
+                    bound = bound.min(recheck);
+                }
                 let bound = pacer
                     .next_sleep(bound, subscription.is_confirmed())
                     .unwrap_or(Duration::ZERO);

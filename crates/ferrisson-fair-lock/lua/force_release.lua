@@ -1,7 +1,8 @@
 -- ferrisson script
 -- operation: fair_lock/force_release
 -- protocol: 1
--- Release a fair lock whoever holds it, and wake the head waiter.
+-- Release a fair lock whoever holds it, and wake the head waiter (and the lock's watchers, on
+-- the channel prefix itself [ext], as fair_lock/release does).
 -- KEYS[1] lock hash
 -- KEYS[2] waiter queue, prefixed("redisson_lock_queue", name)
 -- KEYS[3] release channel prefix, prefixed("redisson_lock__channel", name)
@@ -19,4 +20,5 @@ local head = redis.call('lindex', KEYS[2], 0)
 if head then
   redis.call(ARGV[1], KEYS[3] .. ':' .. head, '0')
 end
+redis.call(ARGV[1], KEYS[3], '0')
 return 1

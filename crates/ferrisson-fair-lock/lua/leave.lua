@@ -10,8 +10,19 @@
 -- KEYS[5] liveness deadlines of ferrisson waiters [ext], suffixed(name, "alive")
 -- ARGV[1] owner
 -- ARGV[2] publish command ("publish")
+-- ARGV[3] Redisson's thread wait time in milliseconds (fair_lock/acquire's ARGV[9]): what a
+--         place in the queue adds to the timeouts behind it
 -- returns 1 when the owner was queued, 0 when it was not
-local was_head = redis.call('lindex', KEYS[2], 0) == ARGV[1]
+local place = redis.call('lpos', KEYS[2], ARGV[1])
+local was_head = place == 0
+if place then
+  -- As Redisson's acquireFailed: everyone behind moves up a place, so their timeouts come a
+  -- wait closer (Redisson waiters behind would otherwise count as alive a wait longer per
+  -- waiter that left ahead of them). XX: a queued waiter without a timeout gets none.
+  for _, waiter in ipairs(redis.call('lrange', KEYS[2], place + 1, -1)) do
+    redis.call('zadd', KEYS[3], 'XX', 'INCR', -tonumber(ARGV[3]), waiter)
+  end
+end
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[5], ARGV[1])
 local removed = redis.call('lrem', KEYS[2], 0, ARGV[1])

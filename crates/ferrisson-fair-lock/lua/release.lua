@@ -14,7 +14,9 @@
 -- ARGV[3] how long the latch keeps the result, in milliseconds
 -- ARGV[4] publish command ("publish")
 -- returns -1 = the owner holds nothing, 0 = holds remain, 1 = released (the first live waiter
---         woken: dead ones at the head are dropped first, as Redisson's unlock does)
+--         woken: dead ones at the head are dropped first, as Redisson's unlock does; and "0"
+--         published on KEYS[3] itself [ext], for the lock's watchers, Lock::wait_unlocked: a
+--         fair lock's waiters, Redisson's and ours, each listen on their own channel)
 local done = redis.call('get', KEYS[4])
 if done then
   return tonumber(done)
@@ -32,6 +34,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if head then
       redis.call(ARGV[4], KEYS[3] .. ':' .. head, '0')
     end
+    redis.call(ARGV[4], KEYS[3], '0')
     code = 1
   end
 end

@@ -127,19 +127,22 @@ impl Instances {
     async fn clients(&self, lease: Duration) -> Vec<Client> {
         let mut clients = Vec::new();
         for server in &self.servers {
-            clients.push(
-                Client::with_config(
-                    ClientConfig::new(server.url())
-                        .lease(lease)
-                        .response_timeout(Duration::from_millis(500))
-                        .connect_timeout(Duration::from_millis(500)),
-                )
-                .await
-                .unwrap(),
-            );
+            clients.push(instance_client(server.url(), lease, Duration::from_millis(500)).await);
         }
         clients
     }
+}
+
+/// A client of one instance, whose response and connect timeouts are `timeout`.
+async fn instance_client(url: String, lease: Duration, timeout: Duration) -> Client {
+    Client::with_config(
+        ClientConfig::new(url)
+            .lease(lease)
+            .response_timeout(timeout)
+            .connect_timeout(timeout),
+    )
+    .await
+    .unwrap()
 }
 
 fn red_lock(clients: &[Client], name: &str, fenced: bool) -> RedLock {
@@ -211,6 +214,101 @@ async fn a_redlock_over_three_locks_with_a_minority_down_never_with_a_majority()
         !held_on(&instances.servers[0], &name),
         "partial grants released"
     );
+}
+
+/// RedLocks of three processes (three client sets) contending for one lock on three
+/// instances, each with several tasks: never two holders at once, and the fenced guards'
+/// tokens grow strictly from one holder to the next, across processes (the instances share
+/// this machine's clock: the case guarantees.md §12 promises it for, clocks that agree to
+/// within the time between two holders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlocks_of_three_processes_never_both_hold_and_tokens_grow() {
+    const PROCESSES: usize = 3;
+    const TASKS: usize = 3;
+    const EACH: usize = 8;
+    let instances = Instances::spawn(3);
+    let name = unique_name("redlock-contend");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let last_token = Arc::new(std::sync::Mutex::new(0u64));
+    let mut tasks = Vec::new();
+    for _ in 0..PROCESSES {
+        let clients = instances.clients(Duration::from_secs(30)).await;
+        for _ in 0..TASKS {
+            let lock = red_lock(&clients, &name, true);
+            let (inside, last_token) = (inside.clone(), last_token.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..EACH {
+                    let guard = lock.lock().await.unwrap();
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    let token = guard.token().expect("fenced");
+                    {
+                        let mut last = last_token.lock().unwrap();
+                        assert!(token > *last, "token {token} after {}", *last);
+                        *last = token;
+                    }
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    join_within(
+        Duration::from_secs(60),
+        "every task gets the lock its share of times",
+        tasks,
+    )
+    .await;
+    assert!(instances.servers.iter().all(|s| !held_on(s, &name)));
+}
+
+/// A slow instance shortens a RedLock's validity by the time the round waited for it: the
+/// guard comes back with the lease less that time and the drift allowance left, no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
+    const SLOW: Duration = Duration::from_millis(300);
+    let instances = Instances::spawn(3);
+    let proxy = ferrisson_testkit::FaultProxy::start(instances.servers[2].port());
+    // The third instance through the proxy, with room in its response timeout for the delay.
+    let mut clients = Vec::new();
+    for url in [
+        instances.servers[0].url(),
+        instances.servers[1].url(),
+        proxy.url(),
+    ] {
+        clients.push(
+            instance_client(url, Duration::from_secs(30), Duration::from_millis(1_000)).await,
+        );
+    }
+    let name = unique_name("redlock-slow");
+    let lock = red_lock(&clients, &name, false);
+    // The scripts cached and the connections up before the instance turns slow.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    proxy.delay_replies(SLOW);
+    let lease = Duration::from_secs(10);
+    let started = tokio::time::Instant::now();
+    let guard = lock
+        .lock_with(LockOptions::new().lease(lease))
+        .await
+        .unwrap();
+    let returned = tokio::time::Instant::now();
+    assert_eq!(guard.holds().len(), 3, "the slow instance granted too");
+    assert!(returned - started >= SLOW, "the round waited for it");
+    // Drift allowance: 1 % of the lease + 2 ms.
+    let drift = lease / 100 + Duration::from_millis(2);
+    let left = guard
+        .valid_until()
+        .unwrap()
+        .saturating_duration_since(returned);
+    assert!(
+        left <= lease - SLOW - drift,
+        "{left:?} of validity left after waiting {:?} for the slow instance",
+        returned - started
+    );
+    assert!(left >= lease - (returned - started) - drift - Duration::from_millis(50));
+    proxy.delay_replies(Duration::ZERO);
+    guard.unlock().await.unwrap();
+    assert!(instances.servers.iter().all(|s| !held_on(s, &name)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use ferrisson::{Client, ClientConfig, Lock, ReentrantLock};
 
 use ferrisson_testkit::RedisCluster;
 
-use super::uncontended::median;
+use super::uncontended::{lock_cycles, median};
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx};
 use crate::record::Records;
 use crate::workload::{self, Cycle, HoldCycle};
@@ -28,16 +28,6 @@ fn rounds(ctx: &Ctx) -> (u32, Duration) {
 
 async fn connect(config: ClientConfig) -> Result<Client, String> {
     Client::with_config(config).await.map_err(|e| e.to_string())
-}
-
-fn lock_cycles(client: &Client, prefix: &str, n: usize) -> Result<Vec<Box<dyn Cycle>>, String> {
-    (0..n)
-        .map(|i| {
-            ReentrantLock::new(client, &format!("{prefix}:{i}"))
-                .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
-                .map_err(|e| e.to_string())
-        })
-        .collect()
 }
 
 /// Commands clients sent every primary of the cluster (`INFO commandstats`): the script calls,

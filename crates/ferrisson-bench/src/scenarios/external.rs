@@ -13,7 +13,6 @@ use tokio::process::Command;
 use super::contended::{self, Figures};
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, UNCONTENDED, hold_variant};
 use crate::record::Records;
-use crate::workload::{Cycle, HoldCycle};
 
 const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -286,14 +285,8 @@ async fn head_to_head(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(
         let mut ratios = Vec::new();
         for r in 0..rounds {
             let ours = async {
-                let cycles: Vec<Box<dyn Cycle>> = if scenario == "uncontended" {
-                    (0..tasks)
-                        .map(|i| {
-                            ferrisson::ReentrantLock::new(&client, &format!("{ours_name}:{i}"))
-                                .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
-                                .map_err(|e| e.to_string())
-                        })
-                        .collect::<Result<_, _>>()?
+                let cycles = if scenario == "uncontended" {
+                    super::uncontended::lock_cycles(&client, &ours_name, tasks)?
                 } else {
                     contended::ferrisson_cycles(&ctx.url, &ours_name).await?
                 };

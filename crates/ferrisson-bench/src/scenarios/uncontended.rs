@@ -148,6 +148,18 @@ impl Side {
     }
 }
 
+/// Lock + unlock cycles of `n` tasks of `client`, each on a lock of its own, `<prefix>:<i>`:
+/// the uncontended workload.
+pub fn lock_cycles(client: &Client, prefix: &str, n: usize) -> Result<Vec<Box<dyn Cycle>>, String> {
+    (0..n)
+        .map(|i| {
+            ReentrantLock::new(client, &format!("{prefix}:{i}"))
+                .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let client = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     let (rounds, round) = rounds(ctx);
@@ -159,13 +171,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         for r in 0..rounds {
             let cycles = super::raw::raw_cycles(&ctx.url, variant, tasks).await?;
             let raw_round = round_of(ctx, cycles, round).await?;
-            let cycles = (0..tasks)
-                .map(|i| {
-                    ReentrantLock::new(&client, &format!("bench:uncontended:{variant}:{i}"))
-                        .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
-                        .map_err(|e| e.to_string())
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let cycles = lock_cycles(&client, &format!("bench:uncontended:{variant}"), tasks)?;
             let rslock_cycles = (0..tasks)
                 .map(|i| {
                     Box::new(RslockCycle {

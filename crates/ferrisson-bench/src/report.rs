@@ -140,6 +140,17 @@ pub fn targets(records: &Records) -> Vec<(String, f64, String, bool)> {
         records.get("waiters", w, "ferrisson", "bytes_per_waiter"),
         2048.0,
     );
+    // The full run only: 100,000 waiters on one client, through one subscriber connection.
+    at_most(
+        "100,000 waiters on one client: subscriber connections".to_owned(),
+        records.get(
+            "waiters",
+            "waiters=100000",
+            "ferrisson",
+            "subscriber_connections",
+        ),
+        1.0,
+    );
     out
 }
 

@@ -243,107 +243,124 @@ pub fn acquire<'a, K: HoldKind>(
 }
 
 /// [`acquire`] as `owner`, keeping `progress` (tries, and whether it waited for a release).
-async fn acquire_as<K: HoldKind>(
-    kind: &Arc<K>,
+///
+/// A function returning an `async` block rather than an `async fn`: an `async fn` keeps its
+/// parameters beside the copies its body makes of them, and what the options say is taken out
+/// here, so that a waiter keeps only what its wait uses.
+fn acquire_as<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
     owner: Owner,
     options: LockOptions,
-    progress: &Progress,
-) -> Result<Option<HoldGuard>> {
-    let client = kind.client();
+    progress: &'a Progress,
+) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + 'a {
     let lease = options.get_lease();
     let deadline = options.get_wait().and_then(crate::duration::deadline_after);
     let waits = options.get_wait() != Some(Duration::ZERO);
-    let waiting = kind.waiting(&owner);
-    let spec = WaitSpec {
-        channel: &waiting.channel,
-        policy: waiting.policy,
-        deadline,
-        recheck: waiting.recheck,
-        // A subscription made here carries the tag already.
-        tag: None,
-    };
-    let handoffs = kind.hands_off();
-    let tag = || -> Tag {
-        Arc::new(WaiterInfo {
-            owner: owner.clone(),
-            lease,
-        })
-    };
-    // Whatever ends a waiting call without the hold (a failure, cancellation: in the
-    // background) gives up what the kind set up for the wait.
-    let give_up = waits.then(|| {
-        CleanupGuard::new(|| {
-            let (kind, owner) = (kind.clone(), owner.clone());
-            async move {
-                if let Err(e) = kind.clone().give_up(owner.clone()).await {
-                    tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "giving up a wait failed; what it left expires by itself");
+    async move {
+        let client = kind.client();
+        // Locals, not captures: what only the first steps use is not kept through the wait.
+        let Waiting {
+            channel,
+            policy,
+            recheck,
+            spin: polls,
+        } = kind.waiting(&owner);
+        let spec = WaitSpec {
+            channel: &channel,
+            policy,
+            deadline,
+            recheck,
+            // A subscription made here carries the tag already.
+            tag: None,
+        };
+        let handoffs = kind.hands_off();
+        let tag = || -> Tag {
+            Arc::new(WaiterInfo {
+                owner: owner.clone(),
+                lease,
+            })
+        };
+        // Whatever ends a waiting call without the hold (a failure, cancellation: in the
+        // background) gives up what the kind set up for the wait.
+        let give_up = waits.then(|| {
+            CleanupGuard::new(|| {
+                let (kind, owner) = (kind.clone(), owner.clone());
+                async move {
+                    if let Err(e) = kind.clone().give_up(owner.clone()).await {
+                        tracing::warn!(
+                            key = %kind.lock_key(),
+                            %owner,
+                            error = %e,
+                            "giving up a wait failed; what it left expires by itself"
+                        );
+                    }
                 }
+            })
+        });
+        if let Some(backoff) = polls {
+            progress.waited.store(waits, Ordering::Relaxed);
+            let outcome = Box::pin(spin(
+                kind, &owner, lease, waits, deadline, backoff, progress,
+            ))
+            .await;
+            if let Some(give_up) = give_up {
+                give_up.disarm();
             }
+            return outcome;
+        }
+        // Registered before the first try when the channel is subscribed already: a kind that
+        // hands off queues behind the local waiters there without a try (no barging, no wasted
+        // call: they are woken or handed the lock first, and one leaving unserved wakes the next);
+        // another kind makes its first try in the loop, needing no second one after subscribing.
+        // (The registration is matched on where it is made: a named binding would keep its
+        // storage, beside the subscription's, for the whole wait.)
+        let (subscription, first) = match if !waits {
+            None
+        } else if handoffs {
+            client
+                .subscribe_if_confirmed(spec.channel, || Some(tag()))
+                .map(|s| (s, FirstRound::Sleep))
+        } else {
+            register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
+        } {
+            Some(early) => early,
+            None => {
+                progress.tried();
+                // Boxed, as every try is: a try's future (the script call through the batcher
+                // and the connection) is most of the acquire's size, which a waiter would keep
+                // for as long as it waits, though it tries only now and then.
+                match Box::pin(try_once(kind, &owner, lease, waits)).await? {
+                    Attempt::Acquired(guard) => {
+                        if let Some(give_up) = give_up {
+                            give_up.disarm();
+                        }
+                        return Ok(Some(guard));
+                    }
+                    Attempt::Held(_) if !waits => return Ok(None),
+                    Attempt::Held(_) => {}
+                }
+                let subscription = subscribe_confirmed(client, &spec, handoffs.then(tag)).await;
+                // Subscribed first, then tried again: a release between the first try and the
+                // subscription cannot be missed.
+                (subscription, FirstRound::Try)
+            }
+        };
+        progress.waited.store(true, Ordering::Relaxed);
+        let outcome = wait_on(client, &subscription, &spec, first, || {
+            progress.tried();
+            Box::pin(try_once(kind, &owner, lease, true))
         })
-    });
-    if let Some(backoff) = waiting.spin {
-        progress.waited.store(waits, Ordering::Relaxed);
-        let outcome = Box::pin(spin(
-            kind, &owner, lease, waits, deadline, backoff, progress,
-        ))
-        .await;
+        .await?;
+        drop(subscription);
         if let Some(give_up) = give_up {
             give_up.disarm();
-        }
-        return outcome;
-    }
-    // Registered before the first try when the channel is subscribed already: a kind that
-    // hands off queues behind the local waiters there without a try (no barging, no wasted
-    // call: they are woken or handed the lock first, and one leaving unserved wakes the next);
-    // another kind makes its first try in the loop, needing no second one after subscribing.
-    // (The registration is matched on where it is made: a named binding would keep its
-    // storage, beside the subscription's, for the whole wait.)
-    let (subscription, first) = match if !waits {
-        None
-    } else if handoffs {
-        client
-            .subscribe_if_confirmed(spec.channel, || Some(tag()))
-            .map(|s| (s, FirstRound::Sleep))
-    } else {
-        register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
-    } {
-        Some(early) => early,
-        None => {
-            progress.tried();
-            // Boxed, as every try is: a try's future (the script call through the batcher
-            // and the connection) is most of the acquire's size, which a waiter would keep
-            // for as long as it waits, though it tries only now and then.
-            match Box::pin(try_once(kind, &owner, lease, waits)).await? {
-                Attempt::Acquired(guard) => {
-                    if let Some(give_up) = give_up {
-                        give_up.disarm();
-                    }
-                    return Ok(Some(guard));
-                }
-                Attempt::Held(_) if !waits => return Ok(None),
-                Attempt::Held(_) => {}
+            if outcome.is_none() {
+                // Out of time: give up now, so that the caller is gone when it returns.
+                kind.clone().give_up(owner.clone()).await?;
             }
-            let subscription = subscribe_confirmed(client, &spec, handoffs.then(tag)).await;
-            // Subscribed first, then tried again: a release between the first try and the
-            // subscription cannot be missed.
-            (subscription, FirstRound::Try)
         }
-    };
-    progress.waited.store(true, Ordering::Relaxed);
-    let outcome = wait_on(client, &subscription, &spec, first, || {
-        progress.tried();
-        Box::pin(try_once(kind, &owner, lease, true))
-    })
-    .await?;
-    drop(subscription);
-    if let Some(give_up) = give_up {
-        give_up.disarm();
-        if outcome.is_none() {
-            // Out of time: give up now, so that the caller is gone when it returns.
-            kind.clone().give_up(owner.clone()).await?;
-        }
+        Ok(outcome)
     }
-    Ok(outcome)
 }
 
 /// The wait of a kind whose waiters poll ([`Waiting::spin`]): tries spaced by `backoff`, never

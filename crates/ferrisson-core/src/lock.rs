@@ -202,15 +202,16 @@ pub trait Lock: SyncObject {
     /// [`Error::Timeout`] when the wait limit passed, and the errors of
     /// [`acquire`](Self::acquire).
     fn lock_with(&self, options: LockOptions) -> impl Future<Output = Result<HoldGuard>> + Send {
-        // The acquire is made where it is awaited: a future made before the block and moved
-        // into it is stored twice (as the block's capture and as the awaited value), which a
-        // waiter would carry for as long as it waits.
-        async move {
-            match self.acquire(options).await? {
-                Some(guard) => Ok(guard),
-                None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
-            }
-        }
+        use futures::FutureExt;
+        // A combinator, not an `async` block: a future made before a block and moved into it
+        // is stored twice (as the block's capture and as the awaited value), and a block that
+        // makes it inside keeps its captures beside it; a waiter would carry either for as long
+        // as it waits.
+        let wait = options.get_wait();
+        self.acquire(options).map(move |taken| match taken? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout(wait.unwrap_or_default())),
+        })
     }
 
     /// Takes the lock if that is possible right now (one script call); `Ok(None)` otherwise.

@@ -493,7 +493,9 @@ async fn take_inner<K: PermitKind>(
         tag,
     };
     let outcome = async {
-        let mut attempt = || waiter.attempt();
+        // Each try boxed, as the lock kinds' tries are: inline, a try's future (the script
+        // call through the connection) would size the wait loop's state for the whole wait.
+        let mut attempt = || Box::pin(waiter.attempt());
         // A call for one permit behind a local waiter for one whose try was in vain queues
         // behind it without a try (it would fail too, and it would barge in ahead of it).
         // Else, with other local waiters on the semaphore, the channel is subscribed already:
@@ -537,7 +539,16 @@ async fn take_inner<K: PermitKind>(
                 .holds_reservation
                 .load(std::sync::atomic::Ordering::Acquire)
         {
-            leave_reservation(client, keys.key, keys.channel, keys.reservation, &waiter.id).await;
+            // Boxed: awaited inline, this call's future (2.4 KB) would size the whole state,
+            // also while the waiter sleeps.
+            Box::pin(leave_reservation(
+                client,
+                keys.key,
+                keys.channel,
+                keys.reservation,
+                &waiter.id,
+            ))
+            .await;
         }
         Ok(outcome)
     }

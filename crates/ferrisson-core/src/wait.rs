@@ -174,73 +174,82 @@ where
 /// behind others without trying), takes a hand-off when one arrives, and sleeps until a
 /// message, the TTL the last try returned or `spec.recheck`.
 ///
+/// A function returning an `async` block: an `async fn` would keep its parameters beside the
+/// copies its body makes of them for as long as the waiter waits.
+///
 /// # Errors
 ///
 /// As [`wait_for_turn`].
-pub async fn wait_on<T, F, Fut>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its parameters twice, for as long as the waiter waits"
+)]
+pub fn wait_on<T, F, Fut>(
     client: &crate::Client,
     subscription: &crate::engine::Subscription,
     spec: &WaitSpec<'_>,
     mut first: FirstRound,
     mut attempt: F,
-) -> Result<Option<T>>
+) -> impl std::future::Future<Output = Result<Option<T>>>
 where
     T: Send + 'static,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    let config = client.config();
-    let mut pacer = WaitPacer::new(spec.deadline);
-    loop {
-        let bound = if first == FirstRound::Sleep {
-            // Queued without a try: nothing is known, so re-check once a `recheck` at most.
-            spec.recheck
-        } else {
-            match subscription.begin_try() {
-                Err(Some(handoff)) => {
-                    subscription.satisfied();
-                    return handed(handoff).map(Some);
-                }
-                // A local releaser claimed this waiter: what it waits for (or a wake-up, if
-                // the hand-off fails) is on its way; trying now could take it twice.
-                Err(None) => config.get_response_timeout(),
-                Ok(trying) => {
-                    let result = attempt().await;
-                    drop(trying);
-                    match result {
-                        Ok(Attempt::Acquired(taken)) => {
-                            subscription.satisfied();
-                            return Ok(Some(taken));
+    async move {
+        let config = client.config();
+        let mut pacer = WaitPacer::new(spec.deadline);
+        loop {
+            let bound = if first == FirstRound::Sleep {
+                // Queued without a try: nothing is known, so re-check once a `recheck` at most.
+                spec.recheck
+            } else {
+                match subscription.begin_try() {
+                    Err(Some(handoff)) => {
+                        subscription.satisfied();
+                        return handed(handoff).map(Some);
+                    }
+                    // A local releaser claimed this waiter: what it waits for (or a wake-up, if
+                    // the hand-off fails) is on its way; trying now could take it twice.
+                    Err(None) => config.get_response_timeout(),
+                    Ok(trying) => {
+                        let result = attempt().await;
+                        drop(trying);
+                        match result {
+                            Ok(Attempt::Acquired(taken)) => {
+                                subscription.satisfied();
+                                return Ok(Some(taken));
+                            }
+                            Ok(Attempt::Held(ttl)) => {
+                                subscription.tried_in_vain();
+                                pacer.held();
+                                ttl_bound(ttl, spec.recheck).min(spec.recheck)
+                            }
+                            Err(e) if first == FirstRound::FirstTry => return Err(e),
+                            Err(e) => pacer.failed(e, config)?,
                         }
-                        Ok(Attempt::Held(ttl)) => {
-                            subscription.tried_in_vain();
-                            pacer.held();
-                            ttl_bound(ttl, spec.recheck).min(spec.recheck)
-                        }
-                        Err(e) if first == FirstRound::FirstTry => return Err(e),
-                        Err(e) => pacer.failed(e, config)?,
                     }
                 }
-            }
-        };
-        first = FirstRound::Try;
-        let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
-            return Ok(None);
-        };
-        // A message, a hand-off or the bound: either way, look again; a release the client
-        // lets pass (another client's turn) only after a short wait for nothing else.
-        let mut woken = subscription.wait(bound).await;
-        while let crate::engine::Woken::Deferred = woken {
-            let Some(fallback) =
-                pacer.next_sleep(crate::engine::TURN_FALLBACK, subscription.is_confirmed())
-            else {
+            };
+            first = FirstRound::Try;
+            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed()) else {
                 return Ok(None);
             };
-            woken = subscription.wait(fallback).await;
-        }
-        if let crate::engine::Woken::Handed(handoff) = woken {
-            subscription.satisfied();
-            return handed(handoff).map(Some);
+            // A message, a hand-off or the bound: either way, look again; a release the client
+            // lets pass (another client's turn) only after a short wait for nothing else.
+            let mut woken = subscription.wait(bound).await;
+            while let crate::engine::Woken::Deferred = woken {
+                let Some(fallback) =
+                    pacer.next_sleep(crate::engine::TURN_FALLBACK, subscription.is_confirmed())
+                else {
+                    return Ok(None);
+                };
+                woken = subscription.wait(fallback).await;
+            }
+            if let crate::engine::Woken::Handed(handoff) = woken {
+                subscription.satisfied();
+                return handed(handoff).map(Some);
+            }
         }
     }
 }

@@ -239,7 +239,8 @@ impl CountDownLatch {
     /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let shared = &self.shared;
-        let (count, round) = self.state().await?;
+        // Boxed, as each later look is (below).
+        let (count, round) = Box::pin(self.state()).await?;
         if count == 0 {
             return Ok(true);
         }
@@ -251,14 +252,18 @@ impl CountDownLatch {
             recheck: RECHECK,
             tag: None,
         };
-        // Subscribed first, then looked again: an opening in between is not missed.
-        let opened = wait_for_turn(&shared.client, spec, || async {
-            Ok(match self.state().await? {
-                (0, _) => Attempt::Acquired(()),
-                // A new round began: the one this call waited for has ended.
-                (_, now) if now != round => Attempt::Acquired(()),
-                // No TTL to go by: look again after a message, or at the re-check.
-                _ => Attempt::Held(-1),
+        // Subscribed first, then looked again: an opening in between is not missed. Each look
+        // is boxed, as the lock kinds' tries are: inline, its future (a read through the
+        // connection) would size the wait loop's state for the whole wait.
+        let opened = wait_for_turn(&shared.client, spec, || {
+            Box::pin(async {
+                Ok(match self.state().await? {
+                    (0, _) => Attempt::Acquired(()),
+                    // A new round began: the one this call waited for has ended.
+                    (_, now) if now != round => Attempt::Acquired(()),
+                    // No TTL to go by: look again after a message, or at the re-check.
+                    _ => Attempt::Held(-1),
+                })
             })
         })
         .await?;

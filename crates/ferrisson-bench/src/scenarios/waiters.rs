@@ -1,4 +1,4 @@
-//! `waiters`: 10,000 tasks of one client waiting on one lock.
+//! `waiters`: 10,000 tasks of one client waiting on one lock, and in the full run 100,000.
 //!
 //! Measures the subscriber connections they use, the memory each costs, the commands Redis
 //! receives per second while nothing changes, and the hand-off time from one unlock to the next
@@ -15,9 +15,23 @@ use super::Ctx;
 use crate::record::Records;
 use crate::stats::{Latencies, resident_bytes, total_calls};
 
+/// The waiters of every run.
 const WAITERS: usize = 10_000;
 
+/// The waiters of the full run's second round, on one client.
+const MANY_WAITERS: usize = 100_000;
+
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
+    run_with(ctx, records, WAITERS).await?;
+    if !ctx.quick {
+        run_with(ctx, records, MANY_WAITERS).await?;
+    }
+    Ok(())
+}
+
+/// `waiters` tasks of one client wait on one lock held by another client, then it passes
+/// through all of them.
+async fn run_with(ctx: &Ctx, records: &mut Records, waiters: usize) -> Result<(), String> {
     let holder = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     let client = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     let name = "bench:waiters";
@@ -38,9 +52,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let rss_before = resident_bytes();
     let heap_before = crate::live_heap_bytes();
     let handoffs: Arc<Mutex<Vec<(Instant, Instant)>>> =
-        Arc::new(Mutex::new(Vec::with_capacity(WAITERS)));
-    let mut tasks = Vec::with_capacity(WAITERS);
-    for _ in 0..WAITERS {
+        Arc::new(Mutex::new(Vec::with_capacity(waiters)));
+    let mut tasks = Vec::with_capacity(waiters);
+    for _ in 0..waiters {
         let lock = ReentrantLock::new(&client, name).map_err(|e| e.to_string())?;
         let handoffs = handoffs.clone();
         tasks.push(tokio::spawn(async move {
@@ -56,10 +70,10 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         }));
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    while client.waiter_stats().1 < WAITERS {
+    while client.waiter_stats().1 < waiters {
         if Instant::now() > deadline {
             return Err(format!(
-                "only {} of {WAITERS} waiters registered",
+                "only {} of {waiters} waiters registered",
                 client.waiter_stats().1
             ));
         }
@@ -107,7 +121,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         previous_release = released;
     }
 
-    let v = "waiters=10000";
+    let v = format!("waiters={waiters}");
+    let v = v.as_str();
     records.push(
         "waiters",
         v,
@@ -126,7 +141,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     );
     // What waiting costs: heap held by the waiters (their tasks, futures, subscriptions, the
     // user's lock handles), measured by the counting allocator...
-    let per_waiter = (heap_after - heap_before).max(0) as f64 / WAITERS as f64;
+    let per_waiter = (heap_after - heap_before).max(0) as f64 / waiters as f64;
     records.push(
         "waiters",
         v,
@@ -136,10 +151,10 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         "B",
     );
     // ...and the growth of the resident set, which also keeps the high-water mark of the
-    // ramp-up (ten thousand acquire calls in flight at once) that the allocator does not
+    // ramp-up (every waiter's acquire call in flight at once) that the allocator does not
     // return to the system.
     if let (Some(before), Some(after)) = (rss_before, rss_after) {
-        let per_waiter = after.saturating_sub(before) as f64 / WAITERS as f64;
+        let per_waiter = after.saturating_sub(before) as f64 / waiters as f64;
         records.push(
             "waiters",
             v,

@@ -300,12 +300,21 @@ async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
         .valid_until()
         .unwrap()
         .saturating_duration_since(returned);
+    let most = lease
+        .checked_sub(SLOW + drift)
+        .expect("the lease outlasts the delay and the drift allowance");
     assert!(
-        left <= lease - SLOW - drift,
+        left <= most,
         "{left:?} of validity left after waiting {:?} for the slow instance",
         returned - started
     );
-    assert!(left >= lease - (returned - started) - drift - Duration::from_millis(50));
+    let least = lease
+        .checked_sub(returned - started + drift + Duration::from_millis(50))
+        .expect("the round took less than the lease (else the guard would not be valid)");
+    assert!(
+        left >= least,
+        "{left:?} of validity left, at least {least:?} expected"
+    );
     proxy.delay_replies(Duration::ZERO);
     guard.unlock().await.unwrap();
     assert!(instances.servers.iter().all(|s| !held_on(s, &name)));

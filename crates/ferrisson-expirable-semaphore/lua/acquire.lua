@@ -12,8 +12,8 @@
 --         written only by the try's undo ("undone"), so that a try that arrives after its
 --         undo takes nothing (see semaphore/acquire). A try that took its permits needs no
 --         record: its ids are its own, fresh per try, so a retry after a lost reply that finds
---         the first of them taken knows the lost call took them (no fresh latch key per try
---         to create and expire)
+--         the first of them taken and unexpired knows the lost call took them (no fresh latch
+--         key per try to create and expire); one that finds them expired takes permits anew
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] waiter id

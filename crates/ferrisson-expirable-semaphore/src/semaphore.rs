@@ -57,10 +57,13 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// // The fixed lease runs out and its permit comes back by itself. The holder is told
 /// // first (before the lease can have run out on the server), the count shows it just after.
 /// short.lost().await;
-/// let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-/// while semaphore.available_permits().await? == 0 && tokio::time::Instant::now() < deadline {
-///     tokio::time::sleep(Duration::from_millis(10)).await;
-/// }
+/// tokio::time::timeout(Duration::from_secs(5), async {
+///     while semaphore.available_permits().await? == 0 {
+///         tokio::time::sleep(Duration::from_millis(10)).await;
+///     }
+///     Ok::<_, ferrisson_core::Error>(())
+/// })
+/// .await??;
 /// assert_eq!(semaphore.available_permits().await?, 1);
 /// semaphore.release(kept.id()).await?;
 /// # drop(kept);

@@ -54,7 +54,7 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 ///   of Redisson and ferrisson waiters is served in order and neither side strands the other.
 /// - **Redis time grows with the queue.** Each acquisition from the queue moves every queued
 ///   waiter's timeout up a place (Redisson's arithmetic, which Redisson's own fair lock pays
-///   too): on the bench machine Redis spent about 240 µs per acquisition with 64 waiters
+///   too): on the bench machine Redis spent 230–250 µs per acquisition with 64 waiters
 ///   queued and 600 µs with 512, against under 10 µs for the reentrant lock. A fair lock suits
 ///   queues of tens to hundreds of waiters; for thousands, or where throughput matters more
 ///   than strict order, the reentrant lock (FIFO among one client's waiters) costs Redis

@@ -11,6 +11,9 @@ use crate::record::Records;
 use crate::stats::Latencies;
 use crate::workload::{self, BoxFuture, Cycle};
 
+/// The library name of the bare script calls' records (redis-rs, no library around them).
+pub const RAW_LIBRARY: &str = "redis-rs";
+
 /// The variant and library of the server ceiling's records.
 pub const CEILING: &str = "server-ceiling";
 pub const CEILING_LIBRARY: &str = "redis-rs pipelined";
@@ -101,27 +104,75 @@ fn check_released(reply: &redis::Value) -> Result<(), String> {
     Ok(())
 }
 
+impl RawCycle {
+    /// The library's uncontended acquire, sent and checked.
+    async fn acquire(&self) -> Result<(), String> {
+        let reply: redis::Value = self
+            .acquire_cmd()
+            .query_async(&mut self.con.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        check_acquired(&reply)
+    }
+
+    /// The library's release that frees the key, sent and checked.
+    async fn release(&self) -> Result<(), String> {
+        let reply: redis::Value = self
+            .release_cmd()
+            .query_async(&mut self.con.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        check_released(&reply)
+    }
+}
+
 impl Cycle for RawCycle {
     fn cycle(&self, _hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
         Box::pin(async move {
-            let mut con = self.con.clone();
             let t0 = Instant::now();
-            let reply: redis::Value = self
-                .acquire_cmd()
-                .query_async(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            check_acquired(&reply)?;
+            self.acquire().await?;
             let waited = t0.elapsed();
-            let reply: redis::Value = self
-                .release_cmd()
-                .query_async(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            check_released(&reply)?;
+            self.release().await?;
             Ok(waited)
         })
     }
+}
+
+/// The bare calls of a RedLock over independent servers: the library's acquire sent to every
+/// instance at once, then its release to every instance at once, with nothing around them (no
+/// validity, quorum or watchdog bookkeeping): what the Redisson layout lets any client reach
+/// on a RedLock, the `redlock` scenario's bound.
+pub struct RawRedCycle(Vec<RawCycle>);
+
+impl Cycle for RawRedCycle {
+    fn cycle(&self, _hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            futures::future::try_join_all(self.0.iter().map(RawCycle::acquire)).await?;
+            let waited = t0.elapsed();
+            futures::future::try_join_all(self.0.iter().map(RawCycle::release)).await?;
+            Ok(waited)
+        })
+    }
+}
+
+/// `tasks` bare RedLock cycles over the servers at `urls` (one multiplexed connection to each),
+/// each on a name of its own, the same name on every server.
+pub async fn raw_red_cycles(
+    urls: &[String],
+    variant: &str,
+    tasks: usize,
+) -> Result<Vec<Box<dyn Cycle>>, String> {
+    let mut per_server = Vec::new();
+    for url in urls {
+        per_server.push(raw_cycles_of(url, variant, tasks).await?.into_iter());
+    }
+    Ok((0..tasks)
+        .map(|_| {
+            let parts = per_server.iter_mut().filter_map(Iterator::next).collect();
+            Box::new(RawRedCycle(parts)) as Box<dyn Cycle>
+        })
+        .collect())
 }
 
 /// Connections and pipeline depth of the server ceiling.

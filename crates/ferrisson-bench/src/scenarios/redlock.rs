@@ -9,9 +9,9 @@ use ferrisson_testkit::RedisServer;
 use rslock::LockManager;
 use tokio::time::Instant;
 
-use super::Ctx;
 use super::rslock_peer::RslockCycle;
 use super::uncontended::median;
+use super::{Ctx, raw};
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
 
@@ -71,7 +71,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     ] {
         let mut ours_total = workload::RunResult::default();
         let mut theirs_total = workload::RunResult::default();
-        let mut ratios = Vec::new();
+        let mut raw_total = workload::RunResult::default();
+        let (mut ratios, mut raw_ratios) = (Vec::new(), Vec::new());
         for r in 0..rounds {
             let mut ours: Vec<Box<dyn Cycle>> = Vec::new();
             let mut theirs: Vec<Box<dyn Cycle>> = Vec::new();
@@ -99,14 +100,27 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             )
             .await?;
             ratios.push(a.per_sec() / b.per_sec().max(1e-9));
+            // The bound of the layout: the same scripts' bare calls on every instance, no
+            // library around them, against the same round's rslock (uncontended only: the
+            // bare calls do not wait).
+            if !shared {
+                let cycles = raw::raw_red_cycles(&urls, &format!("redlock:{r}"), tasks).await?;
+                let raw_round = workload::run(cycles, round, Duration::ZERO).await?;
+                raw_ratios.push(raw_round.per_sec() / b.per_sec().max(1e-9));
+                raw_total.merge(raw_round);
+            }
             ours_total.merge(a);
             theirs_total.merge(b);
         }
-        let median = median(ratios);
-        for (library, result) in [
+        let median_ratio = median(ratios);
+        let mut sides = vec![
             ("ferrisson", &mut ours_total),
             ("rslock", &mut theirs_total),
-        ] {
+        ];
+        if !raw_ratios.is_empty() {
+            sides.push((raw::RAW_LIBRARY, &mut raw_total));
+        }
+        for (library, result) in sides {
             records.push(
                 "redlock",
                 variant,
@@ -129,9 +143,19 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             variant,
             "ferrisson",
             "ratio_to_rslock",
-            median,
+            median_ratio,
             "x",
         );
+        if !raw_ratios.is_empty() {
+            records.push(
+                "redlock",
+                variant,
+                raw::RAW_LIBRARY,
+                "ratio_to_rslock",
+                median(raw_ratios),
+                "x",
+            );
+        }
     }
     drop(servers);
     Ok(())

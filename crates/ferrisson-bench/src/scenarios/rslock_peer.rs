@@ -6,6 +6,7 @@ use rslock::LockManager;
 use tokio::time::Instant;
 
 use super::contended::{self, measure_with};
+use super::uncontended::median;
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, hold_variant};
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
@@ -60,30 +61,86 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         // the median of the per-round ratios is the comparison.
         let (rounds, round) = head_to_head_rounds(ctx);
         let name = format!("bench:contended-h2h:{}", hold_variant(hold));
-        let mut ratios = Vec::new();
-        for _ in 0..rounds {
-            let ours = workload::run(
-                contended::ferrisson_cycles(&ctx.url, &name).await?,
-                round,
-                hold,
+        let (mut ratios, mut ceiling_ratios, mut ceiling_rates) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let ceiling_con = redis::Client::open(ctx.url.as_str())
+            .map_err(|e| e.to_string())?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        for r in 0..rounds {
+            // Who goes first alternates, as in the other head-to-head comparisons.
+            let (ours, theirs) = workload::in_turn(
+                r % 2 == 0,
+                async {
+                    let cycles = contended::ferrisson_cycles(&ctx.url, &name).await?;
+                    workload::run(cycles, round, hold).await
+                },
+                async { workload::run(make().await?, round, hold).await },
             )
             .await?;
-            let theirs = workload::run(make().await?, round, hold).await?;
             ratios.push(ours.per_sec() / theirs.per_sec().max(1e-9));
+            let ceiling = handoff_ceiling(&ceiling_con, hold, round.min(HANDOFF_ROUND)).await?;
+            ceiling_ratios.push(ceiling / theirs.per_sec().max(1e-9));
+            ceiling_rates.push(ceiling);
         }
-        ratios.sort_by(f64::total_cmp);
-        let median = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
+        let variant = hold_variant(hold);
         records.push(
             "contended",
-            &hold_variant(hold),
+            &variant,
             LIBRARY,
             "ferrisson_ratio_interleaved",
-            median,
+            median(ratios),
+            "x",
+        );
+        records.push(
+            "contended",
+            &variant,
+            HANDOFF_CEILING,
+            "acquisitions_per_sec",
+            median(ceiling_rates),
+            "acq/s",
+        );
+        records.push(
+            "contended",
+            &variant,
+            HANDOFF_CEILING,
+            "ratio_to_rslock",
+            median(ceiling_ratios),
             "x",
         );
         ctx.probe.flushall().await?;
     }
     ctx.probe.flushall().await
+}
+
+/// The library name of the hand-off ceiling's records.
+pub const HANDOFF_CEILING: &str = "hand-off ceiling";
+
+/// How long one round of the hand-off ceiling runs at most (a serial loop settles fast).
+const HANDOFF_ROUND: Duration = Duration::from_millis(500);
+
+/// The hand-off ceiling: the most acquisitions per second one lock allows when each holder
+/// holds for `hold` (the harness's own hold) and the next one has it after a single round trip
+/// to Redis (a `PING`: cheaper than any script that moves a lock), one after another. No lock
+/// library can pass it: a lock held by one owner at a time changes hands through Redis.
+async fn handoff_ceiling(
+    con: &redis::aio::MultiplexedConnection,
+    hold: Duration,
+    round: Duration,
+) -> Result<f64, String> {
+    let mut con = con.clone();
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed() < round {
+        workload::hold_for(hold).await?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut con)
+            .await
+            .map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64().max(1e-9))
 }
 
 /// Rounds of the head-to-head, each library's round as long as a measured phase: shorter

@@ -51,7 +51,7 @@ pub fn record_uncontended(
     }
 }
 
-const RAW: &str = "redis-rs";
+const RAW: &str = super::raw::RAW_LIBRARY;
 
 /// Ops/s, p50 and p99 of a run.
 fn push_figures(records: &mut Records, variant: &str, library: &str, ops: f64, p50: f64, p99: f64) {
@@ -167,6 +167,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         let (mut raw, mut ours, mut theirs) = (Side::default(), Side::default(), Side::default());
         let (mut ops_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
         let (mut rslock_ratios, mut rslock_p50_ratios) = (Vec::new(), Vec::new());
+        // The bare calls against rslock, round by round: what the layout lets any client reach.
+        let (mut raw_rslock, mut raw_rslock_p50) = (Vec::new(), Vec::new());
         let manager = LockManager::new(vec![ctx.url.clone()]);
         for r in 0..rounds {
             let cycles = super::raw::raw_cycles(&ctx.url, variant, tasks).await?;
@@ -194,11 +196,13 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             );
             p50_ratios.push(our_p50 / raw_p50.max(1.0));
             rslock_p50_ratios.push(our_p50 / their_p50.max(1.0));
+            raw_rslock_p50.push(raw_p50 / their_p50.max(1.0));
             let raw_ops = raw.add(raw_round);
             let our_ops = ours.add(std::mem::take(&mut our_round));
             let their_ops = theirs.add(std::mem::take(&mut their_round));
             ops_ratios.push(our_ops / raw_ops.max(1e-9));
             rslock_ratios.push(our_ops / their_ops.max(1e-9));
+            raw_rslock.push(raw_ops / their_ops.max(1e-9));
         }
         raw.record(records, variant, RAW);
         let lib = "ferrisson";
@@ -211,6 +215,12 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ("p50_ratio_to_rslock", rslock_p50_ratios),
         ] {
             records.push("uncontended", variant, lib, metric, median(values), "x");
+        }
+        for (metric, values) in [
+            ("ratio_to_rslock", raw_rslock),
+            ("p50_ratio_to_rslock", raw_rslock_p50),
+        ] {
+            records.push("uncontended", variant, RAW, metric, median(values), "x");
         }
         ctx.probe.flushall().await?;
     }

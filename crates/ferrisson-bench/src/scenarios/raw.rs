@@ -105,24 +105,27 @@ fn check_released(reply: &redis::Value) -> Result<(), String> {
 }
 
 impl RawCycle {
-    /// The library's uncontended acquire, sent and checked.
-    async fn acquire(&self) -> Result<(), String> {
-        let reply: redis::Value = self
-            .acquire_cmd()
+    /// Sends `cmd` and checks its reply with `check`.
+    async fn send(
+        &self,
+        cmd: redis::Cmd,
+        check: fn(&redis::Value) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let reply: redis::Value = cmd
             .query_async(&mut self.con.clone())
             .await
             .map_err(|e| e.to_string())?;
-        check_acquired(&reply)
+        check(&reply)
+    }
+
+    /// The library's uncontended acquire, sent and checked.
+    async fn acquire(&self) -> Result<(), String> {
+        self.send(self.acquire_cmd(), check_acquired).await
     }
 
     /// The library's release that frees the key, sent and checked.
     async fn release(&self) -> Result<(), String> {
-        let reply: redis::Value = self
-            .release_cmd()
-            .query_async(&mut self.con.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        check_released(&reply)
+        self.send(self.release_cmd(), check_released).await
     }
 }
 

@@ -106,24 +106,21 @@ pub fn targets(records: &Records) -> Vec<Target> {
             }
         }
     }
-    for (variant, ratio) in [
+    for (variant, ratio, ceiling) in [
         (
             "uncontended tasks=16",
             "RedLock uncontended / rslock, alternating rounds",
+            crate::scenarios::raw::RAW_LIBRARY,
         ),
         (
             "contended hold=0ms",
             "RedLock contended / rslock, alternating rounds",
+            handoff,
         ),
     ] {
         let r = records.get("redlock", variant, "ferrisson", "ratio_to_rslock");
         if let Some(v) = r {
-            let reach = records.get(
-                "redlock",
-                variant,
-                crate::scenarios::raw::RAW_LIBRARY,
-                "ratio_to_rslock",
-            );
+            let reach = records.get("redlock", variant, ceiling, "ratio_to_rslock");
             out.push(Target {
                 what: ratio.to_owned(),
                 value: v,

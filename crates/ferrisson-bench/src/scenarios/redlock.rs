@@ -10,6 +10,7 @@ use rslock::LockManager;
 use tokio::time::Instant;
 
 use super::rslock_peer::RslockCycle;
+use super::rslock_peer::{self, ceiling_connections, handoff_ceiling};
 use super::uncontended::median;
 use super::{Ctx, raw};
 use crate::record::Records;
@@ -59,6 +60,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     .await
     .map_err(|e| e.to_string())??;
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let ceiling_cons = ceiling_connections(&urls).await?;
     let (rounds, round) = if ctx.quick {
         (3, Duration::from_millis(400))
     } else {
@@ -108,6 +110,16 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                 let raw_round = workload::run(cycles, round, Duration::ZERO).await?;
                 raw_ratios.push(raw_round.per_sec() / b.per_sec().max(1e-9));
                 raw_total.merge(raw_round);
+            } else {
+                // Contended, the hand-off ceiling: one round trip to every instance at once per
+                // change of hands.
+                let ceiling = handoff_ceiling(
+                    &ceiling_cons,
+                    Duration::ZERO,
+                    round.min(rslock_peer::HANDOFF_ROUND),
+                )
+                .await?;
+                raw_ratios.push(ceiling / b.per_sec().max(1e-9));
             }
             ours_total.merge(a);
             theirs_total.merge(b);
@@ -117,7 +129,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ("ferrisson", &mut ours_total),
             ("rslock", &mut theirs_total),
         ];
-        if !raw_ratios.is_empty() {
+        if !shared {
             sides.push((raw::RAW_LIBRARY, &mut raw_total));
         }
         for (library, result) in sides {
@@ -146,16 +158,20 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             median_ratio,
             "x",
         );
-        if !raw_ratios.is_empty() {
-            records.push(
-                "redlock",
-                variant,
-                raw::RAW_LIBRARY,
-                "ratio_to_rslock",
-                median(raw_ratios),
-                "x",
-            );
-        }
+        // The ceiling: the bare calls uncontended, the hand-off ceiling contended.
+        let ceiling = if shared {
+            rslock_peer::HANDOFF_CEILING
+        } else {
+            raw::RAW_LIBRARY
+        };
+        records.push(
+            "redlock",
+            variant,
+            ceiling,
+            "ratio_to_rslock",
+            median(raw_ratios),
+            "x",
+        );
     }
     drop(servers);
     Ok(())

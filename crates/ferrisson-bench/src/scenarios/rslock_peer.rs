@@ -63,11 +63,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         let name = format!("bench:contended-h2h:{}", hold_variant(hold));
         let (mut ratios, mut ceiling_ratios, mut ceiling_rates) =
             (Vec::new(), Vec::new(), Vec::new());
-        let ceiling_con = redis::Client::open(ctx.url.as_str())
-            .map_err(|e| e.to_string())?
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| e.to_string())?;
+        let ceiling_cons = ceiling_connections(std::slice::from_ref(&ctx.url)).await?;
         for r in 0..rounds {
             // Who goes first alternates, as in the other head-to-head comparisons.
             let (ours, theirs) = workload::in_turn(
@@ -80,7 +76,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             )
             .await?;
             ratios.push(ours.per_sec() / theirs.per_sec().max(1e-9));
-            let ceiling = handoff_ceiling(&ceiling_con, hold, round.min(HANDOFF_ROUND)).await?;
+            let ceiling = handoff_ceiling(&ceiling_cons, hold, round.min(HANDOFF_ROUND)).await?;
             ceiling_ratios.push(ceiling / theirs.per_sec().max(1e-9));
             ceiling_rates.push(ceiling);
         }
@@ -118,29 +114,49 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
 pub const HANDOFF_CEILING: &str = "hand-off ceiling";
 
 /// How long one round of the hand-off ceiling runs at most (a serial loop settles fast).
-const HANDOFF_ROUND: Duration = Duration::from_millis(500);
+pub(crate) const HANDOFF_ROUND: Duration = Duration::from_millis(500);
 
 /// The hand-off ceiling: the most acquisitions per second one lock allows when each holder
 /// holds for `hold` (the harness's own hold) and the next one has it after a single round trip
-/// to Redis (a `PING`: cheaper than any script that moves a lock), one after another. No lock
-/// library can pass it: a lock held by one owner at a time changes hands through Redis.
-async fn handoff_ceiling(
-    con: &redis::aio::MultiplexedConnection,
+/// to Redis (a `PING` to each of `cons` at once, one server for a lock, every instance for a
+/// RedLock: cheaper than any script that moves a lock), one after another. No lock library can
+/// pass it: a lock held by one owner at a time changes hands through Redis.
+pub(crate) async fn handoff_ceiling(
+    cons: &[redis::aio::MultiplexedConnection],
     hold: Duration,
     round: Duration,
 ) -> Result<f64, String> {
-    let mut con = con.clone();
     let started = Instant::now();
     let mut n = 0u64;
     while started.elapsed() < round {
         workload::hold_for(hold).await?;
-        let _: String = redis::cmd("PING")
-            .query_async(&mut con)
-            .await
-            .map_err(|e| e.to_string())?;
+        futures::future::try_join_all(cons.iter().map(|con| async move {
+            redis::cmd("PING")
+                .query_async::<String>(&mut con.clone())
+                .await
+                .map_err(|e| e.to_string())
+        }))
+        .await?;
         n += 1;
     }
     Ok(n as f64 / started.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// A multiplexed connection to each of `urls`, for [`handoff_ceiling`].
+pub(crate) async fn ceiling_connections(
+    urls: &[String],
+) -> Result<Vec<redis::aio::MultiplexedConnection>, String> {
+    let mut cons = Vec::new();
+    for url in urls {
+        cons.push(
+            redis::Client::open(url.as_str())
+                .map_err(|e| e.to_string())?
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(cons)
 }
 
 /// Rounds of the head-to-head, each library's round as long as a measured phase: shorter

@@ -102,9 +102,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             )
             .await?;
             ratios.push(a.per_sec() / b.per_sec().max(1e-9));
-            // The bound of the layout: the same scripts' bare calls on every instance, no
-            // library around them, against the same round's rslock (uncontended only: the
-            // bare calls do not wait).
+            // The target's ceiling, against the same round's rslock. Uncontended, the
+            // layout's: the same scripts' bare calls on every instance, no library around them
+            // (they do not wait, so they have no contended form).
             if !shared {
                 let cycles = raw::raw_red_cycles(&urls, &format!("redlock:{r}"), tasks).await?;
                 let raw_round = workload::run(cycles, round, Duration::ZERO).await?;

@@ -4,36 +4,70 @@ use std::fmt::Write as _;
 
 use crate::record::{Record, Records};
 
+/// A target's bound.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    AtLeast(f64),
+    Above(f64),
+    AtMost(f64),
+}
+
+impl Bound {
+    /// Whether `value` meets the bound.
+    pub fn holds(self, value: f64) -> bool {
+        match self {
+            Self::AtLeast(b) => value >= b,
+            Self::Above(b) => value > b,
+            Self::AtMost(b) => value <= b,
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AtLeast(b) => write!(f, ">= {b}"),
+            Self::Above(b) => write!(f, "> {b}"),
+            Self::AtMost(b) => write!(f, "<= {b}"),
+        }
+    }
+}
+
 /// One target of `docs/benchmarks.md` checked against a run.
 pub struct Target {
     pub what: String,
     pub value: f64,
-    /// The bound, as printed (">= 1.2").
-    pub bound: String,
-    pub met: bool,
+    pub bound: Bound,
     /// The ceiling of the same figure, where the run measured one: for the comparisons with
     /// rslock on uncontended locks, the bare script calls (the Redisson layout's two calls per
     /// lock + unlock with redis-rs and nothing around them, in the same rounds); for the
     /// contended ones, the hand-off ceiling (the hold plus one round trip per acquisition). A
     /// bound past it is past what this layout, driver and machine allow.
     pub reach: Option<f64>,
-    /// Whether `reach` itself meets the bound: `Some(false)` is a target past the ceiling.
-    pub reachable: Option<bool>,
+}
+
+impl Target {
+    pub fn met(&self) -> bool {
+        self.bound.holds(self.value)
+    }
+
+    /// Whether the bound lies past the ceiling: no change to ferrisson can meet it here.
+    pub fn past_ceiling(&self) -> bool {
+        self.reach.is_some_and(|r| !self.bound.holds(r))
+    }
 }
 
 /// The targets of `docs/benchmarks.md`, checked against a run. The bench reports them; it
 /// never fails on one.
 pub fn targets(records: &Records) -> Vec<Target> {
     let mut out = Vec::new();
-    let mut at_least = |what: String, value: Option<f64>, bound: f64, reach: Option<f64>| {
-        if let Some(v) = value {
+    let mut add = |what: String, value: Option<f64>, bound: Bound, reach: Option<f64>| {
+        if let Some(value) = value {
             out.push(Target {
                 what,
-                value: v,
-                bound: format!(">= {bound}"),
-                met: v >= bound,
+                value,
+                bound,
                 reach,
-                reachable: reach.map(|r| r >= bound),
             });
         }
     };
@@ -47,32 +81,32 @@ pub fn targets(records: &Records) -> Vec<Target> {
         )
     };
     for variant in ["tasks=64", "tasks=256"] {
-        at_least(
+        add(
             format!("uncontended {variant} / rslock, alternating rounds"),
             u(variant, "ratio_to_rslock"),
-            1.2,
+            Bound::AtLeast(1.2),
             bare(variant, "ratio_to_rslock"),
         );
     }
-    at_least(
+    add(
         "uncontended tasks=256 / server ceiling".to_owned(),
         u("tasks=256", "ratio_to_server_ceiling"),
-        0.5,
+        Bound::AtLeast(0.5),
         None,
     );
-    at_least(
+    add(
         "uncontended tasks=256 / raw calls, alternating rounds".to_owned(),
         u("tasks=256", "ratio_to_raw"),
-        0.8,
+        Bound::AtLeast(0.8),
         None,
     );
     let rslock = crate::scenarios::rslock_peer::LIBRARY;
     let handoff = crate::scenarios::rslock_peer::HANDOFF_CEILING;
     for hold in ["hold=0ms", "hold=1ms"] {
-        at_least(
+        add(
             format!("contended {hold} / rslock, alternating rounds"),
             records.get("contended", hold, rslock, "ferrisson_ratio_interleaved"),
-            1.2,
+            Bound::AtLeast(1.2),
             records.get("contended", hold, handoff, "ratio_to_rslock"),
         );
     }
@@ -89,18 +123,18 @@ pub fn targets(records: &Records) -> Vec<Target> {
     for kind in ["ferrisson-semaphore", "ferrisson-expirable-semaphore"] {
         // Head to head when the run had the peer for it; else the separate phases.
         match records.get("semaphore", semaphore, kind, "ratio_to_npm_interleaved") {
-            Some(ratio) => at_least(
+            Some(ratio) => add(
                 format!("{kind} / npm redis-semaphore, alternating rounds"),
                 Some(ratio),
-                1.5,
+                Bound::AtLeast(1.5),
                 None,
             ),
             None => {
                 let ours = records.get("semaphore", semaphore, kind, "acquisitions_per_sec");
-                at_least(
+                add(
                     format!("{kind} / npm redis-semaphore"),
                     ours.zip(npm).map(|(a, b)| a / b.max(1e-9)),
-                    1.5,
+                    Bound::AtLeast(1.5),
                     None,
                 );
             }
@@ -121,36 +155,17 @@ pub fn targets(records: &Records) -> Vec<Target> {
         let r = records.get("redlock", variant, "ferrisson", "ratio_to_rslock");
         if let Some(v) = r {
             let reach = records.get("redlock", variant, ceiling, "ratio_to_rslock");
-            out.push(Target {
-                what: ratio.to_owned(),
-                value: v,
-                bound: "> 1".to_owned(),
-                met: v > 1.0,
-                reach,
-                reachable: reach.map(|r| r > 1.0),
-            });
+            add(ratio.to_owned(), Some(v), Bound::Above(1.0), reach);
         }
     }
-    let mut at_most_reaching = |what: String, value: Option<f64>, bound: f64, reach| {
-        if let Some(v) = value {
-            out.push(Target {
-                what,
-                value: v,
-                bound: format!("<= {bound}"),
-                met: v <= bound,
-                reach,
-                reachable: reach.map(|r| r <= bound),
-            });
-        }
-    };
-    at_most_reaching(
+    add(
         "uncontended sequential p50 / rslock p50".to_owned(),
         u("sequential", "p50_ratio_to_rslock"),
-        1.0,
+        Bound::AtMost(1.0),
         bare("sequential", "p50_ratio_to_rslock"),
     );
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {
-        at_most_reaching(what, value, bound, None);
+        add(what, value, Bound::AtMost(bound), None);
     };
     for hold in ["hold=0ms", "hold=1ms"] {
         at_most(
@@ -253,10 +268,12 @@ pub fn table(records: &Records) -> String {
                 t.what,
                 fmt_value(t.value),
                 t.bound,
-                match (t.met, t.reachable) {
-                    (true, _) => "yes",
-                    (false, Some(false)) => "NO, past the ceiling",
-                    (false, _) => "NO",
+                if t.met() {
+                    "yes"
+                } else if t.past_ceiling() {
+                    "NO, past the ceiling"
+                } else {
+                    "NO"
                 },
                 t.reach.map(fmt_value).unwrap_or_default()
             );

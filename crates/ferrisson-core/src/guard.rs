@@ -35,6 +35,20 @@ pub trait Release: Send + Sync + 'static {
         owner: Owner,
         end: LeaseEnd,
     ) -> BoxFuture<'static, Result<Released>>;
+
+    /// Releases one hold of `owner` as [`release`](Self::release) does, except that when the
+    /// lock would become free it goes, in the same step, to a fresh owner of the same client
+    /// with `lease` (`None`: kept by the watchdog), whose guard comes back. A kind that cannot
+    /// hand off releases, and returns no guard.
+    fn release_to_new_owner(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+        lease: Option<std::time::Duration>,
+    ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
+        let _ = lease;
+        Box::pin(async move { Ok((self.release(owner, end).await?, None)) })
+    }
 }
 
 /// One hold of a lock: of a [`ReentrantLock`], a fair lock, or either side of a read-write lock.
@@ -204,7 +218,13 @@ impl HoldGuard {
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
         let released = self.lock.clone().release(self.owner.clone(), end).await?;
-        match (released, end.lost) {
+        self.outcome(released, end.lost)
+    }
+
+    /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been
+    /// lost before) wins over what Redis said.
+    fn outcome(&self, released: Released, lost: Option<LossReason>) -> Result<()> {
+        match (released, lost) {
             (_, Some(reason)) => Err(Error::LeaseLost(reason)),
             (Released::NotOwner, None) => Err(Error::NotOwner(format!(
                 "`{}` is not held by {}",
@@ -217,6 +237,38 @@ impl HoldGuard {
 }
 
 impl HoldGuard {
+    /// Passes the lock on to a fresh owner of the same client in one round trip: the hold is
+    /// released and, in the same script call, the lock is taken for the new owner with `lease`
+    /// (`None`: kept by the watchdog), fenced anew when the lock is fenced. The new holder's
+    /// guard comes back; `None` when nothing was handed on (the kind does not hand off, or
+    /// the owner still holds the lock re-entered: then this releases one hold, as
+    /// [`unlock`](Self::unlock) does). What waits of their own (a RedLock's waiters of one
+    /// process) use to give the lock to the next of them without freeing it in between.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`unlock`](Self::unlock)'s, and a hand-off whose guard was never returned is undone
+    /// in the background.
+    ///
+    /// # Errors
+    ///
+    /// As [`unlock`](Self::unlock)'s; a lost hold is released, not handed on.
+    pub async fn hand_off(
+        mut self,
+        lease: Option<std::time::Duration>,
+    ) -> Result<Option<HoldGuard>> {
+        let Some(handle) = self.lease.take() else {
+            return Ok(None);
+        };
+        let end = handle.end();
+        let (released, next) = self
+            .lock
+            .clone()
+            .release_to_new_owner(self.owner.clone(), end, lease)
+            .await?;
+        self.outcome(released, end.lost).map(|()| next)
+    }
+
     /// Lets go of the guard without releasing the hold: the watchdog stops renewing it, and
     /// it ends when its lease runs out, or when someone releases it explicitly (a permit by
     /// its id). Nothing is sent to Redis.

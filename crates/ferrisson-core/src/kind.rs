@@ -596,31 +596,85 @@ fn release_marked<'a, K: HoldKind>(
         key = %kind.lock_key(),
         %owner,
     );
-    release_inner(kind, owner, renew_lease, handoff, mark).instrument(span)
+    async move {
+        release_inner(kind, owner, renew_lease, handoff, None, mark)
+            .await
+            .map(|(released, _)| released)
+    }
+    .instrument(span)
 }
 
+/// Releases the last hold of `owner`, handing the lock in the same script call to a fresh
+/// owner of the same client with `lease` (`None`: kept by the watchdog), and returns that
+/// owner's guard; `None` when nothing was handed (the kind does not hand off, or the hold was
+/// not the last one: it was released as [`release`] does). What a caller that waits for a
+/// lock in a way of its own (a RedLock's waiters, which take every instance at once) uses to
+/// pass the lock on in one round trip.
+///
+/// # Cancel safety
+///
+/// As [`release`]'s: dropped while the call may have run, it is sent again in the background
+/// with the same request id, and a hand-off whose guard was never returned is undone.
+///
+/// # Errors
+///
+/// As [`release`]'s.
+fn release_to_new_owner<K: HoldKind>(
+    kind: Arc<K>,
+    owner: Owner,
+    end: LeaseEnd,
+    lease: Option<Duration>,
+) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
+    let renew_lease =
+        (end.renewed && kind.renews_on_release()).then(|| kind.client().config().get_lease());
+    let mark = kind.client().release_started(&owner, kind.lock_key());
+    Box::pin(async move {
+        let direct = (end.lost.is_none() && end.last_hold && kind.hands_off()).then(|| {
+            let client = kind.client();
+            match lease {
+                Some(lease) => (client.new_owner(), lease, false),
+                None => (client.new_owner(), client.config().get_lease(), true),
+            }
+        });
+        let span = tracing::debug_span!(
+            "ferrisson.release",
+            kind = kind.kind_name(),
+            key = %kind.lock_key(),
+            %owner,
+        );
+        release_inner(&kind, &owner, renew_lease, false, direct, mark)
+            .instrument(span)
+            .await
+    })
+}
+
+/// `handoff`: a local waiter may be claimed for the lock; `direct`: the successor is this one
+/// (owner, lease, watched) instead, and its guard is returned rather than delivered.
 async fn release_inner<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
     renew_lease: Option<Duration>,
     handoff: bool,
+    direct: Option<(Owner, Duration, bool)>,
     mark: ReleaseMark,
-) -> Result<Released> {
+) -> Result<(Released, Option<HoldGuard>)> {
     let client = kind.client();
-    let turns = handoff && kind.hands_off();
+    let turns = handoff && direct.is_none() && kind.hands_off();
     let channel = turns.then(|| kind.waiting(owner).channel);
     let claim = channel
         .as_deref()
         .and_then(|channel| client.claim_turn(channel, MAX_HANDOFF_STREAK));
     // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
-    let successor: Option<(Owner, Duration, bool)> = claim
-        .as_ref()
-        .and_then(|c| c.tag())
-        .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
-        .map(|waiter| match waiter.lease {
-            Some(lease) => (waiter.owner.clone(), lease, false),
-            None => (waiter.owner.clone(), client.config().get_lease(), true),
-        });
+    let successor: Option<(Owner, Duration, bool)> = direct.or_else(|| {
+        claim
+            .as_ref()
+            .and_then(|c| c.tag())
+            .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
+            .map(|waiter| match waiter.lease {
+                Some(lease) => (waiter.owner.clone(), lease, false),
+                None => (waiter.owner.clone(), client.config().get_lease(), true),
+            })
+    });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
     let stamp = Stamp {
         request_id: RequestId::random(),
@@ -675,17 +729,17 @@ async fn release_inner<K: HoldKind>(
         client.end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
     }
     match reply? {
-        (-1, _, _) => Ok(Released::NotOwner),
+        (-1, _, _) => Ok((Released::NotOwner, None)),
         // A resend that found the hold gone and its record overwritten, which the marks rule
         // out: it cannot vouch for a free, so it reports none.
         (-2, _, _) => {
             tracing::warn!(key = %kind.lock_key(), %owner, "a resent release found the hold gone and its record overwritten: reported as not held");
-            Ok(Released::NotOwner)
+            Ok((Released::NotOwner, None))
         }
-        (0, _, _) => Ok(Released::StillHeld),
-        (1, _, _) => Ok(Released::Freed),
+        (0, _, _) => Ok((Released::StillHeld, None)),
+        (1, _, _) => Ok((Released::Freed, None)),
         (2, token, _) => {
-            let (Some(claim), Some((successor_owner, lease, renew))) = (claim, successor) else {
+            let Some((successor_owner, lease, renew)) = successor else {
                 return Err(Error::Protocol(format!(
                     "the release script of `{}` handed off without a successor",
                     kind.lock_key()
@@ -701,14 +755,18 @@ async fn release_inner<K: HoldKind>(
             });
             let token = kind.fenced().then(|| token_of(token));
             let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
+            crate::metrics::handed_off(kind.kind_name());
+            let Some(claim) = claim else {
+                tracing::debug!(key = %kind.lock_key(), "released straight to a new owner");
+                return Ok((Released::HandedOff, Some(guard)));
+            };
             // A waiter that left meanwhile gets nothing: its guard comes back and is dropped,
             // which releases the lock.
             if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
                 drop(unclaimed);
             }
             tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");
-            crate::metrics::handed_off(kind.kind_name());
-            Ok(Released::HandedOff)
+            Ok((Released::HandedOff, None))
         }
         (code, _, _) => Err(Error::Protocol(format!(
             "the release script of `{}` replied code {code}",
@@ -792,5 +850,14 @@ impl<K: HoldKind> Release for K {
         let handoff = end.lost.is_none() && end.last_hold;
         let mark = self.client().release_started(&owner, self.lock_key());
         Box::pin(async move { release_marked(&self, &owner, renew_lease, handoff, mark).await })
+    }
+
+    fn release_to_new_owner(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+        lease: Option<Duration>,
+    ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
+        release_to_new_owner(self, owner, end, lease)
     }
 }

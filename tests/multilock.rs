@@ -520,3 +520,102 @@ async fn redlock_waiters_of_one_process_take_turns() {
         );
     }
 }
+
+/// Whether a client subscribes to the release messages of lock `name` on `server`.
+fn watched(server: &RedisServer, name: &str) -> bool {
+    let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(ferrisson::core::keys::prefixed(
+            "redisson_lock__channel",
+            name,
+        ))
+        .query(&mut server.connection())
+        .unwrap();
+    matches!(reply.get(1), Some(redis::Value::Int(n)) if *n > 0)
+}
+
+/// An unlock hands a RedLock straight to an acquisition of the same process waiting for it:
+/// each instance's hold goes to the waiter in the release's own script call (one call per
+/// instance, nothing published, no round of the waiter's), under a fresh owner and, fenced, a
+/// larger token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_unlock_hands_the_lock_to_a_waiter_of_the_process() {
+    let instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock-handoff");
+    let holder = red_lock(&clients, &name, true);
+    // The servers cache the scripts first, so that each call below is one `EVALSHA`.
+    holder.lock().await.unwrap().unlock().await.unwrap();
+    let guard = holder.lock().await.unwrap();
+    let first_token = guard.token().unwrap();
+    let before: Vec<u64> = instances.servers.iter().map(script_calls).collect();
+    let waiter = red_lock(&clients, &name, true);
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    // Refused (a call on every instance), it has queued for a hand-off, then watches an
+    // instance for the release.
+    eventually(Duration::from_secs(10), "the waiter watching", || async {
+        instances
+            .servers
+            .iter()
+            .zip(&before)
+            .all(|(s, b)| script_calls(s) > *b)
+            && instances.servers.iter().any(|s| watched(s, &name))
+    })
+    .await;
+    let holder_owners: Vec<String> = guard
+        .holds()
+        .iter()
+        .map(|h| h.owner().to_string())
+        .collect();
+    let at_unlock: Vec<u64> = instances.servers.iter().map(script_calls).collect();
+    guard.unlock().await.unwrap();
+    let handed = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap();
+    for (server, at_unlock) in instances.servers.iter().zip(&at_unlock) {
+        assert_eq!(
+            script_calls(server) - at_unlock,
+            1,
+            "the release itself passed the lock on, no round of the waiter's"
+        );
+        assert!(held_on(server, &name), "the lock never came free");
+    }
+    assert_eq!(handed.holds().len(), 3);
+    for (hold, previous) in handed.holds().iter().zip(&holder_owners) {
+        assert_ne!(&hold.owner().to_string(), previous, "a fresh owner");
+    }
+    assert!(
+        handed.token().unwrap() > first_token,
+        "the new holder's token is larger"
+    );
+    handed.unlock().await.unwrap();
+    for server in &instances.servers {
+        assert!(
+            !held_on(server, &name),
+            "the last unlock frees every instance"
+        );
+    }
+}
+
+/// A waiter that gave up is not handed the lock: the unlock frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_unlock_frees_the_lock_when_its_waiter_gave_up() {
+    let instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock-handoff-gone");
+    let guard = red_lock(&clients, &name, false).lock().await.unwrap();
+    let waiter = red_lock(&clients, &name, false);
+    let waiting = tokio::spawn(async move { waiter.lock().await.map(|g| g.holds().len()) });
+    // Refused, it watches an instance for the release (and has queued for a hand-off first).
+    eventually(Duration::from_secs(10), "the waiter watching", || async {
+        instances.servers.iter().any(|s| watched(s, &name))
+    })
+    .await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    guard.unlock().await.unwrap();
+    for server in &instances.servers {
+        assert!(!held_on(server, &name), "nobody holds the lock");
+    }
+}

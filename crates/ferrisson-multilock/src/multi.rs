@@ -78,15 +78,107 @@ struct Group {
     /// of the same clients ([`gate`]): of the acquisitions that found the lock held, only the
     /// one holding the permit watches and retries; the others queue for it, first come first
     /// served.
-    gate: Option<Arc<tokio::sync::Semaphore>>,
+    gate: Option<Arc<Gate>>,
+}
+
+/// The most RedLock acquisitions one process hands the lock to in a row before a release
+/// frees it for the other processes' waiters (as [`ferrisson_core::engine::MAX_HANDOFF_STREAK`]
+/// for one lock).
+const MAX_RED_STREAK: u32 = 8;
+
+/// What the RedLocks of one process over the same locks share: the turn to watch and retry,
+/// and the acquisitions waiting, to which an unlock hands the lock straight on.
+#[derive(Debug)]
+struct Gate {
+    /// The turn to watch and retry (one permit).
+    turn: tokio::sync::Semaphore,
+    /// The acquisitions waiting for a hand-off, oldest first.
+    waiting: std::sync::Mutex<std::collections::VecDeque<Waiter>>,
+    /// Hand-offs since the lock was last freed for everyone.
+    streak: std::sync::atomic::AtomicU32,
+    /// The next waiter's number.
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    lease: Option<Duration>,
+    tx: tokio::sync::oneshot::Sender<MultiGuard>,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Self {
+            turn: tokio::sync::Semaphore::new(1),
+            waiting: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            streak: std::sync::atomic::AtomicU32::new(0),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Waiter>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a waiter with `lease`: its place (removed when dropped) and its receiver.
+    fn wait(
+        self: &Arc<Self>,
+        lease: Option<Duration>,
+    ) -> (Place, tokio::sync::oneshot::Receiver<MultiGuard>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.queue().push_back(Waiter { id, lease, tx });
+        (
+            Place {
+                gate: self.clone(),
+                id,
+            },
+            rx,
+        )
+    }
+
+    /// The oldest waiter still waiting, when the streak allows another hand-off (else the
+    /// streak starts over: this release frees the lock for everyone).
+    fn next_waiter(&self) -> Option<Waiter> {
+        use std::sync::atomic::Ordering;
+        let mut queue = self.queue();
+        queue.retain(|w| !w.tx.is_closed());
+        if queue.is_empty() {
+            self.streak.store(0, Ordering::Relaxed);
+            return None;
+        }
+        if self.streak.fetch_add(1, Ordering::Relaxed) >= MAX_RED_STREAK {
+            self.streak.store(0, Ordering::Relaxed);
+            return None;
+        }
+        queue.pop_front()
+    }
+}
+
+/// A waiter's place in its gate's queue: leaving it (dropped) takes the waiter out.
+struct Place {
+    gate: Arc<Gate>,
+    id: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.gate.queue().retain(|w| w.id != self.id);
+    }
 }
 
 /// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
 /// order), one per process: made on first use, and forgotten once no RedLock uses it.
-fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<tokio::sync::Semaphore> {
+fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock, Weak};
-    type Gates = Mutex<HashMap<Vec<(String, String)>, Weak<tokio::sync::Semaphore>>>;
+    type Gates = Mutex<HashMap<Vec<(String, String)>, Weak<Gate>>>;
     static GATES: OnceLock<Gates> = OnceLock::new();
     let mut identity: Vec<(String, String)> = locks
         .iter()
@@ -104,7 +196,7 @@ fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<tokio::sync::Semaphore> {
     if gates.len() >= 64 && gates.len().is_power_of_two() {
         gates.retain(|_, gate| gate.strong_count() > 0);
     }
-    let gate = Arc::new(tokio::sync::Semaphore::new(1));
+    let gate = Arc::new(Gate::new());
     gates.insert(identity, Arc::downgrade(&gate));
     gate
 }
@@ -185,6 +277,11 @@ pub struct MultiLock {
 ///   first served, and the next starts when it has the lock (or gives up). A release costs the
 ///   instances one round of this process's waiters, not one per waiter. A first round is
 ///   always tried at once, and [`try_lock`](Self::try_lock) never queues.
+/// - **Hand-off within a process.** [`MultiGuard::unlock`] hands the lock to the oldest of
+///   those waiters: each instance's release passes its hold to it in the same script call, one
+///   round trip in all, and the lock never comes free in between. At most 8 in a row; then an
+///   unlock frees it, so that other processes' waiters get their turn. Dropping the guard
+///   releases without a hand-off.
 /// - **Validity.** The guard is valid for the lease less the time spent acquiring and a clock
 ///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
 ///   released and the round counts as failed. [`MultiGuard::valid_until`].
@@ -199,7 +296,8 @@ pub struct MultiLock {
 ///
 /// # Cancel safety
 ///
-/// As [`MultiLock`]'s.
+/// As [`MultiLock`]'s. A dropped acquisition also leaves the hand-off queue, and a lock an
+/// unlock handed it meanwhile is released.
 #[derive(Debug, Clone)]
 pub struct RedLock {
     group: Arc<Group>,
@@ -327,6 +425,8 @@ pub struct MultiGuard {
     /// How many holds must stay for the guard to be held.
     quorum: usize,
     valid_until: Option<Instant>,
+    /// A RedLock's gate, whose waiting acquisitions the unlock hands the lock to.
+    gate: Option<Arc<Gate>>,
 }
 
 impl MultiGuard {
@@ -411,27 +511,107 @@ impl MultiGuard {
 
     /// Releases every hold, all at once.
     ///
+    /// A RedLock's unlock hands the lock straight to the oldest acquisition of this process
+    /// waiting for the same RedLock, when there is one (at most 8 in a row, then the lock is
+    /// freed for everyone): each instance's hold goes to the waiter in the release's own
+    /// script call, so that the lock passes on in one round trip instead of a release, its
+    /// message and a new round. The waiter gets it when a quorum of instances passed it on;
+    /// otherwise what passed is released and the waiter goes on waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped midway, every hold is still released (or passed on) in the background, as
+    /// [`HoldGuard::unlock`] does, and a hold passed on to a waiter that never got it is
+    /// released.
+    ///
     /// # Errors
     ///
     /// The first release that failed for another reason than a lost hold or an unreachable
     /// instance ([`Error::LeaseLost`] when the guard itself was lost); every release is tried.
     pub async fn unlock(self) -> Result<()> {
         let lost = self.loss_reason();
-        let results =
-            futures::future::join_all(self.guards.into_iter().map(HoldGuard::unlock)).await;
+        let Self {
+            guards,
+            quorum,
+            gate,
+            ..
+        } = self;
+        let waiter = gate
+            .as_ref()
+            .filter(|_| lost.is_none())
+            .and_then(|gate| gate.next_waiter());
+        // The holds passed on start their leases when their scripts run, after this.
+        let started = Instant::now();
+        let results: Vec<Result<Option<HoldGuard>>> = match &waiter {
+            Some(waiter) => {
+                let lease = waiter.lease;
+                futures::future::join_all(guards.into_iter().map(|g| g.hand_off(lease))).await
+            }
+            None => {
+                futures::future::join_all(
+                    guards
+                        .into_iter()
+                        .map(|g| async move { g.unlock().await.map(|()| None) }),
+                )
+                .await
+            }
+        };
+        let mut passed = Vec::new();
+        let mut failure = None;
         for result in results {
             match result {
-                Ok(()) | Err(Error::LeaseLost(_)) => {}
+                Ok(Some(guard)) => passed.push(guard),
+                Ok(None) | Err(Error::LeaseLost(_)) => {}
                 Err(e) if e.is_connection_error() => {
                     tracing::debug!(error = %e, "an instance could not be reached to unlock; its hold ends with its lease");
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
             }
+        }
+        if let Some(waiter) = waiter {
+            deliver(waiter, passed, quorum, gate, started).await;
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         match lost {
             Some(reason) => Err(Error::LeaseLost(reason)),
             None => Ok(()),
         }
+    }
+}
+
+/// Gives `waiter` the holds `passed` on to it, as its guard, when they are a quorum (and valid,
+/// with a fixed lease); otherwise, or when the waiter has gone meanwhile, releases them.
+async fn deliver(
+    waiter: Waiter,
+    passed: Vec<HoldGuard>,
+    quorum: usize,
+    gate: Option<Arc<Gate>>,
+    started: Instant,
+) {
+    if passed.len() < quorum {
+        tracing::debug!(
+            passed = passed.len(),
+            quorum,
+            "a RedLock hand-off reached fewer than a quorum: released"
+        );
+        release_all(passed).await;
+        return;
+    }
+    let valid_until = waiter
+        .lease
+        .map(|lease| ferrisson_core::duration::later(started, lease.saturating_sub(drift(lease))));
+    let guard = MultiGuard {
+        guards: passed,
+        quorum,
+        valid_until,
+        gate,
+    };
+    if let Err(unclaimed) = waiter.tx.send(guard) {
+        release_all(unclaimed.guards).await;
     }
 }
 
@@ -476,6 +656,8 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     let mut round: u32 = 0;
     // A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     let mut turn: Option<tokio::sync::SemaphorePermit<'_>> = None;
+    // A RedLock waiter's place in the queue for a hand-off, and where the lock comes.
+    let mut handoff: Option<(Place, tokio::sync::oneshot::Receiver<MultiGuard>)> = None;
     loop {
         let started = Instant::now();
         let round_end = deadline.unwrap_or_else(|| {
@@ -518,6 +700,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
                     quorum: group.quorum,
                     guards,
                     valid_until,
+                    gate: group.gate.clone(),
                 }));
             }
         }
@@ -525,43 +708,92 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
             return Ok(None);
         }
         round = round.saturating_add(1);
-        if let Some(gate) = group.gate.as_ref().filter(|_| turn.is_none()) {
-            // Only one acquisition of this process waits for this RedLock at a time: every
-            // waiter watching and retrying would send a round to every instance per release
-            // per waiter, most of them lost. The others queue here, in order; the one whose
-            // turn comes after a wait in the queue starts with a fresh round, whose refusal
-            // tells it what to watch.
-            match gate.try_acquire() {
-                Ok(permit) => turn = Some(permit),
-                Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    let queued = gate.acquire();
-                    let permit = match deadline {
-                        Some(d) => match tokio::time::timeout_at(d, queued).await {
-                            Ok(permit) => permit,
-                            Err(_) => return Ok(None),
-                        },
-                        None => queued.await,
-                    };
-                    if let Ok(permit) = permit {
-                        turn = Some(permit);
-                        continue;
-                    }
-                }
-                // Never closed; were it, the waiter would wait unqueued.
-                Err(tokio::sync::TryAcquireError::Closed) => {}
-            }
+        // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
+        // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
+        if let (Some(gate), None) = (group.gate.as_ref(), &handoff) {
+            handoff = Some(gate.wait(options.get_lease()));
         }
-        let pause = if group.red {
-            red_pause(group, refused, round, deadline).await
-        } else {
-            jitter(round)
+        let wait = wait_for_round(group, &mut turn, refused, round, deadline);
+        let step = match handoff.as_mut() {
+            Some((_, handed)) => tokio::select! {
+                biased;
+                guard = handed => match guard {
+                    Ok(guard) => Step::Handed(guard),
+                    // Taken out of the queue by an unlock whose hand-off fell short.
+                    Err(_) => Step::Requeue,
+                },
+                step = wait => step,
+            },
+            None => wait.await,
         };
-        let pause = ferrisson_core::duration::later(Instant::now(), pause);
-        match deadline {
-            Some(d) => tokio::time::sleep_until(pause.min(d)).await,
-            None => tokio::time::sleep_until(pause).await,
+        match step {
+            Step::Handed(guard) => return Ok(Some(guard)),
+            Step::TimedOut => return Ok(None),
+            Step::Requeue => handoff = None,
+            Step::Again => {}
         }
     }
+}
+
+/// What the wait between two rounds came to.
+enum Step {
+    /// Try another round.
+    Again,
+    /// The wait limit passed.
+    TimedOut,
+    /// An unlock handed this waiter the lock.
+    Handed(MultiGuard),
+    /// An unlock took this waiter out of the queue but could not hand it the lock: queue again.
+    Requeue,
+}
+
+/// The wait before the next round `round` of an acquisition that failed one: a RedLock's
+/// acquisition first takes its turn ([`Gate`]), the one who has it watches for a release
+/// ([`red_pause`]); a MultiLock's pauses at random ([`jitter`]). Never past `deadline`.
+async fn wait_for_round<'g>(
+    group: &'g Group,
+    turn: &mut Option<tokio::sync::SemaphorePermit<'g>>,
+    refused: Option<usize>,
+    round: u32,
+    deadline: Option<Instant>,
+) -> Step {
+    if let Some(gate) = group.gate.as_ref().filter(|_| turn.is_none()) {
+        // Only one acquisition of this process waits for this RedLock at a time: every
+        // waiter watching and retrying would send a round to every instance per release
+        // per waiter, most of them lost. The others queue here, in order; the one whose
+        // turn comes after a wait in the queue starts with a fresh round, whose refusal
+        // tells it what to watch.
+        match gate.turn.try_acquire() {
+            Ok(permit) => *turn = Some(permit),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                let queued = gate.turn.acquire();
+                let permit = match deadline {
+                    Some(d) => match tokio::time::timeout_at(d, queued).await {
+                        Ok(permit) => permit,
+                        Err(_) => return Step::TimedOut,
+                    },
+                    None => queued.await,
+                };
+                if let Ok(permit) = permit {
+                    *turn = Some(permit);
+                    return Step::Again;
+                }
+            }
+            // Never closed; were it, the waiter would wait unqueued.
+            Err(tokio::sync::TryAcquireError::Closed) => {}
+        }
+    }
+    let pause = if group.red {
+        red_pause(group, refused, round, deadline).await
+    } else {
+        jitter(round)
+    };
+    let pause = ferrisson_core::duration::later(Instant::now(), pause);
+    match deadline {
+        Some(d) => tokio::time::sleep_until(pause.min(d)).await,
+        None => tokio::time::sleep_until(pause).await,
+    }
+    Step::Again
 }
 
 /// Between two RedLock rounds: waits until `refused` (an instance that refused because someone

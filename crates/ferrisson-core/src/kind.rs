@@ -590,12 +590,7 @@ fn release_marked<'a, K: HoldKind>(
     handoff: bool,
     mark: ReleaseMark,
 ) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
-    let span = tracing::debug_span!(
-        "ferrisson.release",
-        kind = kind.kind_name(),
-        key = %kind.lock_key(),
-        %owner,
-    );
+    let span = release_span(&**kind, owner);
     async move {
         release_inner(kind, owner, renew_lease, handoff, None, mark)
             .await
@@ -629,23 +624,32 @@ fn release_to_new_owner<K: HoldKind>(
         (end.renewed && kind.renews_on_release()).then(|| kind.client().config().get_lease());
     let mark = kind.client().release_started(&owner, kind.lock_key());
     Box::pin(async move {
-        let direct = (end.lost.is_none() && end.last_hold && kind.hands_off()).then(|| {
-            let client = kind.client();
-            match lease {
-                Some(lease) => (client.new_owner(), lease, false),
-                None => (client.new_owner(), client.config().get_lease(), true),
-            }
-        });
-        let span = tracing::debug_span!(
-            "ferrisson.release",
-            kind = kind.kind_name(),
-            key = %kind.lock_key(),
-            %owner,
-        );
+        let direct = (end.lost.is_none() && end.last_hold && kind.hands_off())
+            .then(|| successor(kind.client(), kind.client().new_owner(), lease));
+        let span = release_span(&*kind, &owner);
         release_inner(&kind, &owner, renew_lease, false, direct, mark)
             .instrument(span)
             .await
     })
+}
+
+/// The span of one release of `owner`.
+fn release_span<K: HoldKind>(kind: &K, owner: &Owner) -> tracing::Span {
+    tracing::debug_span!(
+        "ferrisson.release",
+        kind = kind.kind_name(),
+        key = %kind.lock_key(),
+        %owner,
+    )
+}
+
+/// A hand-off's successor: its owner, its lease (the fixed one asked for, else the client's)
+/// and whether the watchdog keeps it (no fixed lease).
+fn successor(client: &Client, owner: Owner, lease: Option<Duration>) -> (Owner, Duration, bool) {
+    match lease {
+        Some(lease) => (owner, lease, false),
+        None => (owner, client.config().get_lease(), true),
+    }
 }
 
 /// `handoff`: a local waiter may be claimed for the lock; `direct`: the successor is this one
@@ -670,10 +674,7 @@ async fn release_inner<K: HoldKind>(
             .as_ref()
             .and_then(|c| c.tag())
             .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
-            .map(|waiter| match waiter.lease {
-                Some(lease) => (waiter.owner.clone(), lease, false),
-                None => (waiter.owner.clone(), client.config().get_lease(), true),
-            })
+            .map(|waiter| successor(client, waiter.owner.clone(), waiter.lease))
     });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
     let stamp = Stamp {

@@ -516,7 +516,7 @@ impl MultiGuard {
     /// freed for everyone): each instance's hold goes to the waiter in the release's own
     /// script call, so that the lock passes on in one round trip instead of a release, its
     /// message and a new round. The waiter gets it when a quorum of instances passed it on;
-    /// otherwise what passed is released and the waiter goes on waiting.
+    /// otherwise what passed is released and the waiter goes on waiting, first in line.
     ///
     /// # Cancel safety
     ///
@@ -584,7 +584,8 @@ impl MultiGuard {
 }
 
 /// Gives `waiter` the holds `passed` on to it, as its guard, when they are a quorum (and valid,
-/// with a fixed lease); otherwise, or when the waiter has gone meanwhile, releases them.
+/// with a fixed lease); otherwise, or when the waiter has gone meanwhile, releases them. A
+/// waiter the hand-off fell short for goes back to the head of the queue, its place kept.
 async fn deliver(
     waiter: Waiter,
     passed: Vec<HoldGuard>,
@@ -598,6 +599,9 @@ async fn deliver(
             quorum,
             "a RedLock hand-off reached fewer than a quorum: released"
         );
+        if let Some(gate) = &gate {
+            gate.queue().push_front(waiter);
+        }
         release_all(passed).await;
         return;
     }
@@ -719,7 +723,8 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
                 biased;
                 guard = handed => match guard {
                     Ok(guard) => Step::Handed(guard),
-                    // Taken out of the queue by an unlock whose hand-off fell short.
+                    // Out of the queue without a hand-off (an unlock that could not put it
+                    // back): take a new place.
                     Err(_) => Step::Requeue,
                 },
                 step = wait => step,
@@ -743,7 +748,7 @@ enum Step {
     TimedOut,
     /// An unlock handed this waiter the lock.
     Handed(MultiGuard),
-    /// An unlock took this waiter out of the queue but could not hand it the lock: queue again.
+    /// This waiter's place is gone without a hand-off: queue again.
     Requeue,
 }
 

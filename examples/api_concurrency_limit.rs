@@ -122,6 +122,7 @@ async fn coordinator() -> AnyResult<()> {
                 killed_at.elapsed().as_secs_f64(),
                 LEASE.as_secs()
             );
+            client.shutdown().await?;
             return Ok(());
         }
         if killed_at.elapsed() > LEASE * 5 {
@@ -145,6 +146,8 @@ async fn worker(url: &str, api: &str, id: &str) -> AnyResult<()> {
         }
         permit.release().await?;
     }
+    // Last: whatever releases went to the background have landed before the process ends.
+    client.shutdown().await?;
     Ok(())
 }
 

@@ -117,6 +117,7 @@ async fn coordinator() -> AnyResult<()> {
         return Err("a limit was broken".into());
     }
     println!("both limits held");
+    client.shutdown().await?;
     Ok(())
 }
 
@@ -136,6 +137,7 @@ async fn worker(url: &str, id: &str) -> AnyResult<()> {
         permit.release().await?;
         println!("worker {id}: call {call} done");
     }
+    client.shutdown().await?;
     Ok(())
 }
 

@@ -96,6 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .map_err(|e| e.to_string())?
                     .deduct("A", 30, seen, token);
                 let _ = guard.unlock().await;
+                let _ = client.shutdown().await;
                 Ok(lost && !accepted)
             })
         })
@@ -118,6 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| e.to_string())?
             .deduct("B", 30, seen, token);
         guard.unlock().await?;
+        client.shutdown().await?;
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
 

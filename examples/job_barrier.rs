@@ -64,6 +64,7 @@ async fn coordinator() -> AnyResult<()> {
             return Err(format!("a worker failed: {status}").into());
         }
     }
+    client.shutdown().await?;
     Ok(())
 }
 
@@ -77,18 +78,24 @@ async fn worker(url: &str, id: &str) -> AnyResult<()> {
     let participant = format!("worker-{id}");
     let counted = barrier.count_down_once(&participant).await?;
     println!(
-        "worker {id}: done (counted: {counted}, left: {})",
+        "worker {id}: done ({counted:?}, left: {})",
         barrier.count().await?
     );
+    if !counted.counted() {
+        // Not armed yet (the coordinator arms it before starting the workers here), or
+        // counted before: either way this worker's part went uncounted.
+        return Err(format!("worker {id}'s count-down went nowhere: {counted:?}").into());
+    }
     if id == "0" {
         let again = barrier.count_down_once(&participant).await?;
         println!(
-            "worker {id}: ran again (counted: {again}, left: {})",
+            "worker {id}: ran again ({again:?}, left: {})",
             barrier.count().await?
         );
-        if again {
+        if again.counted() {
             return Err("a repeated count-down counted twice".into());
         }
     }
+    client.shutdown().await?;
     Ok(())
 }

@@ -106,5 +106,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "no {wanted} recorded"
         );
     }
+    client.shutdown().await?;
     Ok(())
 }

@@ -83,5 +83,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         lock.key(),
         lock.is_locked().await?
     );
+
+    // Last in main: guards dropped (not unlocked) release in the background, and a runtime
+    // that ends with main would cut those releases short. Shutdown waits for them.
+    client.shutdown().await?;
     Ok(())
 }

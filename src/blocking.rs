@@ -39,12 +39,42 @@ use tokio::runtime::Runtime;
 use ferrisson_core::{ClientConfig, Error, HoldGuard, LockOptions, LossReason, Result};
 
 /// A blocking client: the async [`Client`](crate::Client) and the runtime it runs on. Cheap to
-/// clone; the runtime stops when the last clone (and every handle and guard made from it) is
-/// gone.
+/// clone; when the last clone (and every handle and guard made from it) is gone, it shuts the
+/// async client down ([`Client::shutdown`](crate::Client::shutdown): the releases of dropped
+/// guards land first) and stops the runtime.
 #[derive(Clone)]
 pub struct Client {
-    runtime: Arc<Runtime>,
+    runtime: Arc<Owned>,
     client: crate::Client,
+}
+
+/// The runtime a blocking client owns, and the client it shuts down when the last handle goes.
+struct Owned {
+    runtime: Runtime,
+    client: crate::Client,
+}
+
+impl std::ops::Deref for Owned {
+    type Target = Runtime;
+
+    fn deref(&self) -> &Runtime {
+        &self.runtime
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // Blocking inside an async runtime would panic; the blocking API is not for there.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tracing::warn!(
+                "a blocking client dropped inside an async runtime: background releases may be cut short"
+            );
+            return;
+        }
+        if let Err(e) = self.runtime.block_on(self.client.shutdown()) {
+            tracing::warn!(error = %e, "the blocking client's shutdown left work unfinished");
+        }
+    }
 }
 
 impl std::fmt::Debug for Client {
@@ -83,9 +113,23 @@ impl Client {
             })?;
         let client = runtime.block_on(crate::Client::with_config(config))?;
         Ok(Self {
-            runtime: Arc::new(runtime),
+            runtime: Arc::new(Owned {
+                runtime,
+                client: client.clone(),
+            }),
             client,
         })
+    }
+
+    /// Shuts the client down now ([`Client::shutdown`](crate::Client::shutdown)): no new
+    /// acquisitions, and every release of a dropped guard lands before this returns. The last
+    /// clone's drop does the same; call this to learn how it went.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::shutdown`](crate::Client::shutdown).
+    pub fn shutdown(&self) -> Result<()> {
+        self.block_on(self.client.shutdown())
     }
 
     /// The async client underneath, for what this module does not wrap (with
@@ -410,7 +454,9 @@ blocking_object! {
     "latch" => CountDownLatch(crate::CountDownLatch),
 }
 
-/// A held lock, released when dropped (in the background) or by [`unlock`](Self::unlock).
+/// A held lock, released when dropped (in the background) or by [`unlock`](Self::unlock). The
+/// client's last handle, dropped, waits for such background releases
+/// ([`Client::shutdown`](Client::shutdown)).
 #[must_use = "dropping the guard releases the lock at once (in the background)"]
 #[derive(Debug)]
 pub struct LockGuard {
@@ -576,7 +622,8 @@ impl Semaphore {
 }
 
 /// Permits of a [`Semaphore`], given back when dropped (in the background) or by
-/// [`release`](Self::release).
+/// [`release`](Self::release). The client's last handle, dropped, waits for such background
+/// releases ([`Client::shutdown`](Client::shutdown)).
 #[cfg(feature = "semaphore")]
 #[must_use = "dropping the permits gives them back at once (in the background)"]
 #[derive(Debug)]
@@ -650,7 +697,8 @@ impl ExpirableSemaphore {
 }
 
 /// A permit of an [`ExpirableSemaphore`], given back when dropped (in the background) or by
-/// [`release`](Self::release); it carries the loss signal of its lease.
+/// [`release`](Self::release); it carries the loss signal of its lease. The client's last
+/// handle, dropped, waits for such background releases ([`Client::shutdown`](Client::shutdown)).
 #[cfg(feature = "expirable-semaphore")]
 #[must_use = "dropping the permit gives it back at once (in the background)"]
 #[derive(Debug)]
@@ -726,12 +774,13 @@ impl CountDownLatch {
         self.client.block_on(self.inner.count_down())
     }
 
-    /// Counts down once for `participant`, however often it calls; `true` when it counted.
+    /// Counts down once for `participant`, however often it calls, and says what happened
+    /// ([`CountDown`](crate::CountDown)).
     ///
     /// # Errors
     ///
     /// As [`CountDownLatch::count_down_once`](crate::CountDownLatch::count_down_once).
-    pub fn count_down_once(&self, participant: &str) -> Result<bool> {
+    pub fn count_down_once(&self, participant: &str) -> Result<crate::CountDown> {
         self.client
             .block_on(self.inner.count_down_once(participant))
     }

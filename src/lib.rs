@@ -73,7 +73,7 @@ pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 
 #[cfg(feature = "latch")]
 #[doc(inline)]
-pub use ferrisson_latch::CountDownLatch;
+pub use ferrisson_latch::{CountDown, CountDownLatch};
 
 #[cfg(feature = "spin-lock")]
 #[doc(inline)]

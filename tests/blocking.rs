@@ -161,9 +161,10 @@ fn semaphores_and_a_latch_block() {
     assert!(latch.try_set_count(2).unwrap());
     let waiting = latch.clone();
     let waiter = std::thread::spawn(move || waiting.wait_for(Duration::from_secs(20)).unwrap());
-    assert!(latch.count_down_once("worker-1").unwrap());
-    assert!(
-        !latch.count_down_once("worker-1").unwrap(),
+    assert!(latch.count_down_once("worker-1").unwrap().counted());
+    assert_eq!(
+        latch.count_down_once("worker-1").unwrap(),
+        ferrisson::CountDown::AlreadyCounted,
         "a worker counts once"
     );
     latch.count_down().unwrap();

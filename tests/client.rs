@@ -20,7 +20,7 @@ async fn a_client_comes_from_a_url_a_parsed_config_or_a_redis_client() {
     assert_eq!(namespaced.key(), "app:x");
     assert!(matches!(
         "not a url".parse::<ClientConfig>(),
-        Err(Error::Redis(_))
+        Err(Error::InvalidArgument(_))
     ));
 
     let redis_client = redis::Client::open(server.url()).unwrap();
@@ -132,4 +132,76 @@ async fn a_user_that_may_not_publish_is_refused_at_connect() {
     let lock = ReentrantLock::new(&client, &name).unwrap();
     lock.lock().await.unwrap().unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
+}
+
+/// Connection and URL errors name the address or URL (never its password) and say what to do:
+/// a URL without a scheme, an empty one, another scheme; a refused connection, a frozen server,
+/// a service that does not speak Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_and_url_errors_name_the_address_and_say_what_to_do() {
+    let server = RedisServer::spawn();
+    let bare = format!("127.0.0.1:{}", server.port());
+    for (url, says) in [
+        (bare.as_str(), format!("write `redis://{bare}`")),
+        ("", "no Redis URL given".to_owned()),
+        (
+            "http://127.0.0.1:1/",
+            "`http://` is not a Redis URL scheme".to_owned(),
+        ),
+    ] {
+        let err = Client::connect(url).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{url:?}: {err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&says), "{url:?}: {text}");
+        assert!(
+            text.contains("redis://[user:password@]host:port"),
+            "{url:?}: {text}"
+        );
+    }
+
+    // Refused: the address (password hidden) and what to check.
+    let mut down = RedisServer::spawn();
+    let port = down.port();
+    down.stop();
+    let err = Client::connect(&format!("redis://app:s3cret@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_connection_error(), "{err:?}");
+    assert!(
+        matches!(&err, Error::Unreachable { address, .. } if address.contains(&format!("127.0.0.1:{port}"))),
+        "{err:?}"
+    );
+    assert!(!text.contains("s3cret"), "the password shows: {text}");
+    assert!(text.contains("is redis-server running"), "{text}");
+
+    // Frozen: no reply in time, with the address and the settings that bound the wait.
+    server.pause();
+    let frozen = ClientConfig::new(server.url())
+        .connect_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(300));
+    let err = Client::with_config(frozen).await.unwrap_err();
+    server.resume();
+    let text = err.to_string();
+    assert!(text.contains(&server.url()), "{text}");
+    assert!(text.contains("no reply in time"), "{text}");
+
+    // Something that is not Redis on the port.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let http = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().flatten().take(4) {
+            let mut stream = stream;
+            let mut buf = [0u8; 256];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let err = Client::connect(&format!("redis://127.0.0.1:{http}"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{http}")), "{text}");
+    assert!(text.contains("does not speak the Redis protocol"), "{text}");
 }

@@ -157,7 +157,13 @@ async fn semaphores_keep_their_limit_and_latches_open_across_clients() {
         };
         for (i, client) in clients[1..].iter().enumerate() {
             let latch = CountDownLatch::new(client, &latch_name).unwrap();
-            assert!(latch.count_down_once(&format!("w{i}")).await.unwrap());
+            assert!(
+                latch
+                    .count_down_once(&format!("w{i}"))
+                    .await
+                    .unwrap()
+                    .counted()
+            );
         }
         assert!(
             waiter.await.unwrap().unwrap(),

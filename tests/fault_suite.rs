@@ -252,13 +252,13 @@ async fn worker(kind: &str) {
                         if log.below(3) == 0 {
                             // Run twice: counted once.
                             let again = latch.count_down_once(&participant).await;
-                            if matches!(again, Ok(true)) {
+                            if again.as_ref().is_ok_and(|c| c.counted()) {
                                 log.event(format_args!("counted_twice {round}"));
                             }
                         }
                         // After a failed try of this round, "not counted" may mean that the
                         // failed try counted: the checker cannot tell, so it says so.
-                        let counted = match (counted, unknown_round == Some(round)) {
+                        let counted = match (counted.counted(), unknown_round == Some(round)) {
                             (true, _) => "true",
                             (false, true) => "maybe",
                             (false, false) => "false",

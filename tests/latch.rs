@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::Error;
-use ferrisson_latch::CountDownLatch;
+use ferrisson_latch::{CountDown, CountDownLatch};
 use redis::Commands;
 use tokio::time::Instant;
 
@@ -89,7 +89,11 @@ async fn a_participant_counts_once_and_missing_latches_are_open() {
     // Never set: count 0, counting down is a no-op, waiting returns at once.
     assert_eq!(l.count().await.unwrap(), 0);
     l.count_down().await.unwrap();
-    assert!(!l.count_down_once("w1").await.unwrap());
+    assert_eq!(
+        l.count_down_once("w1").await.unwrap(),
+        CountDown::NotArmed,
+        "a count-down on a latch nobody armed says so, never \"already counted\""
+    );
     assert!(tokio::time::timeout(SOON, l.wait()).await.is_ok());
     assert_eq!(l.count().await.unwrap(), 0);
     let mut con = redis.connection();
@@ -98,14 +102,29 @@ async fn a_participant_counts_once_and_missing_latches_are_open() {
 
     assert!(l.try_set_count(3).await.unwrap());
     assert!(!l.try_set_count(5).await.unwrap(), "already armed");
-    assert!(l.count_down_once("w1").await.unwrap());
-    assert!(
-        !l.count_down_once("w1").await.unwrap(),
+    assert_eq!(
+        l.count_down_once("w1").await.unwrap(),
+        CountDown::Counted(2)
+    );
+    assert_eq!(
+        l.count_down_once("w1").await.unwrap(),
+        CountDown::AlreadyCounted,
         "a repeated worker counts once"
     );
     assert_eq!(l.count().await.unwrap(), 2);
-    assert!(l.count_down_once("w2").await.unwrap());
-    assert!(l.count_down_once("w3").await.unwrap());
+    assert_eq!(
+        l.count_down_once("w2").await.unwrap(),
+        CountDown::Counted(1)
+    );
+    assert_eq!(
+        l.count_down_once("w3").await.unwrap(),
+        CountDown::Counted(0)
+    );
+    assert_eq!(
+        l.count_down_once("w4").await.unwrap(),
+        CountDown::NotArmed,
+        "a late worker is told the latch is open"
+    );
     assert_eq!(l.count().await.unwrap(), 0);
     let leftovers: Vec<String> = con.keys(format!("*{name}*")).unwrap();
     let lasting: Vec<&String> = leftovers

@@ -709,9 +709,12 @@ async fn bad_input_gets_a_clear_error() {
         .unwrap_err();
     assert!(err.is_connection_error(), "{err:?}");
     let err = ferrisson::Client::connect(&server.url()).await.unwrap_err();
-    assert!(matches!(err, Error::Redis(_)), "{err:?}");
+    assert!(
+        matches!(&err, Error::Unreachable { address, .. } if *address == server.url()),
+        "{err:?}"
+    );
     let err = ferrisson::Client::connect("not a url").await.unwrap_err();
-    assert!(matches!(err, Error::Redis(_)), "{err:?}");
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1256,4 +1259,37 @@ async fn a_read_write_locks_hash_at_the_name_is_a_wrong_type() {
     }
     let fields: std::collections::HashMap<String, String> = con.hgetall(&name).unwrap();
     assert_eq!(fields.len(), 2, "untouched: {fields:?}");
+}
+
+/// `unlock` of a hold lost before returns `LeaseLost` whatever Redis said, an error included:
+/// a watchdog-kept hold lost to failed renewals and a fixed lease run out, both unlocked with
+/// Redis down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_after_a_loss_is_lease_lost_even_with_redis_down() {
+    let mut server = RedisServer::spawn();
+    let a = client_with_lease(&server.url(), Duration::from_millis(600)).await;
+    let name = unique_name("lost-then-down");
+    let lock = ReentrantLock::new(&a, &name).unwrap();
+    let kept = lock.lock().await.unwrap();
+    let fixed = ReentrantLock::new(&a, &format!("{name}:fixed"))
+        .unwrap()
+        .lock_with(LockOptions::new().lease(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    server.stop();
+    let lost = tokio::time::timeout(Duration::from_secs(5), kept.lost())
+        .await
+        .expect("renewals failing end the hold");
+    assert_eq!(lost, LossReason::RenewalFailed);
+    assert_eq!(fixed.loss_reason(), Some(LossReason::LeaseExpired));
+    for (guard, reason) in [
+        (kept, LossReason::RenewalFailed),
+        (fixed, LossReason::LeaseExpired),
+    ] {
+        let err = guard.unlock().await.unwrap_err();
+        assert!(
+            matches!(err, Error::LeaseLost(r) if r == reason),
+            "an unlock after a loss, Redis down: {err:?}"
+        );
+    }
 }

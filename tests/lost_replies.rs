@@ -288,11 +288,12 @@ async fn latch_count_downs_through_lost_replies_count_exactly_once() {
     for i in 0..N {
         let participant = format!("p{i}");
         assert!(
-            latch.count_down_once(&participant).await.unwrap(),
+            latch.count_down_once(&participant).await.unwrap().counted(),
             "{participant} counted"
         );
+        // Counted already (or, for the last, the latch it opened is not armed any more).
         assert!(
-            !latch.count_down_once(&participant).await.unwrap(),
+            !latch.count_down_once(&participant).await.unwrap().counted(),
             "{participant} once"
         );
     }
@@ -483,4 +484,82 @@ async fn an_unlock_lost_in_a_restart_never_reports_success() {
         matches!(unlocked, Err(ferrisson::Error::NotOwner(_))),
         "an unlock whose hold was lost in a restart said {unlocked:?}"
     );
+}
+
+/// A rate limiter's acquire whose reply was lost is resent and counts once: the server's count
+/// of permits taken, its window's entries and what the callers were told agree (a resend that
+/// subtracted again would leak capacity for good), and a resend never answers "not taken" for
+/// permits its lost run took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
+    use ferrisson_rate_limiter::{RateLimiter, RateType};
+    use redis::Commands;
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = Client::connect(&server.url()).await.unwrap();
+    let lossy = lossy_client(&proxy).await;
+    let name = unique_name("lossy-rate");
+    let rate = 1_000u64;
+    let window = Duration::from_secs(3600);
+    assert!(
+        RateLimiter::new(&direct, &name)
+            .unwrap()
+            .try_set_rate(RateType::Overall, rate, window)
+            .await
+            .unwrap()
+    );
+    // Single-permit limiters, each asked once: a resend that found its window full would say
+    // "not taken" for the permit its lost run took.
+    let singles: Vec<String> = (0..100).map(|i| format!("{name}:one:{i}")).collect();
+    for single in &singles {
+        assert!(
+            RateLimiter::new(&direct, single)
+                .unwrap()
+                .try_set_rate(RateType::Overall, 1, window)
+                .await
+                .unwrap()
+        );
+    }
+    proxy.lose_replies(LOSS);
+    let limiter = RateLimiter::new(&lossy, &name).unwrap();
+    let (mut told, mut unknown) = (0u64, 0u64);
+    for _ in 0..300 {
+        match limiter.try_acquire(1, Some(Duration::ZERO)).await {
+            Ok(true) => told += 1,
+            Ok(false) => panic!("a window with room answered \"not taken\""),
+            Err(e) if e.is_connection_error() => unknown += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut single_told = Vec::new();
+    for single in &singles {
+        let limiter = RateLimiter::new(&lossy, single).unwrap();
+        match limiter.try_acquire(1, Some(Duration::ZERO)).await {
+            Ok(taken) => single_told.push((single.clone(), taken)),
+            Err(e) if e.is_connection_error() => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    proxy.lose_replies(0.0);
+    assert!(proxy.replies_lost() >= 30, "the proxy lost replies");
+    let mut con = server.connection();
+    let left: u64 = con.get(format!("{{{name}}}:value")).unwrap();
+    let entries: u64 = con.zcard(format!("{{{name}}}:permits")).unwrap();
+    assert_eq!(
+        rate - left,
+        entries,
+        "the count of permits taken and the window's entries agree"
+    );
+    assert!(
+        entries >= told && entries <= told + unknown,
+        "{entries} permits taken, {told} callers told so, {unknown} outcomes unknown"
+    );
+    for (single, taken) in single_told {
+        assert!(
+            taken,
+            "`{single}`: a first acquire on an empty window was told \"not taken\""
+        );
+        let entries: u64 = con.zcard(format!("{{{single}}}:permits")).unwrap();
+        assert_eq!(entries, 1, "`{single}`: taken once");
+    }
 }

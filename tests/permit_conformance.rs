@@ -193,10 +193,21 @@ fn expirable_try_latch(name: &str) -> String {
     format!("{{{name}}}:acquire:0123456789abcdef0123456789abcdef:0")
 }
 
-/// One try of a fixed waiter for 2 permits of the permit-expirable semaphore `name`, under
-/// `ids`, with a 30 s lease and no reservation: `expirable_semaphore/acquire` as the client
-/// sends it.
-fn expirable_try_of_two(name: &str, ids: &[[u8; 16]; 2]) -> redis::Cmd {
+/// The ids of the two permits of a try whose id seed is `seed`: the seed itself, then the
+/// seed with its last four bytes, as a big-endian number, one higher (what
+/// `expirable_semaphore/acquire` makes of a seed).
+fn seeded_ids(seed: u128) -> [[u8; 16]; 2] {
+    let low = u32::try_from(seed & 0xffff_ffff).unwrap().wrapping_add(1);
+    [
+        seed.to_be_bytes(),
+        ((seed & !0xffff_ffff) | u128::from(low)).to_be_bytes(),
+    ]
+}
+
+/// One try of a fixed waiter for 2 permits of the permit-expirable semaphore `name`, whose ids
+/// come from `seed`, with a 30 s lease and no reservation: `expirable_semaphore/acquire` as
+/// the client sends it.
+fn expirable_try_of_two(name: &str, seed: u128) -> redis::Cmd {
     let scripts = ferrisson_expirable_semaphore::scripts();
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(source(&scripts, "expirable_semaphore/acquire"))
@@ -212,8 +223,7 @@ fn expirable_try_of_two(name: &str, ids: &[[u8; 16]; 2]) -> redis::Cmd {
         .arg(0)
         .arg("publish")
         .arg("")
-        .arg(&ids[0][..])
-        .arg(&ids[1][..]);
+        .arg(&seed.to_be_bytes()[..]);
     cmd
 }
 
@@ -377,12 +387,10 @@ async fn an_expirable_try_resent_after_its_permits_expired_takes_live_ones() {
     let mut con = redis.connection();
     let name = unique_name("pconf-exp-expired");
     let timeouts = format!("{{{name}}}:timeout");
-    let ids = [
-        0x0303_0303_0303_0303_0303_0303_0303_0303_u128.to_be_bytes(),
-        0x0404_0404_0404_0404_0404_0404_0404_0404_u128.to_be_bytes(),
-    ];
+    let seed = 0x0303_0303_0303_0303_0303_0303_0303_0303_u128;
+    let ids = seeded_ids(seed);
     let _: () = con.set(&name, 3).unwrap();
-    let try_call = || expirable_try_of_two(&name, &ids);
+    let try_call = || expirable_try_of_two(&name, seed);
     let first: Vec<i64> = try_call().query(&mut con).unwrap();
     assert_eq!(first, vec![1, 1, 0, 0], "taken");
     // The lost call's permits expire before the resend arrives.
@@ -424,13 +432,16 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     let name = unique_name("pconf-exp-resent");
     let timeouts = format!("{{{name}}}:timeout");
     let latch = expirable_try_latch(&name);
-    let ids = [
-        0x0101_0101_0101_0101_0101_0101_0101_0101_u128.to_be_bytes(),
-        0x0202_0202_0202_0202_0202_0202_0202_0202_u128.to_be_bytes(),
-    ];
+    let seed = 0x0101_0101_0101_0101_0101_0101_ffff_ffff_u128;
+    let ids = seeded_ids(seed);
+    assert_eq!(
+        ids[1],
+        0x0101_0101_0101_0101_0101_0101_0000_0000_u128.to_be_bytes(),
+        "the ids' last four bytes wrap within the seed's prefix"
+    );
     let scripts = ferrisson_expirable_semaphore::scripts();
     let _: () = con.set(&name, 3).unwrap();
-    let try_call = || expirable_try_of_two(&name, &ids);
+    let try_call = || expirable_try_of_two(&name, seed);
     let first: Vec<i64> = try_call().query(&mut con).unwrap();
     assert_eq!(first, vec![1, 1, 0, 0], "taken");
     let exists: bool = con.exists(&latch).unwrap();
@@ -452,10 +463,14 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
             .arg(&latch)
             .arg("publish")
             .arg(10_000)
-            .arg(&ids[0][..])
-            .arg(&ids[1][..]);
+            .arg(&seed.to_be_bytes()[..])
+            .arg(2);
         cmd
     };
+    let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();
+    let mut expected: Vec<Vec<u8>> = ids.iter().map(|id| id.to_vec()).collect();
+    expected.sort();
+    assert_eq!(members, expected, "the permits are the seed's ids");
     let given_back: i64 = undo().query(&mut con).unwrap();
     assert_eq!(given_back, 2);
     let again: i64 = undo().query(&mut con).unwrap();

@@ -55,9 +55,14 @@ local function foreign_lock(key, rw)
   return nil
 end
 
+-- rate_limiter_fields: the fields of a rate limiter's settings hash (Redisson's RRateLimiter
+-- layout: rate, interval, type, and keepAliveTime in newer Redisson), each a number.
+local rate_limiter_fields = {rate = true, interval = true, type = true, keepAliveTime = true}
+
 -- foreign_object(key, shape) is foreign_lock for the lock shapes ("lock", "rwlock") and, for
--- "count" (a string holding an integer) and "hash" (any hash), a WRONGTYPE error reply when the
--- key holds something else; nil when it is of the shape or missing.
+-- "count" (a string holding an integer) and "ratelimiter" (a hash of a rate limiter's
+-- settings, rate_limiter_fields and nothing else), a WRONGTYPE error reply when the key holds
+-- something else; nil when it is of the shape or missing.
 local function foreign_object(key, shape)
   if shape == 'lock' or shape == 'rwlock' then
     return foreign_lock(key, shape == 'rwlock')
@@ -66,11 +71,20 @@ local function foreign_object(key, shape)
   if kind == 'none' then
     return nil
   end
-  if (shape == 'hash' and kind == 'hash')
-      or (shape == 'count' and kind == 'string' and tonumber(redis.call('get', key))) then
+  local wrong = redis.error_reply('WRONGTYPE the key holds no ' .. shape .. ' of this synchronizer')
+  if shape == 'ratelimiter' and kind == 'hash' then
+    local all = redis.call('hgetall', key)
+    for i = 1, #all, 2 do
+      if not rate_limiter_fields[all[i]] or not tonumber(all[i + 1]) then
+        return wrong
+      end
+    end
     return nil
   end
-  return redis.error_reply('WRONGTYPE the key holds no ' .. shape .. ' of this synchronizer')
+  if shape == 'count' and kind == 'string' and tonumber(redis.call('get', key)) then
+    return nil
+  end
+  return wrong
 end
 
 -- fair_purge(queue, timeouts, alive, now, keep) drops the dead waiters at the head of a fair

@@ -15,7 +15,9 @@
 -- ARGV[3] publish command ("publish")
 -- ARGV[4] (try_set only) a time to live for the count in milliseconds, or "0" for none
 --         (Redisson's RSemaphore trySetPermits(permits, timeToLive))
--- returns {1, count} when the count changed (or was set), {0, count} when try_set found one
+-- returns {1, count} when the count changed (or was set), {0, count} when try_set found one,
+--         {2, count} when an add would take the count beyond +-(2^53 - 1), the integers Lua
+--         (and so every script here) counts exactly [ext]: nothing changed
 local raw = redis.call('get', KEYS[1])
 if raw and not tonumber(raw) then
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
@@ -41,6 +43,11 @@ elseif ARGV[1] == 'set' then
   redis.call('set', KEYS[1], ARGV[2])
   value = tonumber(ARGV[2])
 else
+  local current = tonumber(raw or '0')
+  local after = current + tonumber(ARGV[2])
+  if after > 9007199254740991 or after < -9007199254740991 then
+    return {2, current}
+  end
   value = redis.call('incrby', KEYS[1], ARGV[2])
 end
 redis.call(ARGV[3], KEYS[2], value)

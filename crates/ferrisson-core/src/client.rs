@@ -173,6 +173,13 @@ struct Inner {
     latch_id: crate::keys::RequestId,
     /// The last release sequence number handed out ([`ClientEngine::next_release_seq`]).
     release_seq: std::sync::atomic::AtomicU64,
+    /// What [`Client::shutdown`] waits for: the cleanups of dropped guards and abandoned calls
+    /// (releases, undos, queue exits), and the acquisitions in flight, which a shutdown ends.
+    tasks: tokio_util::task::TaskTracker,
+    /// Cancelled by [`Client::shutdown`]: new acquisitions are refused and waiting ones end.
+    closing: tokio_util::sync::CancellationToken,
+    /// Where the client connects (passwords hidden), for errors ([`Error::Unreachable`]).
+    address: String,
 }
 
 /// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
@@ -215,8 +222,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when the URL is malformed or the server cannot be reached;
-    /// [`Error::Closed`] outside a Tokio runtime.
+    /// [`Error::InvalidArgument`] when the URL is malformed (the message shows it, and the forms
+    /// a URL takes), [`Error::Unreachable`] when the server cannot be reached (naming it, and
+    /// what to check), [`Error::Closed`] outside a Tokio runtime.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::with_config(ClientConfig::new(url)).await
     }
@@ -225,10 +233,12 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for inconsistent settings, [`Error::Redis`] when the URL is
-    /// malformed or the server cannot be reached, [`Error::Closed`] outside a Tokio runtime.
+    /// [`Error::InvalidArgument`] for inconsistent settings or a malformed URL,
+    /// [`Error::Unreachable`] when the server cannot be reached, [`Error::Closed`] outside a
+    /// Tokio runtime.
     pub async fn with_config(config: ClientConfig) -> Result<Self> {
         let mut config = config.resolved()?;
+        let address = config.address();
         if let Some(spec) = config.sentinel.clone() {
             config.validate()?;
             runtime_check()?;
@@ -238,18 +248,21 @@ impl Client {
                 ));
             }
             let opener = Opener::Sentinel(spec, manager_config(&config), config.connect_timeout);
-            let conn = opener.open().await?;
+            let conn = opener
+                .open()
+                .await
+                .map_err(|e| connect_error(e, &address))?;
             let Connection::Sentinel(primary) = &conn else {
                 return Err(Error::Protocol(
                     "a Sentinel opener made another connection".into(),
                 ));
             };
             let source = Source::sentinel(primary.clone());
-            return Self::start(source, conn, opener, config).await;
+            return Self::start(source, conn, opener, config, address).await;
         }
         if config.cluster_nodes.is_empty() {
-            let redis_client = redis::Client::open(config.url.as_str())?;
-            return Self::from_redis_client(redis_client, config).await;
+            let redis_client = crate::config::open_url(&config.url)?;
+            return Self::connect_standalone(redis_client, config, address).await;
         }
         config.validate()?;
         runtime_check()?;
@@ -266,7 +279,10 @@ impl Client {
                 .retries(retries)
         });
         let opener = Opener::Cluster(builder.clone());
-        let conn = opener.open().await?;
+        let conn = opener
+            .open()
+            .await
+            .map_err(|e| connect_error(e, &address))?;
         let sharded = match config.sharded {
             ShardedSubscription::On => true,
             ShardedSubscription::Off => false,
@@ -280,12 +296,12 @@ impl Client {
             let seeds = config
                 .cluster_nodes
                 .iter()
-                .map(|node| redis::Client::open(node.as_str()))
-                .collect::<redis::RedisResult<Vec<_>>>()?;
+                .map(|node| crate::config::open_url(node))
+                .collect::<Result<Vec<_>>>()?;
             Source::rotating(seeds)
         };
         tracing::debug!(sharded, "cluster client: pub/sub mode chosen");
-        Self::start(source, conn, opener, config).await
+        Self::start(source, conn, opener, config, address).await
     }
 
     /// Connects through an existing `redis::Client` (its address, credentials and TLS
@@ -301,11 +317,23 @@ impl Client {
         redis_client: redis::Client,
         config: ClientConfig,
     ) -> Result<Self> {
+        let address = redis_client.get_connection_info().addr().to_string();
+        Self::connect_standalone(redis_client, config, address).await
+    }
+
+    async fn connect_standalone(
+        redis_client: redis::Client,
+        config: ClientConfig,
+        address: String,
+    ) -> Result<Self> {
         config.validate()?;
         runtime_check()?;
         let opener = Opener::Standalone(redis_client.clone(), manager_config(&config));
-        let conn = opener.open().await?;
-        Self::start(Source::fixed(redis_client), conn, opener, config).await
+        let conn = opener
+            .open()
+            .await
+            .map_err(|e| connect_error(e, &address))?;
+        Self::start(Source::fixed(redis_client), conn, opener, config, address).await
     }
 
     /// Checks the connection (authentication, permissions) and starts the hub and the watchdog.
@@ -314,6 +342,7 @@ impl Client {
         conn: Connection,
         opener: Opener,
         config: ClientConfig,
+        address: String,
     ) -> Result<Self> {
         // Authentication errors surface at the first command: make that one ours.
         let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
@@ -323,7 +352,7 @@ impl Client {
             ) {
                 tracing::warn!(error = %e, "redis refused the client's credentials");
             }
-            Error::Redis(e)
+            connect_error(e, &address)
         })?;
         if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
@@ -363,8 +392,106 @@ impl Client {
                 releasing: Arc::default(),
                 latch_id: crate::keys::RequestId::of_client(&uuid),
                 release_seq: std::sync::atomic::AtomicU64::new(0),
+                tasks: tokio_util::task::TaskTracker::new(),
+                closing: tokio_util::sync::CancellationToken::new(),
+                address,
             }),
         })
+    }
+
+    /// Where the client connects: the URL without its password, a cluster's seed nodes, or a
+    /// Sentinel set-up's sentinels and primary name.
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// Shuts the client down before the process ends, so that nothing it was doing is lost:
+    /// [`shutdown_timeout`](Self::shutdown_timeout) with the client's retry window (how long
+    /// a release may take to settle through a lost reply).
+    ///
+    /// Call it last in `main`, after dropping or releasing guards and permits: their releases
+    /// run in the background on the runtime, and a runtime that ends with `main` stops them
+    /// half way, leaving a lock held for its whole lease (and a plain semaphore's permits
+    /// taken for good).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let url = server.url();
+    /// use ferrisson_core::Client;
+    ///
+    /// let client = Client::connect(&url).await?;
+    /// // ... take locks and permits, drop their guards ...
+    /// client.shutdown().await?; // the releases of dropped guards have all landed
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the call stops only the waiting: the client stays shut, and the cleanups go
+    /// on in the background while the runtime lives.
+    ///
+    /// # Errors
+    ///
+    /// As [`shutdown_timeout`](Self::shutdown_timeout).
+    pub async fn shutdown(&self) -> Result<()> {
+        self.shutdown_timeout(self.retry_window()).await
+    }
+
+    /// Shuts the client down, waiting at most `timeout`: it stops taking new work (every
+    /// acquisition of every clone then fails with [`Error::Closed`], and calls still waiting
+    /// end with it), waits for every release, undo and queue exit that dropped guards and
+    /// abandoned calls left to the background, then stops the watchdog. Holds whose guards
+    /// are still alive are no longer renewed: their loss signal fires
+    /// ([`LossReason::ClientShutDown`](crate::LossReason::ClientShutDown)) and they end on the
+    /// server with their lease. A second call waits again for what is still pending.
+    ///
+    /// Guards dropped later, while the runtime lives, still release in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown`](Self::shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unfinished`] saying what was left: cleanups still running after `timeout`
+    /// (Redis unreachable: what they would have released ends with its lease), and holds
+    /// whose guards were still alive.
+    pub async fn shutdown_timeout(&self, timeout: Duration) -> Result<()> {
+        let inner = &self.inner;
+        inner.closing.cancel();
+        // Waiters asleep on the subscriber connection look now, and end.
+        inner.hub.wake_all();
+        inner.tasks.close();
+        let finished = tokio::time::timeout(timeout, inner.tasks.wait())
+            .await
+            .is_ok();
+        let pending = if finished { 0 } else { inner.tasks.len() };
+        let held = inner.watchdog.shut_down();
+        tracing::debug!(pending, held, "client shut down");
+        let mut left = Vec::new();
+        if pending > 0 {
+            left.push(format!(
+                "{pending} background release(s) or cleanup(s) still running after {timeout:?} (Redis at {} unreachable?); what they would have released ends with its lease",
+                inner.address
+            ));
+        }
+        if held > 0 {
+            left.push(format!(
+                "{held} hold(s) still had a live guard: no longer renewed, they end with their lease"
+            ));
+        }
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Unfinished(left.join("; ")))
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called (on this client or a clone).
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closing.is_cancelled()
     }
 
     /// The client id: a random UUID v4, the first part of every owner of this client.
@@ -415,7 +542,7 @@ impl Client {
                         maybe_ran && started.elapsed().saturating_add(pause) < window
                     });
                     if n >= policy.retries && !settling {
-                        return Err(e);
+                        return Err(e.naming(&self.inner.address));
                     }
                     n = n.saturating_add(1);
                     tracing::debug!(error = %e, retry = n, maybe_ran, "asking again after a connection error");
@@ -483,6 +610,16 @@ pub trait ClientEngine {
     /// As [`eval_once`](Self::eval_once), once the outcome is known to be a failure or could
     /// not be learnt within the window.
     async fn eval<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
+
+    /// Runs a script call that only reads (or whose every run is as good as one: a `…/state`
+    /// script), retried per the client's [`RetryPolicy`](crate::RetryPolicy) when the
+    /// connection broke, and never settled past it: a read whose reply was lost changed
+    /// nothing, so there is nothing to learn by asking on for the retry window.
+    ///
+    /// # Errors
+    ///
+    /// As [`eval_once`](Self::eval_once), once the retries are used up.
+    async fn eval_read<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
     /// As [`eval`](Self::eval), with the call made for each attempt: `call(n)` for attempt `n`
     /// (0 the first), so that a retry can tell the script it is one (a release that recorded
@@ -635,6 +772,52 @@ pub trait ClientEngine {
     ///
     /// Cancel safe.
     async fn releases_settled(&self, owner: &Owner);
+
+    /// Runs `cleanup` in the background on the current Tokio runtime, as work that
+    /// [`Client::shutdown`] waits for; returns false (nothing runs) outside a runtime.
+    fn spawn_cleanup(&self, cleanup: impl Future<Output = ()> + Send + 'static) -> bool;
+
+    /// An acquisition starts: [`Error::Closed`] once the client is shut down; otherwise a mark
+    /// that [`Client::shutdown`] waits for until it is dropped (the acquisition has ended, and
+    /// whatever it left to clean up is spawned).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`].
+    fn begin_acquisition(&self) -> Result<InFlight>;
+
+    /// Resolves once the client is shut down: a waiting call stops waiting then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    fn shut_down(&self) -> tokio_util::sync::WaitForCancellationFuture<'_>;
+}
+
+/// An acquisition in flight, which [`Client::shutdown`] waits for until it is dropped
+/// ([`ClientEngine::begin_acquisition`]).
+#[derive(Debug)]
+pub struct InFlight {
+    _token: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+/// The error a waiting call ends with when the client is shut down.
+pub(crate) const SHUT_DOWN: Error = Error::Closed("the client was shut down");
+
+/// A connection error from connecting to `address`, naming it ([`Error::Unreachable`]); a
+/// malformed URL or setting as [`Error::InvalidArgument`].
+fn connect_error(e: redis::RedisError, address: &str) -> Error {
+    match e.kind() {
+        redis::ErrorKind::InvalidClientConfig => {
+            Error::InvalidArgument(format!("connecting to {address}: {e}"))
+        }
+        // An ACL refusal at connect is not about reaching the server.
+        _ if e.code() == Some("NOPERM") => Error::Redis(e),
+        _ => Error::Unreachable {
+            address: address.to_owned(),
+            source: e,
+        },
+    }
 }
 
 /// The settings of a multiplexed command connection.
@@ -776,6 +959,10 @@ impl ClientEngine for Client {
         let (reply, synced) = self.settle(|_| self.eval_once_synced(call)).await?;
         warn_unsynced(call, synced);
         Ok(reply)
+    }
+
+    async fn eval_read<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        self.retry_loop(|_| self.eval_once(call), None).await
     }
 
     async fn eval_each<T: FromRedisValue>(
@@ -921,6 +1108,29 @@ impl ClientEngine for Client {
 
     async fn releases_settled(&self, owner: &Owner) {
         self.inner.releasing.settled(owner).await;
+    }
+
+    fn spawn_cleanup(&self, cleanup: impl Future<Output = ()> + Send + 'static) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                self.inner.tasks.spawn_on(cleanup, &runtime);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn begin_acquisition(&self) -> Result<InFlight> {
+        if self.inner.closing.is_cancelled() {
+            return Err(SHUT_DOWN);
+        }
+        Ok(InFlight {
+            _token: self.inner.tasks.token(),
+        })
+    }
+
+    fn shut_down(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.inner.closing.cancelled()
     }
 }
 

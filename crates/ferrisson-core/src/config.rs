@@ -256,13 +256,13 @@ impl std::str::FromStr for ClientConfig {
         let config = Self::new(url).resolved()?;
         if let Some(spec) = &config.sentinel {
             for s in &spec.sentinels {
-                redis::Client::open(s.as_str())?;
+                open_url(s)?;
             }
         } else if config.cluster_nodes.is_empty() {
-            redis::Client::open(url)?;
+            open_url(url)?;
         } else {
             for node in &config.cluster_nodes {
-                redis::Client::open(node.as_str())?;
+                open_url(node)?;
             }
         }
         Ok(config)
@@ -309,7 +309,54 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// A `redis::Client` for one server's URL, or an error that shows the URL (password hidden)
+/// and what a Redis URL looks like.
+pub(crate) fn open_url(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|e| Error::InvalidArgument(url_problem(url, &e.to_string())))
+}
+
+/// What is wrong with `url` as a Redis URL (`detail`: what redis-rs said), and how to write it.
+fn url_problem(url: &str, detail: &str) -> String {
+    const FORMS: &str = "redis://[user:password@]host:port[/db], rediss://… with a TLS feature, unix:///path/to/redis.sock, redis-cluster://host:port,host:port or redis-sentinel://host:port,…/primary-name";
+    let shown = redact(url);
+    if url.trim().is_empty() {
+        return format!("no Redis URL given: expected {FORMS}");
+    }
+    match url.split_once("://") {
+        None => format!(
+            "`{shown}` is not a Redis URL (it has no scheme): write `redis://{shown}` for a server at that address; expected {FORMS}"
+        ),
+        Some((scheme, _))
+            if !matches!(
+                scheme,
+                "redis" | "rediss" | "unix" | "redis+unix" | "valkey" | "valkeys"
+            ) =>
+        {
+            format!("`{shown}`: `{scheme}://` is not a Redis URL scheme; expected {FORMS}")
+        }
+        Some(_) => format!("`{shown}` is not a valid Redis URL ({detail}); expected {FORMS}"),
+    }
+}
+
 impl ClientConfig {
+    /// Where a client with these settings connects, for messages: the URL without its
+    /// password, a cluster's seed nodes, or a Sentinel set-up's sentinels and primary name.
+    pub(crate) fn address(&self) -> String {
+        if let Some(spec) = &self.sentinel {
+            let sentinels: Vec<String> = spec.sentinels.iter().map(|s| redact(s)).collect();
+            return format!(
+                "primary `{}` of the sentinels {}",
+                spec.primary_name,
+                sentinels.join(",")
+            );
+        }
+        if !self.cluster_nodes.is_empty() {
+            let nodes: Vec<String> = self.cluster_nodes.iter().map(|n| redact(n)).collect();
+            return format!("the cluster of {}", nodes.join(","));
+        }
+        redact(&self.url)
+    }
+
     /// Settings for the server at `url`, with defaults for everything else. The URL names the
     /// deployment:
     ///

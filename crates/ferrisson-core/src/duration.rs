@@ -45,6 +45,12 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// `d` cut to whole milliseconds, as a script argument carries it ([`millis`]): what a hold's
+/// client-side deadline must count with, never the finer `Duration` the caller asked for.
+pub fn whole_millis(d: Duration) -> Duration {
+    Duration::from_millis(millis(d))
+}
+
 /// The deadline of a wait of `wait` from now; `None` (no limit) when it lies beyond what the
 /// clock can represent, as `Duration::MAX` does.
 pub fn deadline_after(wait: Duration) -> Option<Instant> {
@@ -74,6 +80,10 @@ mod tests {
         let wraps = Duration::from_millis(u64::MAX) + Duration::from_millis(1001);
         assert!(validate_lease("lease", wraps).is_err());
         assert_eq!(millis(wraps), u64::MAX);
+        assert_eq!(
+            whole_millis(Duration::from_micros(1_999)),
+            Duration::from_millis(1)
+        );
     }
 
     #[tokio::test]

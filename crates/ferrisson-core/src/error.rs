@@ -67,21 +67,70 @@ pub enum Error {
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
 
-    /// The client could not reach Redis, or Redis returned an error.
+    /// Redis returned an error, or the connection failed on a call that named no server.
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
 
-    /// The client cannot run: there is no Tokio runtime for its background tasks.
+    /// Redis could not be reached at `address` (the URL without its password, the cluster's
+    /// seed nodes, or the sentinels): the connection was refused, broke, or no reply came in
+    /// time. The message says what to check.
+    #[error(
+        "cannot reach redis at {address}: {source} ({})",
+        unreachable_hint(source)
+    )]
+    Unreachable {
+        /// Where the client connects.
+        address: String,
+        /// What the connection reported.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Work spread over several steps could not all be done (a shutdown whose cleanups did not
+    /// finish in time, a RedLock unlock that fewer than a quorum of instances confirmed): the
+    /// message says what was left undone and how it ends by itself.
+    #[error("unfinished: {0}")]
+    Unfinished(String),
+
+    /// The client cannot run: there is no Tokio runtime for its background tasks, or it was
+    /// shut down ([`Client::shutdown`](crate::Client::shutdown)).
     #[error("client closed: {0}")]
     Closed(&'static str),
+}
+
+/// What to check when Redis cannot be reached, from what the connection reported.
+fn unreachable_hint(e: &redis::RedisError) -> &'static str {
+    if e.is_connection_refusal() {
+        "is redis-server running there, and is the host and port right?"
+    } else if e.is_timeout() {
+        "no reply in time: is the server overloaded, paused or behind a firewall? the client's response_timeout and connect_timeout set the patience"
+    } else if e.kind() == redis::ErrorKind::Parse {
+        "what answered does not speak the Redis protocol: is the port right?"
+    } else if matches!(e.code(), Some("NOAUTH") | Some("WRONGPASS")) {
+        "the server wants other credentials: put user and password in the URL (redis://user:password@host:port)"
+    } else {
+        "the connection failed: check the network between this process and the server"
+    }
 }
 
 impl Error {
     /// Whether this error may be transient: a retry after the connection comes back can succeed.
     pub fn is_connection_error(&self) -> bool {
         match self {
-            Error::Redis(e) => is_transient(e),
+            Error::Redis(e) | Error::Unreachable { source: e, .. } => is_transient(e),
             _ => false,
+        }
+    }
+
+    /// A connection error of `client`, naming where it connects (see [`Error::Unreachable`]);
+    /// any other error as it is.
+    pub(crate) fn naming(self, address: &str) -> Error {
+        match self {
+            Error::Redis(source) if is_transient(&source) => Error::Unreachable {
+                address: address.to_owned(),
+                source,
+            },
+            other => other,
         }
     }
 }
@@ -90,7 +139,7 @@ impl Error {
     /// Whether the call is known not to have run: the server refused the connection, or
     /// refused the command for a passing reason (`MOVED`, `LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`: the command did not run).
     pub fn is_refused_connection(&self) -> bool {
-        matches!(self, Error::Redis(e) if e.is_connection_refusal() || refused_by_server(e))
+        matches!(self, Error::Redis(e) | Error::Unreachable { source: e, .. } if e.is_connection_refusal() || refused_by_server(e))
     }
 }
 
@@ -144,11 +193,15 @@ pub enum LossReason {
     /// replicas, the last one the primary answered unacknowledged by them: the primary may
     /// still have the hold, but a failover would lose it.
     NotReplicated,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)) while this
+    /// hold's guard was still alive: the watchdog no longer renews it, and it ends on the
+    /// server when its lease runs out.
+    ClientShutDown,
 }
 
 impl LossReason {
     /// A short name for logs and metrics labels: `not_held`, `renewal_failed`, `stalled`,
-    /// `lease_expired`, `expired_in_flight`, `not_replicated`.
+    /// `lease_expired`, `expired_in_flight`, `not_replicated`, `client_shut_down`.
     pub fn name(self) -> &'static str {
         match self {
             LossReason::NotHeld => "not_held",
@@ -157,6 +210,7 @@ impl LossReason {
             LossReason::LeaseExpired => "lease_expired",
             LossReason::ExpiredInFlight => "expired_in_flight",
             LossReason::NotReplicated => "not_replicated",
+            LossReason::ClientShutDown => "client_shut_down",
         }
     }
 }
@@ -173,6 +227,9 @@ impl std::fmt::Display for LossReason {
             }
             LossReason::NotReplicated => {
                 "no replica acknowledged the renewals before the lease could have expired there"
+            }
+            LossReason::ClientShutDown => {
+                "the client was shut down: the hold is no longer renewed and ends with its lease"
             }
         })
     }

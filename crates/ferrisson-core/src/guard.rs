@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::client::{Client, ClientEngine};
 use crate::error::{Error, LossReason, Result};
 use crate::owner::Owner;
 use crate::watchdog::{LeaseEnd, LeaseHandle};
@@ -28,6 +29,10 @@ pub enum Released {
 pub trait Release: Send + Sync + 'static {
     /// The Redis key of the lock, for messages.
     fn key(&self) -> &str;
+
+    /// The client the hold was taken through (its background releases are its work,
+    /// which [`Client::shutdown`] waits for).
+    fn runs_on(&self) -> &Client;
 
     /// Releases one hold of `owner`, whose lease has just ended locally as `end` says.
     fn release(
@@ -55,7 +60,9 @@ pub trait Release: Send + Sync + 'static {
 ///
 /// Release it with [`unlock`](Self::unlock) to learn the outcome. Dropping it releases the
 /// hold in the background (never blocking); without a Tokio runtime to run that release, the
-/// hold ends when its lease runs out, since the watchdog stops renewing it at once.
+/// hold ends when its lease runs out, since the watchdog stops renewing it at once. A process
+/// about to end calls [`Client::shutdown`] after dropping its guards: it waits for those
+/// background releases, which a runtime ending with `main` would otherwise cut short.
 ///
 /// While held, watch [`lost`](Self::lost): it resolves if the hold cannot be kept, before the
 /// lease can have run out on the server, so the holder can stop before another holder gets in.
@@ -111,6 +118,11 @@ impl HoldGuard {
     /// The Redis key of the lock.
     pub fn key(&self) -> &str {
         self.lock.key()
+    }
+
+    /// The client the hold was taken through.
+    pub fn client(&self) -> &Client {
+        self.lock.runs_on()
     }
 
     /// Why the hold was lost, or `None` while it is held.
@@ -207,31 +219,36 @@ impl HoldGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then: the
-    /// lock was not held continuously), [`Error::NotOwner`] when Redis says this owner holds
-    /// nothing, [`Error::Redis`] when Redis could not be reached (the hold then ends with its
-    /// lease: the watchdog no longer renews it).
+    /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then, an
+    /// error included: the lock was not held continuously), [`Error::NotOwner`] when Redis
+    /// says this owner holds nothing, [`Error::Unreachable`] when Redis could not be reached
+    /// (the hold then ends with its lease: the watchdog no longer renews it).
     pub async fn unlock(mut self) -> Result<()> {
         let Some(lease) = self.lease.take() else {
             return Ok(());
         };
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
-        let released = self.lock.clone().release(self.owner.clone(), end).await?;
+        let released = self.lock.clone().release(self.owner.clone(), end).await;
         self.outcome(released, end.lost)
     }
 
     /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been
-    /// lost before) wins over what Redis said.
-    fn outcome(&self, released: Released, lost: Option<LossReason>) -> Result<()> {
+    /// lost before) wins over whatever Redis said, an error included.
+    fn outcome(&self, released: Result<Released>, lost: Option<LossReason>) -> Result<()> {
         match (released, lost) {
+            (Err(e), Some(reason)) => {
+                tracing::debug!(key = %self.lock.key(), owner = %self.owner, error = %e, "releasing a hold lost before failed too");
+                Err(Error::LeaseLost(reason))
+            }
             (_, Some(reason)) => Err(Error::LeaseLost(reason)),
-            (Released::NotOwner, None) => Err(Error::NotOwner(format!(
+            (Err(e), None) => Err(e),
+            (Ok(Released::NotOwner), None) => Err(Error::NotOwner(format!(
                 "`{}` is not held by {}",
                 self.lock.key(),
                 self.owner
             ))),
-            (_, None) => Ok(()),
+            (Ok(_), None) => Ok(()),
         }
     }
 }
@@ -261,12 +278,15 @@ impl HoldGuard {
             return Ok(None);
         };
         let end = handle.end();
-        let (released, next) = self
+        match self
             .lock
             .clone()
             .release_to_new_owner(self.owner.clone(), end, lease)
-            .await?;
-        self.outcome(released, end.lost).map(|()| next)
+            .await
+        {
+            Ok((released, next)) => self.outcome(Ok(released), end.lost).map(|()| next),
+            Err(e) => self.outcome(Err(e), end.lost).map(|()| None),
+        }
     }
 
     /// Lets go of the guard without releasing the hold: the watchdog stops renewing it, and
@@ -288,7 +308,7 @@ impl Drop for HoldGuard {
         let release = self.lock.clone().release(self.owner.clone(), end);
         let key = self.lock.key().to_owned();
         let owner = self.owner.clone();
-        let spawned = spawn_cleanup(async move {
+        let spawned = spawn_cleanup(self.lock.runs_on(), async move {
             if let Err(e) = release.await {
                 tracing::warn!(%key, %owner, error = %e, "background unlock failed; the hold ends with its lease");
             }
@@ -303,37 +323,37 @@ impl Drop for HoldGuard {
     }
 }
 
-/// Runs a cleanup in the background from a `Drop`, on the current Tokio runtime; returns
-/// false (nothing runs) outside one: the hold then ends with its lease.
-pub fn spawn_cleanup(cleanup: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(cleanup);
-            true
-        }
-        Err(_) => false,
-    }
+/// Runs a cleanup of `client`'s in the background from a `Drop`, on the current Tokio
+/// runtime, as work [`Client::shutdown`] waits for; returns false (nothing runs) outside a
+/// runtime: the hold then ends with its lease.
+pub fn spawn_cleanup(
+    client: &Client,
+    cleanup: impl std::future::Future<Output = ()> + Send + 'static,
+) -> bool {
+    client.spawn_cleanup(cleanup)
 }
 
 /// A cleanup that runs in the background (see [`spawn_cleanup`]) if the guard is dropped
 /// armed: what a cancelled call must undo (a hold an abandoned acquire may have taken, a queue
 /// place, a release to send again). [`disarm`](Self::disarm) once the call has completed.
-pub struct CleanupGuard<F, Fut>
+pub struct CleanupGuard<'c, F, Fut>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    client: &'c Client,
     cleanup: Option<F>,
 }
 
-impl<F, Fut> CleanupGuard<F, Fut>
+impl<'c, F, Fut> CleanupGuard<'c, F, Fut>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    /// Armed with `cleanup`, which builds the future to run.
-    pub fn new(cleanup: F) -> Self {
+    /// Armed with `cleanup` of `client`'s, which builds the future to run.
+    pub fn new(client: &'c Client, cleanup: F) -> Self {
         Self {
+            client,
             cleanup: Some(cleanup),
         }
     }
@@ -368,14 +388,14 @@ where
     }
 }
 
-impl<F, Fut> Drop for CleanupGuard<F, Fut>
+impl<F, Fut> Drop for CleanupGuard<'_, F, Fut>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     fn drop(&mut self) {
         if let Some(cleanup) = self.cleanup.take()
-            && !spawn_cleanup(cleanup())
+            && !spawn_cleanup(self.client, cleanup())
         {
             tracing::warn!(
                 "a cancelled call could not clean up outside a Tokio runtime; what it held ends with its lease"

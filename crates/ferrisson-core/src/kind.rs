@@ -221,6 +221,11 @@ pub fn acquire<'a, K: HoldKind>(
     if let Err(e) = options.validate() {
         return Either::Left(std::future::ready(Err(e)));
     }
+    // Until it ends, the acquisition is work the client's shutdown waits for.
+    let in_flight = match kind.client().begin_acquisition() {
+        Ok(in_flight) => in_flight,
+        Err(e) => return Either::Left(std::future::ready(Err(e))),
+    };
     let owner = Owner::for_call(kind.client(), bound);
     let span = tracing::debug_span!(
         "ferrisson.acquire",
@@ -238,7 +243,10 @@ pub fn acquire<'a, K: HoldKind>(
         span,
         kind.kind_name(),
         wait,
-        move |progress| async move { Box::pin(acquire_as(kind, owner, options, &progress)).await },
+        move |progress| async move {
+            let _in_flight = in_flight;
+            Box::pin(acquire_as(kind, owner, options, &progress)).await
+        },
     ))
 }
 
@@ -283,7 +291,7 @@ fn acquire_as<'a, K: HoldKind>(
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.
         let give_up = waits.then(|| {
-            CleanupGuard::new(|| {
+            CleanupGuard::new(client, || {
                 let (kind, owner) = (kind.clone(), owner.clone());
                 async move {
                     if let Err(e) = kind.clone().give_up(owner.clone()).await {
@@ -329,7 +337,12 @@ fn acquire_as<'a, K: HoldKind>(
                 // Boxed, as every try is: a try's future (the script call through the batcher
                 // and the connection) is most of the acquire's size, which a waiter would keep
                 // for as long as it waits, though it tries only now and then.
-                match Box::pin(try_once(kind, &owner, lease, waits)).await? {
+                let tried = crate::wait::first_try(
+                    client,
+                    deadline,
+                    Box::pin(try_once(kind, &owner, lease, waits)),
+                );
+                match tried.await? {
                     Attempt::Acquired(guard) => {
                         if let Some(give_up) = give_up {
                             give_up.disarm();
@@ -364,8 +377,9 @@ fn acquire_as<'a, K: HoldKind>(
 }
 
 /// The wait of a kind whose waiters poll ([`Waiting::spin`]): tries spaced by `backoff`, never
-/// sleeping past the holder's lease (the lock is free by then) or the deadline. A broken
-/// connection is waited out for the client's `wait_outage_limit`, as the pub/sub wait does.
+/// sleeping past the holder's lease (the lock is free by then) or the deadline. The first try's
+/// error is the call's; later tries follow the outage rule of every wait
+/// ([`WaitPacer`](crate::engine::WaitPacer)).
 async fn spin<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
@@ -375,16 +389,23 @@ async fn spin<K: HoldKind>(
     backoff: Backoff,
     progress: &Progress,
 ) -> Result<Option<HoldGuard>> {
-    let outage_limit = kind.client().config().get_wait_outage_limit();
-    let mut outage: Option<Instant> = None;
+    use crate::wait::Paced;
+    let client = kind.client();
+    let mut pacer = crate::wait::WaitPacer::new(client, deadline);
     let mut n: u32 = 0;
     loop {
         progress.tried();
-        let pause = match try_once(kind, owner, lease, waits).await {
-            Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
-            Ok(Attempt::Held(_)) if !waits => return Ok(None),
-            Ok(Attempt::Held(ttl)) => {
-                outage = None;
+        let tried = if n == 0 {
+            crate::wait::first_try(client, deadline, try_once(kind, owner, lease, waits))
+                .await
+                .map(Paced::Reached)
+        } else {
+            pacer.attempt(try_once(kind, owner, lease, waits)).await
+        };
+        let pause = match tried? {
+            Paced::Reached(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+            Paced::Reached(Attempt::Held(_)) if !waits => return Ok(None),
+            Paced::Reached(Attempt::Held(ttl)) => {
                 let pause = backoff.delay(n);
                 match u64::try_from(ttl) {
                     // The holder's lease ends sooner: look then.
@@ -392,23 +413,17 @@ async fn spin<K: HoldKind>(
                     Err(_) => pause,
                 }
             }
-            Err(e) if waits && e.is_connection_error() => {
-                let since = *outage.get_or_insert_with(Instant::now);
-                if since.elapsed() >= outage_limit {
-                    return Err(e);
-                }
-                tracing::debug!(key = %kind.lock_key(), error = %e, "spinning through a Redis outage");
-                backoff.max
+            Paced::Failed(pause) => {
+                tracing::debug!(key = %kind.lock_key(), "spinning through a Redis outage");
+                pause
             }
-            Err(e) => return Err(e),
         };
         n = n.saturating_add(1);
-        let wake = crate::duration::later(Instant::now(), pause);
-        match deadline {
-            Some(deadline) if deadline <= Instant::now() => return Ok(None),
-            Some(deadline) => tokio::time::sleep_until(wake.min(deadline)).await,
-            None => tokio::time::sleep_until(wake).await,
-        }
+        // Polling: no subscription to miss a message on.
+        let Some(pause) = pacer.next_sleep(pause, true)? else {
+            return Ok(None);
+        };
+        pacer.pause(tokio::time::sleep(pause)).await?;
     }
 }
 
@@ -424,7 +439,7 @@ async fn try_once<K: HoldKind>(
     lease: Option<Duration>,
     wait: bool,
 ) -> Result<Attempt> {
-    let abandoned = CleanupGuard::new(|| {
+    let abandoned = CleanupGuard::new(kind.client(), || {
         // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
         // it.
         let released = release_boxed(kind, owner);
@@ -567,7 +582,7 @@ fn int_reply(reply: &redis::Value) -> Option<Vec<i64>> {
 ///
 /// # Errors
 ///
-/// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] for a reply of no known
+/// [`Error::Unreachable`] when Redis cannot be reached, [`Error::Protocol`] for a reply of no known
 /// shape.
 pub fn release<'a, K: HoldKind>(
     kind: &'a Arc<K>,
@@ -685,7 +700,7 @@ async fn release_inner<K: HoldKind>(
     // Dropped while the call may have run (or left unknown), the release is sent again with
     // the same request id (counted once), and a hand-off to a waiter that was never told is
     // undone.
-    let resend = CleanupGuard::new(|| {
+    let resend = CleanupGuard::new(client, || {
         let (kind, owner) = (kind.clone(), owner.clone());
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
         async move {
@@ -838,6 +853,10 @@ async fn release_call<K: HoldKind>(
 impl<K: HoldKind> Release for K {
     fn key(&self) -> &str {
         self.lock_key()
+    }
+
+    fn runs_on(&self) -> &Client {
+        self.client()
     }
 
     fn release(

@@ -90,7 +90,7 @@ pub mod engine {
     //! - pub/sub wake policies and local hand-offs ([`Subscription`], [`Claim`], [`Tag`]);
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
-    pub use crate::client::ClientEngine;
+    pub use crate::client::{ClientEngine, InFlight};
     pub use crate::error::map_redis_error;
     pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
     pub use crate::keys;
@@ -100,7 +100,9 @@ pub mod engine {
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
         WATCH_RECHECK, scripts,
     };
-    pub use crate::object::{OBJECT_DELETE, OBJECT_EXPIRE};
+    pub use crate::object::{
+        OBJECT_DELETE, OBJECT_EXPIRE, OBJECT_STATE, ObjectState, object_state,
+    };
     pub use crate::permits;
     pub use crate::pubsub::{
         Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, TURN_FALLBACK, Tag, Trying, Wake,
@@ -109,8 +111,8 @@ pub mod engine {
     pub use crate::releasing::ReleaseMark;
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
     pub use crate::wait::{
-        Attempt, FirstRound, Start, WaitPacer, WaitSpec, begin_wait, register_early,
-        subscribe_confirmed, ttl_bound, wait_for_turn, wait_on, wait_registered,
+        Attempt, FirstRound, Paced, Start, WaitPacer, WaitSpec, begin_wait, first_try, no_reply,
+        register_early, subscribe_confirmed, ttl_bound, wait_for_turn, wait_on, wait_registered,
     };
     pub use crate::watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
 

@@ -58,8 +58,11 @@ pub trait Lock: SyncObject {
     ///
     /// [`Error::InvalidArgument`] for a lease Redis cannot take, [`Error::WrongType`] when the
     /// key holds something else than this kind of lock, [`Error::WouldDeadlock`] for a read
-    /// lock's owner asking for the write lock, [`Error::Redis`] when Redis cannot be reached
-    /// (at the first try, or for longer than the client's outage limit while waiting).
+    /// lock's owner asking for the write lock, [`Error::Unreachable`] when Redis cannot be
+    /// reached (at the first try, or for longer than the client's outage limit while waiting:
+    /// the outage rule of every wait, [`WaitPacer`](crate::engine::WaitPacer); a wait limit is
+    /// then never overrun by more than one response timeout), [`Error::Closed`] once the
+    /// client is shut down.
     fn acquire(
         &self,
         options: LockOptions,
@@ -124,6 +127,19 @@ pub trait Lock: SyncObject {
         async move { Ok(count.await? > 0) }
     }
 
+    /// Whether the lock (a read-write lock's side: that side) is held, and for how long its
+    /// key lives: `None` when not held, else its remaining TTL (`None` inside: no expiry). One
+    /// read, refusing someone else's data: what [`wait_unlocked`](Self::wait_unlocked) looks
+    /// at.
+    #[doc(hidden)]
+    fn held_for(&self) -> impl Future<Output = Result<Option<Option<Duration>>>> + Send {
+        let keys = self.object_keys();
+        async move {
+            let state = crate::object::object_state(&keys, "").await?;
+            Ok(state.exists.then(|| state.ttl()))
+        }
+    }
+
     /// The channel this kind's releases are published on for every listener (`None`: its
     /// releases publish nothing every client hears, as the spin lock's and the fair lock's,
     /// whose message goes to the head waiter alone): what [`wait_unlocked`](Self::wait_unlocked)
@@ -171,10 +187,18 @@ pub trait Lock: SyncObject {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`], [`Error::Redis`] once Redis has been unreachable for longer than
+    /// [`Error::WrongType`], [`Error::Unreachable`] once Redis has been unreachable for longer than
     /// the client's outage limit.
     fn wait_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
-        until_unlocked(self)
+        until_unlocked(self, false)
+    }
+
+    /// As [`wait_unlocked`](Self::wait_unlocked), but a look that fails on the connection ends
+    /// the watch at once with its error instead of waiting the outage out: for a caller that
+    /// watches between tries of its own and applies the outage rule to those (a RedLock).
+    #[doc(hidden)]
+    fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
+        until_unlocked(self, true)
     }
 
     /// Takes the lock, waiting as long as it takes; the watchdog keeps the hold.
@@ -253,9 +277,10 @@ pub trait Lock: SyncObject {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`].
+    /// [`Error::WrongType`] when the key holds someone else's data (a string, a hash that is no
+    /// lock of this kind), [`Error::Redis`].
     fn is_locked(&self) -> impl Future<Output = Result<bool>> + Send {
-        self.client().exists(self.key())
+        self.exists()
     }
 
     /// Whether the handle's bound owner holds the lock.
@@ -280,15 +305,16 @@ pub const WATCH_RECHECK: Duration = Duration::from_secs(1);
 
 /// [`Lock::wait_unlocked`]: subscribe (where the kind publishes), look, sleep until a message,
 /// the holder's lease or the re-check, and again; through outages as long as the client's
-/// outage limit allows.
-async fn until_unlocked<L: Lock + ?Sized>(lock: &L) -> Result<()> {
+/// outage limit allows (`fail_fast`: not at all, every failed look ends it).
+async fn until_unlocked<L: Lock + ?Sized>(lock: &L, fail_fast: bool) -> Result<()> {
     let client = lock.client();
     let backoff = crate::kind::Backoff {
         min: Duration::from_millis(1),
         max: WATCH_RECHECK,
     };
-    let mut pacer = crate::wait::WaitPacer::new(None);
+    let mut pacer = crate::wait::WaitPacer::new(client, None);
     let mut polls: u32 = 0;
+    let mut first = true;
     loop {
         // Subscribed before looking: a release between the look and the sleep wakes it. A new
         // subscription each round puts this watcher behind the lock's real waiters, and the
@@ -296,21 +322,21 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L) -> Result<()> {
         let subscription = lock
             .release_channel()
             .map(|channel| client.subscribe(channel, crate::pubsub::lock_message_policy, None));
-        let looked = async {
-            if !lock.is_locked().await? {
-                return Ok(None);
-            }
-            lock.remaining_ttl().await.map(Some)
+        let looked = lock.held_for();
+        let looked = if first || fail_fast {
+            // The first look's error is the call's, at once.
+            looked.await.map(crate::wait::Paced::Reached)?
+        } else {
+            pacer.attempt(looked).await?
         };
-        let ttl = match looked.await {
-            Ok(None) => return Ok(()),
-            Ok(Some(ttl)) => {
-                pacer.held();
-                ttl
-            }
-            Err(e) => {
-                let pause = pacer.failed(e, client.config())?;
-                tokio::time::sleep(pause).await;
+        first = false;
+        let ttl = match looked {
+            crate::wait::Paced::Reached(None) => return Ok(()),
+            crate::wait::Paced::Reached(Some(ttl)) => ttl,
+            crate::wait::Paced::Failed(pause) => {
+                if let Some(pause) = pacer.next_sleep(pause, true)? {
+                    pacer.pause(tokio::time::sleep(pause)).await?;
+                }
                 continue;
             }
         };
@@ -325,13 +351,20 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L) -> Result<()> {
                     bound = bound.min(recheck);
                 }
                 let bound = pacer
-                    .next_sleep(bound, subscription.is_confirmed())
+                    .next_sleep(bound, subscription.is_confirmed())?
                     .unwrap_or(Duration::ZERO);
                 subscription.wait(bound).await;
+                pacer.still_open()?;
+                if fail_fast && !subscription.is_confirmed() {
+                    // Woken by the subscriber connection dropping: the caller's own tries
+                    // find out what happened, at once.
+                    return Err(crate::wait::connection_lost(client));
+                }
             }
             None => {
                 let pause = backoff.delay(polls);
-                tokio::time::sleep(lease_end.map_or(pause, |end| pause.min(end))).await;
+                let pause = lease_end.map_or(pause, |end| pause.min(end));
+                pacer.pause(tokio::time::sleep(pause)).await?;
                 polls = polls.saturating_add(1);
             }
         }
@@ -540,8 +573,9 @@ impl HashLock {
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 9] {
+pub fn scripts() -> [&'static Script; 10] {
     [
+        &crate::object::OBJECT_STATE,
         &crate::object::OBJECT_EXPIRE,
         &crate::object::OBJECT_DELETE,
         &crate::script::LOCK_PRELUDE,

@@ -21,17 +21,19 @@ pub enum KeyShape {
     ReadWriteLock,
     /// A string holding an integer: a semaphore's permits, a latch's count.
     Count,
-    /// Any hash: the rate limiter's settings.
-    Hash,
+    /// A rate limiter's settings: a hash of `rate`, `interval`, `type` (and Redisson's
+    /// `keepAliveTime`), each a number, and no other field.
+    RateLimiter,
 }
 
 impl KeyShape {
-    fn as_arg(self) -> &'static str {
+    /// The shape as the scripts take it (`foreign_object` in `lua/core/lock_prelude.lua`).
+    pub fn as_arg(self) -> &'static str {
         match self {
             Self::Lock => "lock",
             Self::ReadWriteLock => "rwlock",
             Self::Count => "count",
-            Self::Hash => "hash",
+            Self::RateLimiter => "ratelimiter",
         }
     }
 }
@@ -91,6 +93,13 @@ pub static OBJECT_EXPIRE: Script = Script::with_prelude(
     include_str!("../lua/object_expire.lua"),
 );
 
+/// Reading a synchronizer's main key, refusing someone else's data (`lua/core/object_state.lua`).
+pub static OBJECT_STATE: Script = Script::with_prelude(
+    "core/object_state",
+    &LOCK_PRELUDE,
+    include_str!("../lua/object_state.lua"),
+);
+
 /// Deleting a synchronizer (`lua/core/object_delete.lua`).
 pub static OBJECT_DELETE: Script = Script::with_prelude(
     "core/object_delete",
@@ -134,10 +143,11 @@ pub trait SyncObject: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis).
+    /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
+    /// data, [`Error::Redis`](crate::Error::Redis).
     fn exists(&self) -> impl Future<Output = Result<bool>> + Send {
         let keys = self.object_keys();
-        async move { keys.client.exists(keys.main()).await }
+        async move { Ok(object_state(&keys, "").await?.exists) }
     }
 
     /// The time left before the synchronizer's main key expires (a lock's lease, or an expiry
@@ -151,10 +161,11 @@ pub trait SyncObject: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis).
+    /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
+    /// data, [`Error::Redis`](crate::Error::Redis).
     fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send {
         let keys = self.object_keys();
-        async move { keys.client.remaining_ttl(keys.main()).await }
+        async move { Ok(object_state(&keys, "").await?.ttl()) }
     }
 
     /// Makes every state key of the synchronizer expire `ttl` from now (Redisson's `expire`);
@@ -211,6 +222,43 @@ pub trait SyncObject: Send + Sync {
         let keys = self.object_keys();
         async move { object_delete(&keys).await }
     }
+}
+
+/// A synchronizer's main key as [`OBJECT_STATE`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectState {
+    /// Whether it exists.
+    pub exists: bool,
+    /// Its time to live in ms (`PTTL`: -1 without expiry, -2 missing).
+    pub ttl_ms: i64,
+    /// The hash field asked for (empty when absent or not asked).
+    pub field: String,
+}
+
+impl ObjectState {
+    /// The time to live, `None` without one (or when missing).
+    pub fn ttl(&self) -> Option<Duration> {
+        u64::try_from(self.ttl_ms).ok().map(Duration::from_millis)
+    }
+}
+
+/// Reads the synchronizer's main key (and the hash field `field`, unless empty), refusing a
+/// key of another shape than `keys.shape`.
+///
+/// # Errors
+///
+/// [`Error::WrongType`](crate::Error::WrongType) for someone else's data,
+/// [`Error::Redis`](crate::Error::Redis).
+pub async fn object_state(keys: &ObjectKeys<'_>, field: &str) -> Result<ObjectState> {
+    let call = ScriptCall::new(&OBJECT_STATE, &[keys.main()])
+        .arg(keys.shape.as_arg())
+        .arg(field);
+    let (exists, ttl_ms, field): (i64, i64, String) = keys.client.eval_read(&call).await?;
+    Ok(ObjectState {
+        exists: exists == 1,
+        ttl_ms,
+        field,
+    })
 }
 
 async fn object_expire(keys: &ObjectKeys<'_>, ttl: Option<Duration>) -> Result<bool> {

@@ -17,6 +17,10 @@ pub static PERMITS_LEAVE: Script = Script::new(
     include_str!("../lua/permits_leave.lua"),
 );
 
+/// The largest permit count (and change of one) the semaphores take: 2^53 - 1, the largest
+/// integer Lua, and so every script, counts exactly.
+pub const MAX_PERMITS: i64 = (1 << 53) - 1;
+
 /// How a permit count changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CountChange {
@@ -60,6 +64,13 @@ pub async fn change_permits(
         CountChange::SetTotal(n) => ("set_total", i64::from(n), 0),
         CountChange::Add(n) => ("add", n, 0),
     };
+    if let CountChange::Add(n) = change
+        && !(-MAX_PERMITS..=MAX_PERMITS).contains(&n)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "a change of {n} permits to `{key}` is beyond +-{MAX_PERMITS}, the counts the scripts keep exact"
+        )));
+    }
     let mut keys = vec![key, channel];
     match (change, taken) {
         (CountChange::SetTotal(_), Some(taken)) => keys.push(taken),
@@ -77,6 +88,9 @@ pub async fn change_permits(
         .arg(ttl);
     let reply: Vec<i64> = client.eval_once(&call).await?;
     match reply.as_slice() {
+        [2, count] => Err(Error::InvalidArgument(format!(
+            "adding {value} permits to `{key}` ({count} now) would take the count beyond +-{MAX_PERMITS}, the counts the scripts keep exact: nothing changed"
+        ))),
         [changed, count] => Ok((*changed == 1, *count)),
         other => Err(Error::Protocol(format!(
             "core/permits_update replied {other:?}"
@@ -200,7 +214,12 @@ impl SemaphoreNames {
     /// A fresh id of 32 lowercase hex characters, random as a UUID v4: a waiting call's, or
     /// a permit's.
     pub fn random_id() -> String {
-        format!("{:032x}", uuid::Uuid::new_v4().as_u128())
+        format!("{:032x}", Self::random_bits())
+    }
+
+    /// 128 random bits, as a UUID v4 has (a permit id's, or the seed of a try's ids).
+    pub fn random_bits() -> u128 {
+        uuid::Uuid::new_v4().as_u128()
     }
 }
 
@@ -311,7 +330,7 @@ impl<K: PermitKind> Waiter<'_, K> {
             reservation_ms,
         };
         let ticket = self.kind.ticket(self.n);
-        let undo = crate::engine::CleanupGuard::new(|| {
+        let undo = crate::engine::CleanupGuard::new(client, || {
             let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
             let (waiter, n) = (self.id.clone(), self.n);
             async move {
@@ -457,9 +476,12 @@ pub async fn take<K: PermitKind>(
         wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         attempts = tracing::field::Empty,
     );
+    // Until it ends, the acquisition is work the client's shutdown waits for.
+    let in_flight = kind.names().client.begin_acquisition()?;
     // Boxed, as the lock kinds' body is (`kind::acquire`): inline, it would double what a
     // waiter keeps while it waits.
     crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
+        let _in_flight = in_flight;
         Box::pin(take_inner(kind, n, wait, tag, &progress)).await
     })
     .await
@@ -519,7 +541,7 @@ async fn take_inner<K: PermitKind>(
                 }
             }
         };
-        let reservation = crate::engine::CleanupGuard::new(|| {
+        let reservation = crate::engine::CleanupGuard::new(client, || {
             let client = client.clone();
             let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
             let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());

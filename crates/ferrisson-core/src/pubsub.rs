@@ -434,6 +434,11 @@ impl Hub {
         self.register_confirmed(channel, None, Some(behind), tag)
     }
 
+    /// Wakes every waiter of every channel (the client shuts down: they look, and end).
+    pub(crate) fn wake_all(&self) {
+        self.shared.wake_everyone();
+    }
+
     /// Wakes up to `n` local waiters of `channel` that are not woken yet (permits are left
     /// after a try took some: whoever queued behind the taker looks now).
     pub(crate) fn wake_local(&self, channel: &str, n: usize) {
@@ -1259,6 +1264,9 @@ impl Driver {
             }
             self.shared.confirmations.send_modify(|n| *n += 1);
             tracing::warn!("pub/sub connection lost; waiters fall back to bounded re-checks");
+            // Every waiter looks now: a Redis that went away is an outage their tries must
+            // see (the outage limit runs from then), not one they sleep through.
+            self.shared.wake_everyone();
             failures = 1;
             attempt = attempt.wrapping_add(1);
             self.pause(failures).await;

@@ -175,7 +175,14 @@ impl Watchdog {
     }
 
     pub(crate) fn hold(&self, spec: LeaseSpec) -> LeaseHandle {
+        // The server got the lease in whole milliseconds (`duration::millis` truncates): a
+        // deadline from the `Duration` asked for could lie past the server's expiry.
+        let spec = LeaseSpec {
+            lease: crate::duration::whole_millis(spec.lease),
+            ..spec
+        };
         let mut state = self.shared.state();
+        let closed = state.closed;
         state.next_id += 1;
         let fresh_id = state.next_id;
         let key = (spec.script.name(), spec.key, spec.owner);
@@ -216,9 +223,16 @@ impl Watchdog {
             renewing: entry.renewing,
             ended: false,
         };
+        // The client was shut down meanwhile: nobody renews or watches the hold any more.
+        let now = Instant::now();
+        if closed {
+            if let Some(entry) = state.entries.remove(&key) {
+                signal_loss(&key, &entry, LossReason::ClientShutDown, now);
+            }
+            return handle;
+        }
         // The reply came so late that the lease had already run out on the server: the hold
         // is lost from the start, and the guard says why.
-        let now = Instant::now();
         if entry.holds == 1 && expiry <= now {
             let reason = if entry.renewing {
                 LossReason::ExpiredInFlight
@@ -267,6 +281,24 @@ impl Watchdog {
 
     pub(crate) fn renew_calls(&self) -> u64 {
         self.shared.state().renew_calls
+    }
+
+    /// Stops the watchdog for good (the client shuts down): every hold still registered is
+    /// lost ([`LossReason::ClientShutDown`]), and no renewal is sent any more. Returns how
+    /// many holds (guards) were still registered.
+    pub(crate) fn shut_down(&self) -> usize {
+        let mut state = self.shared.state();
+        state.closed = true;
+        let entries = std::mem::take(&mut state.entries);
+        drop(state);
+        self.shared.kick.notify_one();
+        let now = Instant::now();
+        let mut holds = 0usize;
+        for (key, entry) in entries {
+            holds = holds.saturating_add(usize::try_from(entry.holds).unwrap_or(usize::MAX));
+            signal_loss(&key, &entry, LossReason::ClientShutDown, now);
+        }
+        holds
     }
 }
 

@@ -21,19 +21,29 @@
 -- ARGV[5] publish command ("publish")
 -- ARGV[6] the semaphore's configured limit [ext], or "" for none: a missing count (never set,
 --         or lost with Redis data) is restored to the limit less the permits still held
--- ARGV[7 .. 6 + n] the new permits' ids, 16 raw bytes each (the client decodes the hex: a
---         conversion in Lua cost Redis about 2 us per id)
+-- ARGV[7] the try's id seed, 16 raw bytes: permit i (0-based) of the try has the seed's first
+--         12 bytes, then its last 4 read as a big-endian number plus i (mod 2^32) [ext], so
+--         that a call's arguments (and the client's memory) do not grow with the permits asked
+--         for, and a try that takes nothing makes no ids at all
+-- A permit's expiry is stored as now + lease + 1: the server's clock reads whole milliseconds,
+-- so `now` may lie up to a millisecond before the moment the permit was taken, and a permit
+-- counts as expired once its score is <= now (Redisson's rule, kept): without the extra
+-- millisecond the server could free it before its holder's deadline (send time + lease).
 -- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
 --         reservation else 0, ms until something may change (a permit expires, another
 --         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
 --         no limit given
+local function permit_id(i)
+  local base = struct.unpack('>I4', ARGV[7], 13)
+  return string.sub(ARGV[7], 1, 12) .. struct.pack('>I4', (base + i) % 4294967296)
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('exists', KEYS[5]) == 1 then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
 end
-local taken = ARGV[7] and redis.call('zscore', KEYS[2], ARGV[7])
+local taken = redis.call('zscore', KEYS[2], permit_id(0))
 if taken and tonumber(taken) > now then
   -- A retry: the lost call took this try's permits (they are still held under its ids).
   return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
@@ -77,9 +87,9 @@ if intent then
 end
 if value - reserved >= need then
   redis.call('decrby', KEYS[1], need)
-  local expiry = now + tonumber(ARGV[2])
-  for i = 7, 6 + need do
-    redis.call('zadd', KEYS[2], expiry, ARGV[i])
+  local expiry = now + tonumber(ARGV[2]) + 1
+  for i = 0, need - 1 do
+    redis.call('zadd', KEYS[2], expiry, permit_id(i))
   end
   if mine then
     redis.call('del', KEYS[4])

@@ -21,7 +21,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = redis.call('zscore', KEYS[1], ARGV[1])
 if expiry and tonumber(expiry) > now then
   redis.call('zrem', KEYS[1], ARGV[1])
-  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  -- + 1: the end of the server's current millisecond (see expirable_semaphore/acquire).
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]) + 1, ARGV[2])
   return 1
 end
 return 0

@@ -19,7 +19,8 @@ for i = 1, #KEYS do
     local id = raw(ARGV[i + 1])
     local expiry = redis.call('zscore', KEYS[i], id)
     if expiry and tonumber(expiry) > now then
-      redis.call('zadd', KEYS[i], 'XX', now + tonumber(ARGV[1]), id)
+      -- + 1: the end of the server's current millisecond (see expirable_semaphore/acquire).
+      redis.call('zadd', KEYS[i], 'XX', now + tonumber(ARGV[1]) + 1, id)
       ok = 1
     end
   end

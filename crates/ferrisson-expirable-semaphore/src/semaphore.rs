@@ -101,7 +101,8 @@ impl std::ops::Deref for Shared {
 
 /// One permit taken from an [`ExpirableSemaphore`]: its id, its loss signal (dereferences to
 /// the [`HoldGuard`] every hold has), and its release, explicit or when dropped (in the
-/// background).
+/// background; a process about to end calls [`Client::shutdown`] after dropping it, which
+/// waits for that release).
 #[must_use = "dropping the permit releases it at once (in the background)"]
 #[derive(Debug)]
 pub struct Permit {
@@ -152,6 +153,10 @@ struct PermitRelease {
 impl Release for PermitRelease {
     fn key(&self) -> &str {
         &self.shared.key
+    }
+
+    fn runs_on(&self) -> &Client {
+        &self.shared.client
     }
 
     fn release(
@@ -207,7 +212,7 @@ impl PermitRelease {
                 .arg(ferrisson_core::duration::millis(lease))
                 .arg(if retry { "1" } else { "0" })
         };
-        let resend = CleanupGuard::new(|| {
+        let resend = CleanupGuard::new(client, || {
             let shared = shared.clone();
             let call = call(&successor, true);
             let successor = successor.clone();
@@ -451,7 +456,10 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_set_permits`](Self::try_set_permits).
+    /// [`Error::InvalidArgument`] when `delta`, or the count after, lies beyond
+    /// ±[`MAX_PERMITS`](ferrisson_core::engine::permits::MAX_PERMITS) (2^53 − 1, the integers
+    /// the scripts count exactly; nothing changes), and as
+    /// [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         Ok(self.shared.names.change(CountChange::Add(delta)).await?.1)
     }
@@ -462,7 +470,8 @@ impl ExpirableSemaphore {
         let call = ScriptCall::new(&STATE, &[&shared.key, &shared.timeouts, &shared.channel])
             .arg(shared.client.config().get_publish_command().as_str())
             .arg(id);
-        let reply: Vec<i64> = shared.client.eval(&call).await?;
+        // Every run returns expired permits and reads: as good as one, no settling needed.
+        let reply: Vec<i64> = shared.client.eval_read(&call).await?;
         match reply.as_slice() {
             [free, taken, left] => Ok((*free, *taken, *left)),
             other => Err(Error::Protocol(format!(
@@ -623,9 +632,11 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under one millisecond, [`Error::WrongType`] when
-    /// the key holds something else than a count, [`Error::Redis`] when Redis cannot be
-    /// reached (at the first try, or for longer than the client's outage limit while waiting).
+    /// [`Error::InvalidArgument`] for a lease under one millisecond or (with
+    /// [`with_limit`](Self::with_limit)) more permits than the limit, [`Error::WrongType`] when
+    /// the key holds something else than a count, [`Error::Unreachable`] when Redis cannot be
+    /// reached (at the first try, or for longer than the client's outage limit while waiting),
+    /// [`Error::Closed`] once the client is shut down.
     pub async fn acquire(&self, lease: Option<Duration>) -> Result<Permit> {
         one(self.acquire_many(1, lease).await?)
     }
@@ -702,6 +713,14 @@ impl ExpirableSemaphore {
         lease: Option<Duration>,
     ) -> Result<Option<Vec<Permit>>> {
         check_lease(lease)?;
+        if let Some(limit) = self.limit
+            && n > limit
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{n} permits asked of `{}`, whose limit is {limit}: a wait for them would never end",
+                self.shared.key
+            )));
+        }
         if n == 0 {
             // Zero permits are always there (Redisson's `acquire(0)`): no call, no ids.
             return Ok(Some(Vec::new()));
@@ -753,8 +772,21 @@ impl AcquireCall {
     }
 }
 
+/// The id of permit `i` (0-based) of a try whose id seed is `seed`: the seed's first 12 bytes,
+/// then its last 4 as a big-endian number plus `i` (mod 2^32), as `expirable_semaphore/acquire`
+/// makes them.
+fn permit_id(seed: u128, i: u32) -> String {
+    // The low 32 bits of the number are the last 4 bytes of its big-endian form.
+    let low = u32::try_from(seed & 0xffff_ffff)
+        .unwrap_or(0)
+        .wrapping_add(i);
+    format!("{:032x}", (seed & !0xffff_ffff) | u128::from(low))
+}
+
 impl PermitKind for AcquireCall {
-    type Ticket = Arc<[String]>;
+    /// The try's id seed ([`permit_id`]): a call's memory and arguments do not grow with the
+    /// permits it asks for.
+    type Ticket = u128;
     type Taken = Vec<Permit>;
 
     fn waits_for_one(&self, tag: &ferrisson_core::engine::Tag) -> bool {
@@ -770,14 +802,14 @@ impl PermitKind for AcquireCall {
         &self.shared.names
     }
 
-    fn ticket(&self, n: u32) -> Arc<[String]> {
-        (0..n).map(|_| SemaphoreNames::random_id()).collect()
+    fn ticket(&self, _n: u32) -> u128 {
+        SemaphoreNames::random_bits()
     }
 
-    fn try_call(&self, args: &PermitTry<'_>, ids: &Arc<[String]>) -> ScriptCall {
+    fn try_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        let mut call = ScriptCall::new(
+        ScriptCall::new(
             &ACQUIRE,
             &[
                 &shared.key,
@@ -792,43 +824,38 @@ impl PermitKind for AcquireCall {
         .arg(args.waiter)
         .arg(args.reservation_ms)
         .arg(client.config().get_publish_command().as_str())
-        .arg(self.limit.map(|l| l.to_string()).unwrap_or_default());
-        for id in ids.iter() {
-            call = call.arg(&raw_id(id)[..]);
-        }
-        call
+        .arg(self.limit.map(|l| l.to_string()).unwrap_or_default())
+        .arg(&seed.to_be_bytes()[..])
     }
 
-    fn undo_call(&self, args: &PermitTry<'_>, ids: &Arc<[String]>) -> ScriptCall {
+    fn undo_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
-        let mut call = ScriptCall::new(
+        ScriptCall::new(
             &UNDO_ACQUIRE,
             &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
         )
         .arg(shared.client.config().get_publish_command().as_str())
         .arg(ferrisson_core::duration::millis(
             shared.client.retry_window(),
-        ));
-        for id in ids.iter() {
-            call = call.arg(&raw_id(id)[..]);
-        }
-        call
+        ))
+        .arg(&seed.to_be_bytes()[..])
+        .arg(args.n)
     }
 
     fn taken(
         &self,
-        _args: &PermitTry<'_>,
-        ids: Arc<[String]>,
+        args: &PermitTry<'_>,
+        seed: u128,
         _reply: &[i64],
         sent_at: Instant,
     ) -> Vec<Permit> {
         let owner = self.shared.client.new_owner();
         let (lease, watched) = (self.lease(), self.lease.is_none());
-        ids.iter()
-            .map(|id| {
+        (0..args.n)
+            .map(|i| {
                 new_permit(
                     &self.shared,
-                    id.clone(),
+                    permit_id(seed, i),
                     owner.clone(),
                     lease,
                     watched,

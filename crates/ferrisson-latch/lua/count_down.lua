@@ -13,7 +13,9 @@
 --         result instead of counting again (or reporting "already counted" for its own count)
 -- ARGV[3] how long the call's latch keeps the result, in milliseconds
 -- KEYS[5] the round, suffixed(name, "round") [ext]: deleted with the count when the latch opens
--- returns {1 if this call counted else 0, the count after}
+-- returns {1 if this call counted, 0 if the participant had counted this round already, 2 if
+--         there was nothing to count (with a participant: the latch is open, never armed or
+--         at zero) [ext]; the count after}
 local done = redis.call('get', KEYS[4])
 if done then
   local sep = string.find(done, ':', 1, true)
@@ -29,8 +31,9 @@ local function result(counted, count)
 end
 if ARGV[2] ~= '' then
   if not raw then
-    -- Nothing armed: nothing to count (Redisson's countDown would leave nothing either).
-    return result(0, 0)
+    -- Nothing armed: nothing to count (Redisson's countDown would leave nothing either), and
+    -- the caller is told so, not answered "already counted".
+    return result(2, 0)
   end
   if redis.call('sadd', KEYS[3], ARGV[2]) == 0 then
     return result(0, tonumber(raw))

@@ -7,10 +7,11 @@
 -- KEYS[3] participants counted this round, suffixed(name, "counted")
 -- KEYS[4] the round, suffixed(name, "round") [ext]
 -- ARGV[1] publish command ("publish")
--- returns 1 when something was deleted, else 0
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('WRONGTYPE the latch key does not hold a count')
+-- returns 1 when something was deleted, else 0; WRONGTYPE error when the key holds someone
+--         else's data (nothing deleted)
+local foreign = foreign_object(KEYS[1], 'count')
+if foreign then
+  return foreign
 end
 redis.call('del', KEYS[3], KEYS[4])
 if redis.call('del', KEYS[1]) == 1 then

@@ -10,7 +10,12 @@
 -- KEYS[4] participants counted this round, suffixed(name, "counted") [ext]
 -- ARGV[1] the count, >= 1
 -- ARGV[2] publish command ("publish")
--- returns 1 when armed, 0 when it already was
+-- returns 1 when armed, 0 when it already was; WRONGTYPE error when the key holds someone
+--         else's data (nothing changed)
+local foreign = foreign_object(KEYS[1], 'count')
+if foreign then
+  return foreign
+end
 if redis.call('exists', KEYS[1]) == 1 then
   return 0
 end

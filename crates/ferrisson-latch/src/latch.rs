@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use ferrisson_core::engine::ClientEngine;
 use ferrisson_core::engine::keys::{RequestId, suffixed};
-use ferrisson_core::engine::{Attempt, Instant, ScriptCall, WaitSpec, Wake, wait_for_turn};
+use ferrisson_core::engine::{
+    Attempt, Instant, ScriptCall, WaitSpec, Wake, first_try, wait_for_turn,
+};
 use ferrisson_core::{Client, Error, Result};
 
 use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
@@ -14,11 +16,34 @@ use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
 /// message delays a waiter at most this long.
 const RECHECK: Duration = Duration::from_secs(5);
 
+/// What a participant's count-down did ([`CountDownLatch::count_down_once`]).
+#[must_use = "a count-down that went nowhere (`NotArmed`) is the caller's to handle"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CountDown {
+    /// This call counted; the count left after it (0: it opened the latch).
+    Counted(u64),
+    /// The participant had counted in this round already: nothing changed.
+    AlreadyCounted,
+    /// The latch is open, never armed or already at zero: there was nothing to count down,
+    /// and nothing changed. A worker that finishes before its coordinator armed the latch gets
+    /// this, and must not assume it was counted.
+    NotArmed,
+}
+
+impl CountDown {
+    /// Whether this call counted ([`Counted`](Self::Counted)).
+    pub fn counted(self) -> bool {
+        matches!(self, CountDown::Counted(_))
+    }
+}
+
 /// A countdown latch with Redisson's `RCountDownLatch` semantics and Redis layout.
 ///
 /// - **Open when the count is zero or the latch is missing**: waiting on a latch that was
 ///   never set returns at once, and counting down a missing latch does nothing (no error), as
-///   with Redisson.
+///   with Redisson; [`count_down_once`](Self::count_down_once) says so
+///   ([`CountDown::NotArmed`]).
 /// - **Count each participant once** with [`count_down_once`](Self::count_down_once): a
 ///   worker that runs twice (a retry, a redelivered message) does not count twice (**\[ext\]**).
 /// - **Waits never hang.** Waiters sleep on the client's one subscriber connection and are
@@ -38,15 +63,15 @@ const RECHECK: Duration = Duration::from_secs(5);
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_latch::CountDownLatch;
+/// use ferrisson_latch::{CountDown, CountDownLatch};
 ///
 /// let latch = CountDownLatch::new(&client, "batch-42")?;
 /// assert!(latch.try_set_count(2).await?);
 /// let coordinator = latch.clone();
 /// let waiting = tokio::spawn(async move { coordinator.wait_for(Duration::from_secs(5)).await });
-/// assert!(latch.count_down_once("worker-a").await?);
-/// assert!(!latch.count_down_once("worker-a").await?, "counted once");
-/// latch.count_down_once("worker-b").await?;
+/// assert_eq!(latch.count_down_once("worker-a").await?, CountDown::Counted(1));
+/// assert_eq!(latch.count_down_once("worker-a").await?, CountDown::AlreadyCounted);
+/// assert_eq!(latch.count_down_once("worker-b").await?, CountDown::Counted(0));
 /// assert!(waiting.await??, "released");
 /// assert_eq!(latch.count().await?, 0);
 /// # Ok(()) }
@@ -145,16 +170,19 @@ impl CountDownLatch {
     ///
     /// As [`count`](Self::count).
     pub async fn count_down(&self) -> Result<()> {
-        self.count_down_as("").await.map(drop)
+        self.count_down_as("").await.map(|_| ())
     }
 
     /// Counts down once for `participant`: a participant that already counted in this round
-    /// does not count again. Returns whether this call counted.
+    /// does not count again. Says what happened: [`CountDown::Counted`] with the count left,
+    /// [`CountDown::AlreadyCounted`], or [`CountDown::NotArmed`] when the latch is open (never
+    /// armed, or already at zero), so that a worker that finishes before the coordinator armed
+    /// the latch learns that its count went nowhere.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for an empty participant id, and as [`count`](Self::count).
-    pub async fn count_down_once(&self, participant: &str) -> Result<bool> {
+    pub async fn count_down_once(&self, participant: &str) -> Result<CountDown> {
         if participant.is_empty() {
             return Err(Error::InvalidArgument(
                 "a participant id must not be empty".into(),
@@ -163,7 +191,7 @@ impl CountDownLatch {
         self.count_down_as(participant).await
     }
 
-    async fn count_down_as(&self, participant: &str) -> Result<bool> {
+    async fn count_down_as(&self, participant: &str) -> Result<CountDown> {
         let shared = &self.shared;
         let client = &shared.client;
         // Latched by a request id: a retry after a lost reply gets the first call's result, so
@@ -184,7 +212,15 @@ impl CountDownLatch {
         .arg(participant)
         .arg(ferrisson_core::duration::millis(client.retry_window()));
         let reply: Vec<i64> = client.eval(&call).await?;
-        Ok(reply.first() == Some(&1))
+        match reply.as_slice() {
+            [1, count] => Ok(CountDown::Counted(u64::try_from(*count).unwrap_or(0))),
+            [0, _] => Ok(CountDown::AlreadyCounted),
+            [2, _] => Ok(CountDown::NotArmed),
+            other => Err(Error::Protocol(format!(
+                "latch/count_down of `{}` replied {other:?}",
+                shared.key
+            ))),
+        }
     }
 
     /// The remaining count (0 when open or never set).
@@ -199,7 +235,7 @@ impl CountDownLatch {
     async fn state(&self) -> Result<(u64, i64)> {
         let shared = &self.shared;
         let call = ScriptCall::new(&STATE, &[&shared.key, &shared.round_key]);
-        let reply: Vec<i64> = shared.client.eval(&call).await?;
+        let reply: Vec<i64> = shared.client.eval_read(&call).await?;
         match reply.as_slice() {
             [count, round] => Ok((u64::try_from(*count).unwrap_or(0), *round)),
             other => Err(Error::Protocol(format!("latch/state replied {other:?}"))),
@@ -239,8 +275,10 @@ impl CountDownLatch {
     /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let shared = &self.shared;
+        // Until it ends, the wait is work the client's shutdown ends and waits for.
+        let _in_flight = shared.client.begin_acquisition()?;
         // Boxed, as each later look is (below).
-        let (count, round) = Box::pin(self.state()).await?;
+        let (count, round) = first_try(&shared.client, deadline, Box::pin(self.state())).await?;
         if count == 0 {
             return Ok(true);
         }

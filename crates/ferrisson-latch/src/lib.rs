@@ -12,7 +12,9 @@
 //! let barrier = CountDownLatch::new(&client, "nightly-import:2026-11-30")?;
 //! barrier.try_set_count(8).await?; // the coordinator
 //! // ... each of 8 workers, once done (a retried worker counts once):
-//! barrier.count_down_once("worker-3").await?;
+//! if !barrier.count_down_once("worker-3").await?.counted() {
+//!     // not armed (the coordinator has not set it yet), or counted before: see CountDown
+//! }
 //! // ... the coordinator:
 //! if barrier.wait_for(Duration::from_secs(600)).await? {
 //!     // every part is done
@@ -24,5 +26,5 @@ mod latch;
 mod scripts;
 
 pub use ferrisson_core::SyncObject;
-pub use latch::CountDownLatch;
+pub use latch::{CountDown, CountDownLatch};
 pub use scripts::scripts;

@@ -39,7 +39,9 @@ pub struct FencedLock {
 }
 
 /// One hold of a [`FencedLock`]: a [`HoldGuard`] (which it dereferences to, for the loss
-/// signal and the rest) whose token is always there.
+/// signal and the rest) whose token is always there. Dropped, it releases in the background,
+/// as a [`HoldGuard`] does: a process about to end calls
+/// [`Client::shutdown`](ferrisson_core::Client::shutdown) after dropping it.
 #[must_use = "dropping the guard releases the lock at once (in the background)"]
 #[derive(Debug)]
 pub struct FencedGuard {

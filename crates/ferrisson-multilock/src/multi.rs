@@ -8,7 +8,8 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use ferrisson_core::{Error, HoldGuard, Lock, LockOptions, LossReason, Result};
+use ferrisson_core::engine::{ClientEngine, Paced, WaitPacer, no_reply};
+use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, LossReason, Result};
 
 /// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
 /// [`Lock`] is one).
@@ -26,10 +27,14 @@ pub trait AnyLock: Send + Sync + 'static {
     /// (RedLocks over the same instances share their waiting, [`RedLock`]).
     fn client_id(&self) -> &str;
 
+    /// The lock's client.
+    fn any_client(&self) -> &Client;
+
     /// [`Lock::acquire`], boxed.
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
 
-    /// [`Lock::wait_unlocked`], boxed.
+    /// [`Lock::wait_unlocked`], boxed, ending at the first look that fails on the connection
+    /// (the RedLock's rounds wait the outage out).
     fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>>;
 }
 
@@ -50,12 +55,16 @@ impl<L: Lock + 'static> AnyLock for L {
         self.client().id()
     }
 
+    fn any_client(&self) -> &Client {
+        self.client()
+    }
+
     fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
         Box::pin(self.acquire(options))
     }
 
     fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.wait_unlocked())
+        Box::pin(self.watch_unlocked())
     }
 }
 
@@ -98,6 +107,10 @@ struct Gate {
     streak: std::sync::atomic::AtomicU32,
     /// The next waiter's number.
     next_id: std::sync::atomic::AtomicU64,
+    /// When the outage the waiting turn's rounds are in began (fewer than a quorum of
+    /// instances reachable), so that the waiters queued behind the turn count their outage
+    /// limit from then too, not from their own first round.
+    outage_since: std::sync::Mutex<Option<Instant>>,
 }
 
 /// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
@@ -115,7 +128,14 @@ impl Gate {
             waiting: std::sync::Mutex::new(std::collections::VecDeque::new()),
             streak: std::sync::atomic::AtomicU32::new(0),
             next_id: std::sync::atomic::AtomicU64::new(1),
+            outage_since: std::sync::Mutex::new(None),
         }
+    }
+
+    fn outage(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.outage_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Waiter>> {
@@ -264,7 +284,10 @@ pub struct MultiLock {
 ///
 /// - **Quorum.** The instances are asked at once, once per round; the lock is held when
 ///   `n / 2 + 1` granted it. An instance that is down, or slower than its response timeout (at
-///   most a quarter of the lease), counts as a refusal. A round short of a quorum releases what
+///   most a quarter of the lease), counts as a refusal. A round that fewer than a quorum of
+///   instances could even answer fails with the connection error: the first round's is the
+///   call's (a majority down is an outage, not "busy"); later ones are waited out by the
+///   outage rule of every wait, up to the client's `wait_outage_limit`. A round short of a quorum releases what
 ///   it got; the next follows once an instance that refused is seen free (its release
 ///   message, or its holder's lease running out: no polling) and a short random pause (up to
 ///   2 ms per round so far, at most 20 ms) that keeps the rivals woken by one release from
@@ -286,8 +309,10 @@ pub struct MultiLock {
 ///   drift allowance (1 % of the lease + 2 ms); when that is not positive, every instance is
 ///   released and the round counts as failed. [`MultiGuard::valid_until`].
 /// - **Release everywhere.** A failed round, and the unlock, release every instance, those
-///   that did not grant too (a grant whose reply was lost); instances that are down are
-///   skipped without an error.
+///   that did not grant too (a grant whose reply was lost). The unlock returns once a quorum
+///   released, without waiting for an instance that is down (its release goes on in the
+///   background), and succeeds for a guard that held its quorum whatever the instances beyond
+///   it say; short of a quorum it is [`Error::Unfinished`], naming each instance.
 /// - **Renewal.** Without a fixed lease, each instance's client watchdog renews its hold; the
 ///   guard's loss signal fires once fewer than a quorum are still held.
 /// - **Fencing.** Built from fenced locks, the guard's [`token`](MultiGuard::token) is the
@@ -418,7 +443,8 @@ impl RedLock {
 }
 
 /// Holds of several locks as one: a [`MultiLock`]'s (all of them) or a [`RedLock`]'s (a
-/// quorum). Dropping it releases every hold.
+/// quorum). Dropping it releases every hold, in the background: a process about to end calls
+/// [`Client::shutdown`] on each client after dropping it, which waits for those releases.
 #[derive(Debug)]
 pub struct MultiGuard {
     guards: Vec<HoldGuard>,
@@ -518,6 +544,11 @@ impl MultiGuard {
     /// message and a new round. The waiter gets it when a quorum of instances passed it on;
     /// otherwise what passed is released and the waiter goes on waiting, first in line.
     ///
+    /// The unlock returns once a quorum of instances (a MultiLock: every lock) released, or
+    /// every release has ended, or the slowest instance's response timeout passed: an
+    /// instance that is down or slow is not waited for. Its release goes on in the background
+    /// (the client's [`shutdown`](Client::shutdown) waits for it), and what it says is logged.
+    ///
     /// # Cancel safety
     ///
     /// Dropped midway, every hold is still released (or passed on) in the background, as
@@ -526,8 +557,11 @@ impl MultiGuard {
     ///
     /// # Errors
     ///
-    /// The first release that failed for another reason than a lost hold or an unreachable
-    /// instance ([`Error::LeaseLost`] when the guard itself was lost); every release is tried.
+    /// [`Error::LeaseLost`] when the guard itself was lost (fewer than a quorum held, or its
+    /// validity over); [`Error::Unfinished`] when fewer than a quorum of instances (a
+    /// MultiLock: not every lock) confirmed the release in time, naming each instance that did
+    /// not and why (its hold then ends with its lease). A guard that held its quorum unlocks
+    /// with `Ok` however many instances beyond the quorum were down or had lost their hold.
     pub async fn unlock(self) -> Result<()> {
         let lost = self.loss_reason();
         let Self {
@@ -536,50 +570,156 @@ impl MultiGuard {
             gate,
             ..
         } = self;
+        let count = guards.len();
         let waiter = gate
             .as_ref()
             .filter(|_| lost.is_none())
             .and_then(|gate| gate.next_waiter());
         // The holds passed on start their leases when their scripts run, after this.
         let started = Instant::now();
-        let results: Vec<Result<Option<HoldGuard>>> = match &waiter {
-            Some(waiter) => {
-                let lease = waiter.lease;
-                futures::future::join_all(guards.into_iter().map(|g| g.hand_off(lease))).await
-            }
-            None => {
-                futures::future::join_all(
-                    guards
-                        .into_iter()
-                        .map(|g| async move { g.unlock().await.map(|()| None) }),
-                )
-                .await
-            }
-        };
-        let mut passed = Vec::new();
-        let mut failure = None;
-        for result in results {
-            match result {
-                Ok(Some(guard)) => passed.push(guard),
-                Ok(None) | Err(Error::LeaseLost(_)) => {}
-                Err(e) if e.is_connection_error() => {
-                    tracing::debug!(error = %e, "an instance could not be reached to unlock; its hold ends with its lease");
-                }
-                Err(e) => {
-                    failure.get_or_insert(e);
-                }
-            }
-        }
+        let lease = waiter.as_ref().map(|w| w.lease);
+        let ended = end_all(guards, lease, quorum).await;
+        let released = ended.released;
         if let Some(waiter) = waiter {
-            deliver(waiter, passed, quorum, gate, started).await;
+            deliver(waiter, ended.passed, quorum, gate, started).await;
         }
-        if let Some(e) = failure {
-            return Err(e);
+        if let Some(reason) = lost {
+            if !ended.failures.is_empty() {
+                tracing::debug!(failures = %ended.failures.join("; "), "releasing a lost MultiLock/RedLock guard");
+            }
+            return Err(Error::LeaseLost(reason));
         }
-        match lost {
-            Some(reason) => Err(Error::LeaseLost(reason)),
-            None => Ok(()),
+        if released >= quorum {
+            if !ended.failures.is_empty() {
+                tracing::info!(
+                    released,
+                    quorum,
+                    failures = %ended.failures.join("; "),
+                    "unlocked with a quorum; instances that did not release end their holds with their lease"
+                );
+            }
+            return Ok(());
         }
+        tracing::warn!(released, quorum, failures = %ended.failures.join("; "), "unlock short of a quorum");
+        Err(Error::Unfinished(format!(
+            "released on {released} of {count} instances, fewer than the {quorum} needed ({}); the holds left end with their lease",
+            ended.failures.join("; ")
+        )))
+    }
+}
+
+/// What [`end_all`] came to.
+struct Ended {
+    /// Instances that released (or passed their hold on).
+    released: usize,
+    /// The holds passed on to a waiter.
+    passed: Vec<HoldGuard>,
+    /// Each instance that did not release in time, and why.
+    failures: Vec<String>,
+}
+
+/// Ends every hold of `guards` at once: released, or (`lease` given: a waiter's) handed on to
+/// a fresh owner with that lease. Each release runs in a task of its client's (tracked by its
+/// [`shutdown`](Client::shutdown)), so that one not waited for still finishes. Returns once
+/// `quorum` of them released (with a hand-off, once every one ended, or a quorum passed and as
+/// long again as that took), or every one ended, or the slowest client's response timeout
+/// passed; a release that ends later logs what it says, and a hold passed on then is released.
+async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum: usize) -> Ended {
+    let bound = guards
+        .iter()
+        .map(|g| g.client().config().get_response_timeout())
+        .max()
+        .unwrap_or_default();
+    let started = Instant::now();
+    let mut deadline = ferrisson_core::duration::later(started, bound);
+    let mut waiting_for: Vec<String> = guards.iter().map(|g| g.key().to_owned()).collect();
+    let mut pending: FuturesUnordered<_> = guards
+        .into_iter()
+        .enumerate()
+        .map(|(i, guard)| end_one(i, guard, lease))
+        .collect();
+    let mut ended = Ended {
+        released: 0,
+        passed: Vec::new(),
+        failures: Vec::new(),
+    };
+    let mut reached = false;
+    loop {
+        let (i, outcome) = match tokio::time::timeout_at(deadline, pending.next()).await {
+            Ok(Some(next)) => next,
+            Ok(None) => break,
+            Err(_) => break,
+        };
+        let key = waiting_for
+            .get_mut(i)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        match outcome {
+            Ok(passed) => {
+                ended.released += 1;
+                ended.passed.extend(passed);
+            }
+            Err(e) => ended.failures.push(format!("`{key}`: {e}")),
+        }
+        if ended.released >= quorum && !reached {
+            reached = true;
+            if lease.is_none() {
+                break;
+            }
+            // A hand-off: the other instances, if they are up, answer about as fast.
+            deadline = deadline.min(ferrisson_core::duration::later(
+                Instant::now(),
+                started.elapsed().max(Duration::from_millis(1)),
+            ));
+        }
+    }
+    if !reached {
+        for key in waiting_for.iter().filter(|k| !k.is_empty()) {
+            ended.failures.push(format!(
+                "`{key}`: no answer within {bound:?} (still being released in the background)"
+            ));
+        }
+    }
+    ended
+}
+
+/// Ends hold `i`, `guard`: released, or handed on with `lease` when given, in a task of its
+/// client's. Its outcome comes back unless the caller stopped waiting: then a failure is
+/// logged, and a hold passed on is released.
+fn end_one(
+    i: usize,
+    guard: HoldGuard,
+    lease: Option<Option<Duration>>,
+) -> impl std::future::Future<Output = (usize, Result<Option<HoldGuard>>)> {
+    let key = guard.key().to_owned();
+    let client = guard.client().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<Option<HoldGuard>>>();
+    let spawned = client.spawn_cleanup(async move {
+        let result = match lease {
+            Some(lease) => guard.hand_off(lease).await,
+            None => guard.unlock().await.map(|()| None),
+        };
+        // Not waited for any more: nobody else will hear of it.
+        match tx.send(result) {
+            Ok(()) | Err(Ok(None)) => {}
+            Err(Ok(Some(late))) => {
+                if let Err(e) = late.unlock().await {
+                    tracing::debug!(%key, error = %e, "releasing a hold passed on too late");
+                }
+            }
+            Err(Err(e)) => {
+                tracing::info!(%key, error = %e, "an instance's release ended after the unlock returned: its hold ends with its lease");
+            }
+        }
+    });
+    async move {
+        let outcome = if spawned {
+            rx.await
+                .unwrap_or(Err(Error::Closed("the release task stopped")))
+        } else {
+            Err(Error::Closed("no Tokio runtime to release on"))
+        };
+        (i, outcome)
     }
 }
 
@@ -657,6 +797,12 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     let wait = options.get_wait();
     let once = wait == Some(Duration::ZERO);
     let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
+    // The outage rule of every wait, with the first lock's client's settings.
+    let Some(client) = group.locks.first().map(|l| l.any_client()) else {
+        return Ok(None);
+    };
+    let _in_flight = client.begin_acquisition()?;
+    let mut pacer = WaitPacer::new(client, deadline);
     let mut round: u32 = 0;
     // A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     let mut turn: Option<tokio::sync::SemaphorePermit<'_>> = None;
@@ -673,10 +819,59 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
         // A RedLock instance that refused because someone holds it: what the pause before
         // the next round watches.
         let mut refused = None;
-        let taken = if group.red {
-            red_round(group, options, &mut refused).await
+        // The first round's failure is the call's, at once; later ones are an outage waited
+        // out up to the client's limit (counted, for a RedLock, from when the turn's rounds
+        // first failed: the waiters queued behind it were in the same outage).
+        let gate = group.gate.as_ref().filter(|_| turn.is_some());
+        if let Some(since) = gate.and_then(|g| *g.outage()) {
+            pacer.seed_outage(since);
+        }
+        let outcome = if group.red && round > 0 {
+            // Bounded as every waiting try is: a round still out when the outage limit has
+            // passed by a retry interval is cut.
+            pacer
+                .attempt(red_round(group, options, &mut refused))
+                .await?
         } else {
-            multi_round(group, options, once, round_end, round).await?
+            let outcome = if group.red {
+                red_round(group, options, &mut refused).await
+            } else {
+                multi_round(group, options, once, round_end, round).await
+            };
+            match outcome {
+                Ok(taken) => {
+                    pacer.reached();
+                    Paced::Reached(taken)
+                }
+                Err(e) if round == 0 => return Err(e),
+                Err(e) => {
+                    // The outage began no later than the round that found it (a round's lock
+                    // may have waited through it already, up to the limit).
+                    if e.is_connection_error() {
+                        pacer.seed_outage(started);
+                    }
+                    Paced::Failed(pacer.failed(e)?)
+                }
+            }
+        };
+        let taken = match outcome {
+            Paced::Reached(taken) => {
+                if let Some(gate) = gate {
+                    *gate.outage() = None;
+                }
+                taken
+            }
+            Paced::Failed(pause) => {
+                if let Some(gate) = gate {
+                    *gate.outage() = pacer.outage_since();
+                }
+                round = round.saturating_add(1);
+                let Some(pause) = pacer.next_sleep(pause, true)? else {
+                    return Ok(None);
+                };
+                pacer.pause(tokio::time::sleep(pause)).await?;
+                continue;
+            }
         };
         if let Some(guards) = taken {
             let valid_until = match (group.red, options.get_lease()) {
@@ -719,17 +914,23 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
         }
         let wait = wait_for_round(group, &mut turn, refused, round, deadline);
         let step = match handoff.as_mut() {
-            Some((_, handed)) => tokio::select! {
-                biased;
-                guard = handed => match guard {
-                    Ok(guard) => Step::Handed(guard),
-                    // Out of the queue without a hand-off (an unlock that could not put it
-                    // back): take a new place.
-                    Err(_) => Step::Requeue,
-                },
-                step = wait => step,
-            },
-            None => wait.await,
+            Some((_, handed)) => {
+                pacer
+                    .pause(async {
+                        tokio::select! {
+                            biased;
+                            guard = handed => match guard {
+                                Ok(guard) => Step::Handed(guard),
+                                // Out of the queue without a hand-off (an unlock that could not put it
+                                // back): take a new place.
+                                Err(_) => Step::Requeue,
+                            },
+                            step = wait => step,
+                        }
+                    })
+                    .await?
+            }
+            None => pacer.pause(wait).await?,
         };
         match step {
             Step::Handed(guard) => return Ok(Some(guard)),
@@ -890,7 +1091,7 @@ async fn red_round(
     group: &Group,
     options: LockOptions,
     refused: &mut Option<usize>,
-) -> Option<Vec<HoldGuard>> {
+) -> Result<Option<Vec<HoldGuard>>> {
     let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
         let mut lock_options = LockOptions::new().wait(Duration::ZERO);
         let lease = options.get_lease().unwrap_or_else(|| lock.client_lease());
@@ -901,33 +1102,61 @@ async fn red_round(
         let bound = lock.response_timeout().min(lease / 4);
         async move {
             match tokio::time::timeout(bound, lock.acquire_any(lock_options)).await {
-                Ok(Ok(Some(guard))) => Ok(guard),
-                Ok(Ok(None)) => Err(Some(i)),
+                Ok(Ok(Some(guard))) => Instance::Granted(guard),
+                Ok(Ok(None)) => Instance::Refused(i),
                 Ok(Err(e)) => {
                     tracing::debug!(key = lock.key(), error = %e, "a RedLock instance refused or failed");
-                    Err(None)
+                    Instance::Failed(e)
                 }
                 Err(_) => {
                     tracing::debug!(key = lock.key(), "a RedLock instance did not answer in time");
-                    Err(None)
+                    Instance::Failed(no_reply(lock.any_client(), bound))
                 }
             }
         }
     });
     let mut granted: Vec<HoldGuard> = Vec::with_capacity(group.locks.len());
+    let mut answered = 0usize;
+    let mut failure = None;
     for outcome in futures::future::join_all(attempts).await {
         match outcome {
-            Ok(guard) => granted.push(guard),
-            Err(Some(held)) => {
+            Instance::Granted(guard) => {
+                answered += 1;
+                granted.push(guard);
+            }
+            Instance::Refused(held) => {
+                answered += 1;
                 refused.get_or_insert(held);
             }
-            Err(None) => {}
+            // A connection error weighs more than another failure: it is what the wait's
+            // outage rule waits out.
+            Instance::Failed(e) => {
+                if failure
+                    .as_ref()
+                    .is_none_or(|f: &Error| !f.is_connection_error() || e.is_connection_error())
+                {
+                    failure = Some(e);
+                }
+            }
         }
     }
     if granted.len() >= group.quorum {
-        Some(granted)
-    } else {
-        release_all(granted).await;
-        None
+        return Ok(Some(granted));
     }
+    release_all(granted).await;
+    // Fewer than a quorum could even answer: no round can succeed until they are back.
+    match failure {
+        Some(e) if answered < group.quorum => Err(e),
+        _ => Ok(None),
+    }
+}
+
+/// What one RedLock instance did in a round.
+enum Instance {
+    /// Granted: its hold.
+    Granted(HoldGuard),
+    /// Held by someone else (the instance's index, to watch).
+    Refused(usize),
+    /// Failed or did not answer in time.
+    Failed(Error),
 }

@@ -8,7 +8,12 @@
 -- KEYS[3] permits given, suffixed(name, "permits")
 -- ARGV[1] rate, ARGV[2] interval in ms, ARGV[3] type ("0" overall, "1" per client)
 -- ARGV[4] "1" to set only if no rate is set, "0" to set in any case
--- returns 1 when set, 0 when a rate was set already (try)
+-- returns 1 when set, 0 when a rate was set already (try); WRONGTYPE error when the settings
+--         key holds something that is no rate limiter's (nothing changed)
+local foreign = foreign_object(KEYS[1], 'ratelimiter')
+if foreign then
+  return foreign
+end
 if ARGV[4] == '1' then
   if redis.call('hsetnx', KEYS[1], 'rate', ARGV[1]) == 0 then
     return 0

@@ -10,13 +10,28 @@
 -- KEYS[5] the same for this client, suffixed(name, "permits") .. ":" .. client id
 -- ARGV[1] permits wanted, >= 1
 -- ARGV[2] 8 random bytes, unique to the call (the ZSET member's prefix)
+-- ARGV[3] "1" when this call retries one whose reply was lost, else "0" [ext]: a retry that finds
+--         its own member in the window took its permits in the lost run, and answers so without
+--         taking them again (a retry after the member left the window takes permits anew)
 -- returns {1, 0} when taken, {0, ms} when not: the permits come back in `ms`; {2, 0} when the
---         limiter has no rate set, {3, rate} when more permits are wanted than the rate allows
--- [ext] the time is the server's (Redisson passes the client's clock).
-local rate = redis.call('hget', KEYS[1], 'rate')
-local interval = redis.call('hget', KEYS[1], 'interval')
-local kind = redis.call('hget', KEYS[1], 'type')
-if rate == false or interval == false or kind == false then
+--         limiter has no rate set, {3, rate} when more permits are wanted than the rate allows;
+--         WRONGTYPE error when the settings key holds a hash that is no rate limiter's
+-- [ext] the time is the server's (Redisson passes the client's clock). A permit given in the
+-- millisecond `now` is scored now + 1, the end of that millisecond: the server's clock reads
+-- whole milliseconds, so the score `now` could lie up to a millisecond before the moment the
+-- permit was given, and the permit would come back (`score <= now - interval`) before a whole
+-- interval had passed since.
+local settings = redis.call('hgetall', KEYS[1])
+local fields = {}
+for i = 1, #settings, 2 do
+  local field = settings[i]
+  if not rate_limiter_fields[field] or not tonumber(settings[i + 1]) then
+    return redis.error_reply('WRONGTYPE the key holds no rate limiter of this synchronizer')
+  end
+  fields[field] = settings[i + 1]
+end
+local rate, interval, kind = fields['rate'], fields['interval'], fields['type']
+if rate == nil or interval == nil or kind == nil then
   return {2, 0}
 end
 rate = tonumber(rate)
@@ -30,6 +45,11 @@ local permitsName = KEYS[4]
 if kind == '1' then
   valueName = KEYS[3]
   permitsName = KEYS[5]
+end
+local member = struct.pack('Bc0I', string.len(ARGV[2]), ARGV[2], wanted)
+if ARGV[3] == '1' and redis.call('zscore', permitsName, member) then
+  -- The lost run took these permits: they count once.
+  return {1, 0}
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -64,7 +84,7 @@ if current < wanted then
   end
   result = {0, wait}
 else
-  redis.call('zadd', permitsName, now, struct.pack('Bc0I', string.len(ARGV[2]), ARGV[2], wanted))
+  redis.call('zadd', permitsName, now + 1, member)
   redis.call('decrby', valueName, wanted)
   result = {1, 0}
 end

@@ -4,15 +4,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::engine::keys::suffixed;
-use ferrisson_core::engine::{ClientEngine, Instant, Script, ScriptCall, redis};
+use ferrisson_core::engine::{
+    ClientEngine, Instant, LOCK_PRELUDE, Paced, Script, ScriptCall, WaitPacer, first_try, redis,
+};
 use ferrisson_core::{Client, Error, Result};
 
-pub(crate) static TRY_ACQUIRE: Script = Script::new(
+pub(crate) static TRY_ACQUIRE: Script = Script::with_prelude(
     "rate_limiter/try_acquire",
+    &LOCK_PRELUDE,
     include_str!("../lua/try_acquire.lua"),
 );
-pub(crate) static SET_RATE: Script =
-    Script::new("rate_limiter/set_rate", include_str!("../lua/set_rate.lua"));
+pub(crate) static SET_RATE: Script = Script::with_prelude(
+    "rate_limiter/set_rate",
+    &LOCK_PRELUDE,
+    include_str!("../lua/set_rate.lua"),
+);
 
 /// Whom a rate applies to (Redisson's `RateType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,12 +226,59 @@ impl RateLimiter {
         if permits == 0 {
             return Ok(true);
         }
+        // Until it ends, the call is work the client's shutdown waits for.
+        let _in_flight = self.shared.client.begin_acquisition()?;
+        self.take(permits, wait).await
+    }
+
+    /// [`try_acquire`](Self::try_acquire)'s loop: a try, then (unless the wait is zero) a
+    /// sleep until the window gives permits back, through outages as every wait does
+    /// ([`WaitPacer`]).
+    async fn take(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
         let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
         let s = &self.shared;
+        let mut pacer = WaitPacer::new(&s.client, deadline);
+        let mut first = true;
         loop {
-            // New random bytes per try; its retries after a lost reply keep them.
-            let random = uuid::Uuid::new_v4().as_u64_pair().0.to_le_bytes();
-            let call = ScriptCall::new(
+            let tried = if first {
+                first_try(&s.client, deadline, self.try_once(permits))
+                    .await
+                    .map(Paced::Reached)
+            } else {
+                pacer.attempt(self.try_once(permits)).await
+            };
+            first = false;
+            let ms = match tried? {
+                Paced::Reached(None) => return Ok(true),
+                Paced::Reached(Some(ms)) => ms,
+                Paced::Failed(pause) => {
+                    let Some(pause) = pacer.next_sleep(pause, true)? else {
+                        return Ok(false);
+                    };
+                    pacer.pause(tokio::time::sleep(pause)).await?;
+                    continue;
+                }
+            };
+            if wait == Some(Duration::ZERO) {
+                return Ok(false);
+            }
+            let wake = ferrisson_core::duration::later(Instant::now(), Duration::from_millis(ms));
+            if deadline.is_some_and(|deadline| wake > deadline) {
+                // The permits come back too late for this call.
+                return Ok(false);
+            }
+            pacer.pause(tokio::time::sleep_until(wake)).await?;
+        }
+    }
+
+    /// One acquire script call (retried after a lost reply, which then finds what the lost
+    /// run took): `None` when taken, `Some(ms)` when the permits come back in `ms`.
+    async fn try_once(&self, permits: u32) -> Result<Option<u64>> {
+        let s = &self.shared;
+        // New random bytes per try; its retries after a lost reply keep them.
+        let random = uuid::Uuid::new_v4().as_u64_pair().0.to_le_bytes();
+        let call = |retry: bool| {
+            ScriptCall::new(
                 &TRY_ACQUIRE,
                 &[
                     &s.key,
@@ -236,39 +289,25 @@ impl RateLimiter {
                 ],
             )
             .arg(permits)
-            .arg(&random[..]);
-            let reply: Vec<i64> = s.client.eval(&call).await?;
-            let ms = match reply.as_slice() {
-                [1, _] => return Ok(true),
-                [0, ms] => u64::try_from(*ms).unwrap_or(1).max(1),
-                [2, _] => {
-                    return Err(Error::NotSetUp(format!(
-                        "rate limiter `{}` has no rate (never set, or lost with Redis data): set it with try_set_rate",
-                        s.key
-                    )));
-                }
-                [3, rate] => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{permits} permits asked of `{}`, whose rate gives at most {rate} per interval",
-                        s.key
-                    )));
-                }
-                other => {
-                    return Err(Error::Protocol(format!(
-                        "the rate limiter script of `{}` replied {other:?}",
-                        s.key
-                    )));
-                }
-            };
-            if wait == Some(Duration::ZERO) {
-                return Ok(false);
-            }
-            let wake = ferrisson_core::duration::later(Instant::now(), Duration::from_millis(ms));
-            match deadline {
-                // The permits come back too late for this call.
-                Some(deadline) if wake > deadline => return Ok(false),
-                _ => tokio::time::sleep_until(wake).await,
-            }
+            .arg(&random[..])
+            .arg(if retry { "1" } else { "0" })
+        };
+        let reply: Vec<i64> = s.client.eval_each(|n| call(n > 0)).await?;
+        match reply.as_slice() {
+            [1, _] => Ok(None),
+            [0, ms] => Ok(Some(u64::try_from(*ms).unwrap_or(1).max(1))),
+            [2, _] => Err(Error::NotSetUp(format!(
+                "rate limiter `{}` has no rate (never set, or lost with Redis data): set it with try_set_rate",
+                s.key
+            ))),
+            [3, rate] => Err(Error::InvalidArgument(format!(
+                "{permits} permits asked of `{}`, whose rate gives at most {rate} per interval",
+                s.key
+            ))),
+            other => Err(Error::Protocol(format!(
+                "the rate limiter script of `{}` replied {other:?}",
+                s.key
+            ))),
         }
     }
 }
@@ -281,7 +320,7 @@ impl ferrisson_core::SyncObject for RateLimiter {
         let s = &self.shared;
         ferrisson_core::ObjectKeys::new(
             &s.client,
-            ferrisson_core::KeyShape::Hash,
+            ferrisson_core::KeyShape::RateLimiter,
             vec![
                 &s.key,
                 &s.value,

@@ -198,37 +198,36 @@ impl ReadWriteLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`].
+    /// [`Error::WrongType`] when the key holds someone else's data, [`Error::Redis`].
     pub async fn is_locked(&self) -> Result<bool> {
-        self.read.shared.client.exists(self.key()).await
+        self.exists().await
     }
 
     /// Which side holds the lock, if any.
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`], [`Error::Redis`], [`Error::Protocol`] for a mode of neither
-    /// kind.
+    /// [`Error::WrongType`] when the key holds someone else's data, [`Error::Redis`],
+    /// [`Error::Protocol`] for a mode of neither kind.
     pub async fn mode(&self) -> Result<Option<Mode>> {
-        let mode: Option<String> = self
-            .read
-            .shared
-            .client
-            .query(
-                ferrisson_core::engine::redis::cmd("HGET")
-                    .arg(self.key())
-                    .arg("mode"),
-            )
-            .await?;
-        match mode.as_deref() {
-            None => Ok(None),
-            Some("read") => Ok(Some(Mode::Read)),
-            Some("write") => Ok(Some(Mode::Write)),
-            Some(other) => Err(Error::Protocol(format!(
-                "read-write lock `{}` has mode `{other}`",
-                self.key()
-            ))),
-        }
+        Ok(self.mode_and_ttl().await?.0)
+    }
+
+    /// [`mode`](Self::mode), and the lock's TTL, in one read.
+    async fn mode_and_ttl(&self) -> Result<(Option<Mode>, Option<std::time::Duration>)> {
+        let state = ferrisson_core::engine::object_state(&self.object_keys(), "mode").await?;
+        let mode = match state.field.as_str() {
+            "" => None,
+            "read" => Some(Mode::Read),
+            "write" => Some(Mode::Write),
+            other => {
+                return Err(Error::Protocol(format!(
+                    "read-write lock `{}` has mode `{other}`",
+                    self.key()
+                )));
+            }
+        };
+        Ok((mode, state.ttl()))
     }
 
     /// Releases the lock whoever holds it (every reader and the writer) and wakes every
@@ -356,8 +355,14 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
     /// side), as Redisson's `RReadLock` / `RWriteLock` `isLocked`. Whether it is held at all:
     /// [`ReadWriteLock::is_locked`].
     async fn is_locked(&self) -> Result<bool> {
+        Ok(self.held_for().await?.is_some())
+    }
+
+    /// This side's hold (see [`is_locked`](Lock::is_locked)) and the lock's TTL, in one read.
+    async fn held_for(&self) -> Result<Option<Option<std::time::Duration>>> {
         let side = if WRITE { Mode::Write } else { Mode::Read };
-        Ok(self.rw.mode().await? == Some(side))
+        let (mode, ttl) = self.rw.mode_and_ttl().await?;
+        Ok((mode == Some(side)).then_some(ttl))
     }
 
     /// How many holds of this side the handle's bound owner has (0: none).

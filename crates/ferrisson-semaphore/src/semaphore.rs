@@ -82,7 +82,10 @@ impl std::fmt::Debug for Semaphore {
 type Shared = SemaphoreNames;
 
 /// Permits taken from a [`Semaphore`]: given back by [`release`](Self::release), or in the
-/// background when dropped.
+/// background when dropped. A process about to end calls
+/// [`Client::shutdown`](ferrisson_core::Client::shutdown) after dropping them: a runtime
+/// ending with `main` would cut that release short, and a plain semaphore's permits never
+/// come back by themselves.
 #[must_use = "dropping the permits gives them back at once (in the background)"]
 #[derive(Debug)]
 pub struct Permits {
@@ -109,7 +112,7 @@ impl Permits {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis could not be reached: the permits are then lost to the
+    /// [`Error::Unreachable`] when Redis could not be reached: the permits are then lost to the
     /// count (see [`Semaphore::add_permits`] to restore them).
     pub async fn release(mut self) -> Result<()> {
         self.held = false;
@@ -124,7 +127,7 @@ impl Drop for Permits {
         }
         let semaphore = self.semaphore.clone();
         let (count, epoch) = (self.count, self.epoch);
-        let spawned = spawn_cleanup(async move {
+        let spawned = spawn_cleanup(&self.semaphore.shared.client, async move {
             if let Err(e) = semaphore.release_from(count, epoch).await {
                 tracing::warn!(key = %semaphore.shared.key, count, error = %e, "giving permits back in the background failed");
             }
@@ -275,7 +278,10 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_set_permits`](Self::try_set_permits).
+    /// [`Error::InvalidArgument`] when `delta`, or the count after, lies beyond
+    /// ±[`MAX_PERMITS`](ferrisson_core::engine::permits::MAX_PERMITS) (2^53 − 1, the integers
+    /// the scripts count exactly; nothing changes), and as
+    /// [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         Ok(self.shared.change(CountChange::Add(delta)).await?.1)
     }
@@ -314,9 +320,11 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`]
-    /// when Redis cannot be reached (at the first try, or for longer than the client's outage
-    /// limit while waiting).
+    /// [`Error::WrongType`] when the key holds something else than a count,
+    /// [`Error::InvalidArgument`] (with [`with_limit`](Self::with_limit)) for more permits than
+    /// the limit, [`Error::Unreachable`] when Redis cannot be reached (at the first try, or for
+    /// longer than the client's outage limit while waiting), [`Error::Closed`] once the client
+    /// is shut down.
     pub async fn acquire(&self) -> Result<Permits> {
         self.acquire_many(1).await
     }
@@ -453,7 +461,7 @@ impl Semaphore {
         if_exists: bool,
     ) -> Result<Option<i64>> {
         let request_id = RequestId::random();
-        let resend = CleanupGuard::new(|| {
+        let resend = CleanupGuard::new(&self.shared.client, || {
             let semaphore = self.clone();
             async move {
                 if let Err(e) = semaphore
@@ -539,6 +547,14 @@ impl Semaphore {
 
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
     async fn take(&self, n: u32, wait: Option<Duration>) -> Result<Option<Permits>> {
+        if let Some(limit) = self.limit
+            && n > limit
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{n} permits asked of `{}`, whose limit is {limit}: a wait for them would never end",
+                self.shared.key
+            )));
+        }
         if n == 0 {
             // Zero permits are always there (Redisson's `acquire(0)`, tokio's
             // `acquire_many(0)`): no call, and nothing to give back.

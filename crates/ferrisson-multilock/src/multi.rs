@@ -544,10 +544,11 @@ impl MultiGuard {
     /// message and a new round. The waiter gets it when a quorum of instances passed it on;
     /// otherwise what passed is released and the waiter goes on waiting, first in line.
     ///
-    /// The unlock returns once a quorum of instances (a MultiLock: every lock) released, or
-    /// every release has ended, or the slowest instance's response timeout passed: an
-    /// instance that is down or slow is not waited for. Its release goes on in the background
-    /// (the client's [`shutdown`](Client::shutdown) waits for it), and what it says is logged.
+    /// The unlock returns once every release has ended, or a quorum of instances (a
+    /// MultiLock: every lock) released and the others had twice as long again (at least
+    /// 10 ms), or the slowest instance's response timeout passed: an instance that is down or
+    /// frozen is not waited for. Its release goes on in the background (the client's
+    /// [`shutdown`](Client::shutdown) waits for it), and what it says is logged.
     ///
     /// # Cancel safety
     ///
@@ -621,9 +622,9 @@ struct Ended {
 /// Ends every hold of `guards` at once: released, or (`lease` given: a waiter's) handed on to
 /// a fresh owner with that lease. Each release runs in a task of its client's (tracked by its
 /// [`shutdown`](Client::shutdown)), so that one not waited for still finishes. Returns once
-/// `quorum` of them released (with a hand-off, once every one ended, or a quorum passed and as
-/// long again as that took), or every one ended, or the slowest client's response timeout
-/// passed; a release that ends later logs what it says, and a hold passed on then is released.
+/// every one ended, or `quorum` of them released and the others had twice as long again (at
+/// least 10 ms), or the slowest client's response timeout passed; a release that ends later
+/// logs what it says, and a hold passed on then is released.
 async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum: usize) -> Ended {
     let bound = guards
         .iter()
@@ -663,13 +664,15 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
         }
         if ended.released >= quorum && !reached {
             reached = true;
-            if lease.is_none() {
-                break;
-            }
-            // A hand-off: the other instances, if they are up, answer about as fast.
+            // The other instances, if they are up, answer about as fast: they get twice the
+            // time the quorum took (at least 10 ms), not the response timeout a frozen or
+            // unreachable one would take.
             deadline = deadline.min(ferrisson_core::duration::later(
                 Instant::now(),
-                started.elapsed().max(Duration::from_millis(1)),
+                started
+                    .elapsed()
+                    .saturating_mul(2)
+                    .max(Duration::from_millis(10)),
             ));
         }
     }

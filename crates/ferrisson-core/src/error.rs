@@ -100,7 +100,10 @@ pub enum Error {
 
 /// What to check when Redis cannot be reached, from what the connection reported.
 fn unreachable_hint(e: &redis::RedisError) -> &'static str {
-    if e.is_connection_refusal() {
+    let text = e.to_string().to_lowercase();
+    if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+        "the TLS handshake failed: check the CA, the client certificate and key, and the server name (docs/deployment.md, TLS)"
+    } else if e.is_connection_refusal() {
         "is redis-server running there, and is the host and port right?"
     } else if e.is_timeout() {
         "no reply in time: is the server overloaded, paused or behind a firewall? the client's response_timeout and connect_timeout set the patience"

@@ -39,50 +39,71 @@
 //! Read `docs/guarantees.md` for what Redis cannot promise (failover, pauses) and what the
 //! library and you do about it.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[doc(inline)]
 pub use ferrisson_core::{
     Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner, PublishCommand,
     ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode, SyncObject,
 };
 
-/// The shared core: connection, scripts, owners, watchdog, pub/sub waiters.
-pub use ferrisson_core as core;
+pub mod core {
+    //! What every synchronizer shares (crate `ferrisson-core`): the client and its settings,
+    //! errors, the guard of a hold, owners, [`duration`] bounds and [`metrics`] names. The
+    //! engine the synchronizer crates build on is not part of it.
+    #[doc(inline)]
+    pub use ferrisson_core::{
+        Client, ClientConfig, Error, HoldGuard, KeyShape, Lock, LockOptions, LossReason,
+        ObjectKeys, Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy,
+        ShardedSubscription, SyncMode, SyncObject, duration, metrics,
+    };
+}
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 
 #[cfg(feature = "lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
 pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fair-lock")))]
 #[doc(inline)]
 pub use ferrisson_fair_lock::{FairLock, FairLockGuard};
 
 #[cfg(feature = "rwlock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rwlock")))]
 #[doc(inline)]
 pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, SideLock, WriteLock};
 
 #[cfg(feature = "semaphore")]
+#[cfg_attr(docsrs, doc(cfg(feature = "semaphore")))]
 #[doc(inline)]
 pub use ferrisson_semaphore::{Permits, Semaphore};
 
 #[cfg(feature = "expirable-semaphore")]
+#[cfg_attr(docsrs, doc(cfg(feature = "expirable-semaphore")))]
 #[doc(inline)]
 pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 
 #[cfg(feature = "latch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "latch")))]
 #[doc(inline)]
 pub use ferrisson_latch::{CountDown, CountDownLatch};
 
 #[cfg(feature = "spin-lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "spin-lock")))]
 #[doc(inline)]
 pub use ferrisson_spin_lock::{SpinLock, SpinLockGuard};
 
 #[cfg(feature = "multilock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "multilock")))]
 #[doc(inline)]
-pub use ferrisson_multilock::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use ferrisson_multilock::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};
 
 #[cfg(feature = "rate-limiter")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]
 #[doc(inline)]
 pub use ferrisson_rate_limiter::{RateLimiter, RateType};

@@ -32,7 +32,7 @@ fn shard_channels(cluster: &RedisCluster, port: u16) -> Vec<String> {
 }
 
 fn lock_channel(name: &str) -> String {
-    ferrisson::core::keys::prefixed("redisson_lock__channel", name)
+    ferrisson_testkit::redisson_name("redisson_lock__channel", name)
 }
 
 /// A name (with a hash tag when `tagged`) whose slot is on the primary on `port`.

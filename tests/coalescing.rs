@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use ferrisson::core::engine::{ClientEngine, Script, ScriptCall};
 use ferrisson::{Client, ClientConfig, Error};
+use ferrisson_core::__engine::{ClientEngine, Script, ScriptCall};
 use ferrisson_testkit::RedisCluster;
 
 /// A client of `url` that coalesces its calls (off by default).

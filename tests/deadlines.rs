@@ -64,8 +64,7 @@ where
                     if let Some(deadline) = previous {
                         tokio::time::sleep_until(deadline - EARLY).await;
                     }
-                    let give_up =
-                        ferrisson::core::duration::later(Instant::now(), Duration::from_secs(5));
+                    let give_up = Instant::now() + Duration::from_secs(5);
                     let deadline = loop {
                         if let Some(deadline) = take(lane, n).await {
                             break deadline;

@@ -538,7 +538,7 @@ async fn redlock_waiters_of_one_process_take_turns() {
 fn watched(server: &RedisServer, name: &str) -> bool {
     let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
         .arg("NUMSUB")
-        .arg(ferrisson::core::keys::prefixed(
+        .arg(ferrisson_testkit::redisson_name(
             "redisson_lock__channel",
             name,
         ))

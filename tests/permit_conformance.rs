@@ -228,7 +228,7 @@ fn expirable_try_of_two(name: &str, seed: u128) -> redis::Cmd {
 }
 
 /// The source of the script named `name` among `scripts`.
-fn source(scripts: &[&'static ferrisson::core::engine::Script], name: &str) -> String {
+fn source(scripts: &[&'static ferrisson_core::__engine::Script], name: &str) -> String {
     scripts
         .iter()
         .find(|s| s.name() == name)

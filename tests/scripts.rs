@@ -10,10 +10,10 @@ use std::path::Path;
 
 use common::*;
 use ferrisson::ReentrantLock;
-use ferrisson::core::engine::{PROTOCOL_VERSION, Script};
+use ferrisson_core::__engine::{PROTOCOL_VERSION, Script};
 
 fn registered() -> Vec<&'static Script> {
-    let mut all = ferrisson_core::engine::scripts().to_vec();
+    let mut all = ferrisson_core::__engine::scripts().to_vec();
     all.extend(ferrisson_lock::scripts());
     all.extend(ferrisson_fair_lock::scripts());
     all.extend(ferrisson_rwlock::scripts());

@@ -17,7 +17,7 @@ use futures::stream::FuturesUnordered;
 use redis::{RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::Connection;
+use crate::connection::Connection;
 use crate::script::{Script, ScriptCall};
 
 /// How many flights (sets of calls sent together) may be out at once.

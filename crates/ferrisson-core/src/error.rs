@@ -248,3 +248,11 @@ pub fn map_redis_error(e: redis::RedisError, key: &str) -> Error {
         Error::Redis(e)
     }
 }
+
+/// A reply that is an error as an `Err`; the values nested in any other reply untouched.
+pub(crate) fn top_level_error(value: redis::Value) -> redis::RedisResult<redis::Value> {
+    match value {
+        redis::Value::ServerError(e) => Err(e.into()),
+        other => Ok(other),
+    }
+}

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::client::{Client, ClientEngine};
+use crate::client::Client;
+use crate::client::ClientEngine;
 use crate::error::{Error, LossReason, Result};
 use crate::owner::Owner;
 use crate::watchdog::{LeaseEnd, LeaseHandle};
@@ -88,7 +89,9 @@ impl std::fmt::Debug for HoldGuard {
 }
 
 impl HoldGuard {
-    /// The guard of a hold just taken: `lease` is its registration with the watchdog.
+    /// The guard of a hold just taken: `lease` is its registration with the watchdog. An engine
+    /// hook: only the synchronizer crates have a lease to give it.
+    #[doc(hidden)]
     pub fn new(
         lock: Arc<dyn Release>,
         owner: Owner,
@@ -376,7 +379,7 @@ where
     /// (a connection error after the call may have run, past [`Client::settle`]'s window):
     /// an unknown outcome is undone, never taken for a failure that changed nothing.
     ///
-    /// [`Client::settle`]: crate::engine::ClientEngine::settle
+    /// [`Client::settle`]: crate::client::ClientEngine::settle
     pub fn settle<T>(self, result: &Result<T>) {
         match result {
             Err(e) if e.is_connection_error() => {

@@ -9,8 +9,9 @@
 //!   lock call ([`LockOptions`]), the [`Lock`] trait every lock kind implements, [`Owner`]
 //!   (who holds what: a fresh owner per acquisition unless a handle is bound to one), and
 //!   [`duration`] (which durations are valid where).
-//! - **Synchronizer crates**, in [`engine`]: the acquire/wait/release machinery, scripts, key
-//!   naming, the watchdog's lease table and pub/sub waiters.
+//! - **Synchronizer crates**, in a hidden engine module that is not public API (the facade
+//!   does not re-export it): the acquire/wait/release machinery, scripts, key naming, the
+//!   watchdog's lease table and pub/sub waiters.
 //!
 //! Users normally depend on the `ferrisson` facade or on one synchronizer crate
 //! (`ferrisson-lock`, …), which re-export what they need from here. A client is made once and
@@ -40,24 +41,24 @@
 mod batch;
 mod client;
 mod config;
+mod connection;
 pub mod duration;
 mod error;
 mod guard;
-#[doc(hidden)]
-pub mod keys;
+mod keys;
 mod kind;
 mod lock;
 pub mod metrics;
 mod object;
 mod options;
 mod owner;
-#[doc(hidden)]
-pub mod permits;
+mod permits;
 mod pubsub;
 mod releasing;
 mod replication;
 mod script;
 mod sentinel;
+mod time;
 mod wait;
 mod watchdog;
 
@@ -73,52 +74,65 @@ pub use object::{KeyShape, ObjectKeys, SyncObject};
 pub use options::LockOptions;
 pub use owner::Owner;
 
-pub mod engine {
-    //! The engine: what synchronizer crates build on, and users never need. One acquire, wait and
-    //! release machinery for every kind (see `docs/architecture.md`):
+#[doc(hidden)]
+pub mod __engine {
+    //! The engine: what the synchronizer crates build on. Not public API: hidden from the docs,
+    //! not re-exported by the `ferrisson` facade, and free to change in any release (as serde's
+    //! `__private`). One acquire, wait and release machinery for every kind (see
+    //! `docs/architecture.md`):
     //!
-    //! - [`ClientEngine`]: script calls that settle lost replies (`eval`, `settle`), plain
-    //!   commands, pub/sub waiters and hand-off claims, leases with the watchdog, key naming;
+    //! - [`ClientEngine`] (sealed: only [`Client`](crate::Client) implements it): script calls
+    //!   that settle lost replies (`eval`, `settle`), plain commands, pub/sub waiters and
+    //!   hand-off claims, leases with the watchdog, key naming;
     //! - the lock kinds' engine: [`HoldKind`] (a kind's scripts, waiting and give-up), driven by
     //!   [`acquire`] and [`release`];
-    //! - the wait loop ([`wait_for_turn`], [`begin_wait`], [`wait_registered`], [`wait_on`],
-    //!   [`WaitSpec`], [`WaitPacer`]) and its tries ([`Attempt`]);
-    //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]) and
-    //!   the releases in flight an owner's tries wait for ([`ReleaseMark`]);
-    //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`],
-    //!   [`LeaseHandle`]);
-    //! - pub/sub wake policies and local hand-offs ([`Subscription`], [`Claim`], [`Tag`]);
+    //! - the wait loop ([`wait_for_turn`], [`WaitSpec`], [`WaitPacer`]) and its tries
+    //!   ([`Attempt`]);
+    //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
+    //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`]);
+    //! - pub/sub wake policies and local hand-offs ([`Tag`], [`Wake`]);
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
-    pub use crate::client::{ClientEngine, InFlight};
-    pub use crate::error::map_redis_error;
+    pub use crate::client::ClientEngine;
     pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
-    pub use crate::keys;
+    /// Key and channel naming, and request ids.
+    pub mod keys {
+        pub use crate::keys::*;
+    }
     pub use crate::kind::{Backoff, HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
     pub use crate::lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
         WATCH_RECHECK, scripts,
     };
-    pub use crate::object::{
-        OBJECT_DELETE, OBJECT_EXPIRE, OBJECT_STATE, ObjectState, object_state,
-    };
-    pub use crate::permits;
-    pub use crate::pubsub::{
-        Claim, Handoff, MAX_HANDOFF_STREAK, Subscription, TURN_FALLBACK, Tag, Trying, Wake,
-        WakePolicy, Woken, lock_message_policy, permits_message_policy,
-    };
-    pub use crate::releasing::ReleaseMark;
-    pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, ScriptHeader};
+    pub use crate::object::object_state;
+    /// The semaphores' engine.
+    pub mod permits {
+        pub use crate::permits::*;
+    }
+    pub use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, Wake, lock_message_policy};
+    pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall};
     pub use crate::wait::{
-        Attempt, FirstRound, Paced, Start, WaitPacer, WaitSpec, begin_wait, first_try, no_reply,
-        register_early, subscribe_confirmed, ttl_bound, wait_for_turn, wait_on, wait_registered,
+        Attempt, Paced, WaitPacer, WaitSpec, first_try, no_reply, wait_for_turn,
     };
-    pub use crate::watchdog::{BATCH, LeaseEnd, LeaseHandle, LeaseSpec, LeaseState};
+    /// Milliseconds for script arguments, deadlines that never overflow the clock.
+    pub mod time {
+        pub use crate::time::*;
+    }
+    pub use crate::watchdog::{LeaseEnd, LeaseSpec};
 
-    /// Re-exported for synchronizer crates, whose plain commands go through
-    /// [`ClientEngine::query`].
-    pub use redis;
+    /// The owner a query about "this handle's holds" asks about: the bound one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a handle with no owner of
+    /// its own, whose holds belong each to its own guard.
+    pub fn query_owner<'a>(
+        bound: Option<&'a crate::Owner>,
+        query: &str,
+    ) -> crate::Result<&'a crate::Owner> {
+        crate::Owner::for_query(bound, query)
+    }
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
     pub use tokio::time::Instant;

@@ -60,7 +60,7 @@ pub trait Lock: SyncObject {
     /// key holds something else than this kind of lock, [`Error::WouldDeadlock`] for a read
     /// lock's owner asking for the write lock, [`Error::Unreachable`] when Redis cannot be
     /// reached (at the first try, or for longer than the client's outage limit while waiting:
-    /// the outage rule of every wait, [`WaitPacer`](crate::engine::WaitPacer); a wait limit is
+    /// the outage rule of every wait, [`WaitPacer`](crate::wait::WaitPacer); a wait limit is
     /// then never overrun by more than one response timeout), [`Error::Closed`] once the
     /// client is shut down.
     fn acquire(
@@ -494,7 +494,7 @@ impl HashLock {
             &[&self.key]
         };
         let call = crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, keys)
-            .arg(crate::duration::millis(args.lease))
+            .arg(crate::time::millis(args.lease))
             .arg(args.owner.as_str());
         if args.retry {
             call.arg(args.believed)
@@ -521,10 +521,10 @@ impl HashLock {
         let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, &client_latch])
             .arg(args.owner.as_str())
             .arg(args.seq)
-            .arg(crate::duration::millis(self.client.retry_window()))
+            .arg(crate::time::millis(self.client.retry_window()))
             .arg(command)
             .arg(&args.request_id.hex()[..])
-            .arg(args.renew_lease.map_or(0, crate::duration::millis));
+            .arg(args.renew_lease.map_or(0, crate::time::millis));
         // Collected into a string that allocates only when a flag is set (never on a free).
         let flags: String = [
             (args.retry, 'r'),
@@ -538,7 +538,7 @@ impl HashLock {
             Some((successor, lease)) => call
                 .arg(flags)
                 .arg(successor.as_str())
-                .arg(crate::duration::millis(lease)),
+                .arg(crate::time::millis(lease)),
             None if !flags.is_empty() => call.arg(flags),
             None => call,
         }

@@ -5,7 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::client::{Client, ClientEngine};
+use crate::client::Client;
+use crate::client::ClientEngine;
 use crate::error::Result;
 use crate::script::{LOCK_PRELUDE, Script, ScriptCall};
 
@@ -265,7 +266,7 @@ async fn object_expire(keys: &ObjectKeys<'_>, ttl: Option<Duration>) -> Result<b
     let call = ScriptCall::new(&OBJECT_EXPIRE, &keys.state)
         .arg(keys.shape.as_arg())
         .arg(if ttl.is_some() { "pexpire" } else { "persist" })
-        .arg(ttl.map_or(0, crate::duration::millis));
+        .arg(ttl.map_or(0, crate::time::millis));
     let changed: i64 = keys.client.eval(&call).await?;
     Ok(changed == 1)
 }

@@ -37,7 +37,7 @@ pub struct Owner(Arc<str>);
 impl Owner {
     /// The owner an acquire call on a handle bound to `bound` acts as: that owner, or a fresh
     /// one (see [`Owner`]).
-    pub fn for_call(client: &crate::Client, bound: Option<&Owner>) -> Self {
+    pub(crate) fn for_call(client: &crate::Client, bound: Option<&Owner>) -> Self {
         match bound {
             Some(owner) => owner.clone(),
             None => client.new_owner(),
@@ -50,7 +50,7 @@ impl Owner {
     ///
     /// [`Error::InvalidArgument`] for a handle with no owner of its own, whose holds belong
     /// each to its own guard.
-    pub fn for_query<'a>(bound: Option<&'a Owner>, query: &str) -> Result<&'a Owner> {
+    pub(crate) fn for_query<'a>(bound: Option<&'a Owner>, query: &str) -> Result<&'a Owner> {
         bound.ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "`{query}` asks about this handle's owner, and it has none: each acquire takes \
@@ -85,11 +85,6 @@ impl Owner {
     /// The owner as a shared string, for tables keyed by owner (cloning it copies nothing).
     pub fn as_shared(&self) -> &Arc<str> {
         &self.0
-    }
-
-    /// The writer form used by read-write locks: `<owner>:write`.
-    pub fn writer(&self) -> String {
-        format!("{}:write", self.0)
     }
 }
 
@@ -135,7 +130,6 @@ mod tests {
                 .map(|n| n.parse::<u64>().is_ok()),
             Some(true)
         );
-        assert_eq!(a.writer().rsplit(':').next(), Some("write"));
         let mut buf = [0u8; 20];
         assert_eq!(decimal(0, &mut buf), "0");
         assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string());

@@ -57,9 +57,7 @@ pub async fn change_permits(
 ) -> Result<(bool, i64)> {
     let (mode, value, ttl) = match change {
         CountChange::TrySet(n) => ("try_set", i64::from(n), 0),
-        CountChange::TrySetWithTtl(n, ttl) => {
-            ("try_set", i64::from(n), crate::duration::millis(ttl))
-        }
+        CountChange::TrySetWithTtl(n, ttl) => ("try_set", i64::from(n), crate::time::millis(ttl)),
         CountChange::Set(n) => ("set", i64::from(n), 0),
         CountChange::SetTotal(n) => ("set_total", i64::from(n), 0),
         CountChange::Add(n) => ("add", n, 0),
@@ -283,7 +281,7 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
     /// Whether a local waiter that says `tag` about itself waits for one permit: a new call
     /// for one permit queues behind such a waiter once its try was in vain, without a try of
     /// its own (it would fail too).
-    fn waits_for_one(&self, tag: &crate::engine::Tag) -> bool {
+    fn waits_for_one(&self, tag: &crate::pubsub::Tag) -> bool {
         tag.downcast_ref::<PermitNeed>()
             .is_some_and(|need| need.0 == 1)
     }
@@ -303,12 +301,12 @@ impl<K: PermitKind> Waiter<'_, K> {
     /// One acquire try. If the caller drops it while the call may have run, or its outcome
     /// stays unknown, the undo call follows on the same connection (a try that took nothing
     /// makes it a no-op), and the reservation the try may have taken is given up.
-    async fn attempt(&self) -> Result<crate::engine::Attempt<K::Taken>> {
+    async fn attempt(&self) -> Result<crate::wait::Attempt<K::Taken>> {
         let client = &self.kind.names().client;
         retry_unreplicated(client, || self.attempt_once()).await
     }
 
-    async fn attempt_once(&self) -> Result<crate::engine::Attempt<K::Taken>> {
+    async fn attempt_once(&self) -> Result<crate::wait::Attempt<K::Taken>> {
         let names = self.kind.names();
         let client = &names.client;
         let try_no = self
@@ -319,7 +317,7 @@ impl<K: PermitKind> Waiter<'_, K> {
         // Only a call for several permits reserves: one permit at a time is served by the
         // release messages (and hand-offs) without the reservation's heartbeat.
         let reservation_ms = if self.waits && self.n > 1 {
-            crate::duration::millis(RESERVATION)
+            crate::time::millis(RESERVATION)
         } else {
             0
         };
@@ -330,7 +328,7 @@ impl<K: PermitKind> Waiter<'_, K> {
             reservation_ms,
         };
         let ticket = self.kind.ticket(self.n);
-        let undo = crate::engine::CleanupGuard::new(client, || {
+        let undo = crate::guard::CleanupGuard::new(client, || {
             let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
             let (waiter, n) = (self.id.clone(), self.n);
             async move {
@@ -393,7 +391,7 @@ impl<K: PermitKind> Waiter<'_, K> {
                     }
                 }));
                 let _ = undo.await;
-                synced.map(|()| crate::engine::Attempt::Held(0))
+                synced.map(|()| crate::wait::Attempt::Held(0))
             }
             [1, left, _, _, ..] => {
                 // More are left: local waiters that queued behind this one without a try of
@@ -401,7 +399,7 @@ impl<K: PermitKind> Waiter<'_, K> {
                 if let Ok(left) = usize::try_from(*left) {
                     client.wake_local(names.keys().channel, left);
                 }
-                Ok(crate::engine::Attempt::Acquired(
+                Ok(crate::wait::Attempt::Acquired(
                     self.kind.taken(&args, ticket, &reply, sent_at),
                 ))
             }
@@ -461,12 +459,12 @@ where
 ///
 /// # Errors
 ///
-/// The errors of the tries (see [`wait_for_turn`](crate::engine::wait_for_turn)).
+/// The errors of the tries (see [`wait_for_turn`](crate::wait::wait_for_turn)).
 pub async fn take<K: PermitKind>(
     kind: &K,
     n: u32,
     wait: Option<std::time::Duration>,
-    tag: Option<crate::engine::Tag>,
+    tag: Option<crate::pubsub::Tag>,
 ) -> Result<Option<K::Taken>> {
     let span = tracing::debug_span!(
         "ferrisson.acquire",
@@ -491,7 +489,7 @@ async fn take_inner<K: PermitKind>(
     kind: &K,
     n: u32,
     wait: Option<std::time::Duration>,
-    tag: Option<crate::engine::Tag>,
+    tag: Option<crate::pubsub::Tag>,
     progress: &crate::metrics::Progress,
 ) -> Result<Option<K::Taken>> {
     let names = kind.names();
@@ -505,10 +503,10 @@ async fn take_inner<K: PermitKind>(
         holds_reservation: std::sync::atomic::AtomicBool::new(false),
         waits: wait != Some(std::time::Duration::ZERO),
     };
-    let deadline = wait.and_then(crate::duration::deadline_after);
-    let spec = crate::engine::WaitSpec {
+    let deadline = wait.and_then(crate::time::deadline_after);
+    let spec = crate::wait::WaitSpec {
         channel: keys.channel,
-        policy: crate::engine::permits_message_policy,
+        policy: crate::pubsub::permits_message_policy,
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
         recheck: client.config().get_lease(),
@@ -531,17 +529,17 @@ async fn take_inner<K: PermitKind>(
             })
             .flatten();
         let early = match behind {
-            Some(behind) => Some((behind, crate::engine::FirstRound::Sleep)),
+            Some(behind) => Some((behind, crate::wait::FirstRound::Sleep)),
             None => {
-                match crate::engine::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
-                    crate::engine::Start::Done(outcome) => return Ok(outcome),
-                    crate::engine::Start::Wait(early) => {
-                        early.map(|early| (early, crate::engine::FirstRound::FirstTry))
+                match crate::wait::begin_wait(client, &spec, waiter.waits, &mut attempt).await? {
+                    crate::wait::Start::Done(outcome) => return Ok(outcome),
+                    crate::wait::Start::Wait(early) => {
+                        early.map(|early| (early, crate::wait::FirstRound::FirstTry))
                     }
                 }
             }
         };
-        let reservation = crate::engine::CleanupGuard::new(client, || {
+        let reservation = crate::guard::CleanupGuard::new(client, || {
             let client = client.clone();
             let (key, channel) = (keys.key.to_owned(), keys.channel.to_owned());
             let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
@@ -553,7 +551,7 @@ async fn take_inner<K: PermitKind>(
         let early = early
             .as_ref()
             .map(|(subscription, first)| (subscription, *first));
-        let outcome = crate::engine::wait_registered(client, early, spec, attempt).await?;
+        let outcome = crate::wait::wait_registered(client, early, spec, attempt).await?;
         reservation.disarm();
         // A try that took permits dropped the reservation itself; a hand-off did not.
         if outcome.is_none()
@@ -594,19 +592,15 @@ struct PermitKeys<'a> {
 /// holder comes back within [`RESERVATION_RECHECK`] to keep it; a waiter that knows when
 /// something may change (`hint_ms > 0`) looks again then; the others wait for a release (or
 /// a lease-long re-check).
-fn not_taken<T>(
-    client: &Client,
-    holds_reservation: bool,
-    hint_ms: i64,
-) -> crate::engine::Attempt<T> {
+fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate::wait::Attempt<T> {
     let ms = if holds_reservation {
-        i64::try_from(crate::duration::millis(RESERVATION_RECHECK)).unwrap_or(i64::MAX)
+        i64::try_from(crate::time::millis(RESERVATION_RECHECK)).unwrap_or(i64::MAX)
     } else if hint_ms > 0 {
         hint_ms
     } else {
-        i64::try_from(crate::duration::millis(client.config().get_lease())).unwrap_or(i64::MAX)
+        i64::try_from(crate::time::millis(client.config().get_lease())).unwrap_or(i64::MAX)
     };
-    crate::engine::Attempt::Held(ms)
+    crate::wait::Attempt::Held(ms)
 }
 
 /// What a waiting permit call tells a local releaser that may hand it permits: how many it

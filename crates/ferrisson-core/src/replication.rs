@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::{Connection, Opener};
 use crate::config::{ReplicaSync, Replicas, SyncMode};
+use crate::connection::{Connection, Opener};
 use crate::script::ScriptCall;
 
 tokio::task_local! {
@@ -186,7 +186,7 @@ impl Replication {
     }
 
     fn wait_command(&self, wanted: u32, settings: ReplicaSync) -> redis::Cmd {
-        let timeout = crate::duration::millis(settings.timeout).max(1);
+        let timeout = crate::time::millis(settings.timeout).max(1);
         let mut cmd = if self.aof {
             let mut cmd = redis::cmd("WAITAOF");
             cmd.arg(0);

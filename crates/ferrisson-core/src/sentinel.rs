@@ -102,7 +102,7 @@ impl SentinelPrimary {
             let result = manager
                 .send_packed_command(cmd)
                 .await
-                .and_then(crate::client::top_level_error);
+                .and_then(crate::error::top_level_error);
             if let Err(e) = &result
                 && crate::error::is_transient(e)
             {

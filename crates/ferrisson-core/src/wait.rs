@@ -33,7 +33,7 @@ pub struct WaitSpec<'a> {
     pub recheck: Duration,
     /// What the waiter tells a local releaser that may hand it what it waits for
     /// ([`Client::claim_waiter`](crate::Client::claim_waiter)); `None`: no hand-offs.
-    pub tag: Option<crate::engine::Tag>,
+    pub tag: Option<crate::pubsub::Tag>,
 }
 
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
@@ -71,8 +71,8 @@ where
 pub async fn subscribe_confirmed(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
-    tag: Option<crate::engine::Tag>,
-) -> crate::engine::Subscription {
+    tag: Option<crate::pubsub::Tag>,
+) -> crate::pubsub::Subscription {
     let response_timeout = client.config().get_response_timeout();
     let subscription = client.subscribe(spec.channel, spec.policy, tag);
     let confirm_within = match spec.deadline {
@@ -103,7 +103,7 @@ pub enum FirstRound {
 pub fn register_early(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
-) -> Option<crate::engine::Subscription> {
+) -> Option<crate::pubsub::Subscription> {
     client.subscribe_if_live(spec.channel, spec.policy, || spec.tag.clone())
 }
 
@@ -113,7 +113,7 @@ pub enum Start<T> {
     /// Done without waiting: taken (`Some`) or, for a call that does not wait, not (`None`).
     Done(Option<T>),
     /// To wait, registered early or not: hand this to [`wait_registered`].
-    Wait(Option<crate::engine::Subscription>),
+    Wait(Option<crate::pubsub::Subscription>),
 }
 
 /// The start every waiting call shares: registered early when its channel is live (then its
@@ -154,7 +154,7 @@ where
 /// As [`wait_for_turn`].
 pub async fn wait_registered<T, F, Fut>(
     client: &crate::Client,
-    early: Option<(&crate::engine::Subscription, FirstRound)>,
+    early: Option<(&crate::pubsub::Subscription, FirstRound)>,
     spec: WaitSpec<'_>,
     attempt: F,
 ) -> Result<Option<T>>
@@ -187,7 +187,7 @@ where
 )]
 pub fn wait_on<T, F, Fut>(
     client: &crate::Client,
-    subscription: &crate::engine::Subscription,
+    subscription: &crate::pubsub::Subscription,
     spec: &WaitSpec<'_>,
     mut first: FirstRound,
     mut attempt: F,
@@ -246,16 +246,16 @@ where
             // while it sleeps: a shutdown wakes every waiter of the hub instead.)
             let mut woken = subscription.wait(bound).await;
             pacer.still_open()?;
-            while let crate::engine::Woken::Deferred = woken {
+            while let crate::pubsub::Woken::Deferred = woken {
                 let Some(fallback) =
-                    pacer.next_sleep(crate::engine::TURN_FALLBACK, subscription.is_confirmed())?
+                    pacer.next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
                 else {
                     return Ok(None);
                 };
                 woken = subscription.wait(fallback).await;
                 pacer.still_open()?;
             }
-            if let crate::engine::Woken::Handed(handoff) = woken {
+            if let crate::pubsub::Woken::Handed(handoff) = woken {
                 subscription.satisfied();
                 return handed(handoff).map(Some);
             }
@@ -264,7 +264,7 @@ where
 }
 
 /// What a local releaser handed over, as the type the waiter waits for.
-fn handed<T: 'static>(handoff: crate::engine::Handoff) -> Result<T> {
+fn handed<T: 'static>(handoff: crate::pubsub::Handoff) -> Result<T> {
     handoff.downcast::<T>().map(|taken| *taken).map_err(|_| {
         Error::Protocol("a local hand-off carried something else than was waited for".into())
     })
@@ -288,7 +288,7 @@ pub async fn first_try<T>(
         return fut.await;
     };
     let patience = client.config().get_response_timeout();
-    match tokio::time::timeout_at(crate::duration::later(deadline, patience), fut).await {
+    match tokio::time::timeout_at(crate::time::later(deadline, patience), fut).await {
         Ok(result) => result,
         Err(_) => Err(no_reply(client, patience)),
     }
@@ -399,14 +399,14 @@ impl<'c> WaitPacer<'c> {
     ) -> Result<Paced<T>> {
         let config = self.client.config();
         let start = Instant::now();
-        let outage_end = crate::duration::later(
+        let outage_end = crate::time::later(
             self.outage_since.unwrap_or(start),
             config
                 .get_wait_outage_limit()
                 .saturating_add(self.retry_interval()),
         );
         let cap = match self.deadline {
-            Some(d) => outage_end.min(crate::duration::later(d, config.get_response_timeout())),
+            Some(d) => outage_end.min(crate::time::later(d, config.get_response_timeout())),
             None => outage_end,
         };
         match tokio::time::timeout_at(cap, fut).await {
@@ -485,7 +485,7 @@ impl<'c> WaitPacer<'c> {
         };
         if let Some(since) = self.outage_since {
             let limit = self.client.config().get_wait_outage_limit();
-            let end = crate::duration::later(since, limit);
+            let end = crate::time::later(since, limit);
             if end <= now && self.failures > 0 {
                 return Err(self.outage_error(limit));
             }

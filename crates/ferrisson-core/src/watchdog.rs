@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::client::Connection;
+use crate::connection::Connection;
 use crate::error::LossReason;
 use crate::replication::{Replication, Synced};
 use crate::script::{Script, ScriptCall};
@@ -175,10 +175,10 @@ impl Watchdog {
     }
 
     pub(crate) fn hold(&self, spec: LeaseSpec) -> LeaseHandle {
-        // The server got the lease in whole milliseconds (`duration::millis` truncates): a
+        // The server got the lease in whole milliseconds (`time::millis` truncates): a
         // deadline from the `Duration` asked for could lie past the server's expiry.
         let spec = LeaseSpec {
-            lease: crate::duration::whole_millis(spec.lease),
+            lease: crate::time::whole_millis(spec.lease),
             ..spec
         };
         let mut state = self.shared.state();
@@ -187,7 +187,7 @@ impl Watchdog {
         let fresh_id = state.next_id;
         let key = (spec.script.name(), spec.key, spec.owner);
         let period = self.shared.period;
-        let expiry = crate::duration::later(spec.sent_at, spec.lease);
+        let expiry = crate::time::later(spec.sent_at, spec.lease);
         let entry = state.entries.entry(key.clone()).or_insert_with(|| Entry {
             id: fresh_id,
             script: spec.script,
@@ -320,7 +320,7 @@ pub struct LeaseHandle {
     ended: bool,
 }
 
-/// How a hold stood when it ended locally ([`LeaseHandle::end`]).
+/// How a hold stood when it ended locally (`LeaseHandle::end`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseEnd {
     /// Why the hold had been lost, if it had.
@@ -574,7 +574,7 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
         .iter()
         .map(|((_, key, _), _)| &**key)
         .collect();
-    let mut call = ScriptCall::new(batch.script, &keys).arg(crate::duration::millis(batch.lease));
+    let mut call = ScriptCall::new(batch.script, &keys).arg(crate::time::millis(batch.lease));
     for ((_, _, owner), _) in &batch.members {
         call = call.arg(&**owner);
     }
@@ -641,9 +641,7 @@ async fn renew(shared: Arc<WatchdogShared>, batch: Batch, retry_interval: Durati
                 entry.next_renew = now + retry_interval;
             }
             Some(1) => {
-                entry.deadline = entry
-                    .deadline
-                    .max(crate::duration::later(sent_at, batch.lease));
+                entry.deadline = entry.deadline.max(crate::time::later(sent_at, batch.lease));
                 entry.next_renew = sent_at + shared.period;
                 entry.last_failed = false;
                 entry.unreplicated = false;

@@ -1,6 +1,6 @@
 //! The Lua scripts of the permit-expirable semaphore (`lua/expirable_semaphore/`).
 
-use ferrisson_core::engine::Script;
+use ferrisson_core::__engine::Script;
 
 pub(crate) static ACQUIRE: Script = Script::new(
     "expirable_semaphore/acquire",

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::keys::{RequestId, suffixed};
-use ferrisson_core::engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::keys::{RequestId, suffixed};
+use ferrisson_core::__engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
+use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Release,
     Released, ScriptCall,
 };
@@ -209,7 +209,7 @@ impl PermitRelease {
             ScriptCall::new(&HAND_OFF, &[&shared.timeouts])
                 .arg(&raw_id(&self.id)[..])
                 .arg(&raw_id(successor)[..])
-                .arg(ferrisson_core::duration::millis(lease))
+                .arg(ferrisson_core::__engine::time::millis(lease))
                 .arg(if retry { "1" } else { "0" })
         };
         let resend = CleanupGuard::new(client, || {
@@ -324,7 +324,9 @@ async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result
         &[&shared.key, &shared.timeouts, &shared.channel, &latch],
     )
     .arg(client.config().get_publish_command().as_str())
-    .arg(ferrisson_core::duration::millis(client.retry_window()))
+    .arg(ferrisson_core::__engine::time::millis(
+        client.retry_window(),
+    ))
     .arg(match mode {
         ReleaseMode::All => "all",
         ReleaseMode::Held => "held",
@@ -457,7 +459,7 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `delta`, or the count after, lies beyond
-    /// ±[`MAX_PERMITS`](ferrisson_core::engine::permits::MAX_PERMITS) (2^53 − 1, the integers
+    /// ±[`MAX_PERMITS`](ferrisson_core::__engine::permits::MAX_PERMITS) (2^53 − 1, the integers
     /// the scripts count exactly; nothing changes), and as
     /// [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
@@ -536,7 +538,7 @@ impl ExpirableSemaphore {
         check_lease(Some(lease))?;
         let shared = &self.shared;
         let call = ScriptCall::new(&RENEW, &[&shared.timeouts])
-            .arg(ferrisson_core::duration::millis(lease))
+            .arg(ferrisson_core::__engine::time::millis(lease))
             .arg(id);
         let reply: Vec<i64> = shared.client.eval(&call).await?;
         Ok(reply.first() == Some(&1))
@@ -732,7 +734,7 @@ impl ExpirableSemaphore {
             Arc::new(Wanted {
                 owner: shared.client.new_owner(),
                 lease,
-            }) as ferrisson_core::engine::Tag
+            }) as ferrisson_core::__engine::Tag
         });
         let call = AcquireCall {
             shared: shared.clone(),
@@ -789,7 +791,7 @@ impl PermitKind for AcquireCall {
     type Ticket = u128;
     type Taken = Vec<Permit>;
 
-    fn waits_for_one(&self, tag: &ferrisson_core::engine::Tag) -> bool {
+    fn waits_for_one(&self, tag: &ferrisson_core::__engine::Tag) -> bool {
         // Only calls for one permit are tagged.
         tag.is::<Wanted>()
     }
@@ -820,7 +822,7 @@ impl PermitKind for AcquireCall {
             ],
         )
         .arg(args.n)
-        .arg(ferrisson_core::duration::millis(self.lease()))
+        .arg(ferrisson_core::__engine::time::millis(self.lease()))
         .arg(args.waiter)
         .arg(args.reservation_ms)
         .arg(client.config().get_publish_command().as_str())
@@ -835,7 +837,7 @@ impl PermitKind for AcquireCall {
             &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
         )
         .arg(shared.client.config().get_publish_command().as_str())
-        .arg(ferrisson_core::duration::millis(
+        .arg(ferrisson_core::__engine::time::millis(
             shared.client.retry_window(),
         ))
         .arg(&seed.to_be_bytes()[..])

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 
 use futures::future::BoxFuture;
 
-use ferrisson_core::engine::keys::prefixed;
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::keys::prefixed;
+use ferrisson_core::__engine::{
     self, ClientEngine, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
     Wake, hash_hold_count,
 };
@@ -137,7 +137,7 @@ impl FairLock {
                 client: client.clone(),
                 queue: prefixed("redisson_lock_queue", &key),
                 timeouts: prefixed("redisson_lock_timeout", &key),
-                alive: ferrisson_core::engine::keys::suffixed(&key, "alive"),
+                alive: ferrisson_core::__engine::keys::suffixed(&key, "alive"),
                 channel_prefix: prefixed("redisson_lock__channel", &key),
                 token_key: prefixed("redisson_lock_token", &key),
                 latch_prefix: prefixed("redisson_unlock_latch", &key),
@@ -210,7 +210,7 @@ impl FairLock {
     pub async fn queue_length(&self) -> Result<usize> {
         self.shared
             .client
-            .query(ferrisson_core::engine::redis::cmd("LLEN").arg(&self.shared.queue))
+            .query(redis::cmd("LLEN").arg(&self.shared.queue))
             .await
     }
 }
@@ -240,14 +240,14 @@ impl Lock for FairLock {
     /// A release by a Redisson client wakes the head waiter alone: watchers look again once a
     /// second.
     fn watch_recheck(&self) -> Option<std::time::Duration> {
-        Some(ferrisson_core::engine::WATCH_RECHECK)
+        Some(ferrisson_core::__engine::WATCH_RECHECK)
     }
 
     fn acquire(
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
-        engine::acquire(&self.shared, self.owner.as_ref(), options)
+        __engine::acquire(&self.shared, self.owner.as_ref(), options)
     }
 
     async fn force_unlock(&self) -> Result<bool> {
@@ -311,7 +311,7 @@ impl FairShared {
         )
         .arg(owner.as_str())
         .arg(self.client.config().get_publish_command().as_str())
-        .arg(ferrisson_core::duration::millis(REDISSON_THREAD_WAIT));
+        .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT));
         let _: i64 = self.client.eval(&call).await?;
         Ok(())
     }
@@ -365,15 +365,15 @@ impl HoldKind for FairShared {
                 &self.alive,
             ],
         )
-        .arg(ferrisson_core::duration::millis(args.lease))
+        .arg(ferrisson_core::__engine::time::millis(args.lease))
         .arg(args.owner.as_str())
-        .arg(ferrisson_core::duration::millis(waiter_deadline))
+        .arg(ferrisson_core::__engine::time::millis(waiter_deadline))
         .arg(if args.wait { "wait" } else { "try" })
         .arg(args.believed)
         .arg(if args.retry { "1" } else { "0" })
         .arg(if self.fenced { "1" } else { "0" })
         .arg(self.client.config().get_publish_command().as_str())
-        .arg(ferrisson_core::duration::millis(REDISSON_THREAD_WAIT))
+        .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT))
     }
 
     /// Leaves the queue.
@@ -395,9 +395,14 @@ impl HoldKind for FairShared {
                 &self.alive,
             ],
         )
-        .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
+        .arg(
+            args.renew_lease
+                .map_or(0, ferrisson_core::__engine::time::millis),
+        )
         .arg(args.owner.as_str())
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
+        .arg(ferrisson_core::__engine::time::millis(
+            client.retry_window(),
+        ))
         .arg(client.config().get_publish_command().as_str())
     }
 }

@@ -1,6 +1,6 @@
 //! The Lua scripts of the fair lock (`lua/fair_lock/`).
 
-use ferrisson_core::engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
 
 pub(crate) static ACQUIRE: Script = Script::with_prelude(
     "fair_lock/acquire",

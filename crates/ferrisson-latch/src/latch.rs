@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::ClientEngine;
-use ferrisson_core::engine::keys::{RequestId, suffixed};
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::ClientEngine;
+use ferrisson_core::__engine::keys::{RequestId, suffixed};
+use ferrisson_core::__engine::{
     Attempt, Instant, ScriptCall, WaitSpec, Wake, first_try, wait_for_turn,
 };
 use ferrisson_core::{Client, Error, Result};
@@ -210,7 +210,9 @@ impl CountDownLatch {
         )
         .arg(client.config().get_publish_command().as_str())
         .arg(participant)
-        .arg(ferrisson_core::duration::millis(client.retry_window()));
+        .arg(ferrisson_core::__engine::time::millis(
+            client.retry_window(),
+        ));
         let reply: Vec<i64> = client.eval(&call).await?;
         match reply.as_slice() {
             [1, count] => Ok(CountDown::Counted(u64::try_from(*count).unwrap_or(0))),
@@ -266,7 +268,7 @@ impl CountDownLatch {
     ///
     /// As [`wait`](Self::wait).
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.wait_until(ferrisson_core::duration::deadline_after(timeout))
+        self.wait_until(ferrisson_core::__engine::time::deadline_after(timeout))
             .await
     }
 

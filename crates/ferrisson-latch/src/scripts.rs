@@ -1,6 +1,6 @@
 //! The Lua scripts of the countdown latch (`lua/latch/`).
 
-use ferrisson_core::engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
 
 pub(crate) static TRY_SET: Script = Script::with_prelude(
     "latch/try_set",

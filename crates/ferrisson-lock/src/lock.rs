@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use std::borrow::Cow;
 
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::{
     self, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
     hash_hold_count, lock_message_policy,
 };
@@ -280,7 +280,7 @@ impl Lock for ReentrantLock {
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
-        engine::acquire(&self.shared, self.owner.as_ref(), options)
+        __engine::acquire(&self.shared, self.owner.as_ref(), options)
     }
 
     async fn force_unlock(&self) -> Result<bool> {

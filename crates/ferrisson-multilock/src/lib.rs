@@ -23,4 +23,4 @@
 mod multi;
 
 pub use ferrisson_core::{Lock, LockOptions};
-pub use multi::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use multi::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use ferrisson_core::engine::{ClientEngine, Paced, WaitPacer, no_reply};
+use ferrisson_core::__engine::{ClientEngine, Paced, WaitPacer, no_reply};
 use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, LossReason, Result};
 
 /// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
@@ -91,7 +91,7 @@ struct Group {
 }
 
 /// The most RedLock acquisitions one process hands the lock to in a row before a release
-/// frees it for the other processes' waiters (as [`ferrisson_core::engine::MAX_HANDOFF_STREAK`]
+/// frees it for the other processes' waiters (as [`ferrisson_core::__engine::MAX_HANDOFF_STREAK`]
 /// for one lock).
 const MAX_RED_STREAK: u32 = 8;
 
@@ -193,23 +193,35 @@ impl Drop for Place {
     }
 }
 
+/// Which locks of which clients a RedLock is over: the sorted (client id, key) pairs.
+type Identity = Vec<(String, String)>;
+
+/// The waiting turns of one client's RedLocks, by identity.
+#[derive(Default)]
+struct Gates(std::sync::Mutex<std::collections::HashMap<Identity, std::sync::Weak<Gate>>>);
+
 /// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
-/// order), one per process: made on first use, and forgotten once no RedLock uses it.
+/// order), one per process: kept by the client of the first of them in that order (each
+/// RedLock over them finds the same one), made on first use, and forgotten once no RedLock
+/// uses it.
 fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock, Weak};
-    type Gates = Mutex<HashMap<Vec<(String, String)>, Weak<Gate>>>;
-    static GATES: OnceLock<Gates> = OnceLock::new();
-    let mut identity: Vec<(String, String)> = locks
+    let mut identity: Vec<(String, String, usize)> = locks
         .iter()
-        .map(|l| (l.client_id().to_owned(), l.key().to_owned()))
+        .enumerate()
+        .map(|(i, l)| (l.client_id().to_owned(), l.key().to_owned(), i))
         .collect();
     identity.sort();
-    let mut gates = GATES
-        .get_or_init(Gates::default)
+    // `check` made sure there is a lock; without one, a turn of its own.
+    let Some(keeper) = identity.first().and_then(|&(_, _, i)| locks.get(i)) else {
+        return Arc::new(Gate::new());
+    };
+    let gates = keeper.any_client().local_state::<Gates>();
+    let identity: Identity = identity.into_iter().map(|(c, k, _)| (c, k)).collect();
+    let mut gates = gates
+        .0
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(gate) = gates.get(&identity).and_then(Weak::upgrade) {
+    if let Some(gate) = gates.get(&identity).and_then(std::sync::Weak::upgrade) {
         return gate;
     }
     // Forget the gates no RedLock uses any more, every time the table doubles.
@@ -273,10 +285,7 @@ impl std::fmt::Debug for Group {
 ///
 /// Dropping an acquisition drops the guards it holds (each releases) and the lock call in
 /// flight (which gives back what it may have taken): nothing stays held.
-#[derive(Debug, Clone)]
-pub struct MultiLock {
-    group: Arc<Group>,
-}
+pub type MultiLock = LockGroup<false>;
 
 /// A lock over independent Redis primaries that holds once a majority of them does (Redisson's
 /// `RedissonRedLock`, the RedLock algorithm): see `docs/guarantees.md` for what it adds to one
@@ -323,8 +332,13 @@ pub struct MultiLock {
 ///
 /// As [`MultiLock`]'s. A dropped acquisition also leaves the hand-off queue, and a lock an
 /// unlock handed it meanwhile is released.
+pub type RedLock = LockGroup<true>;
+
+/// Several locks taken as one: a [`MultiLock`] (`RED = false`: all of them) or a [`RedLock`]
+/// (`RED = true`: a quorum). The acquire calls are one for both; see each for how it takes
+/// and holds its locks.
 #[derive(Debug, Clone)]
-pub struct RedLock {
+pub struct LockGroup<const RED: bool> {
     group: Arc<Group>,
 }
 
@@ -337,58 +351,56 @@ fn check(locks: &[Box<dyn AnyLock>], what: &str) -> Result<()> {
     Ok(())
 }
 
-macro_rules! acquire_api {
-    () => {
-        /// Takes the locks, waiting as long as it takes; the watchdogs keep them.
-        ///
-        /// # Errors
-        ///
-        /// A lock's error (a MultiLock: after releasing what it took).
-        pub async fn lock(&self) -> Result<MultiGuard> {
-            self.lock_with(LockOptions::new()).await
-        }
+impl<const RED: bool> LockGroup<RED> {
+    /// Takes the locks, waiting as long as it takes; the watchdogs keep them.
+    ///
+    /// # Errors
+    ///
+    /// A lock's error (a MultiLock: after releasing what it took).
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        self.lock_with(LockOptions::new()).await
+    }
 
-        /// Takes the locks with options (a wait limit, a fixed lease for all); running out of
-        /// time is [`Error::Timeout`].
-        ///
-        /// # Errors
-        ///
-        /// [`Error::Timeout`], [`Error::InvalidArgument`] for bad options, a lock's error.
-        pub async fn lock_with(&self, options: LockOptions) -> Result<MultiGuard> {
-            match acquire(&self.group, options).await? {
-                Some(guard) => Ok(guard),
-                None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
-            }
+    /// Takes the locks with options (a wait limit, a fixed lease for all); running out of
+    /// time is [`Error::Timeout`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::InvalidArgument`] for bad options, a lock's error.
+    pub async fn lock_with(&self, options: LockOptions) -> Result<MultiGuard> {
+        match acquire(&self.group, options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
         }
+    }
 
-        /// One round, no waiting: `None` when a lock (a RedLock: the quorum) could not be
-        /// had at once.
-        ///
-        /// # Errors
-        ///
-        /// As [`lock_with`](Self::lock_with).
-        pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-            self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
-                .await
-        }
+    /// One round, no waiting: `None` when a lock (a RedLock: the quorum) could not be
+    /// had at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with`](Self::lock_with).
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
+            .await
+    }
 
-        /// Takes the locks within the options' wait limit; `None` when it passed.
-        ///
-        /// # Errors
-        ///
-        /// As [`lock_with`](Self::lock_with).
-        pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
-            acquire(&self.group, options).await
-        }
+    /// Takes the locks within the options' wait limit; `None` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with`](Self::lock_with).
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
+        acquire(&self.group, options).await
+    }
 
-        /// The keys of the locks, in order.
-        pub fn keys(&self) -> Vec<&str> {
-            self.group.locks.iter().map(|l| l.key()).collect()
-        }
-    };
+    /// The keys of the locks, in order.
+    pub fn keys(&self) -> Vec<&str> {
+        self.group.locks.iter().map(|l| l.key()).collect()
+    }
 }
 
-impl MultiLock {
+impl LockGroup<false> {
     /// A MultiLock over `locks`, taken in the order of their keys (locks of the same key, on
     /// different servers, in the order given).
     ///
@@ -410,11 +422,9 @@ impl MultiLock {
             }),
         })
     }
-
-    acquire_api!();
 }
 
-impl RedLock {
+impl LockGroup<true> {
     /// A RedLock over `locks`, one per independent primary (the same name on each, as a rule).
     ///
     /// # Errors
@@ -438,8 +448,6 @@ impl RedLock {
     pub fn quorum(&self) -> usize {
         self.group.quorum
     }
-
-    acquire_api!();
 }
 
 /// Holds of several locks as one: a [`MultiLock`]'s (all of them) or a [`RedLock`]'s (a
@@ -632,7 +640,7 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
         .max()
         .unwrap_or_default();
     let started = Instant::now();
-    let mut deadline = ferrisson_core::duration::later(started, bound);
+    let mut deadline = ferrisson_core::__engine::time::later(started, bound);
     let mut waiting_for: Vec<String> = guards.iter().map(|g| g.key().to_owned()).collect();
     let mut pending: FuturesUnordered<_> = guards
         .into_iter()
@@ -667,7 +675,7 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
             // The other instances, if they are up, answer about as fast: they get twice the
             // time the quorum took (at least 10 ms), not the response timeout a frozen or
             // unreachable one would take.
-            deadline = deadline.min(ferrisson_core::duration::later(
+            deadline = deadline.min(ferrisson_core::__engine::time::later(
                 Instant::now(),
                 started
                     .elapsed()
@@ -748,9 +756,9 @@ async fn deliver(
         release_all(passed).await;
         return;
     }
-    let valid_until = waiter
-        .lease
-        .map(|lease| ferrisson_core::duration::later(started, lease.saturating_sub(drift(lease))));
+    let valid_until = waiter.lease.map(|lease| {
+        ferrisson_core::__engine::time::later(started, lease.saturating_sub(drift(lease)))
+    });
     let guard = MultiGuard {
         guards: passed,
         quorum,
@@ -799,7 +807,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     let n = group.locks.len();
     let wait = options.get_wait();
     let once = wait == Some(Duration::ZERO);
-    let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
+    let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
     // The outage rule of every wait, with the first lock's client's settings.
     let Some(client) = group.locks.first().map(|l| l.any_client()) else {
         return Ok(None);
@@ -814,7 +822,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
     loop {
         let started = Instant::now();
         let round_end = deadline.unwrap_or_else(|| {
-            ferrisson_core::duration::later(
+            ferrisson_core::__engine::time::later(
                 started,
                 ROUND_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)),
             )
@@ -887,7 +895,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
                         release_all(guards).await;
                         None
                     } else {
-                        let until = ferrisson_core::duration::later(
+                        let until = ferrisson_core::__engine::time::later(
                             started,
                             lease.saturating_sub(drift(lease)),
                         );
@@ -997,7 +1005,7 @@ async fn wait_for_round<'g>(
     } else {
         jitter(round)
     };
-    let pause = ferrisson_core::duration::later(Instant::now(), pause);
+    let pause = ferrisson_core::__engine::time::later(Instant::now(), pause);
     match deadline {
         Some(d) => tokio::time::sleep_until(pause.min(d)).await,
         None => tokio::time::sleep_until(pause).await,

@@ -20,6 +20,6 @@ pub use ferrisson_core::SyncObject;
 pub use limiter::{RateLimiter, RateType};
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static ferrisson_core::engine::Script; 2] {
+pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
     [&limiter::TRY_ACQUIRE, &limiter::SET_RATE]
 }

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::keys::suffixed;
-use ferrisson_core::engine::{
-    ClientEngine, Instant, LOCK_PRELUDE, Paced, Script, ScriptCall, WaitPacer, first_try, redis,
+use ferrisson_core::__engine::keys::suffixed;
+use ferrisson_core::__engine::{
+    ClientEngine, Instant, LOCK_PRELUDE, Paced, Script, ScriptCall, WaitPacer, first_try,
 };
 use ferrisson_core::{Client, Error, Result};
 
@@ -135,7 +135,7 @@ impl RateLimiter {
         if rate == 0 {
             return Err(Error::InvalidArgument("a rate must be at least 1".into()));
         }
-        let ms = ferrisson_core::duration::millis(interval);
+        let ms = ferrisson_core::__engine::time::millis(interval);
         if interval < Duration::from_millis(1) || ms > MAX_INTERVAL_MS {
             return Err(Error::InvalidArgument(format!(
                 "a rate's interval must be at least 1 ms and at most 2^50 ms, got {interval:?}"
@@ -235,7 +235,7 @@ impl RateLimiter {
     /// sleep until the window gives permits back, through outages as every wait does
     /// ([`WaitPacer`]).
     async fn take(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
-        let deadline = wait.and_then(ferrisson_core::duration::deadline_after);
+        let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
         let s = &self.shared;
         let mut pacer = WaitPacer::new(&s.client, deadline);
         let mut first = true;
@@ -262,7 +262,8 @@ impl RateLimiter {
             if wait == Some(Duration::ZERO) {
                 return Ok(false);
             }
-            let wake = ferrisson_core::duration::later(Instant::now(), Duration::from_millis(ms));
+            let wake =
+                ferrisson_core::__engine::time::later(Instant::now(), Duration::from_millis(ms));
             if deadline.is_some_and(|deadline| wake > deadline) {
                 // The permits come back too late for this call.
                 return Ok(false);

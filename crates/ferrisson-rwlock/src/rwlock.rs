@@ -7,8 +7,8 @@ use std::borrow::Cow;
 
 use futures::future::BoxFuture;
 
-use ferrisson_core::engine::keys::{prefixed, suffixed};
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::keys::{prefixed, suffixed};
+use ferrisson_core::__engine::{
     self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, ReleaseArgs, Script, ScriptCall, TryArgs,
     Waiting, lock_message_policy,
 };
@@ -215,7 +215,7 @@ impl ReadWriteLock {
 
     /// [`mode`](Self::mode), and the lock's TTL, in one read.
     async fn mode_and_ttl(&self) -> Result<(Option<Mode>, Option<std::time::Duration>)> {
-        let state = ferrisson_core::engine::object_state(&self.object_keys(), "mode").await?;
+        let state = ferrisson_core::__engine::object_state(&self.object_keys(), "mode").await?;
         let mode = match state.field.as_str() {
             "" => None,
             "read" => Some(Mode::Read),
@@ -339,7 +339,7 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
-        engine::acquire(self.side(), self.rw.owner.as_ref(), options)
+        __engine::acquire(self.side(), self.rw.owner.as_ref(), options)
     }
 
     /// Releases the lock whoever holds it, if it is held on this side (read: by readers;
@@ -367,8 +367,11 @@ impl<const WRITE: bool> Lock for SideLock<WRITE> {
 
     /// How many holds of this side the handle's bound owner has (0: none).
     async fn hold_count(&self) -> Result<u32> {
-        self.hold_count_of(Owner::for_query(self.rw.owner.as_ref(), "hold_count")?)
-            .await
+        self.hold_count_of(ferrisson_core::__engine::query_owner(
+            self.rw.owner.as_ref(),
+            "hold_count",
+        )?)
+        .await
     }
 
     /// How many holds of this side `owner` has (0: none).
@@ -386,7 +389,7 @@ impl Side {
     /// The hash field of `owner`'s holds on this side.
     fn field(&self, owner: &Owner) -> String {
         if self.write {
-            owner.writer()
+            writer(owner)
         } else {
             owner.as_str().to_owned()
         }
@@ -401,7 +404,7 @@ impl Side {
     async fn withdraw_intent(&self, owner: &Owner) -> Result<()> {
         let shared = &self.shared;
         let call = ScriptCall::new(&WRITE_LEAVE, &[&shared.intent_key, &shared.channel])
-            .arg(owner.writer())
+            .arg(writer(owner))
             .arg(shared.client.config().get_publish_command().as_str());
         let _: i64 = shared.client.eval(&call).await?;
         Ok(())
@@ -455,21 +458,21 @@ impl HoldKind for Side {
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
         let retry = if args.retry { "1" } else { "0" };
-        let lease = ferrisson_core::duration::millis(args.lease);
+        let lease = ferrisson_core::__engine::time::millis(args.lease);
         if self.write {
             ScriptCall::new(
                 &WRITE_ACQUIRE,
                 &[&shared.key, &shared.token_key, &shared.intent_key],
             )
             .arg(lease)
-            .arg(args.owner.writer())
+            .arg(writer(args.owner))
             .arg(args.owner.as_str())
             .arg(args.believed)
             .arg(retry)
             .arg(if shared.fenced { "1" } else { "0" })
             .arg(&shared.hold_base)
             .arg(if args.wait {
-                ferrisson_core::duration::millis(WRITER_INTENT)
+                ferrisson_core::__engine::time::millis(WRITER_INTENT)
             } else {
                 0
             })
@@ -478,7 +481,7 @@ impl HoldKind for Side {
             ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
                 .arg(lease)
                 .arg(args.owner.as_str())
-                .arg(args.owner.writer())
+                .arg(writer(args.owner))
                 .arg(args.believed)
                 .arg(retry)
         }
@@ -506,13 +509,16 @@ impl HoldKind for Side {
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        let window = ferrisson_core::duration::millis(client.retry_window());
+        let window = ferrisson_core::__engine::time::millis(client.retry_window());
         let publish = client.config().get_publish_command();
         let latch = args.latch(&shared.latch_prefix);
         if self.write {
             ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
-                .arg(args.owner.writer())
-                .arg(args.renew_lease.map_or(0, ferrisson_core::duration::millis))
+                .arg(writer(args.owner))
+                .arg(
+                    args.renew_lease
+                        .map_or(0, ferrisson_core::__engine::time::millis),
+                )
                 .arg(publish.as_str())
                 .arg(window)
         } else {
@@ -539,4 +545,9 @@ impl HoldKind for Side {
     fn renews_on_release(&self) -> bool {
         self.write
     }
+}
+
+/// How a write hold's owner is recorded in the lock's hash (Redisson's layout): `<owner>:write`.
+fn writer(owner: &Owner) -> String {
+    format!("{}:write", owner.as_str())
 }

@@ -1,6 +1,6 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
 
 pub(crate) static READ_ACQUIRE: Script = Script::with_prelude(
     "rwlock/read_acquire",

@@ -1,6 +1,6 @@
 //! The Lua scripts of the semaphore (`lua/semaphore/`).
 
-use ferrisson_core::engine::Script;
+use ferrisson_core::__engine::Script;
 
 pub(crate) static ACQUIRE: Script =
     Script::new("semaphore/acquire", include_str!("../lua/acquire.lua"));

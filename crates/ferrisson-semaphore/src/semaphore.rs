@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::engine::keys::RequestId;
-use ferrisson_core::engine::permits::{
+use ferrisson_core::__engine::keys::RequestId;
+use ferrisson_core::__engine::permits::{
     CountChange, PermitKind, PermitNeed, PermitTry, SemaphoreNames, read_permits, take,
 };
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, ScriptCall, spawn_cleanup,
 };
 use ferrisson_core::{Client, Error, Result};
@@ -156,7 +156,7 @@ impl Semaphore {
     pub fn new(client: &Client, name: &str) -> Result<Self> {
         let names = SemaphoreNames::new(client, name)?;
         Ok(Self {
-            epoch_key: ferrisson_core::engine::keys::suffixed(&names.key, "epoch").into(),
+            epoch_key: ferrisson_core::__engine::keys::suffixed(&names.key, "epoch").into(),
             shared: Arc::new(names),
             limit: None,
         })
@@ -279,7 +279,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `delta`, or the count after, lies beyond
-    /// ±[`MAX_PERMITS`](ferrisson_core::engine::permits::MAX_PERMITS) (2^53 − 1, the integers
+    /// ±[`MAX_PERMITS`](ferrisson_core::__engine::permits::MAX_PERMITS) (2^53 − 1, the integers
     /// the scripts count exactly; nothing changes), and as
     /// [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
@@ -538,7 +538,9 @@ impl Semaphore {
         )
         .arg(n)
         .arg(client.config().get_publish_command().as_str())
-        .arg(ferrisson_core::duration::millis(client.retry_window()))
+        .arg(ferrisson_core::__engine::time::millis(
+            client.retry_window(),
+        ))
         .arg(self.limit_arg())
         .arg(epoch.map(|e| e.to_string()).unwrap_or_default())
         .arg(if if_exists { "1" } else { "0" });
@@ -597,7 +599,7 @@ impl PermitKind for Semaphore {
         )
         .arg(args.n)
         .arg(args.waiter)
-        .arg(ferrisson_core::duration::millis(
+        .arg(ferrisson_core::__engine::time::millis(
             shared.client.retry_window(),
         ))
         .arg(args.reservation_ms)
@@ -609,7 +611,7 @@ impl PermitKind for Semaphore {
         ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, args.latch])
             .arg(args.n)
             .arg(shared.client.config().get_publish_command().as_str())
-            .arg(ferrisson_core::duration::millis(
+            .arg(ferrisson_core::__engine::time::millis(
                 shared.client.retry_window(),
             ))
     }

@@ -19,17 +19,17 @@
 
 mod spin;
 
+pub use ferrisson_core::__engine::Backoff;
 /// One hold of a [`SpinLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as SpinLockGuard;
-pub use ferrisson_core::engine::Backoff;
 pub use ferrisson_core::{Lock, LockOptions, SyncObject};
 pub use spin::SpinLock;
 
 /// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).
-pub fn scripts() -> [&'static ferrisson_core::engine::Script; 2] {
+pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
     [
-        &ferrisson_core::engine::HASH_LOCK_ACQUIRE,
-        &ferrisson_core::engine::HASH_LOCK_RELEASE,
+        &ferrisson_core::__engine::HASH_LOCK_ACQUIRE,
+        &ferrisson_core::__engine::HASH_LOCK_RELEASE,
     ]
 }

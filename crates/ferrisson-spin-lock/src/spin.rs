@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use ferrisson_core::engine::{
+use ferrisson_core::__engine::{
     self, Backoff, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs,
     Waiting, hash_hold_count, lock_message_policy,
 };
@@ -182,7 +182,7 @@ impl Lock for SpinLock {
         &self,
         options: LockOptions,
     ) -> impl std::future::Future<Output = Result<Option<SpinLockGuard>>> + Send {
-        engine::acquire(&self.shared, self.owner.as_ref(), options)
+        __engine::acquire(&self.shared, self.owner.as_ref(), options)
     }
 
     async fn force_unlock(&self) -> Result<bool> {

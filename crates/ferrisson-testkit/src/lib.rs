@@ -656,6 +656,19 @@ pub fn count_subscriber_connections(client_list: &str) -> usize {
         .count()
 }
 
+/// The Redis key or channel Redisson derives from an object's name with `prefix`
+/// (`prefix:{name}`, or `prefix:name` when the name already carries a hash tag), written here
+/// from `shared/PROTOCOL.md` rather than taken from the library, so that tests check the layout
+/// against the protocol: `redisson_name("redisson_lock__channel", "orders")` is the channel a
+/// release of lock `orders` publishes on.
+pub fn redisson_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
 /// A name no other test uses, for keys on a shared server.
 pub fn unique_name(prefix: &str) -> String {
     format!(

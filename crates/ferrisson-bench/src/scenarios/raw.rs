@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferrisson::core::engine::keys::RequestId;
+use ferrisson_core::__engine::keys::RequestId;
 use tokio::time::Instant;
 
 use super::{Ctx, UNCONTENDED};
@@ -212,7 +212,7 @@ const RSLOCK_RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 /// The batch form of a call list: one `EVALSHA` of `sha` with the calls' keys and arguments
-/// (the layout of `ferrisson_core::engine::Script::batch_source`).
+/// (the layout of `ferrisson_core::__engine::Script::batch_source`).
 fn batch_cmd(sha: &str, calls: &[redis::Cmd]) -> Result<redis::Cmd, String> {
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut args: Vec<Vec<u8>> = Vec::new();

@@ -1,0 +1,516 @@
+//! The client: one command connection, one subscriber connection, one watchdog.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use redis::aio::ConnectionManagerConfig;
+
+use crate::batch::Batcher;
+
+mod engine;
+pub use engine::ClientEngine;
+
+use crate::config::ClientConfig;
+use crate::config::{PublishCommand, ShardedSubscription};
+use crate::connection::{Connection, Opener};
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+use crate::pubsub::{Hub, Source};
+use crate::replication::Replication;
+use crate::watchdog::Watchdog;
+
+pub(crate) struct Inner {
+    id: String,
+    config: ClientConfig,
+    conn: Connection,
+    batcher: Batcher,
+    replication: Arc<Replication>,
+    hub: Hub,
+    watchdog: Watchdog,
+    releasing: Arc<crate::releasing::Releasing>,
+    /// The request id of the client's own unlock latches ([`ClientEngine::client_latch`]).
+    latch_id: crate::keys::RequestId,
+    /// The last release sequence number handed out ([`ClientEngine::next_release_seq`]).
+    release_seq: std::sync::atomic::AtomicU64,
+    /// What [`Client::shutdown`] waits for: the cleanups of dropped guards and abandoned calls
+    /// (releases, undos, queue exits), and the acquisitions in flight, which a shutdown ends.
+    tasks: tokio_util::task::TaskTracker,
+    /// Cancelled by [`Client::shutdown`]: new acquisitions are refused and waiting ones end.
+    closing: tokio_util::sync::CancellationToken,
+    /// Where the client connects (passwords hidden), for errors ([`Error::Unreachable`]).
+    address: String,
+    /// What a synchronizer keeps per client beyond one call ([`ClientEngine::local_state`]),
+    /// one value per type.
+    local: std::sync::Mutex<
+        std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
+    >,
+}
+
+/// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
+/// share the connections, the watchdog and the client id.
+///
+/// A client holds one multiplexed command connection (reconnecting by itself), one subscriber
+/// connection shared by all of its waiters, and one watchdog task renewing all of its leases.
+/// Its background tasks run on the Tokio runtime it was created on and stop when the last
+/// clone is dropped; holds still kept then end when their lease runs out.
+///
+/// ```no_run
+/// # async fn demo() -> ferrisson_core::Result<()> {
+/// let client = ferrisson_core::Client::connect("redis://127.0.0.1:6379").await?;
+/// assert_eq!(client.id().len(), 36);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("namespace", &self.inner.config.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// The hub, where local hand-offs are claimed, unless replica sync is on: a hand-off is an
+    /// acquisition made by the releaser's script, and with replica sync every acquisition goes
+    /// through its own synced call, which rolls back what the replicas did not get.
+    fn hand_offs(&self) -> Option<&Hub> {
+        (!self.inner.replication.enabled()).then_some(&self.inner.hub)
+    }
+
+    /// Connects to the server at `url` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the URL is malformed (the message shows it, and the forms
+    /// a URL takes), [`Error::Unreachable`] when the server cannot be reached (naming it, and
+    /// what to check), [`Error::Closed`] outside a Tokio runtime.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::with_config(ClientConfig::new(url)).await
+    }
+
+    /// Connects with the given settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for inconsistent settings or a malformed URL,
+    /// [`Error::Unreachable`] when the server cannot be reached, [`Error::Closed`] outside a
+    /// Tokio runtime.
+    pub async fn with_config(config: ClientConfig) -> Result<Self> {
+        let mut config = config.resolved()?;
+        let address = config.address();
+        if let Some(spec) = config.sentinel.clone() {
+            config.validate()?;
+            runtime_check()?;
+            if spec.sentinels.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "a Sentinel client needs at least one sentinel address".into(),
+                ));
+            }
+            let opener = Opener::Sentinel(spec, manager_config(&config), config.connect_timeout);
+            let conn = opener
+                .open()
+                .await
+                .map_err(|e| connect_error(e, &address))?;
+            let Connection::Sentinel(primary) = &conn else {
+                return Err(Error::Protocol(
+                    "a Sentinel opener made another connection".into(),
+                ));
+            };
+            let source = Source::sentinel(primary.clone());
+            return Self::start(source, conn, opener, config, address).await;
+        }
+        if config.cluster_nodes.is_empty() {
+            let redis_client = crate::config::open_url(&config.url)?;
+            return Self::connect_standalone(redis_client, config, address).await;
+        }
+        config.validate()?;
+        runtime_check()?;
+        let (nodes, connect_timeout, response_timeout, retries) = (
+            config.cluster_nodes.clone(),
+            config.connect_timeout,
+            config.response_timeout,
+            config.retry.retries,
+        );
+        let builder = Arc::new(move || {
+            redis::cluster::ClusterClient::builder(nodes.clone())
+                .connection_timeout(connect_timeout)
+                .response_timeout(response_timeout)
+                .retries(retries)
+        });
+        let opener = Opener::Cluster(builder.clone());
+        let conn = opener
+            .open()
+            .await
+            .map_err(|e| connect_error(e, &address))?;
+        let sharded = match config.sharded {
+            ShardedSubscription::On => true,
+            ShardedSubscription::Off => false,
+            ShardedSubscription::Auto => supports_sharded_pubsub(&conn).await?,
+        };
+        let source = if sharded {
+            config.publish = PublishCommand::Spublish;
+            Source::Sharded(builder)
+        } else {
+            config.publish = PublishCommand::Publish;
+            let seeds = config
+                .cluster_nodes
+                .iter()
+                .map(|node| crate::config::open_url(node))
+                .collect::<Result<Vec<_>>>()?;
+            Source::rotating(seeds)
+        };
+        tracing::debug!(sharded, "cluster client: pub/sub mode chosen");
+        Self::start(source, conn, opener, config, address).await
+    }
+
+    /// Connects through an existing `redis::Client` (its address, credentials and TLS
+    /// settings), with the other settings of `config` (whose URL is not used).
+    ///
+    /// The connection is checked with a `PING` before this returns, so that a missing or
+    /// wrong password is reported here, not at the first lock call.
+    ///
+    /// # Errors
+    ///
+    /// As [`with_config`](Self::with_config).
+    pub async fn from_redis_client(
+        redis_client: redis::Client,
+        config: ClientConfig,
+    ) -> Result<Self> {
+        let address = redis_client.get_connection_info().addr().to_string();
+        Self::connect_standalone(redis_client, config, address).await
+    }
+
+    async fn connect_standalone(
+        redis_client: redis::Client,
+        config: ClientConfig,
+        address: String,
+    ) -> Result<Self> {
+        config.validate()?;
+        runtime_check()?;
+        let opener = Opener::Standalone(redis_client.clone(), manager_config(&config));
+        let conn = opener
+            .open()
+            .await
+            .map_err(|e| connect_error(e, &address))?;
+        Self::start(Source::fixed(redis_client), conn, opener, config, address).await
+    }
+
+    /// Checks the connection (authentication, permissions) and starts the hub and the watchdog.
+    async fn start(
+        source: Source,
+        conn: Connection,
+        opener: Opener,
+        config: ClientConfig,
+        address: String,
+    ) -> Result<Self> {
+        // Authentication errors surface at the first command: make that one ours.
+        let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
+            if matches!(
+                e.code(),
+                Some("NOAUTH") | Some("WRONGPASS") | Some("NOPERM")
+            ) {
+                tracing::warn!(error = %e, "redis refused the client's credentials");
+            }
+            connect_error(e, &address)
+        })?;
+        if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
+            return Err(Error::Protocol(format!("PING answered {pong:?}")));
+        }
+        check_publish(&conn, &config).await?;
+        let replication = Replication::start(config.get_replica_sync(), &conn, &opener)
+            .await
+            .map_err(|e| match e.kind() {
+                redis::ErrorKind::InvalidClientConfig => Error::InvalidArgument(e.to_string()),
+                _ => Error::Redis(e),
+            })?;
+        let replication = Arc::new(replication);
+        let hub = Hub::start(
+            source,
+            config.connect_timeout,
+            config.response_timeout,
+            config.retry,
+        );
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            replication.clone(),
+            config.get_watchdog_period(),
+            config.response_timeout,
+        );
+        let uuid = uuid::Uuid::new_v4();
+        let id = uuid.hyphenated().to_string();
+        tracing::debug!(client_id = %id, "client connected");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id,
+                batcher: Batcher::start(conn.clone(), config.coalesce),
+                config,
+                conn,
+                replication,
+                hub,
+                watchdog,
+                releasing: Arc::default(),
+                latch_id: crate::keys::RequestId::of_client(&uuid),
+                release_seq: std::sync::atomic::AtomicU64::new(0),
+                local: std::sync::Mutex::default(),
+                tasks: tokio_util::task::TaskTracker::new(),
+                closing: tokio_util::sync::CancellationToken::new(),
+                address,
+            }),
+        })
+    }
+
+    /// Where the client connects: the URL without its password, a cluster's seed nodes, or a
+    /// Sentinel set-up's sentinels and primary name.
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// Shuts the client down before the process ends, so that nothing it was doing is lost:
+    /// [`shutdown_timeout`](Self::shutdown_timeout) with the client's retry window (how long
+    /// a release may take to settle through a lost reply).
+    ///
+    /// Call it last in `main`, after dropping or releasing guards and permits: their releases
+    /// run in the background on the runtime, and a runtime that ends with `main` stops them
+    /// half way, leaving a lock held for its whole lease (and a plain semaphore's permits
+    /// taken for good).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let url = server.url();
+    /// use ferrisson_core::Client;
+    ///
+    /// let client = Client::connect(&url).await?;
+    /// // ... take locks and permits, drop their guards ...
+    /// client.shutdown().await?; // the releases of dropped guards have all landed
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the call stops only the waiting: the client stays shut, and the cleanups go
+    /// on in the background while the runtime lives.
+    ///
+    /// # Errors
+    ///
+    /// As [`shutdown_timeout`](Self::shutdown_timeout).
+    pub async fn shutdown(&self) -> Result<()> {
+        self.shutdown_timeout(self.retry_window()).await
+    }
+
+    /// Shuts the client down, waiting at most `timeout`: it stops taking new work (every
+    /// acquisition of every clone then fails with [`Error::Closed`], and calls still waiting
+    /// end with it), waits for every release, undo and queue exit that dropped guards and
+    /// abandoned calls left to the background, then stops the watchdog. Holds whose guards
+    /// are still alive are no longer renewed: their loss signal fires
+    /// ([`LossReason::ClientShutDown`](crate::LossReason::ClientShutDown)) and they end on the
+    /// server with their lease. A second call waits again for what is still pending.
+    ///
+    /// Guards dropped later, while the runtime lives, still release in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown`](Self::shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unfinished`] saying what was left: cleanups still running after `timeout`
+    /// (Redis unreachable: what they would have released ends with its lease), and holds
+    /// whose guards were still alive.
+    pub async fn shutdown_timeout(&self, timeout: Duration) -> Result<()> {
+        let inner = &self.inner;
+        inner.closing.cancel();
+        // Waiters asleep on the subscriber connection look now, and end.
+        inner.hub.wake_all();
+        inner.tasks.close();
+        let finished = tokio::time::timeout(timeout, inner.tasks.wait())
+            .await
+            .is_ok();
+        let pending = if finished { 0 } else { inner.tasks.len() };
+        let held = inner.watchdog.shut_down();
+        tracing::debug!(pending, held, "client shut down");
+        let mut left = Vec::new();
+        if pending > 0 {
+            left.push(format!(
+                "{pending} background release(s) or cleanup(s) still running after {timeout:?} (Redis at {} unreachable?); what they would have released ends with its lease",
+                inner.address
+            ));
+        }
+        if held > 0 {
+            left.push(format!(
+                "{held} hold(s) still had a live guard: no longer renewed, they end with their lease"
+            ));
+        }
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Unfinished(left.join("; ")))
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called (on this client or a clone).
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closing.is_cancelled()
+    }
+
+    /// The client id: a random UUID v4, the first part of every owner of this client.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The settings the client runs with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// A new owner, distinct from every other: bind it to a handle (`owned_by`) for holds that
+    /// re-enter, or that one task takes and another releases (see [`Owner`]).
+    pub fn new_owner(&self) -> Owner {
+        Owner::fresh(&self.inner.id)
+    }
+
+    /// Channels currently subscribed (or being subscribed) and waiters on them.
+    pub fn waiter_stats(&self) -> (usize, usize) {
+        self.inner.hub.stats()
+    }
+
+    /// How many renewal script calls the watchdog has sent.
+    pub fn renewal_calls(&self) -> u64 {
+        self.inner.watchdog.renew_calls()
+    }
+
+    /// The one retry loop: runs `attempt(n)` for n = 0, 1, … while it fails on a broken
+    /// connection, pausing per the retry policy, for up to the policy's retries; with a
+    /// `settle` window, on past them while a failure may have come after the call reached
+    /// Redis (anything but a refused connection), until the window would be passed.
+    async fn retry_loop<T, F, Fut>(&self, mut attempt: F, settle: Option<Duration>) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let policy = self.inner.config.retry;
+        let started = tokio::time::Instant::now();
+        let mut maybe_ran = false;
+        let mut n: u32 = 0;
+        loop {
+            match attempt(n).await {
+                Err(e) if e.is_connection_error() => {
+                    maybe_ran |= !e.is_refused_connection();
+                    let pause = policy.backoff(n.saturating_add(1));
+                    let settling = settle.is_some_and(|window| {
+                        maybe_ran && started.elapsed().saturating_add(pause) < window
+                    });
+                    if n >= policy.retries && !settling {
+                        return Err(e.naming(&self.inner.address));
+                    }
+                    n = n.saturating_add(1);
+                    tracing::debug!(error = %e, retry = n, maybe_ran, "asking again after a connection error");
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The error a waiting call ends with when the client is shut down.
+pub(crate) const SHUT_DOWN: Error = Error::Closed("the client was shut down");
+
+/// A connection error from connecting to `address`, naming it ([`Error::Unreachable`]); a
+/// malformed URL or setting as [`Error::InvalidArgument`].
+fn connect_error(e: redis::RedisError, address: &str) -> Error {
+    match e.kind() {
+        redis::ErrorKind::InvalidClientConfig => {
+            Error::InvalidArgument(format!("connecting to {address}: {e}"))
+        }
+        // An ACL refusal at connect is not about reaching the server.
+        _ if e.code() == Some("NOPERM") => Error::Redis(e),
+        _ => Error::Unreachable {
+            address: address.to_owned(),
+            source: e,
+        },
+    }
+}
+
+/// The settings of a multiplexed command connection.
+fn manager_config(config: &ClientConfig) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(config.response_timeout))
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(config.retry.max_backoff)
+}
+
+fn runtime_check() -> Result<()> {
+    install_tls_provider();
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::Closed(
+            "a client must be created inside a Tokio runtime",
+        ));
+    }
+    Ok(())
+}
+
+/// With rustls, a process-wide crypto provider: redis-rs builds its rustls configuration with
+/// the process default, and rustls panics when there is none (redis-rs enables no provider
+/// of its own). The application's choice, when it made one first, stands; otherwise `ring`.
+#[cfg(feature = "tls-rustls")]
+fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another thread installing one is fine: one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(not(feature = "tls-rustls"))]
+fn install_tls_provider() {}
+
+/// Whether the cluster's servers have sharded pub/sub, asked as Redisson asks: `PUBSUB
+/// SHARDNUMSUB` is known (Redis 7+) or not.
+async fn supports_sharded_pubsub(conn: &Connection) -> Result<bool> {
+    match conn.query(redis::cmd("PUBSUB").arg("SHARDNUMSUB")).await {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                || e.code() == Some("ERR") =>
+        {
+            tracing::debug!(error = %e, "no sharded pub/sub on this cluster");
+            Ok(false)
+        }
+        Err(e) => Err(Error::Redis(e)),
+    }
+}
+
+/// Checks that the user may publish on the synchronizers' channels: every release script
+/// publishes after it changed the state, and Redis does not roll a script back when a command
+/// in it is refused, so a user without `@pubsub` (or without channel access, the default for
+/// new ACL users since Redis 7) would see a release fail after it had happened. One `PUBLISH`
+/// of an empty message on a channel of the synchronizers' naming (`redisson_lock__channel:…`,
+/// in the client's namespace), which no waiter listens to.
+async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
+    let channel = crate::keys::prefixed(
+        "redisson_lock__channel",
+        &format!("{}ferrisson:connect-check", config.get_namespace()),
+    );
+    let probe = redis::cmd(config.get_publish_command().as_str())
+        .arg(&channel)
+        .arg("")
+        .clone();
+    match conn.query(&probe).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("NOPERM") => Err(Error::NotPermitted(format!(
+            "the Redis user may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
+            config.get_publish_command().as_str().to_uppercase(),
+            config.get_publish_command().as_str(),
+        ))),
+        Err(e) => Err(Error::Redis(e)),
+    }
+}

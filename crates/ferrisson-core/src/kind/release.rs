@@ -1,0 +1,333 @@
+//! The release every lock kind runs on: request id, resend after a lost reply, local hand-off.
+
+use crate::client::Client;
+use crate::client::ClientEngine;
+use crate::error::{Error, Result};
+use crate::guard::{CleanupGuard, HoldGuard, Release, Released};
+use crate::keys::RequestId;
+use crate::owner::Owner;
+use crate::pubsub::MAX_HANDOFF_STREAK;
+use crate::releasing::ReleaseMark;
+use crate::watchdog::{LeaseEnd, LeaseSpec};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::*;
+
+/// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows and
+/// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
+/// it). Retried with one request id, so a retry after a lost reply cannot release twice.
+/// While the release may still be sent, acquire tries of `owner` wait
+/// ([`ClientEngine::releases_settled`]), and another release of the lock records a free in its
+/// own latch ([`ReleaseArgs::latch_free`]), so that a resend always finds what its lost call
+/// recorded.
+///
+/// # Cancel safety
+///
+/// Dropped while the call is in flight (or left unknown), it sends the release again in the
+/// background with the same request id, and undoes a hand-off it could not deliver.
+///
+/// # Errors
+///
+/// [`Error::Unreachable`] when Redis cannot be reached, [`Error::Protocol`] for a reply of no known
+/// shape.
+pub fn release<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
+    owner: &'a Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
+    // In flight from the call on (not from the first poll: an acquire of the owner made right
+    // after this call waits for it), until the outcome is known, the background resend
+    // included (it takes the mark along).
+    let mark = kind.client().release_started(owner, kind.lock_key());
+    release_marked(kind, owner, renew_lease, handoff, mark)
+}
+
+/// [`release`], marked in flight already, in its span.
+fn release_marked<'a, K: HoldKind>(
+    kind: &'a Arc<K>,
+    owner: &'a Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+    mark: ReleaseMark,
+) -> impl std::future::Future<Output = Result<Released>> + Send + 'a {
+    let span = release_span(&**kind, owner);
+    async move {
+        release_inner(kind, owner, renew_lease, handoff, None, mark)
+            .await
+            .map(|(released, _)| released)
+    }
+    .instrument(span)
+}
+
+/// Releases the last hold of `owner`, handing the lock in the same script call to a fresh
+/// owner of the same client with `lease` (`None`: kept by the watchdog), and returns that
+/// owner's guard; `None` when nothing was handed (the kind does not hand off, or the hold was
+/// not the last one: it was released as [`release`] does). What a caller that waits for a
+/// lock in a way of its own (a RedLock's waiters, which take every instance at once) uses to
+/// pass the lock on in one round trip.
+///
+/// # Cancel safety
+///
+/// As [`release`]'s: dropped while the call may have run, it is sent again in the background
+/// with the same request id, and a hand-off whose guard was never returned is undone.
+///
+/// # Errors
+///
+/// As [`release`]'s.
+fn release_to_new_owner<K: HoldKind>(
+    kind: Arc<K>,
+    owner: Owner,
+    end: LeaseEnd,
+    lease: Option<Duration>,
+) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
+    let renew_lease =
+        (end.renewed && kind.renews_on_release()).then(|| kind.client().config().get_lease());
+    let mark = kind.client().release_started(&owner, kind.lock_key());
+    Box::pin(async move {
+        let direct = (end.lost.is_none() && end.last_hold && kind.hands_off())
+            .then(|| successor(kind.client(), kind.client().new_owner(), lease));
+        let span = release_span(&*kind, &owner);
+        release_inner(&kind, &owner, renew_lease, false, direct, mark)
+            .instrument(span)
+            .await
+    })
+}
+
+/// The span of one release of `owner`.
+fn release_span<K: HoldKind>(kind: &K, owner: &Owner) -> tracing::Span {
+    tracing::debug_span!(
+        "ferrisson.release",
+        kind = kind.kind_name(),
+        key = %kind.lock_key(),
+        %owner,
+    )
+}
+
+/// A hand-off's successor: its owner, its lease (the fixed one asked for, else the client's)
+/// and whether the watchdog keeps it (no fixed lease).
+fn successor(client: &Client, owner: Owner, lease: Option<Duration>) -> (Owner, Duration, bool) {
+    match lease {
+        Some(lease) => (owner, lease, false),
+        None => (owner, client.config().get_lease(), true),
+    }
+}
+
+/// `handoff`: a local waiter may be claimed for the lock; `direct`: the successor is this one
+/// (owner, lease, watched) instead, and its guard is returned rather than delivered.
+async fn release_inner<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    renew_lease: Option<Duration>,
+    handoff: bool,
+    direct: Option<(Owner, Duration, bool)>,
+    mark: ReleaseMark,
+) -> Result<(Released, Option<HoldGuard>)> {
+    let client = kind.client();
+    let turns = handoff && direct.is_none() && kind.hands_off();
+    let channel = turns.then(|| kind.waiting(owner).channel);
+    let claim = channel
+        .as_deref()
+        .and_then(|channel| client.claim_turn(channel, MAX_HANDOFF_STREAK));
+    // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
+    let successor: Option<(Owner, Duration, bool)> = direct.or_else(|| {
+        claim
+            .as_ref()
+            .and_then(|c| c.tag())
+            .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
+            .map(|waiter| successor(client, waiter.owner.clone(), waiter.lease))
+    });
+    // Random, as a UUID v4 is: the latch key must not collide with another release's.
+    let stamp = Stamp {
+        request_id: RequestId::random(),
+        seq: client.next_release_seq(),
+        latch_free: mark.overlaps(),
+    };
+    // Dropped while the call may have run (or left unknown), the release is sent again with
+    // the same request id (counted once), and a hand-off to a waiter that was never told is
+    // undone.
+    let resend = CleanupGuard::new(client, || {
+        let (kind, owner) = (kind.clone(), owner.clone());
+        let successor = successor.as_ref().map(|(o, _, _)| o.clone());
+        async move {
+            let _mark = mark;
+            let resent = release_call(&*kind, &owner, renew_lease, None, stamp, true).await;
+            let undo = match resent {
+                Ok((2, _, _)) => successor,
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
+                    None
+                }
+            };
+            if let Some(successor) = undo
+                && let Err(e) = release_boxed(&kind, &successor).await
+            {
+                tracing::warn!(key = %kind.lock_key(), %successor, error = %e, "undoing an abandoned hand-off failed; the hold ends with its lease");
+            }
+        }
+    });
+    let sent_at = Instant::now();
+    let reply = release_call(
+        &**kind,
+        owner,
+        renew_lease,
+        successor.as_ref().map(|(o, lease, _)| (o, *lease)),
+        stamp,
+        false,
+    )
+    .await;
+    // Still unknown after the settle window: send it again in the background.
+    resend.settle(&reply);
+    if let Some(channel) = &channel
+        && claim.is_none()
+    {
+        // A public release (or none): if it ended the client's turn, the other subscribers
+        // its message reached take theirs first.
+        let subscribers = match &reply {
+            Ok((1, _, subscribers)) => *subscribers,
+            _ => 0,
+        };
+        client.end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
+    }
+    match reply? {
+        (-1, _, _) => Ok((Released::NotOwner, None)),
+        // A resend that found the hold gone and its record overwritten, which the marks rule
+        // out: it cannot vouch for a free, so it reports none.
+        (-2, _, _) => {
+            tracing::warn!(key = %kind.lock_key(), %owner, "a resent release found the hold gone and its record overwritten: reported as not held");
+            Ok((Released::NotOwner, None))
+        }
+        (0, _, _) => Ok((Released::StillHeld, None)),
+        (1, _, _) => Ok((Released::Freed, None)),
+        (2, token, _) => {
+            let Some((successor_owner, lease, renew)) = successor else {
+                return Err(Error::Protocol(format!(
+                    "the release script of `{}` handed off without a successor",
+                    kind.lock_key()
+                )));
+            };
+            let handle = client.hold_lease(LeaseSpec {
+                script: kind.renew_script(),
+                key: kind.lock_key().clone(),
+                owner: kind.hold_field(&successor_owner),
+                lease,
+                renew,
+                sent_at,
+            });
+            let token = kind.fenced().then(|| token_of(token));
+            let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
+            crate::metrics::handed_off(kind.kind_name());
+            let Some(claim) = claim else {
+                tracing::debug!(key = %kind.lock_key(), "released straight to a new owner");
+                return Ok((Released::HandedOff, Some(guard)));
+            };
+            // A waiter that left meanwhile gets nothing: its guard comes back and is dropped,
+            // which releases the lock.
+            if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
+                drop(unclaimed);
+            }
+            tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");
+            Ok((Released::HandedOff, None))
+        }
+        (code, _, _) => Err(Error::Protocol(format!(
+            "the release script of `{}` replied code {code}",
+            kind.lock_key()
+        ))),
+    }
+}
+
+/// Releases one hold of `owner` without a hand-off, as a boxed future: what the cleanups
+/// inside [`release`] and [`try_once`] call (the box ends the recursion).
+pub(super) fn release_boxed<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+) -> BoxFuture<'static, Result<Released>> {
+    let mark = kind.client().release_started(owner, kind.lock_key());
+    let (kind, owner) = (kind.clone(), owner.clone());
+    Box::pin(async move { release_marked(&kind, &owner, None, false, mark).await })
+}
+
+/// What identifies one release and its resends to the script: the request id (its latch), the
+/// sequence number (for the client's latch) and whether a free is latched per request.
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    request_id: RequestId,
+    seq: u64,
+    latch_free: bool,
+}
+
+/// One release script call (settled, its retries marked as such; `resend`: the first one too)
+/// under its stamp:
+/// `(code, token, subscribers)`, token 0 when the script replies its code alone, subscribers
+/// (how many its release message reached) 0 when it does not say.
+async fn release_call<K: HoldKind>(
+    kind: &K,
+    owner: &Owner,
+    renew_lease: Option<Duration>,
+    successor: Option<(&Owner, Duration)>,
+    stamp: Stamp,
+    resend: bool,
+) -> Result<(i64, i64, i64)> {
+    let call = |retry| {
+        kind.release_call(&ReleaseArgs {
+            owner,
+            renew_lease,
+            successor,
+            request_id: stamp.request_id,
+            seq: stamp.seq,
+            latch_free: stamp.latch_free,
+            retry,
+        })
+    };
+    let reply: redis::Value = kind.client().eval_each(|n| call(resend || n > 0)).await?;
+    let parsed = match int_reply(&reply).as_deref() {
+        Some([c]) => Some((*c, 0, 0)),
+        Some([c, t]) => Some((*c, *t, 0)),
+        Some([c, t, s]) => Some((*c, *t, *s)),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        Error::Protocol(format!(
+            "the release script of `{}` replied {reply:?}",
+            kind.lock_key()
+        ))
+    })
+}
+
+/// A kind's guards release through the engine.
+impl<K: HoldKind> Release for K {
+    fn key(&self) -> &str {
+        self.lock_key()
+    }
+
+    fn runs_on(&self) -> &Client {
+        self.client()
+    }
+
+    fn release(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+    ) -> BoxFuture<'static, Result<Released>> {
+        let renew_lease =
+            (end.renewed && self.renews_on_release()).then(|| self.client().config().get_lease());
+        // Only the last local hold of a live lock can go straight to a local waiter.
+        let handoff = end.lost.is_none() && end.last_hold;
+        let mark = self.client().release_started(&owner, self.lock_key());
+        Box::pin(async move { release_marked(&self, &owner, renew_lease, handoff, mark).await })
+    }
+
+    fn release_to_new_owner(
+        self: Arc<Self>,
+        owner: Owner,
+        end: LeaseEnd,
+        lease: Option<Duration>,
+    ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
+        release_to_new_owner(self, owner, end, lease)
+    }
+}

@@ -1,0 +1,496 @@
+//! The subscriber connection's driver: where it connects ([`Source`]), its sessions (classic or
+//! sharded) and the task that reconciles the hub's channels with the connection.
+
+use super::*;
+
+/// Where the hub's subscriber connection goes.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// Classic pub/sub (`SUBSCRIBE`) on one server, which `resolve(n)` names for connection
+    /// attempt `n`: a standalone server, a cluster's seed nodes in turn (classic messages reach
+    /// every node of a cluster), or the primary the sentinels name now. When the receiver
+    /// changes (a Sentinel client moved to a new primary), the connection starts over.
+    Classic(Resolver, Option<watch::Receiver<u64>>),
+    /// Sharded pub/sub (`SSUBSCRIBE`) over a cluster connection: one connection per shard,
+    /// each channel subscribed on the primary of its slot, following failovers and slot moves.
+    Sharded(Arc<dyn Fn() -> redis::cluster::ClusterClientBuilder + Send + Sync>),
+}
+
+/// Names the server of a classic subscriber connection, for connection attempt `n`.
+pub(crate) type Resolver = Arc<
+    dyn Fn(u32) -> futures::future::BoxFuture<'static, redis::RedisResult<redis::Client>>
+        + Send
+        + Sync,
+>;
+
+impl Source {
+    /// Classic pub/sub on one fixed server.
+    pub(crate) fn fixed(client: redis::Client) -> Self {
+        Source::Classic(
+            Arc::new(move |_| {
+                let client = client.clone();
+                Box::pin(async move { Ok(client) })
+            }),
+            None,
+        )
+    }
+
+    /// Classic pub/sub on the current primary of a Sentinel set-up, moving with it.
+    pub(crate) fn sentinel(primary: Arc<crate::sentinel::SentinelPrimary>) -> Self {
+        let changes = primary.changes();
+        Source::Classic(
+            Arc::new(move |_| {
+                let client = primary.primary_client();
+                Box::pin(async move { Ok(client) })
+            }),
+            Some(changes),
+        )
+    }
+
+    /// Classic pub/sub on the first of `clients` that answers, starting again from the next one
+    /// after a failure.
+    pub(crate) fn rotating(clients: Vec<redis::Client>) -> Self {
+        Source::Classic(
+            Arc::new(move |n| {
+                let len = u32::try_from(clients.len()).unwrap_or(u32::MAX).max(1);
+                let pick = usize::try_from(n % len).unwrap_or(0);
+                let client = clients.get(pick).cloned();
+                Box::pin(async move {
+                    client.ok_or_else(|| {
+                        redis::RedisError::from((
+                            redis::ErrorKind::InvalidClientConfig,
+                            "no seed node",
+                        ))
+                    })
+                })
+            }),
+            None,
+        )
+    }
+}
+
+/// What the subscriber connection reports.
+enum Event {
+    /// A message on a channel.
+    Message(String, Vec<u8>),
+    /// The connection subscribed a channel again by itself (a shard's connection came back,
+    /// or its slot moved): anything may have been published meanwhile.
+    Renewed(String),
+    /// The server dropped a channel (its slot moved to another shard): subscribe it again, on
+    /// the slot's new owner.
+    Dropped(String),
+    /// A shard's connection broke (its primary died or fails over).
+    ShardDown,
+    /// Nothing to report (a confirmation of our own request).
+    Nothing,
+}
+
+/// One subscriber connection (classic) or one cluster connection holding a subscriber
+/// connection per shard (sharded).
+enum Session {
+    Classic {
+        sink: redis::aio::PubSubSink,
+        stream: redis::aio::PubSubStream,
+    },
+    Sharded {
+        conn: redis::cluster_async::ClusterConnection,
+        pushes: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+        /// Confirmations still due for our own (un)subscribe requests, by channel: the others
+        /// are the connection's (or the server's) doing.
+        expected_subscribes: HashMap<String, u32>,
+        expected_unsubscribes: HashMap<String, u32>,
+    },
+}
+
+impl Session {
+    async fn open(source: &Source, attempt: u32) -> redis::RedisResult<Self> {
+        match source {
+            Source::Classic(resolve, _) => {
+                let client = resolve(attempt).await?;
+                let (sink, stream) = client.get_async_pubsub().await?.split();
+                Ok(Session::Classic { sink, stream })
+            }
+            Source::Sharded(builder) => {
+                let (tx, pushes) = tokio::sync::mpsc::unbounded_channel();
+                let client = builder()
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(tx)
+                    .build()?;
+                let conn = client.get_async_connection().await?;
+                Ok(Session::Sharded {
+                    conn,
+                    pushes,
+                    expected_subscribes: HashMap::new(),
+                    expected_unsubscribes: HashMap::new(),
+                })
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Session::Classic { sink, .. } => sink.subscribe(channels).await,
+            Session::Sharded {
+                conn,
+                expected_subscribes,
+                ..
+            } => {
+                // One SSUBSCRIBE per slot: a shard channel command may not span slots.
+                for group in by_slot(channels) {
+                    for c in &group {
+                        *expected_subscribes.entry(c.clone()).or_default() += 1;
+                    }
+                    conn.ssubscribe(&group).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Session::Classic { sink, .. } => sink.unsubscribe(channels).await,
+            Session::Sharded {
+                conn,
+                expected_unsubscribes,
+                ..
+            } => {
+                for group in by_slot(channels) {
+                    for c in &group {
+                        *expected_unsubscribes.entry(c.clone()).or_default() += 1;
+                    }
+                    conn.sunsubscribe(&group).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The next event; `None` when the connection is gone.
+    async fn next(&mut self) -> Option<Event> {
+        match self {
+            Session::Classic { stream, .. } => {
+                let message = stream.next().await?;
+                Some(Event::Message(
+                    message.get_channel_name().to_owned(),
+                    message.get_payload_bytes().to_vec(),
+                ))
+            }
+            Session::Sharded {
+                pushes,
+                expected_subscribes,
+                expected_unsubscribes,
+                ..
+            } => {
+                let push = pushes.recv().await?;
+                let channel = push.data.first().and_then(|v| match v {
+                    Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+                    _ => None,
+                });
+                let expected = |map: &mut HashMap<String, u32>, channel: &str| {
+                    let Some(n) = map.get_mut(channel) else {
+                        return false;
+                    };
+                    *n -= 1;
+                    if *n == 0 {
+                        map.remove(channel);
+                    }
+                    true
+                };
+                Some(match (push.kind, channel) {
+                    (redis::PushKind::SMessage | redis::PushKind::Message, Some(channel)) => {
+                        let payload = match push.data.get(1) {
+                            Some(Value::BulkString(bytes)) => bytes.clone(),
+                            _ => Vec::new(),
+                        };
+                        Event::Message(channel, payload)
+                    }
+                    (redis::PushKind::SSubscribe, Some(channel)) => {
+                        if expected(expected_subscribes, &channel) {
+                            Event::Nothing
+                        } else {
+                            Event::Renewed(channel)
+                        }
+                    }
+                    (redis::PushKind::SUnsubscribe, Some(channel)) => {
+                        if expected(expected_unsubscribes, &channel) {
+                            Event::Nothing
+                        } else {
+                            Event::Dropped(channel)
+                        }
+                    }
+                    (redis::PushKind::Disconnection, _) => Event::ShardDown,
+                    _ => Event::Nothing,
+                })
+            }
+        }
+    }
+}
+
+use redis::Value;
+
+/// `channels` grouped by hash slot (the order within a group kept).
+fn by_slot(channels: &[String]) -> Vec<Vec<String>> {
+    let mut groups: HashMap<u16, Vec<String>> = HashMap::new();
+    for c in channels {
+        groups
+            .entry(crate::keys::hash_slot(c))
+            .or_default()
+            .push(c.clone());
+    }
+    groups.into_values().collect()
+}
+
+pub(super) struct Driver {
+    pub(super) shared: Arc<HubShared>,
+    pub(super) source: Source,
+    pub(super) connect_timeout: Duration,
+    pub(super) response_timeout: Duration,
+    pub(super) retry: RetryPolicy,
+}
+
+/// How long a channel stays subscribed after its last waiter left.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Resolves when the primary moved (never without a change signal, or once it is gone).
+async fn primary_moved(changes: &mut Option<watch::Receiver<u64>>) {
+    match changes {
+        Some(changes) => {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `due`; forever when there is none.
+async fn sleep_until_some(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Driver {
+    pub(super) async fn run(self) {
+        let mut failures = 0u32;
+        let mut attempt = 0u32;
+        loop {
+            if self.shared.state().closed {
+                return;
+            }
+            let connection =
+                tokio::time::timeout(self.connect_timeout, Session::open(&self.source, attempt))
+                    .await;
+            attempt = attempt.wrapping_add(1);
+            let mut session = match connection {
+                Ok(Ok(session)) => session,
+                Ok(Err(e)) => {
+                    failures += 1;
+                    tracing::debug!(error = %e, failures, "pub/sub connection failed");
+                    self.pause(failures).await;
+                    continue;
+                }
+                Err(_) => {
+                    failures += 1;
+                    tracing::debug!(failures, "pub/sub connection timed out");
+                    self.pause(failures).await;
+                    continue;
+                }
+            };
+            // The next connection starts with the same server, unless this one fails.
+            attempt = attempt.wrapping_sub(1);
+            let reconnected = {
+                let mut state = self.shared.state();
+                state.epoch += 1;
+                state.connected = true;
+                // Nothing is subscribed on the new connection until the first reconcile.
+                state.live.clear();
+                self.shared.live.store(0, Ordering::Release);
+                state.epoch > 1
+            };
+            if failures > 0 || reconnected {
+                tracing::info!("pub/sub connection established");
+            }
+            let mut moved = match &self.source {
+                Source::Classic(_, Some(changes)) => {
+                    let mut changes = changes.clone();
+                    changes.mark_unchanged();
+                    Some(changes)
+                }
+                _ => None,
+            };
+            let mut subscribed = HashSet::new();
+            let mut lingering = HashMap::new();
+            let mut healthy = self
+                .reconcile(&mut session, &mut subscribed, &mut lingering)
+                .await;
+            if reconnected {
+                // Whatever happened while the connection was down, nobody was told.
+                // (Also after a shard went down and the session started over.)
+                self.shared.wake_everyone();
+            }
+            while healthy {
+                let linger_due = lingering.values().min().copied();
+                tokio::select! {
+                    biased;
+                    () = self.shared.kick.notified() => {
+                        if self.shared.state().closed {
+                            return;
+                        }
+                        healthy = self.reconcile(&mut session, &mut subscribed, &mut lingering).await;
+                    }
+                    () = sleep_until_some(linger_due) => {
+                        healthy = self.reconcile(&mut session, &mut subscribed, &mut lingering).await;
+                    }
+                    event = session.next() => match event {
+                        Some(Event::Message(channel, payload)) => self.shared.message(&channel, &payload),
+                        Some(Event::Renewed(channel)) => {
+                            tracing::debug!(%channel, "channel subscribed again by the connection");
+                            self.wake_channel(&channel);
+                        }
+                        Some(Event::Dropped(channel)) => {
+                            // The slot moved. This connection's view of the slots is stale, and
+                            // subscribing there would bounce off the old owner: start over with a
+                            // fresh view, subscribing every channel where its slot is served now
+                            // (waiters are woken to re-check; their calls follow the slot).
+                            tracing::info!(%channel, "the server dropped a shard channel (its slot moved); subscribing again");
+                            healthy = false;
+                        }
+                        Some(Event::ShardDown) => {
+                            // Its slots may have a new primary by the time it is back, which this
+                            // connection would not learn while it sends nothing there: start
+                            // over with a fresh view of the cluster, subscribing every channel
+                            // where its slot is served now (until then, waiters re-check on
+                            // their bounded waits).
+                            tracing::info!("a shard's subscriber connection broke; subscribing again");
+                            healthy = false;
+                        }
+                        Some(Event::Nothing) => {}
+                        None => healthy = false,
+                    },
+                    () = primary_moved(&mut moved) => {
+                        tracing::info!("the primary moved: the subscriber connection follows");
+                        healthy = false;
+                    }
+                }
+            }
+            {
+                let mut state = self.shared.state();
+                state.connected = false;
+                state.live.clear();
+                self.shared.live.store(0, Ordering::Release);
+            }
+            self.shared.confirmations.send_modify(|n| *n += 1);
+            tracing::warn!("pub/sub connection lost; waiters fall back to bounded re-checks");
+            // Every waiter looks now: a Redis that went away is an outage their tries must
+            // see (the outage limit runs from then), not one they sleep through.
+            self.shared.wake_everyone();
+            failures = 1;
+            attempt = attempt.wrapping_add(1);
+            self.pause(failures).await;
+        }
+    }
+
+    fn wake_channel(&self, name: &str) {
+        if let Some(channel) = self.shared.state().channels.get(name) {
+            channel.wake(Wake::All);
+        }
+    }
+
+    /// Backs off before the next connection attempt. Channel changes meanwhile leave a kick
+    /// stored, so the first loop after reconnecting reconciles them.
+    async fn pause(&self, failures: u32) {
+        tokio::time::sleep(self.retry.backoff(failures)).await;
+    }
+
+    /// Brings the connection's subscriptions in line with the channels waiters are on.
+    /// Returns false when the connection failed.
+    async fn reconcile(
+        &self,
+        session: &mut Session,
+        subscribed: &mut HashSet<String>,
+        lingering: &mut HashMap<String, Instant>,
+    ) -> bool {
+        let (to_subscribe, to_unsubscribe) = {
+            let mut state = self.shared.state();
+            let add: Vec<String> = state
+                .channels
+                .keys()
+                .filter(|c| !subscribed.contains(*c))
+                .cloned()
+                .collect();
+            // A channel nobody waits on any more lingers before it is unsubscribed: the same
+            // waiter (a task taking a fair lock in a loop) is often back within moments, and
+            // then needs neither a SUBSCRIBE nor the wait for its confirmation.
+            let now = Instant::now();
+            lingering.retain(|c, _| !state.channels.contains_key(c));
+            let mut remove = Vec::new();
+            for c in subscribed
+                .iter()
+                .filter(|c| !state.channels.contains_key(*c))
+            {
+                let due = *lingering.entry(c.clone()).or_insert(now + LINGER);
+                if due <= now {
+                    remove.push(c.clone());
+                }
+            }
+            // Out of `live` before the UNSUBSCRIBE is sent: no waiter may count on a channel
+            // that is going away.
+            for c in &remove {
+                state.live.remove(c);
+            }
+            self.shared.live.store(state.live.len(), Ordering::Release);
+            (add, remove)
+        };
+        if !to_subscribe.is_empty() {
+            match tokio::time::timeout(self.response_timeout, session.subscribe(&to_subscribe))
+                .await
+            {
+                Ok(Ok(())) => subscribed.extend(to_subscribe),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "subscribe failed");
+                    return false;
+                }
+                Err(_) => {
+                    tracing::warn!("subscribe timed out");
+                    return false;
+                }
+            }
+        }
+        if !to_unsubscribe.is_empty() {
+            match tokio::time::timeout(self.response_timeout, session.unsubscribe(&to_unsubscribe))
+                .await
+            {
+                Ok(Ok(())) => {
+                    for c in &to_unsubscribe {
+                        subscribed.remove(c);
+                        lingering.remove(c);
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "unsubscribe failed");
+                    return false;
+                }
+                Err(_) => {
+                    tracing::warn!("unsubscribe timed out");
+                    return false;
+                }
+            }
+        }
+        {
+            let mut state = self.shared.state();
+            let epoch = state.epoch;
+            for (name, channel) in state.channels.iter_mut() {
+                if subscribed.contains(name) {
+                    channel.confirmed_epoch = epoch;
+                }
+            }
+            state.live.clone_from(subscribed);
+            self.shared.live.store(state.live.len(), Ordering::Release);
+        }
+        self.shared.confirmations.send_modify(|n| *n += 1);
+        true
+    }
+}

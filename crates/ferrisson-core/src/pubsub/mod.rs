@@ -1,0 +1,698 @@
+//! Waiters over pub/sub: one subscriber connection per client, shared by every waiter.
+//!
+//! # Implementation details
+//!
+//! A waiter (a task waiting for a lock, a permit, a latch) registers a *slot* on the channel
+//! its synchronizer publishes on and gets a [`Subscription`]. The hub keeps, per channel, the
+//! slots in arrival order and the channel's [`WakePolicy`], which turns a message's payload into
+//! how many local waiters should try again (one for a lock release, all for a latch opening, up
+//! to `n` for `n` released permits). A channel is subscribed while at least one slot is on it
+//! and unsubscribed a moment (two seconds) after the last one leaves, so that a waiter coming
+//! back soon finds it subscribed and confirmed; the desired set is reconciled with the connection
+//! by one background task, the *driver*, which also owns the connection.
+//!
+//! Waking a slot sets its `pending` flag and stores a permit in its [`Notify`], so a wake-up
+//! that arrives while the waiter is busy trying (not yet awaiting) is not lost: its next
+//! [`Subscription::wait`] returns at once. A slot dropped with an unconsumed wake-up hands it to
+//! the next slot of the channel, so a cancelled waiter never swallows the one wake-up a lock
+//! release sends.
+//!
+//! **Local hand-off.** A holder releasing a lock that local waiters wait for can hand it to
+//! the first of them in the release script itself, instead of freeing it and publishing: one
+//! script call per acquisition instead of a release, a message and a try, and no wake-up race
+//! with the other waiters. The releaser [`claims`](Hub::claim) the waiter (its slot carries a
+//! [`Tag`] saying who it is), runs the release, and [`delivers`](Claim::deliver) the result
+//! (the new guard) into the slot, where the waiter's [`Subscription::wait`] finds it. A waiter
+//! that left in between is detected under the hub's lock, and the result is handed back to the
+//! releaser, which releases it. To keep other clients from starving, a channel allows only a
+//! bounded streak of hand-offs before the next release is a public one; any message seen on the
+//! channel ends the streak.
+//!
+//! Messages can still be lost (a reconnect, a publisher on another connection failing). So
+//! waiters never wait on a message alone: they subscribe, wait until the subscription is
+//! confirmed, *then* try again (no lost wake-up between a failed try and the wait), and bound
+//! every wait by the TTL the try returned. When the connection breaks, the driver reconnects
+//! with backoff, resubscribes every channel in one command and wakes every waiter, because
+//! anything may have happened while it was away. While nothing changes, Redis sees no command
+//! from any waiter.
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use std::time::Duration;
+use sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::config::RetryPolicy;
+
+/// The hub's locks and flags: std's, or shuttle's under the model checks (built with
+/// `RUSTFLAGS="--cfg ferrisson_model_check"`), which then explore the interleavings of the threads that use them.
+mod sync {
+    #[cfg(ferrisson_model_check)]
+    pub(super) use shuttle::sync::atomic::{AtomicBool, AtomicUsize};
+    #[cfg(ferrisson_model_check)]
+    pub(super) use shuttle::sync::{Mutex, MutexGuard};
+    #[cfg(not(ferrisson_model_check))]
+    pub(super) use std::sync::atomic::{AtomicBool, AtomicUsize};
+    #[cfg(not(ferrisson_model_check))]
+    pub(super) use std::sync::{Mutex, MutexGuard};
+}
+
+/// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::client::ClientEngine::claim_waiter))
+/// before a release goes through Redis publicly, so that waiters of other clients (and
+/// Redisson) get their turn. Every synchronizer that hands off locally uses this bound.
+pub const MAX_HANDOFF_STREAK: u32 = 8;
+
+/// How long a waiter woken by a release it lets pass ([`Woken::Deferred`]: its client just
+/// had its turn) waits before it tries anyway, in case the client whose turn it is does not
+/// take the lock (its waiters left, or it is Redisson's and took it already: then the try
+/// finds the lock held and the waiter goes back to sleep).
+pub const TURN_FALLBACK: Duration = Duration::from_millis(2);
+
+/// The most releases a client lets pass after its turn, whatever number of other subscribers
+/// its last release reached.
+const MAX_TURN_SKIPS: u32 = 64;
+
+/// How many local waiters a message wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The message changes nothing for waiters.
+    None,
+    /// Wake the longest-waiting waiter that has not been woken yet (a lock release).
+    One,
+    /// Wake up to this many waiters (released permits).
+    UpTo(usize),
+    /// Wake every waiter (a latch opening, a write release of a read-write lock).
+    All,
+}
+
+/// Turns the payload of a message into a [`Wake`]. One policy per channel.
+pub type WakePolicy = fn(&[u8]) -> Wake;
+
+/// The wake policy of Redisson's semaphore channels, whose messages are the permit count after
+/// a release: wake up to that many waiters (none when it is not positive).
+pub fn permits_message_policy(payload: &[u8]) -> Wake {
+    let count = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    match count {
+        Some(n) if n > 0 => Wake::UpTo(usize::try_from(n).unwrap_or(usize::MAX)),
+        Some(_) => Wake::None,
+        // Not a count (another publisher): let everyone look.
+        None => Wake::All,
+    }
+}
+
+/// The wake policy of Redisson's lock channels: `0` (a lock released, or a read hold ended)
+/// wakes one waiter; anything else (`1`: a write lock released, readers may all enter) wakes
+/// every waiter.
+pub fn lock_message_policy(payload: &[u8]) -> Wake {
+    if payload == b"0" {
+        Wake::One
+    } else {
+        Wake::All
+    }
+}
+
+/// What a waiter says about itself to a releaser that may hand it the synchronizer
+/// (the lock crate puts the waiter's owner and lease there).
+pub type Tag = Arc<dyn Any + Send + Sync>;
+
+/// What a releaser hands a waiter (the lock crate hands a guard).
+pub type Handoff = Box<dyn Any + Send>;
+
+/// How a [`Subscription::wait`] ended.
+#[derive(Debug)]
+pub enum Woken {
+    /// A message (or a reconnect) says: try again.
+    Notified,
+    /// The bound passed without a wake-up.
+    TimedOut,
+    /// A local releaser handed this waiter the synchronizer.
+    Handed(Handoff),
+    /// A release the waiter's client lets pass: other clients' waiters take their turn first.
+    /// The waiter waits again, up to [`TURN_FALLBACK`], and tries only if nothing else wakes it.
+    Deferred,
+}
+
+struct Slot {
+    pending: AtomicBool,
+    /// The pending wake-up is a deferred one ([`Woken::Deferred`]).
+    deferred: AtomicBool,
+    /// The waiter's last try found nothing for it, and it has not been served since: a caller
+    /// that wants no more than it may queue behind it without a try
+    /// ([`Hub::subscribe_behind`]).
+    failed: AtomicBool,
+    notify: Notify,
+    tag: Option<Tag>,
+    /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
+    claimed: AtomicBool,
+    /// The waiter is trying right now (guarded by the hub's lock): it cannot be claimed, or
+    /// its own try and a hand-off could both give it the synchronizer.
+    busy: AtomicBool,
+    handoff: Mutex<Option<Handoff>>,
+}
+
+impl Slot {
+    /// Marks the slot woken; false if it was already.
+    fn wake(&self) -> bool {
+        if self.pending.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.notify.notify_one();
+        true
+    }
+
+    /// Consumes a stored notification, if any, without waiting.
+    fn forget_notification(&self) {
+        use futures::FutureExt;
+        let _ = self.notify.notified().now_or_never();
+    }
+
+    fn take_handoff(&self) -> Option<Handoff> {
+        self.handoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+}
+
+struct Channel {
+    /// The channel's name, shared with its waiters' subscriptions (one allocation per
+    /// channel, not one per waiter).
+    name: Arc<str>,
+    slots: VecDeque<Arc<Slot>>,
+    policy: WakePolicy,
+    /// The connection epoch in which the server confirmed the subscription (0: not yet).
+    confirmed_epoch: u64,
+    /// Hand-offs since the last public message on the channel.
+    streak: u32,
+    /// Lock releases (`Wake::One` messages) still to let pass after the client's turn: they
+    /// wake the head waiter deferred, so that the other clients' waiters take the lock first.
+    /// While the turn-ending release is in flight it is 1 until its own message has been seen.
+    skips: u32,
+    /// The client's turn-ending release is in flight ([`Hub::claim_turn`] to [`Hub::end_turn`]).
+    turn_ending: bool,
+}
+
+impl Channel {
+    fn new(name: &str, policy: WakePolicy, confirmed_epoch: u64) -> Self {
+        Self {
+            name: name.into(),
+            slots: VecDeque::new(),
+            policy,
+            confirmed_epoch,
+            streak: 0,
+            skips: 0,
+            turn_ending: false,
+        }
+    }
+
+    /// Wakes as `wake` says. A waiter woken deferred that has not looked yet is woken for
+    /// real instead (it counts as one).
+    fn wake(&self, wake: Wake) -> usize {
+        let limit = match wake {
+            Wake::None => 0,
+            Wake::One => 1,
+            Wake::UpTo(n) => n,
+            Wake::All => usize::MAX,
+        };
+        let mut woken = 0;
+        for slot in &self.slots {
+            if woken >= limit {
+                break;
+            }
+            if slot.claimed.load(Ordering::Acquire) {
+                continue;
+            }
+            if slot.deferred.swap(false, Ordering::AcqRel) {
+                // Woken deferred: now it is woken for real. (If it has just taken the
+                // deferred wake-up, the notification stored here ends its deferral at once.)
+                slot.notify.notify_one();
+                woken += 1;
+            } else if slot.wake() {
+                woken += 1;
+            }
+        }
+        woken
+    }
+
+    /// A lock release the client lets pass: wakes the longest-waiting waiter deferred
+    /// (unless one is woken already), so that it tries only if no other client's waiter takes
+    /// the lock within [`TURN_FALLBACK`].
+    fn wake_deferred(&self) {
+        let Some(slot) = self
+            .slots
+            .iter()
+            .find(|s| !s.claimed.load(Ordering::Acquire))
+        else {
+            return;
+        };
+        if slot.pending.load(Ordering::Acquire) {
+            return;
+        }
+        slot.deferred.store(true, Ordering::Release);
+        slot.wake();
+    }
+}
+
+#[derive(Default)]
+struct HubState {
+    channels: HashMap<String, Channel>,
+    /// Channels subscribed and confirmed on the current connection, with local waiters or
+    /// lingering after the last one left (see [`Hub::subscribe_if_live`]).
+    live: HashSet<String>,
+    /// Incremented at each successful (re)connection.
+    epoch: u64,
+    connected: bool,
+    closed: bool,
+}
+
+pub(crate) struct HubShared {
+    state: Mutex<HubState>,
+    /// How many channels have local waiters: lets the uncontended path skip the hub's lock.
+    active: AtomicUsize,
+    /// How many channels are live (`HubState::live`), for the same purpose.
+    live: AtomicUsize,
+    kick: Notify,
+    confirmations: watch::Sender<u64>,
+}
+
+impl HubShared {
+    /// A message arrived on `channel`: wake its waiters as the channel's policy says.
+    fn message(&self, channel: &str, payload: &[u8]) {
+        let mut state = self.state();
+        if let Some(channel) = state.channels.get_mut(channel) {
+            // Someone released publicly: the hand-off streak starts over.
+            channel.streak = 0;
+            let wake = (channel.policy)(payload);
+            if wake == Wake::One && channel.skips > 0 {
+                // The client had its turn: this release is another client's to take.
+                channel.skips -= 1;
+                channel.wake_deferred();
+            } else {
+                channel.wake(wake);
+            }
+        }
+    }
+
+    /// Wakes every waiter of every channel: after a reconnect, anything may have happened.
+    fn wake_everyone(&self) {
+        let mut state = self.state();
+        for channel in state.channels.values_mut() {
+            // No client's turn is known any more.
+            channel.skips = 0;
+            channel.turn_ending = false;
+            channel.wake(Wake::All);
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, HubState> {
+        // A panic while holding this lock cannot leave the state half-updated in a way that
+        // matters more than stopping every waiter would, so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The pub/sub side of a client: the shared subscriber connection and its waiters.
+pub(crate) struct Hub {
+    shared: Arc<HubShared>,
+}
+
+impl Hub {
+    /// The hub's shared state, with no driver and no connection (unit tests of the
+    /// claim/wake state machine).
+    #[cfg(test)]
+    fn detached() -> Self {
+        Self {
+            shared: Arc::new(HubShared {
+                state: Mutex::new(HubState::default()),
+                active: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
+                kick: Notify::new(),
+                confirmations: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    /// Starts the driver on the current Tokio runtime.
+    pub(crate) fn start(
+        source: Source,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Self {
+        let shared = Arc::new(HubShared {
+            state: Mutex::new(HubState::default()),
+            active: AtomicUsize::new(0),
+            live: AtomicUsize::new(0),
+            kick: Notify::new(),
+            confirmations: watch::Sender::new(0),
+        });
+        let driver = Driver {
+            shared: shared.clone(),
+            source,
+            connect_timeout,
+            response_timeout,
+            retry,
+        };
+        tokio::spawn(driver.run());
+        Self { shared }
+    }
+
+    fn subscription(&self, channel: Arc<str>, slot: Arc<Slot>) -> Subscription {
+        crate::metrics::waiters(1.0);
+        Subscription {
+            shared: self.shared.clone(),
+            channel,
+            slot,
+            satisfied: AtomicBool::new(false),
+        }
+    }
+
+    /// Registers a waiter on `channel`; the channel is subscribed if it was not.
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: Option<Tag>,
+    ) -> Subscription {
+        let slot = new_slot(tag);
+        let mut state = self.shared.state();
+        let mut kick = false;
+        let entry = state.channels.entry(channel.to_owned()).or_insert_with(|| {
+            kick = true;
+            self.shared.active.fetch_add(1, Ordering::AcqRel);
+            crate::metrics::channels(1.0);
+            Channel::new(channel, policy, 0)
+        });
+        entry.slots.push_back(slot.clone());
+        let name = entry.name.clone();
+        drop(state);
+        if kick {
+            self.shared.kick.notify_one();
+        }
+        self.subscription(name, slot)
+    }
+
+    /// Registers a waiter on `channel` only if the channel is already subscribed and confirmed
+    /// on the live connection, that is, other local waiters are on it: then no message
+    /// published from now on can be missed, and the waiter can queue behind them without a
+    /// try of its own (they are woken, or handed the lock, first; a head that leaves unserved
+    /// wakes the next).
+    pub(crate) fn subscribe_if_confirmed(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.register_confirmed(channel, None, None, tag)
+    }
+
+    /// Registers a waiter on `channel` only if the channel is subscribed and confirmed and a
+    /// local waiter whose tag satisfies `behind` tried in vain and has not been served since
+    /// (a waiter for as many permits as the caller, or fewer, found too few): the caller would
+    /// fail too, and queues behind it without a try of its own. Every release from now on
+    /// wakes it in its turn, and a waiter that takes permits and sees more left wakes the next
+    /// ([`wake_local`](Self::wake_local)).
+    pub(crate) fn subscribe_behind(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+        behind: &dyn Fn(&Tag) -> bool,
+    ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.register_confirmed(channel, None, Some(behind), tag)
+    }
+
+    /// Wakes every waiter of every channel (the client shuts down: they look, and end).
+    pub(crate) fn wake_all(&self) {
+        self.shared.wake_everyone();
+    }
+
+    /// Wakes up to `n` local waiters of `channel` that are not woken yet (permits are left
+    /// after a try took some: whoever queued behind the taker looks now).
+    pub(crate) fn wake_local(&self, channel: &str, n: usize) {
+        if n == 0 || self.shared.active.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(entry) = self.shared.state().channels.get(channel) {
+            entry.wake(Wake::UpTo(n));
+        }
+    }
+
+    /// Registers a waiter on `channel` if the channel is subscribed and confirmed on the live
+    /// connection: because other local waiters are on it, or because it still lingers after
+    /// the last one left. Every message published from now on reaches the waiter, but nobody
+    /// may be ahead of it: the caller must try before it sleeps.
+    pub(crate) fn subscribe_if_live(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        if self.shared.active.load(Ordering::Acquire) == 0
+            && self.shared.live.load(Ordering::Acquire) == 0
+        {
+            return None;
+        }
+        self.register_confirmed(channel, Some(policy), None, tag)
+    }
+
+    /// The waiter's slot on a confirmed channel; with `lingering` (the policy of a channel
+    /// taken back from lingering), also on a live channel nobody waits on.
+    fn register_confirmed(
+        &self,
+        channel: &str,
+        lingering: Option<WakePolicy>,
+        behind: Option<&dyn Fn(&Tag) -> bool>,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        let mut state = self.shared.state();
+        let epoch = state.epoch;
+        if !state.connected {
+            return None;
+        }
+        if let Some(policy) = lingering
+            && !state.channels.contains_key(channel)
+            && state.live.contains(channel)
+        {
+            // Still subscribed on this connection (the driver takes a channel out of `live`
+            // before it unsubscribes it): waiters are back, nothing to send.
+            self.shared.active.fetch_add(1, Ordering::AcqRel);
+            crate::metrics::channels(1.0);
+            state
+                .channels
+                .insert(channel.to_owned(), Channel::new(channel, policy, epoch));
+        }
+        let entry = state.channels.get_mut(channel)?;
+        if entry.confirmed_epoch != epoch {
+            return None;
+        }
+        if let Some(behind) = behind
+            && !entry
+                .slots
+                .iter()
+                .any(|s| s.failed.load(Ordering::Acquire) && s.tag.as_ref().is_some_and(behind))
+        {
+            return None;
+        }
+        let slot = new_slot(tag());
+        entry.slots.push_back(slot.clone());
+        let name = entry.name.clone();
+        drop(state);
+        Some(self.subscription(name, slot))
+    }
+
+    /// Reserves the longest-waiting tagged waiter of `channel` for a hand-off, unless the
+    /// channel's hand-off streak has reached `max_streak` (then the streak restarts and the
+    /// caller should release publicly).
+    pub(crate) fn claim(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, max_streak, false)
+    }
+
+    /// As [`claim`](Self::claim), for a lock: when the streak has reached `max_streak` and
+    /// local waiters wait, the client's turn ends. The caller releases publicly and reports
+    /// how many subscribers its release message reached ([`end_turn`](Self::end_turn)); its
+    /// own waiters let that message pass, and as many more as there are other clients
+    /// subscribed, so that each of them gets a turn before this client's next (see
+    /// "Turns between clients" in docs/architecture.md).
+    pub(crate) fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, max_streak, true)
+    }
+
+    fn claim_or_yield(&self, channel: &str, max_streak: u32, turns: bool) -> Option<Claim> {
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut state = self.shared.state();
+        let entry = state.channels.get_mut(channel)?;
+        if entry.streak >= max_streak {
+            entry.streak = 0;
+            if turns && entry.slots.iter().any(|s| s.tag.is_some()) {
+                // Its own release message is the first to let pass; how many more, the
+                // release's reply says.
+                entry.skips = 1;
+                entry.turn_ending = true;
+            }
+            return None;
+        }
+        let slot = entry
+            .slots
+            .iter()
+            .find(|s| {
+                s.tag.is_some()
+                    && !s.claimed.load(Ordering::Acquire)
+                    && !s.busy.load(Ordering::Acquire)
+                    && !s.pending.load(Ordering::Acquire)
+            })?
+            .clone();
+        slot.claimed.store(true, Ordering::Release);
+        entry.streak += 1;
+        drop(state);
+        Some(Claim {
+            shared: self.shared.clone(),
+            channel: channel.to_owned(),
+            slot,
+            settled: false,
+        })
+    }
+
+    /// The turn-ending release of [`claim_turn`](Self::claim_turn) is done: its message
+    /// reached `subscribers` subscriber connections (this client's among them; 0: it published
+    /// nothing, or its outcome came from a retry). The client lets one release pass per other
+    /// subscriber, its own included; with no other subscriber, nobody else is waiting, and its
+    /// own waiter is woken for real.
+    pub(crate) fn end_turn(&self, channel: &str, subscribers: u64) {
+        let mut state = self.shared.state();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return;
+        };
+        if !std::mem::take(&mut entry.turn_ending) {
+            // This release did not end a turn (it had nobody local to hand to).
+            return;
+        }
+        let others = u32::try_from(subscribers.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(MAX_TURN_SKIPS);
+        // `skips` is 1 while the release's own message has not been seen, 0 once it has (and
+        // was let pass): one release per other subscriber in all, the own one included.
+        let own_seen = entry.skips == 0;
+        entry.skips = (entry.skips + others).saturating_sub(1);
+        if others == 0 && own_seen {
+            // Nobody else waits, and the own message was let pass: wake the waiter for real.
+            entry.wake(Wake::One);
+        }
+    }
+
+    /// How many channels are subscribed (or about to be) and how many waiters wait on them.
+    pub(crate) fn stats(&self) -> (usize, usize) {
+        let state = self.shared.state();
+        let waiters = state.channels.values().map(|c| c.slots.len()).sum();
+        (state.channels.len(), waiters)
+    }
+}
+
+fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
+    Arc::new(Slot {
+        pending: AtomicBool::new(false),
+        deferred: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
+        notify: Notify::new(),
+        tag,
+        claimed: AtomicBool::new(false),
+        busy: AtomicBool::new(false),
+        handoff: Mutex::new(None),
+    })
+}
+
+/// A waiter reserved by a releaser for a hand-off. Dropped without
+/// [`deliver`](Self::deliver), it frees the waiter and wakes it to try again.
+pub struct Claim {
+    shared: Arc<HubShared>,
+    channel: String,
+    slot: Arc<Slot>,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Claim {
+    /// What the waiter said about itself.
+    pub fn tag(&self) -> Option<&Tag> {
+        self.slot.tag.as_ref()
+    }
+
+    /// Hands `payload` to the waiter. If the waiter has left meanwhile, the payload comes
+    /// back, and the caller must undo what it stands for.
+    ///
+    /// # Errors
+    ///
+    /// The payload, when the waiter is gone.
+    pub fn deliver(mut self, payload: Handoff) -> Result<(), Handoff> {
+        self.settled = true;
+        let state = self.shared.state();
+        let present = state
+            .channels
+            .get(&self.channel)
+            .is_some_and(|c| c.slots.iter().any(|s| Arc::ptr_eq(s, &self.slot)));
+        if !present {
+            return Err(payload);
+        }
+        *self.slot.handoff.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+        self.slot.claimed.store(false, Ordering::Release);
+        drop(state);
+        self.slot.notify.notify_one();
+        Ok(())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let _state = self.shared.state();
+        self.slot.claimed.store(false, Ordering::Release);
+        // A release message may have skipped it while it was claimed.
+        self.slot.wake();
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.kick.notify_one();
+    }
+}
+
+mod driver;
+mod subscription;
+
+use driver::Driver;
+pub(crate) use driver::Source;
+pub use subscription::Subscription;
+
+#[cfg(test)]
+mod races;
+
+#[cfg(all(test, ferrisson_model_check))]
+mod model;
+
+#[cfg(all(test, not(ferrisson_model_check)))]
+mod tests;

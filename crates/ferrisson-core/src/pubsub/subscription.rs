@@ -1,0 +1,205 @@
+//! A waiter's registration on a channel ([`Subscription`]) and its tries.
+
+use super::*;
+
+/// One waiter's registration on a channel. Dropping it leaves the channel (and unsubscribes
+/// the channel when it was the last local waiter).
+pub struct Subscription {
+    pub(super) shared: Arc<HubShared>,
+    pub(super) channel: Arc<str>,
+    pub(super) slot: Arc<Slot>,
+    pub(super) satisfied: AtomicBool,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("channel", &self.channel)
+            .field("pending", &self.slot.pending.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Subscription {
+    /// The channel this subscription listens on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Whether the server has confirmed the subscription on the live connection: from then on,
+    /// no message published on the channel can be missed until the connection breaks.
+    pub fn is_confirmed(&self) -> bool {
+        let state = self.shared.state();
+        state.connected
+            && state
+                .channels
+                .get(&*self.channel)
+                .is_some_and(|c| c.confirmed_epoch == state.epoch)
+    }
+
+    /// Marks the waiter as served (it got what it waited for), so that leaving the queue does
+    /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
+    /// head of the queue wakes the new head, which may have queued without a try of its own.
+    pub fn satisfied(&self) {
+        self.slot.failed.store(false, Ordering::Release);
+        self.satisfied.store(true, Ordering::Release);
+    }
+
+    /// Marks the waiter's try as in vain (it found nothing for it): a caller that wants no
+    /// more may queue behind it (`ClientEngine::subscribe_behind`) until it is served.
+    pub fn tried_in_vain(&self) {
+        self.slot.failed.store(true, Ordering::Release);
+    }
+
+    /// Announces that the waiter is about to try (send its acquire). While the returned
+    /// [`Trying`] lives, no releaser can claim it for a hand-off, so a try and a hand-off never
+    /// both give it the synchronizer. If a releaser has claimed it already, the try must not
+    /// happen: `Err(Some(handoff))` when the hand-off has arrived, `Err(None)` when it is on
+    /// its way (wait for it: [`wait`](Self::wait) returns it, or a wake-up if it fails).
+    ///
+    /// # Errors
+    ///
+    /// As above: the waiter is claimed, or already handed the synchronizer.
+    pub fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
+        let _state = self.shared.state();
+        if let Some(handoff) = self.slot.take_handoff() {
+            self.slot.forget_notification();
+            return Err(Some(handoff));
+        }
+        if self.slot.claimed.load(Ordering::Acquire) {
+            return Err(None);
+        }
+        self.slot.busy.store(true, Ordering::Release);
+        Ok(Trying { slot: &self.slot })
+    }
+
+    /// Waits up to `timeout` for [`is_confirmed`](Self::is_confirmed); returns whether it is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn confirmed(&self, timeout: Duration) -> bool {
+        let deadline = crate::time::later(Instant::now(), timeout);
+        let mut changes = self.shared.confirmations.subscribe();
+        loop {
+            if self.is_confirmed() {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return self.is_confirmed(),
+            }
+        }
+    }
+
+    /// Waits until this waiter is woken by a message (or a reconnect), handed the
+    /// synchronizer by a local releaser, or `bound` has passed. A wake-up or hand-off that
+    /// arrived since the last wait returns at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a wake-up that arrives after the future is dropped stays pending for the
+    /// next wait, or passes to another waiter when the subscription is dropped; a hand-off
+    /// stays in the slot for the next wait, or is dropped with the subscription (which undoes
+    /// it: the lock crate's hand-off is a guard, whose drop releases).
+    pub async fn wait(&self, bound: Duration) -> Woken {
+        if let Some(handoff) = self.slot.take_handoff() {
+            self.slot.forget_notification();
+            return Woken::Handed(handoff);
+        }
+        if let Some(woken) = self.take_wake_up() {
+            // The wake-up that set the flag also stored a notification: used up here, so the
+            // next wait does not return at once for nothing. (A wake-up racing in sets the flag
+            // again, which the next wait sees.)
+            self.slot.forget_notification();
+            return woken;
+        }
+        let woken = tokio::time::timeout(bound, self.slot.notify.notified())
+            .await
+            .is_ok();
+        if let Some(handoff) = self.slot.take_handoff() {
+            return Woken::Handed(handoff);
+        }
+        // Consume the flag whichever way the wait ended: the caller tries again now anyway.
+        if self.slot.pending.swap(false, Ordering::AcqRel) || woken {
+            self.woken()
+        } else {
+            Woken::TimedOut
+        }
+    }
+
+    /// Takes a wake-up that arrived since the last wait, if any.
+    pub(super) fn take_wake_up(&self) -> Option<Woken> {
+        self.slot
+            .pending
+            .swap(false, Ordering::AcqRel)
+            .then(|| self.woken())
+    }
+
+    /// A wake-up taken: deferred, or for real.
+    pub(super) fn woken(&self) -> Woken {
+        if self.slot.deferred.swap(false, Ordering::AcqRel) {
+            Woken::Deferred
+        } else {
+            Woken::Notified
+        }
+    }
+}
+
+/// A waiter's try in progress (see [`Subscription::begin_try`]); dropping it ends the try.
+#[derive(Debug)]
+pub struct Trying<'a> {
+    pub(super) slot: &'a Slot,
+}
+
+impl Drop for Trying<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("claimed", &self.claimed.load(Ordering::Relaxed))
+            .field("busy", &self.busy.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        crate::metrics::waiters(-1.0);
+        let mut state = self.shared.state();
+        let mut kick = false;
+        if let Some(channel) = state.channels.get_mut(&*self.channel) {
+            let was_head = channel
+                .slots
+                .front()
+                .is_some_and(|s| Arc::ptr_eq(s, &self.slot));
+            channel.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+            if self.slot.pending.load(Ordering::Acquire)
+                || (was_head && !self.satisfied.load(Ordering::Acquire))
+            {
+                // The wake-up this waiter did not use belongs to the next one; and a head
+                // leaving unserved passes the baton, so the queue never waits on nobody.
+                channel.wake(Wake::One);
+            }
+            if channel.slots.is_empty() {
+                state.channels.remove(&*self.channel);
+                self.shared.active.fetch_sub(1, Ordering::AcqRel);
+                crate::metrics::channels(-1.0);
+                kick = true;
+            }
+        }
+        // A hand-off that arrived and was never taken is dropped here, outside the hub's
+        // lock: dropping it undoes it (the lock crate's guard releases).
+        let unused = self.slot.take_handoff();
+        drop(state);
+        drop(unused);
+        if kick {
+            self.shared.kick.notify_one();
+        }
+    }
+}

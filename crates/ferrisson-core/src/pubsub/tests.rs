@@ -1,0 +1,226 @@
+//! The claim/wake state machine, without Redis: who a message wakes, who a releaser may
+//! claim, and the race of a waiter's own try with a local hand-off.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+
+fn tag(n: u32) -> Option<Tag> {
+    Some(Arc::new(n))
+}
+
+fn tag_of(claim: &Claim) -> u32 {
+    *claim.tag().unwrap().downcast_ref::<u32>().unwrap()
+}
+
+const CH: &str = "ch";
+
+#[test]
+fn a_claim_takes_the_longest_waiting_free_tagged_waiter() {
+    let hub = Hub::detached();
+    let _untagged = hub.subscribe(CH, lock_message_policy, None);
+    let first = hub.subscribe(CH, lock_message_policy, tag(1));
+    let _second = hub.subscribe(CH, lock_message_policy, tag(2));
+    assert!(hub.claim("other", MAX_HANDOFF_STREAK).is_none());
+    // The first is trying: it cannot be claimed, the second is.
+    let trying = first.begin_try().unwrap();
+    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    assert_eq!(tag_of(&claim), 2);
+    drop(trying);
+    let claim1 = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    assert_eq!(tag_of(&claim1), 1);
+    // Both claimed: nobody is left.
+    assert!(hub.claim(CH, MAX_HANDOFF_STREAK).is_none());
+    drop((claim, claim1));
+}
+
+#[tokio::test]
+async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
+    let hub = Hub::detached();
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    // A retried acquire meeting the hand-off: the try must not run.
+    assert!(matches!(waiter.begin_try(), Err(None)));
+    claim.deliver(Box::new(7u32)).unwrap();
+    match waiter.begin_try() {
+        Err(Some(handoff)) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 7),
+        other => panic!("expected the hand-off, got {other:?}"),
+    }
+    // Nothing is left for a later round, not even a spurious wake-up.
+    assert!(matches!(
+        waiter.wait(Duration::from_millis(1)).await,
+        Woken::TimedOut
+    ));
+}
+
+#[tokio::test]
+async fn a_hand_off_to_a_waiter_that_left_comes_back_and_a_dropped_claim_wakes() {
+    let hub = Hub::detached();
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    drop(waiter);
+    let back = claim.deliver(Box::new(3u32)).unwrap_err();
+    assert_eq!(*back.downcast::<u32>().unwrap(), 3);
+
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    drop(hub.claim(CH, MAX_HANDOFF_STREAK).unwrap());
+    assert!(matches!(
+        waiter.wait(Duration::from_secs(5)).await,
+        Woken::Notified
+    ));
+}
+
+#[tokio::test]
+async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
+    let hub = Hub::detached();
+    let a = hub.subscribe(CH, permits_message_policy, tag(1));
+    let b = hub.subscribe(CH, permits_message_policy, tag(2));
+    let c = hub.subscribe(CH, permits_message_policy, tag(3));
+    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    assert_eq!(tag_of(&claim), 1);
+    // Two permits released: the two unclaimed waiters wake, the claimed one does not.
+    hub.shared.message(CH, b"2");
+    let quick = Duration::from_millis(1);
+    assert!(matches!(b.wait(quick).await, Woken::Notified));
+    assert!(matches!(c.wait(quick).await, Woken::Notified));
+    assert!(matches!(a.wait(quick).await, Woken::TimedOut));
+    claim.deliver(Box::new(())).unwrap();
+    assert!(matches!(a.wait(quick).await, Woken::Handed(_)));
+    // A wake-up is used once: no spurious second one.
+    assert!(matches!(b.wait(quick).await, Woken::TimedOut));
+    assert!(matches!(a.wait(quick).await, Woken::TimedOut));
+    // A count of zero wakes nobody.
+    let d = hub.subscribe(CH, permits_message_policy, tag(4));
+    hub.shared.message(CH, b"0");
+    assert!(matches!(d.wait(quick).await, Woken::TimedOut));
+}
+
+#[tokio::test]
+async fn a_waiter_leaving_with_an_unused_wake_up_passes_it_on() {
+    let hub = Hub::detached();
+    let first = hub.subscribe(CH, lock_message_policy, None);
+    let second = hub.subscribe(CH, lock_message_policy, None);
+    hub.shared.message(CH, b"0");
+    first.satisfied();
+    drop(first);
+    assert!(matches!(
+        second.wait(Duration::from_secs(5)).await,
+        Woken::Notified
+    ));
+}
+
+#[test]
+fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
+    let hub = Hub::detached();
+    let waiters: Vec<_> = (0..4)
+        .map(|i| hub.subscribe(CH, lock_message_policy, tag(i)))
+        .collect();
+    for _ in 0..2 {
+        hub.claim(CH, 2).unwrap().deliver(Box::new(())).unwrap();
+    }
+    assert!(
+        hub.claim(CH, 2).is_none(),
+        "streak reached: release publicly"
+    );
+    assert!(hub.claim(CH, 2).is_some(), "the streak restarted");
+    hub.shared.message(CH, b"1");
+    drop(waiters);
+    assert_eq!(hub.stats(), (0, 0));
+}
+
+/// Ends a turn on `hub`'s channel: the streak is spent (a limit of 0), local waiters wait.
+fn end_of_turn(hub: &Hub) {
+    assert!(hub.claim_turn(CH, 0).is_none(), "the streak is spent");
+}
+
+#[tokio::test]
+async fn after_its_turn_a_client_lets_one_release_pass_per_other_subscriber() {
+    let quick = Duration::from_millis(1);
+    let hub = Hub::detached();
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    // The release's own message arrives before its reply: it is let pass, and the reply
+    // (3 subscribers: this client and two others) lets one more pass.
+    end_of_turn(&hub);
+    hub.shared.message(CH, b"0");
+    hub.end_turn(CH, 3);
+    assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    // The reply first: the same two pass.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 3);
+    for expected in ["deferred", "deferred", "notified"] {
+        hub.shared.message(CH, b"0");
+        let woken = waiter.wait(quick).await;
+        match expected {
+            "deferred" => assert!(matches!(woken, Woken::Deferred), "{woken:?}"),
+            _ => assert!(matches!(woken, Woken::Notified), "{woken:?}"),
+        }
+    }
+    // Another kind of message (a write lock's "1": everyone may enter) is never let pass.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 3);
+    hub.shared.message(CH, b"1");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+}
+
+#[tokio::test]
+async fn a_turn_nobody_else_waits_for_goes_on_at_once() {
+    let quick = Duration::from_millis(1);
+    let hub = Hub::detached();
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    // Own message first, let pass; then the reply says nobody else is subscribed: the
+    // deferred wake-up becomes a real one, whether or not the waiter has looked yet.
+    end_of_turn(&hub);
+    hub.shared.message(CH, b"0");
+    hub.end_turn(CH, 1);
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    end_of_turn(&hub);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+    hub.end_turn(CH, 1);
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    // The reply first: its own message wakes the waiter for real.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 1);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    // Published nothing, or answered from the latch (0): nothing is let pass.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 0);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+}
+
+#[tokio::test]
+async fn only_a_turn_ending_release_lets_releases_pass() {
+    let quick = Duration::from_millis(1);
+    let hub = Hub::detached();
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    // A release that had local waiters to hand to and did not (no turn ended), and a
+    // semaphore's claim at its streak limit: neither lets anything pass.
+    hub.end_turn(CH, 5);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    assert!(hub.claim(CH, 0).is_none());
+    hub.end_turn(CH, 5);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    // A reconnect forgets the turn: every waiter looks at once.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 5);
+    hub.shared.wake_everyone();
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+}
+
+/// The race the restart test found, run many times on real threads (shuttle explores its
+/// schedules under the model checks).
+#[test]
+fn a_try_and_a_hand_off_never_both_happen() {
+    for _ in 0..2_000 {
+        super::races::try_vs_hand_off();
+    }
+}

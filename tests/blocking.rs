@@ -75,7 +75,7 @@ fn a_lost_hold_is_told_by_check_and_by_callback() {
     // Someone deletes the lock under the holder: the watchdog's next renewal finds it gone.
     let mut admin = server.connection();
     let _: () = redis::cmd("DEL")
-        .arg(lock.as_async().key())
+        .arg(ferrisson::Lock::key(lock.as_async()))
         .query(&mut admin)
         .unwrap();
     let reason = heard

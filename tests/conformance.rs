@@ -12,9 +12,10 @@ use std::time::Duration;
 use common::{
     TestRedis, client, client_with_lease, drop_calls_at_every_stage, eventually, unique_name,
 };
-use ferrisson::{Client, Error, Lock, LockOptions, LossReason, ReentrantLock};
+use ferrisson::{Client, Error, Lock, LockOptions, LossReason, Owner, ReentrantLock};
 use ferrisson_fair_lock::FairLock;
-use ferrisson_rwlock::{ReadWriteLock, WriteLock};
+use ferrisson_rwlock::{ReadLock, ReadWriteLock, WriteLock};
+use ferrisson_spin_lock::SpinLock;
 use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -25,6 +26,7 @@ trait Kind {
     const NAME: &'static str;
     fn make(client: &Client, name: &str) -> Self::L;
     fn fenced(client: &Client, name: &str) -> Self::L;
+    fn owned_by(lock: &Self::L, owner: Owner) -> Self::L;
 }
 
 struct Reentrant;
@@ -33,6 +35,9 @@ impl Kind for Reentrant {
     const NAME: &'static str = "reentrant lock";
     fn make(client: &Client, name: &str) -> ReentrantLock {
         ReentrantLock::new(client, name).unwrap()
+    }
+    fn owned_by(lock: &ReentrantLock, owner: Owner) -> ReentrantLock {
+        lock.owned_by(owner)
     }
     fn fenced(client: &Client, name: &str) -> ReentrantLock {
         ReentrantLock::fenced(client, name).unwrap()
@@ -46,6 +51,9 @@ impl Kind for Fair {
     fn make(client: &Client, name: &str) -> FairLock {
         FairLock::new(client, name).unwrap()
     }
+    fn owned_by(lock: &FairLock, owner: Owner) -> FairLock {
+        lock.owned_by(owner)
+    }
     fn fenced(client: &Client, name: &str) -> FairLock {
         FairLock::fenced(client, name).unwrap()
     }
@@ -58,8 +66,41 @@ impl Kind for Write {
     fn make(client: &Client, name: &str) -> WriteLock {
         ReadWriteLock::new(client, name).unwrap().write_lock()
     }
+    fn owned_by(lock: &WriteLock, owner: Owner) -> WriteLock {
+        lock.owned_by(owner)
+    }
     fn fenced(client: &Client, name: &str) -> WriteLock {
         ReadWriteLock::fenced(client, name).unwrap().write_lock()
+    }
+}
+
+struct Spin;
+impl Kind for Spin {
+    type L = SpinLock;
+    const NAME: &'static str = "spin lock";
+    fn make(client: &Client, name: &str) -> SpinLock {
+        SpinLock::new(client, name).unwrap()
+    }
+    fn owned_by(lock: &SpinLock, owner: Owner) -> SpinLock {
+        lock.owned_by(owner)
+    }
+    fn fenced(client: &Client, name: &str) -> SpinLock {
+        SpinLock::fenced(client, name).unwrap()
+    }
+}
+
+struct Read;
+impl Kind for Read {
+    type L = ReadLock;
+    const NAME: &'static str = "read lock";
+    fn make(client: &Client, name: &str) -> ReadLock {
+        ReadWriteLock::new(client, name).unwrap().read_lock()
+    }
+    fn owned_by(lock: &ReadLock, owner: Owner) -> ReadLock {
+        lock.owned_by(owner)
+    }
+    fn fenced(client: &Client, name: &str) -> ReadLock {
+        ReadWriteLock::fenced(client, name).unwrap().read_lock()
     }
 }
 
@@ -239,6 +280,65 @@ async fn dropped_futures_leak_nothing<K: Kind>() {
     .await;
 }
 
+/// A bound owner re-enters and each hold counts; `owner`, `is_held_by`, `hold_count_of`; and a
+/// watcher on another client (`wait_unlocked`) waits until the last hold is gone.
+async fn owners_and_watchers<K: Kind>() {
+    let redis = TestRedis::any();
+    let name = unique_name("conf-owner");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let lock = K::make(&a, &name);
+    assert!(lock.owner().is_none(), "{}", K::NAME);
+    let owner = a.new_owner();
+    let bound = K::owned_by(&lock, owner.clone());
+    assert_eq!(bound.owner(), Some(&owner), "{}", K::NAME);
+    let first = bound.lock().await.unwrap();
+    let second = bound.lock().await.unwrap();
+    assert_eq!(bound.hold_count().await.unwrap(), 2, "{}", K::NAME);
+    assert!(lock.is_held_by(&owner).await.unwrap(), "{}", K::NAME);
+    assert!(bound.is_held_by_current().await.unwrap(), "{}", K::NAME);
+    assert!(
+        !lock.is_held_by(&a.new_owner()).await.unwrap(),
+        "{}",
+        K::NAME
+    );
+
+    let watched = K::make(&b, &name);
+    let watcher = tokio::spawn(async move { watched.wait_unlocked().await });
+    second.unlock().await.unwrap();
+    assert_eq!(bound.hold_count_of(&owner).await.unwrap(), 1, "{}", K::NAME);
+    assert!(
+        !watcher.is_finished(),
+        "{}: the watcher returned while a hold was left",
+        K::NAME
+    );
+    first.unlock().await.unwrap();
+    tokio::time::timeout(SOON, watcher)
+        .await
+        .unwrap_or_else(|_| panic!("{}: the watcher is still waiting", K::NAME))
+        .unwrap()
+        .unwrap();
+    assert!(!lock.is_locked().await.unwrap(), "{}", K::NAME);
+    assert_eq!(bound.hold_count().await.unwrap(), 0, "{}", K::NAME);
+}
+
+macro_rules! owners {
+    ($($kind:ident => $test:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            owners_and_watchers::<$kind>().await;
+        }
+    )*};
+}
+
+owners!(
+    Reentrant => reentrant_lock_owners_and_watchers,
+    Fair => fair_lock_owners_and_watchers,
+    Write => write_lock_owners_and_watchers,
+    Read => read_lock_owners_and_watchers,
+    Spin => spin_lock_owners_and_watchers,
+);
+
 macro_rules! conformance {
     ($($kind:ident => $module:ident),* $(,)?) => {$(
         mod $module {
@@ -272,7 +372,12 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(Reentrant => reentrant_lock, Fair => fair_lock, Write => write_lock);
+conformance!(
+    Reentrant => reentrant_lock,
+    Fair => fair_lock,
+    Write => write_lock,
+    Spin => spin_lock,
+);
 
 /// A lock of one family at a name is no lock of the other: a reentrant or fair lock meets a
 /// read-write lock's hash (its `mode` field), and the read and write locks meet a reentrant

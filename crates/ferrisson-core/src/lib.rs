@@ -45,6 +45,7 @@ mod connection;
 pub mod duration;
 mod error;
 mod guard;
+mod handle;
 mod keys;
 mod kind;
 mod lock;
@@ -95,6 +96,7 @@ pub mod __engine {
 
     pub use crate::client::ClientEngine;
     pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
+    pub use crate::handle::{LockHandle, LockKind, LockType};
     /// Key and channel naming, and request ids.
     pub mod keys {
         pub use crate::keys::*;

@@ -45,6 +45,11 @@ pub trait Lock: SyncObject {
     /// The Redis key of the lock.
     fn key(&self) -> &str;
 
+    /// The owner this handle acquires and asks as, when it has one of its own (bound with the
+    /// kind's `owned_by`); `None`: each acquire takes a fresh owner, so that no two
+    /// acquisitions share a hold (see [`Owner`](crate::Owner)).
+    fn owner(&self) -> Option<&crate::Owner>;
+
     /// Takes the lock as `options` say: waiting up to their wait limit (none: as long as it
     /// takes; zero: one try), held for their fixed lease (none: kept by the watchdog).
     /// `Ok(None)`: the wait limit passed. The call every other acquire builds on.
@@ -127,38 +132,6 @@ pub trait Lock: SyncObject {
         async move { Ok(count.await? > 0) }
     }
 
-    /// Whether the lock (a read-write lock's side: that side) is held, and for how long its
-    /// key lives: `None` when not held, else its remaining TTL (`None` inside: no expiry). One
-    /// read, refusing someone else's data: what [`wait_unlocked`](Self::wait_unlocked) looks
-    /// at.
-    #[doc(hidden)]
-    fn held_for(&self) -> impl Future<Output = Result<Option<Option<Duration>>>> + Send {
-        let keys = self.object_keys();
-        async move {
-            let state = crate::object::object_state(&keys, "").await?;
-            Ok(state.exists.then(|| state.ttl()))
-        }
-    }
-
-    /// The channel this kind's releases are published on for every listener (`None`: its
-    /// releases publish nothing every client hears, as the spin lock's and the fair lock's,
-    /// whose message goes to the head waiter alone): what [`wait_unlocked`](Self::wait_unlocked)
-    /// listens on.
-    #[doc(hidden)]
-    fn release_channel(&self) -> Option<&str> {
-        None
-    }
-
-    /// The longest a watcher ([`wait_unlocked`](Self::wait_unlocked)) listening on
-    /// [`release_channel`](Self::release_channel) sleeps before it looks again, for a kind
-    /// that some releases free without a message there (the fair lock: Redisson's releases
-    /// wake the head waiter alone); `None`: every release publishes there, and the holder's
-    /// lease bounds the sleep.
-    #[doc(hidden)]
-    fn watch_recheck(&self) -> Option<Duration> {
-        None
-    }
-
     /// Waits until nobody holds the lock (on a read-write lock's side: until that side is not
     /// held), without taking it: released, forced free, deleted, or its lease ended. Returns
     /// at once when it is not held. For "wait until the job elsewhere is done" code; to run
@@ -190,7 +163,7 @@ pub trait Lock: SyncObject {
     /// [`Error::WrongType`], [`Error::Unreachable`] once Redis has been unreachable for longer than
     /// the client's outage limit.
     fn wait_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
-        until_unlocked(self, false)
+        until_unlocked(self.client(), || look(self), None, None, false)
     }
 
     /// As [`wait_unlocked`](Self::wait_unlocked), but a look that fails on the connection ends
@@ -198,7 +171,7 @@ pub trait Lock: SyncObject {
     /// watches between tries of its own and applies the outage rule to those (a RedLock).
     #[doc(hidden)]
     fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
-        until_unlocked(self, true)
+        until_unlocked(self.client(), || look(self), None, None, true)
     }
 
     /// Takes the lock, waiting as long as it takes; the watchdog keeps the hold.
@@ -300,14 +273,35 @@ pub trait Lock: SyncObject {
 
 /// The longest pause between two looks of a watcher ([`Lock::wait_unlocked`]) of a lock whose
 /// releases publish nothing (one that publishes is bounded by the holder's lease instead, and
-/// by [`Lock::watch_recheck`] when some of its releases do not).
+/// by the kind's [`watch_recheck`](crate::handle::LockKind::watch_recheck) when some of its
+/// releases do not).
 pub const WATCH_RECHECK: Duration = Duration::from_secs(1);
 
-/// [`Lock::wait_unlocked`]: subscribe (where the kind publishes), look, sleep until a message,
-/// the holder's lease or the re-check, and again; through outages as long as the client's
-/// outage limit allows (`fail_fast`: not at all, every failed look ends it).
-async fn until_unlocked<L: Lock + ?Sized>(lock: &L, fail_fast: bool) -> Result<()> {
-    let client = lock.client();
+/// A look of a [`Lock`] that is not a lock kind's type: whether it is held, and its TTL.
+async fn look<L: Lock + ?Sized>(lock: &L) -> Result<Option<Option<Duration>>> {
+    if lock.is_locked().await? {
+        Ok(Some(lock.remaining_ttl().await?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// [`Lock::wait_unlocked`]: subscribe to `channel` (where the kind publishes every release),
+/// `look` (the lock's hold and TTL), sleep until a message, the holder's lease or the
+/// `recheck`, and again; through outages as long as the client's outage limit allows
+/// (`fail_fast`: not at all, every failed look ends it). Polls with a backoff without a
+/// channel.
+pub(crate) async fn until_unlocked<F, Fut>(
+    client: &Client,
+    look: F,
+    channel: Option<&str>,
+    recheck: Option<Duration>,
+    fail_fast: bool,
+) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Option<Option<Duration>>>>,
+{
     let backoff = crate::kind::Backoff {
         min: Duration::from_millis(1),
         max: WATCH_RECHECK,
@@ -319,10 +313,9 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L, fail_fast: bool) -> Result<(
         // Subscribed before looking: a release between the look and the sleep wakes it. A new
         // subscription each round puts this watcher behind the lock's real waiters, and the
         // old one, dropped unserved, passes on a wake-up it took from them.
-        let subscription = lock
-            .release_channel()
+        let subscription = channel
             .map(|channel| client.subscribe(channel, crate::pubsub::lock_message_policy, None));
-        let looked = lock.held_for();
+        let looked = look();
         let looked = if first || fail_fast {
             // The first look's error is the call's, at once.
             looked.await.map(crate::wait::Paced::Reached)?
@@ -347,7 +340,7 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L, fail_fast: bool) -> Result<(
                 // A message wakes it; the client's lease bounds a wait whose message was lost.
                 let lease = client.config().get_lease();
                 let mut bound = lease_end.unwrap_or(lease).min(lease);
-                if let Some(recheck) = lock.watch_recheck() {
+                if let Some(recheck) = recheck {
                     bound = bound.min(recheck);
                 }
                 let bound = pacer
@@ -371,19 +364,13 @@ async fn until_unlocked<L: Lock + ?Sized>(lock: &L, fail_fast: bool) -> Result<(
     }
 }
 
-/// How many holds `owner` (the handle's bound owner when `None`: an error without one) has on
-/// a lock kept in a hash of `owner → count` (the reentrant lock's, the spin lock's and the fair
-/// lock's [`Lock::hold_count`] and [`Lock::hold_count_of`]).
+/// How many holds `owner` has on a lock kept in a hash of `owner → count` (the reentrant
+/// lock's, the spin lock's and the fair lock's [`Lock::hold_count_of`]).
 ///
 /// # Errors
 ///
-/// As [`Lock::hold_count`].
-pub async fn hash_hold_count(
-    client: &Client,
-    key: &str,
-    owner: Option<&crate::Owner>,
-) -> Result<u32> {
-    let owner = crate::Owner::for_query(owner, "hold_count")?;
+/// As [`Lock::hold_count_of`].
+pub async fn hash_hold_count(client: &Client, key: &str, owner: &crate::Owner) -> Result<u32> {
     client.hash_count(key, owner.as_str()).await
 }
 

@@ -9,14 +9,14 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::{
-    self, ClientEngine, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
-    Wake, hash_hold_count,
+    ClientEngine, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
-use ferrisson_core::{
-    Client, Error, HoldGuard, KeyShape, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject,
-};
+use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result};
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
+#[cfg(doc)]
+use ferrisson_core::{HoldGuard, Lock};
 
 /// The waiter timeout when none is given: a waiter that stops calling (its process died) is
 /// dropped from the queue at most this long after its last call.
@@ -40,7 +40,7 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 ///
 /// - **Strict FIFO.** The queue lives in Redis: a release wakes only the head waiter, on its
 ///   own channel, and nobody else can take the lock while a live waiter is ahead of them
-///   ([`try_lock`](Self::try_lock) included).
+///   ([`try_lock`](Lock::try_lock) included).
 /// - **Dead waiters cost seconds, not minutes.** A waiter keeps its place alive by calling
 ///   again every quarter of the [waiter timeout](Self::with_waiter_timeout) (5 s by default);
 ///   one whose process died is dropped when it reaches the head, at most one waiter timeout
@@ -78,25 +78,29 @@ const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct FairLock {
-    shared: Arc<FairShared>,
-    owner: Option<Owner>,
-}
+///
+/// # Waiting
+///
+/// The caller joins the queue in Redis, subscribes to its own channel and sleeps until the
+/// release before it wakes it (or a quarter of the waiter timeout passes: then it calls again,
+/// which keeps its place alive and drops dead waiters ahead of it). When a wait limit passes,
+/// the caller has left the queue by the time the call returns; dropped while waiting, it
+/// leaves in the background at once (and wakes the next waiter if it was the head of a free
+/// lock). `try_lock` takes the lock only if it is free and nobody is queued ahead, without
+/// joining the queue.
+///
+/// # Keys
+///
+/// The hash, the queue, Redisson's waiter deadlines and this library's liveness deadlines (an
+/// expiry and a delete cover all four), and the fencing counter (deleted with the lock, never
+/// expired). A delete sends no message: each waiter has a channel of its own, and every live
+/// waiter calls again within a quarter of the waiter timeout, joining the queue anew.
+#[derive(Clone, Debug)]
+pub struct FairLock(LockHandle<FairShared>);
 
-impl std::fmt::Debug for FairLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairLock")
-            .field("key", &self.shared.key)
-            .field("fenced", &self.shared.fenced)
-            .field("waiter_timeout", &self.shared.waiter_timeout)
-            .field("owner", &self.owner)
-            .finish()
-    }
-}
-
+/// The fair lock's keys and settings, as the engine's kind.
 #[derive(Clone)]
-struct FairShared {
+pub struct FairShared {
     client: Client,
     key: Arc<str>,
     queue: String,
@@ -132,21 +136,18 @@ impl FairLock {
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
         let key = client.object_key(name)?;
-        Ok(Self {
-            shared: Arc::new(FairShared {
-                client: client.clone(),
-                queue: prefixed("redisson_lock_queue", &key),
-                timeouts: prefixed("redisson_lock_timeout", &key),
-                alive: ferrisson_core::__engine::keys::suffixed(&key, "alive"),
-                channel_prefix: prefixed("redisson_lock__channel", &key),
-                token_key: prefixed("redisson_lock_token", &key),
-                latch_prefix: prefixed("redisson_unlock_latch", &key),
-                key: key.into(),
-                fenced,
-                waiter_timeout: DEFAULT_WAITER_TIMEOUT,
-            }),
-            owner: None,
-        })
+        Ok(Self(LockHandle::new(FairShared {
+            client: client.clone(),
+            queue: prefixed("redisson_lock_queue", &key),
+            timeouts: prefixed("redisson_lock_timeout", &key),
+            alive: ferrisson_core::__engine::keys::suffixed(&key, "alive"),
+            channel_prefix: prefixed("redisson_lock__channel", &key),
+            token_key: prefixed("redisson_lock_token", &key),
+            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            key: key.into(),
+            fenced,
+            waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+        })))
     }
 
     /// This lock with another waiter timeout: how long after its last call a queued waiter
@@ -163,43 +164,25 @@ impl FairLock {
                 "waiter timeout must be at least {MIN_WAITER_TIMEOUT:?}, got {timeout:?}"
             )));
         }
-        let mut shared = (*self.shared).clone();
+        let mut shared = (**self.0.kind()).clone();
         shared.waiter_timeout = timeout;
-        Ok(Self {
-            shared: Arc::new(shared),
-            owner: self.owner.clone(),
-        })
+        Ok(Self(self.0.with_kind(shared)))
     }
 
     /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
     /// the same owner re-enters.
     pub fn owned_by(&self, owner: Owner) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            owner: Some(owner),
-        }
-    }
-
-    /// The Redis key of the lock.
-    pub fn key(&self) -> &str {
-        &self.shared.key
+        Self(self.0.owned_by(owner))
     }
 
     /// Whether acquisitions hand out fencing tokens.
     pub fn is_fenced(&self) -> bool {
-        self.shared.fenced
+        self.0.kind().fenced
     }
 
     /// The waiter timeout.
     pub fn waiter_timeout(&self) -> Duration {
-        self.shared.waiter_timeout
-    }
-
-    /// The owner this handle acquires and queries as, when it has one of its own
-    /// ([`owned_by`](Self::owned_by)); `None`: each acquire takes a fresh owner, so that no two
-    /// acquisitions share a hold (see [`Owner`]).
-    pub fn owner(&self) -> Option<&Owner> {
-        self.owner.as_ref()
+        self.0.kind().waiter_timeout
     }
 
     /// How many waiters are queued (live or not yet found dead).
@@ -208,85 +191,59 @@ impl FairLock {
     ///
     /// [`Error::WrongType`], [`Error::Redis`].
     pub async fn queue_length(&self) -> Result<usize> {
-        self.shared
+        let shared = self.0.kind();
+        shared
             .client
-            .query(redis::cmd("LLEN").arg(&self.shared.queue))
+            .query(redis::cmd("LLEN").arg(&shared.queue))
             .await
     }
 }
 
-/// The fair lock's waiting: the caller joins the queue in Redis, subscribes to its own channel
-/// and sleeps until the release before it wakes it (or a quarter of the waiter timeout passes:
-/// then it calls again, which keeps its place alive and drops dead waiters ahead of it). When a
-/// wait limit passes, the caller has left the queue by the time the call returns; dropped while
-/// waiting, it leaves in the background at once (and wakes the next waiter if it was the head
-/// of a free lock). `try_lock` takes the lock only if it is free and nobody is queued ahead,
-/// without joining the queue.
-impl Lock for FairLock {
-    fn client(&self) -> &Client {
-        &self.shared.client
-    }
+impl LockType for FairLock {
+    type Kind = FairShared;
 
-    fn key(&self) -> &str {
-        &self.shared.key
+    fn handle(&self) -> &LockHandle<FairShared> {
+        &self.0
     }
+}
 
-    /// The channel prefix itself: a release by this library frees the lock with a message
-    /// there too **\[ext\]** (no waiter listens on it), for the lock's watchers.
-    fn release_channel(&self) -> Option<&str> {
-        Some(&self.shared.channel_prefix)
-    }
-
-    /// A release by a Redisson client wakes the head waiter alone: watchers look again once a
-    /// second.
-    fn watch_recheck(&self) -> Option<std::time::Duration> {
-        Some(ferrisson_core::__engine::WATCH_RECHECK)
-    }
-
-    fn acquire(
-        &self,
-        options: LockOptions,
-    ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
-        __engine::acquire(&self.shared, self.owner.as_ref(), options)
-    }
-
+impl LockKind for FairShared {
     async fn force_unlock(&self) -> Result<bool> {
-        let shared = &self.shared;
         let call = ScriptCall::new(
             &FORCE_RELEASE,
-            &[&shared.key, &shared.queue, &shared.channel_prefix],
+            &[&self.key, &self.queue, &self.channel_prefix],
         )
-        .arg(shared.client.config().get_publish_command().as_str());
-        let released: i64 = shared.client.eval(&call).await?;
+        .arg(self.client.config().get_publish_command().as_str());
+        let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)
-    }
-
-    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
     }
 
     fn hold_count_of(
         &self,
         owner: &Owner,
     ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+        hash_hold_count(&self.client, &self.key, owner)
     }
-}
 
-/// The lock's keys: the hash, the queue, Redisson's waiter deadlines and this library's
-/// liveness deadlines (an expiry and a delete cover all four), and the fencing counter
-/// (deleted with the lock, never expired). A delete sends no message: each waiter has a
-/// channel of its own, and every live waiter calls again within a quarter of the waiter
-/// timeout, joining the queue anew.
-impl SyncObject for FairLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
-        let shared = &self.shared;
         ObjectKeys::new(
-            &shared.client,
+            &self.client,
             KeyShape::Lock,
-            vec![&shared.key, &shared.queue, &shared.timeouts, &shared.alive],
+            vec![&self.key, &self.queue, &self.timeouts, &self.alive],
         )
-        .with_counters(vec![&shared.token_key])
+        .with_counters(vec![&self.token_key])
+    }
+
+    /// The channel prefix itself: a release by this library frees the lock with a message
+    /// there too **\[ext\]** (no waiter listens on it), for the lock's watchers.
+    fn release_channel(&self) -> Option<&str> {
+        Some(&self.channel_prefix)
+    }
+
+    /// A release by a Redisson client wakes the head waiter alone: watchers look again once a
+    /// second.
+    fn watch_recheck(&self) -> Option<Duration> {
+        Some(ferrisson_core::__engine::WATCH_RECHECK)
     }
 }
 

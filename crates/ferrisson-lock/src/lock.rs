@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::borrow::Cow;
 
 use ferrisson_core::__engine::{
-    self, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting,
-    hash_hold_count, lock_message_policy,
+    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject};
-
-use crate::LockGuard;
+use ferrisson_core::{Client, ObjectKeys, Owner, Result};
+#[cfg(doc)]
+use {crate::LockGuard, ferrisson_core::Lock};
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
@@ -18,7 +18,7 @@ use crate::LockGuard;
 ///   takes every hold under a fresh owner, so two acquisitions never share a hold: futures
 ///   joined in one task exclude each other as two processes do, as with
 ///   `tokio::sync::Mutex`. Re-entry is explicit: a handle bound to an [`Owner`] with
-///   [`owned_by`](Self::owned_by) (a guard's [`owner`](LockGuard::owner), or
+///   [`owned_by`](Self::owned_by) (a guard's [`owner`](crate::LockGuard::owner), or
 ///   [`Client::new_owner`]) re-enters when that owner already holds the lock, from any task,
 ///   and each hold is released on its own.
 /// - **Leases.** A hold taken without a fixed lease is kept alive by the client's watchdog,
@@ -27,7 +27,7 @@ use crate::LockGuard;
 ///   ends when the lease runs out, released or not.
 /// - **Loss is never silent.** When a hold cannot be kept (Redis lost the key in a restart or
 ///   failover, renewals failed, the process stalled past the lease), the guard's
-///   [`lost`](LockGuard::lost) signal fires before the lease can have run out on the server.
+///   [`lost`](crate::LockGuard::lost) signal fires before the lease can have run out on the server.
 /// - **Fencing.** A lock made with [`fenced`](Self::fenced) hands out a strictly increasing
 ///   token with every acquisition ([`LockGuard::token`]) so that the protected resource can
 ///   reject writes of a holder that lost the lock without knowing it.
@@ -136,24 +136,26 @@ use crate::LockGuard;
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct ReentrantLock {
-    shared: Arc<LockShared>,
-    owner: Option<Owner>,
-}
-
-impl std::fmt::Debug for ReentrantLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReentrantLock")
-            .field("key", &self.shared.key)
-            .field("fenced", &self.shared.fenced)
-            .field("owner", &self.owner)
-            .finish()
-    }
-}
+///
+/// # Waiting
+///
+/// Waiting costs Redis nothing while the lock does not change hands (the waiter sleeps on the
+/// client's one subscriber connection until a release message, or the holder's lease ending,
+/// wakes it). Local waiters queue in arrival order: a releasing holder of the same client
+/// hands the lock to the first of them in its release call (at most 8 times in a row, then it
+/// frees the lock for everyone), and a new caller queues behind them instead of barging in. A
+/// dropped waiter hands any wake-up it received to the next local waiter, and a lock handed to
+/// a waiter that has left is released at once.
+///
+/// # Keys
+///
+/// The hash and the fencing counter (deleted with the lock, never expired); a delete publishes
+/// `0`, waking a waiter.
+#[derive(Clone, Debug)]
+pub struct ReentrantLock(LockHandle<LockShared>);
 
 /// The lock's keys and calls ([`HashLock`], shared with the spin lock), as the engine's kind.
-pub(crate) struct LockShared(HashLock);
+pub struct LockShared(HashLock);
 
 impl std::ops::Deref for LockShared {
     type Target = HashLock;
@@ -201,10 +203,9 @@ impl ReentrantLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        Ok(Self {
-            shared: Arc::new(LockShared(HashLock::new(client, name, fenced)?)),
-            owner: None,
-        })
+        Ok(Self(LockHandle::new(LockShared(HashLock::new(
+            client, name, fenced,
+        )?))))
     }
 
     /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
@@ -232,78 +233,41 @@ impl ReentrantLock {
     /// # Ok(()) }
     /// ```
     pub fn owned_by(&self, owner: Owner) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            owner: Some(owner),
-        }
-    }
-
-    /// The Redis key of the lock.
-    pub fn key(&self) -> &str {
-        &self.shared.key
+        Self(self.0.owned_by(owner))
     }
 
     /// Whether acquisitions hand out fencing tokens.
     pub fn is_fenced(&self) -> bool {
-        self.shared.fenced
-    }
-
-    /// The owner this handle acquires and queries as, when it has one of its own
-    /// ([`owned_by`](Self::owned_by)); `None`: each acquire takes a fresh owner, so that no two
-    /// acquisitions share a hold (see [`Owner`]).
-    pub fn owner(&self) -> Option<&Owner> {
-        self.owner.as_ref()
+        self.0.kind().fenced
     }
 }
 
-/// The lock's waiting: waiting costs Redis nothing while the lock does not change hands (the
-/// waiter sleeps on the client's one subscriber connection until a release message, or the
-/// holder's lease ending, wakes it). Local waiters queue in arrival order: a releasing holder of
-/// the same client hands the lock to the first of them in its release call (at most 8 times in
-/// a row, then it frees the lock for everyone), and a new caller queues behind them instead of
-/// barging in. A dropped waiter hands any wake-up it received to the next local waiter, and a
-/// lock handed to a waiter that has left is released at once.
-impl Lock for ReentrantLock {
-    fn client(&self) -> &Client {
-        &self.shared.client
-    }
+impl LockType for ReentrantLock {
+    type Kind = LockShared;
 
-    fn key(&self) -> &str {
-        &self.shared.key
+    fn handle(&self) -> &LockHandle<LockShared> {
+        &self.0
     }
+}
 
-    fn release_channel(&self) -> Option<&str> {
-        Some(self.shared.channel())
-    }
-
-    fn acquire(
-        &self,
-        options: LockOptions,
-    ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
-        __engine::acquire(&self.shared, self.owner.as_ref(), options)
-    }
-
-    async fn force_unlock(&self) -> Result<bool> {
-        self.shared.force_unlock().await
-    }
-
-    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+impl LockKind for LockShared {
+    fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
+        self.0.force_unlock()
     }
 
     fn hold_count_of(
         &self,
         owner: &Owner,
     ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+        hash_hold_count(&self.client, &self.key, owner)
     }
-}
 
-/// The lock's keys: the hash and the fencing counter (deleted with the lock, never expired);
-/// a delete publishes `0`, waking a waiter.
-impl SyncObject for ReentrantLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
-        self.shared.object_keys(true)
+        self.0.object_keys(true)
+    }
+
+    fn release_channel(&self) -> Option<&str> {
+        Some(self.channel())
     }
 }
 

@@ -9,16 +9,16 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::{prefixed, suffixed};
 use ferrisson_core::__engine::{
-    self, ClientEngine, FORCE_RELEASE_HASH, HoldKind, ReleaseArgs, Script, ScriptCall, TryArgs,
-    Waiting, lock_message_policy,
+    ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockType, ReleaseArgs,
+    Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
-use ferrisson_core::{
-    Client, Error, HoldGuard, KeyShape, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject,
-};
+use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result, SyncObject};
 
 use crate::scripts::{
     READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
 };
+#[cfg(doc)]
+use ferrisson_core::Lock;
 
 /// How long a waiting writer's intent lasts unless its next try renews it: new readers wait
 /// while it lasts, so a writer that died stops holding them up this long after.
@@ -39,7 +39,7 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 ///   itself, where Redisson's `writeLock().lock()` by the reader blocks for ever. Each side
 ///   answers [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock) for
 ///   itself (Redisson's `RReadLock` / `RWriteLock`); the whole lock's are
-///   [`is_locked`](Self::is_locked) and [`force_unlock`](Self::force_unlock).
+///   [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock).
 /// - **Every read hold has its own lease key.** The watchdog renews an owner's own holds and
 ///   nobody else's, so the holds of a crashed client expire on their own while live readers
 ///   keep the lock, and a writer is let in once only dead readers are left.
@@ -71,17 +71,17 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone)]
 pub struct ReadWriteLock {
-    read: Arc<Side>,
-    write: Arc<Side>,
-    owner: Option<Owner>,
+    read: LockHandle<Side>,
+    write: LockHandle<Side>,
 }
 
 impl std::fmt::Debug for ReadWriteLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shared = self.shared();
         f.debug_struct("ReadWriteLock")
-            .field("key", &self.read.shared.key)
-            .field("fenced", &self.read.shared.fenced)
-            .field("owner", &self.owner)
+            .field("key", &shared.key)
+            .field("fenced", &shared.fenced)
+            .field("owner", &self.owner())
             .finish()
     }
 }
@@ -95,7 +95,8 @@ pub enum Mode {
     Write,
 }
 
-struct RwShared {
+/// The lock's names and client, shared by both sides.
+pub struct RwShared {
     client: Client,
     key: Arc<str>,
     channel: String,
@@ -109,8 +110,8 @@ struct RwShared {
     fenced: bool,
 }
 
-/// One side of the lock: what its guards release through.
-struct Side {
+/// One side of the lock, as the engine's kind: what its guards release through.
+pub struct Side {
     shared: Arc<RwShared>,
     write: bool,
 }
@@ -150,24 +151,27 @@ impl ReadWriteLock {
             fenced,
         });
         Ok(Self {
-            read: Arc::new(Side {
+            read: LockHandle::new(Side {
                 shared: shared.clone(),
                 write: false,
             }),
-            write: Arc::new(Side {
+            write: LockHandle::new(Side {
                 shared,
                 write: true,
             }),
-            owner: None,
         })
+    }
+
+    fn shared(&self) -> &RwShared {
+        &self.read.kind().shared
     }
 
     /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
     /// the same owner re-enters, downgrades, and is told an upgrade would deadlock.
     pub fn owned_by(&self, owner: Owner) -> Self {
         Self {
-            owner: Some(owner),
-            ..self.clone()
+            read: self.read.owned_by(owner.clone()),
+            write: self.write.owned_by(owner),
         }
     }
 
@@ -183,7 +187,7 @@ impl ReadWriteLock {
 
     /// The Redis key of the lock.
     pub fn key(&self) -> &str {
-        &self.read.shared.key
+        &self.shared().key
     }
 
     /// The owner this handle acquires and queries as, when it has one of its own
@@ -191,7 +195,7 @@ impl ReadWriteLock {
     /// acquisitions share a hold (see [`Owner`]). Downgrading (a writer taking a read hold)
     /// and the upgrade check need the same owner on both sides: bind one.
     pub fn owner(&self) -> Option<&Owner> {
-        self.owner.as_ref()
+        self.read.owner()
     }
 
     /// Whether anyone holds the lock, reader or writer.
@@ -210,24 +214,7 @@ impl ReadWriteLock {
     /// [`Error::WrongType`] when the key holds someone else's data, [`Error::Redis`],
     /// [`Error::Protocol`] for a mode of neither kind.
     pub async fn mode(&self) -> Result<Option<Mode>> {
-        Ok(self.mode_and_ttl().await?.0)
-    }
-
-    /// [`mode`](Self::mode), and the lock's TTL, in one read.
-    async fn mode_and_ttl(&self) -> Result<(Option<Mode>, Option<std::time::Duration>)> {
-        let state = ferrisson_core::__engine::object_state(&self.object_keys(), "mode").await?;
-        let mode = match state.field.as_str() {
-            "" => None,
-            "read" => Some(Mode::Read),
-            "write" => Some(Mode::Write),
-            other => {
-                return Err(Error::Protocol(format!(
-                    "read-write lock `{}` has mode `{other}`",
-                    self.key()
-                )));
-            }
-        };
-        Ok((mode, state.ttl()))
+        Ok(self.shared().mode_and_ttl().await?.0)
     }
 
     /// Releases the lock whoever holds it (every reader and the writer) and wakes every
@@ -242,13 +229,46 @@ impl ReadWriteLock {
     ///
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Redis`].
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.force_unlock_in(None).await
+        self.shared().force_unlock_in(None).await
+    }
+}
+
+impl RwShared {
+    /// Which side holds the lock, if any, and the lock's TTL, in one read.
+    async fn mode_and_ttl(&self) -> Result<(Option<Mode>, Option<std::time::Duration>)> {
+        let state = ferrisson_core::__engine::object_state(&self.object_keys(), "mode").await?;
+        let mode = match state.field.as_str() {
+            "" => None,
+            "read" => Some(Mode::Read),
+            "write" => Some(Mode::Write),
+            other => {
+                return Err(Error::Protocol(format!(
+                    "read-write lock `{}` has mode `{other}`",
+                    self.key
+                )));
+            }
+        };
+        Ok((mode, state.ttl()))
+    }
+
+    /// The lock's keys: the hash and the waiting writer's intent (an expiry and a delete cover
+    /// both), and the fencing counter (deleted with the lock, never expired); a delete
+    /// publishes `1`, waking every waiter. Read holds' lease keys are left to their own expiry:
+    /// they name holds that no longer count once the hash is gone.
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        ObjectKeys::new(
+            &self.client,
+            KeyShape::ReadWriteLock,
+            vec![&self.key, &self.intent_key],
+        )
+        .with_counters(vec![&self.token_key])
+        .waking(&self.channel, "1")
     }
 
     /// Releases the lock whoever holds it if it is held in `mode` (any mode: `None`), waking
     /// every waiter; whether it did.
     async fn force_unlock_in(&self, mode: Option<Mode>) -> Result<bool> {
-        let shared = &self.read.shared;
+        let shared = self;
         let call = ScriptCall::new(&FORCE_RELEASE_HASH, &[&shared.key, &shared.channel])
             .arg(shared.client.config().get_publish_command().as_str())
             .arg("1")
@@ -262,27 +282,10 @@ impl ReadWriteLock {
     }
 }
 
-/// The lock's keys: the hash and the waiting writer's intent (an expiry and a delete cover
-/// both), and the fencing counter (deleted with the lock, never expired); a delete publishes
-/// `1`, waking every waiter. Read holds' lease keys are left to their own expiry: they name
-/// holds that no longer count once the hash is gone.
+/// The lock's keys: the hash and the waiting writer's intent, and the fencing counter.
 impl SyncObject for ReadWriteLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
-        let shared = &self.read.shared;
-        ObjectKeys::new(
-            &shared.client,
-            KeyShape::ReadWriteLock,
-            vec![&shared.key, &shared.intent_key],
-        )
-        .with_counters(vec![&shared.token_key])
-        .waking(&shared.channel, "1")
-    }
-}
-
-/// The whole lock's keys ([`ReadWriteLock`]'s), from either side.
-impl<const WRITE: bool> SyncObject for SideLock<WRITE> {
-    fn object_keys(&self) -> ObjectKeys<'_> {
-        self.rw.object_keys()
+        self.shared().object_keys()
     }
 }
 
@@ -317,75 +320,64 @@ impl<const WRITE: bool> SideLock<WRITE> {
         &self.rw
     }
 
-    fn side(&self) -> &Arc<Side> {
+    /// This side, acquired and queried as `owner` (see [`ReadWriteLock::owned_by`]).
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        SideLock {
+            rw: self.rw.owned_by(owner),
+        }
+    }
+}
+
+impl<const WRITE: bool> LockType for SideLock<WRITE> {
+    type Kind = Side;
+
+    fn handle(&self) -> &LockHandle<Side> {
         if WRITE { &self.rw.write } else { &self.rw.read }
     }
 }
 
-impl<const WRITE: bool> Lock for SideLock<WRITE> {
-    fn client(&self) -> &Client {
-        &self.side().shared.client
-    }
-
-    fn key(&self) -> &str {
-        self.rw.key()
-    }
-
-    fn release_channel(&self) -> Option<&str> {
-        Some(&self.side().shared.channel)
-    }
-
-    fn acquire(
-        &self,
-        options: LockOptions,
-    ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send {
-        __engine::acquire(self.side(), self.rw.owner.as_ref(), options)
-    }
-
+impl LockKind for Side {
     /// Releases the lock whoever holds it, if it is held on this side (read: by readers;
     /// write: by a writer, with any read holds it took), waking every waiter; whether it did
     /// (Redisson's `RReadLock` / `RWriteLock` `forceUnlock`). The whole lock, whatever its
     /// mode: [`ReadWriteLock::force_unlock`].
     fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
-        self.rw
-            .force_unlock_in(Some(if WRITE { Mode::Write } else { Mode::Read }))
-    }
-
-    /// Whether the lock is held on this side: by readers (read side) or by a writer (write
-    /// side), as Redisson's `RReadLock` / `RWriteLock` `isLocked`. Whether it is held at all:
-    /// [`ReadWriteLock::is_locked`].
-    async fn is_locked(&self) -> Result<bool> {
-        Ok(self.held_for().await?.is_some())
-    }
-
-    /// This side's hold (see [`is_locked`](Lock::is_locked)) and the lock's TTL, in one read.
-    async fn held_for(&self) -> Result<Option<Option<std::time::Duration>>> {
-        let side = if WRITE { Mode::Write } else { Mode::Read };
-        let (mode, ttl) = self.rw.mode_and_ttl().await?;
-        Ok((mode == Some(side)).then_some(ttl))
-    }
-
-    /// How many holds of this side the handle's bound owner has (0: none).
-    async fn hold_count(&self) -> Result<u32> {
-        self.hold_count_of(ferrisson_core::__engine::query_owner(
-            self.rw.owner.as_ref(),
-            "hold_count",
-        )?)
-        .await
+        self.shared.force_unlock_in(Some(self.mode()))
     }
 
     /// How many holds of this side `owner` has (0: none).
     async fn hold_count_of(&self, owner: &Owner) -> Result<u32> {
-        let side = self.side();
-        let field = side.field(owner);
-        side.shared
+        let field = self.field(owner);
+        self.shared
             .client
-            .hash_count(&side.shared.key, &field)
+            .hash_count(&self.shared.key, &field)
             .await
+    }
+
+    /// The whole lock's keys ([`ReadWriteLock`]'s), from either side.
+    fn object_keys(&self) -> ObjectKeys<'_> {
+        self.shared.object_keys()
+    }
+
+    fn release_channel(&self) -> Option<&str> {
+        Some(&self.shared.channel)
+    }
+
+    /// Whether the lock is held on this side: by readers (read side) or by a writer (write
+    /// side), as Redisson's `RReadLock` / `RWriteLock` `isLocked`, and the lock's TTL, in one
+    /// read. Whether it is held at all: [`ReadWriteLock::is_locked`].
+    async fn held_for(&self) -> Result<Option<Option<std::time::Duration>>> {
+        let (mode, ttl) = self.shared.mode_and_ttl().await?;
+        Ok((mode == Some(self.mode())).then_some(ttl))
     }
 }
 
 impl Side {
+    /// This side's mode.
+    fn mode(&self) -> Mode {
+        if self.write { Mode::Write } else { Mode::Read }
+    }
+
     /// The hash field of `owner`'s holds on this side.
     fn field(&self, owner: &Owner) -> String {
         if self.write {

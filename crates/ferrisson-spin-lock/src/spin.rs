@@ -4,12 +4,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ferrisson_core::__engine::{
-    self, Backoff, HashLock, HoldKind, RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs,
-    Waiting, hash_hold_count, lock_message_policy,
+    Backoff, HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, Lock, LockOptions, ObjectKeys, Owner, Result, SyncObject};
-
-use crate::SpinLockGuard;
+use ferrisson_core::{Client, Error, ObjectKeys, Owner, Result};
+#[cfg(doc)]
+use {crate::SpinLockGuard, ferrisson_core::Lock};
 
 /// A reentrant distributed lock whose waiters poll instead of listening: Redisson's
 /// `RSpinLock`, on the same Redis layout (a hash `name` of owner → hold count, with a TTL).
@@ -53,25 +53,16 @@ use crate::SpinLockGuard;
 /// As the reentrant lock's: a dropped `lock` future gives back a hold its last try may have
 /// taken (the release follows on the same connection); a waiter holds nothing between tries,
 /// so dropping it leaves nothing behind.
-#[derive(Clone)]
-pub struct SpinLock {
-    shared: Arc<SpinShared>,
-    owner: Option<Owner>,
-}
-
-impl std::fmt::Debug for SpinLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpinLock")
-            .field("key", &self.shared.key)
-            .field("fenced", &self.shared.fenced)
-            .field("backoff", &self.shared.backoff)
-            .field("owner", &self.owner)
-            .finish()
-    }
-}
+///
+/// # Keys
+///
+/// The reentrant lock's (the hash and the fencing counter); a delete publishes nothing, as no
+/// spin-lock waiter listens (they poll).
+#[derive(Clone, Debug)]
+pub struct SpinLock(LockHandle<SpinShared>);
 
 /// The lock's keys and calls ([`HashLock`], the reentrant lock's), and its waiters' backoff.
-struct SpinShared {
+pub struct SpinShared {
     lock: HashLock,
     backoff: Backoff,
 }
@@ -105,13 +96,10 @@ impl SpinLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        Ok(Self {
-            shared: Arc::new(SpinShared {
-                lock: HashLock::new(client, name, fenced)?,
-                backoff: Backoff::default(),
-            }),
-            owner: None,
-        })
+        Ok(Self(LockHandle::new(SpinShared {
+            lock: HashLock::new(client, name, fenced)?,
+            backoff: Backoff::default(),
+        })))
     }
 
     /// This lock with waiters pausing as `backoff` says.
@@ -129,83 +117,51 @@ impl SpinLock {
                 "a spin lock's backoff needs 0 < min <= max <= 1 h, got {backoff:?}"
             )));
         }
-        let s = &self.shared;
-        Ok(Self {
-            shared: Arc::new(SpinShared {
-                lock: s.lock.clone(),
-                backoff,
-            }),
-            owner: self.owner.clone(),
-        })
+        Ok(Self(self.0.with_kind(SpinShared {
+            lock: self.0.kind().lock.clone(),
+            backoff,
+        })))
     }
 
     /// This lock, acquired and queried as `owner` (re-entry, or a hold one task takes and
     /// another releases), as [`ReentrantLock::owned_by`](https://docs.rs/ferrisson-lock).
     pub fn owned_by(&self, owner: Owner) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            owner: Some(owner),
-        }
-    }
-
-    /// The Redis key of the lock.
-    pub fn key(&self) -> &str {
-        &self.shared.key
+        Self(self.0.owned_by(owner))
     }
 
     /// The waiters' backoff.
     pub fn backoff(&self) -> Backoff {
-        self.shared.backoff
+        self.0.kind().backoff
     }
 
     /// Whether acquisitions hand out fencing tokens.
     pub fn is_fenced(&self) -> bool {
-        self.shared.fenced
-    }
-
-    /// The owner this handle acquires as, when it has one of its own.
-    pub fn owner(&self) -> Option<&Owner> {
-        self.owner.as_ref()
+        self.0.kind().fenced
     }
 }
 
-impl Lock for SpinLock {
-    fn client(&self) -> &Client {
-        &self.shared.client
-    }
+impl LockType for SpinLock {
+    type Kind = SpinShared;
 
-    fn key(&self) -> &str {
-        &self.shared.key
+    fn handle(&self) -> &LockHandle<SpinShared> {
+        &self.0
     }
+}
 
-    fn acquire(
-        &self,
-        options: LockOptions,
-    ) -> impl std::future::Future<Output = Result<Option<SpinLockGuard>>> + Send {
-        __engine::acquire(&self.shared, self.owner.as_ref(), options)
-    }
-
-    async fn force_unlock(&self) -> Result<bool> {
-        self.shared.force_unlock().await
-    }
-
-    fn hold_count(&self) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, self.owner.as_ref())
+impl LockKind for SpinShared {
+    fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
+        self.lock.force_unlock()
     }
 
     fn hold_count_of(
         &self,
         owner: &Owner,
     ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.shared.client, &self.shared.key, Some(owner))
+        hash_hold_count(&self.client, &self.key, owner)
     }
-}
 
-/// The reentrant lock's keys (the hash and the fencing counter); a delete publishes nothing,
-/// as no spin-lock waiter listens (they poll).
-impl SyncObject for SpinLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
-        self.shared.object_keys(false)
+        self.lock.object_keys(false)
     }
 }
 

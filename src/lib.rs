@@ -43,8 +43,9 @@
 
 #[doc(inline)]
 pub use ferrisson_core::{
-    Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner, PublishCommand,
-    ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode, SyncObject,
+    Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner,
+    PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
+    SyncObject,
 };
 
 pub mod core {
@@ -53,7 +54,7 @@ pub mod core {
     //! engine the synchronizer crates build on is not part of it.
     #[doc(inline)]
     pub use ferrisson_core::{
-        Client, ClientConfig, Error, HoldGuard, KeyShape, Lock, LockOptions, LossReason,
+        Backoff, Client, ClientConfig, Error, HoldGuard, KeyShape, Lock, LockOptions, LossReason,
         ObjectKeys, Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy,
         ShardedSubscription, SyncMode, SyncObject, duration, metrics,
     };

@@ -1055,8 +1055,10 @@ async fn waiters_cancelled_around_a_hand_off_leak_nothing() {
 async fn impatient_client(url: &str) -> ferrisson::Client {
     let retry = ferrisson::RetryPolicy {
         retries: 10,
-        min_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(200),
+        backoff: ferrisson::Backoff {
+            min: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+        },
     };
     ferrisson::Client::with_config(
         ferrisson::ClientConfig::new(url)

@@ -30,8 +30,10 @@ async fn lossy_client(proxy: &FaultProxy) -> Client {
         .connect_timeout(Duration::from_secs(1))
         .retry(RetryPolicy {
             retries: 3,
-            min_backoff: Duration::from_millis(2),
-            max_backoff: Duration::from_millis(50),
+            backoff: ferrisson::Backoff {
+                min: Duration::from_millis(2),
+                max: Duration::from_millis(50),
+            },
         })
         .wait_outage_limit(Duration::from_secs(60));
     // Connecting itself can lose its replies: try until one connection is made.
@@ -313,8 +315,10 @@ async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
         .response_timeout(Duration::from_secs(2))
         .retry(RetryPolicy {
             retries: 3,
-            min_backoff: pause,
-            max_backoff: pause,
+            backoff: ferrisson::Backoff {
+                min: pause,
+                max: pause,
+            },
         });
     Client::with_config(config).await.unwrap()
 }

@@ -698,3 +698,28 @@ async fn a_redlock_unlock_succeeds_on_a_quorum_and_never_waits_for_an_instance_t
     )
     .await;
 }
+
+/// `try_lock_with` without a wait limit makes one round, as every lock's `try_lock_with` does
+/// (it used to wait as long as it took), for both a MultiLock and a RedLock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_with_no_wait_limit_makes_one_round() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("multi-try-once");
+    let held = ReentrantLock::new(&a, &name).unwrap().lock().await.unwrap();
+    let lock = || -> Box<dyn AnyLock> { Box::new(ReentrantLock::new(&a, &name).unwrap()) };
+    let multi = MultiLock::new(vec![lock()]).unwrap();
+    let red = RedLock::new(vec![lock()]).unwrap();
+    let soon = Duration::from_secs(5);
+    let tried = tokio::time::timeout(soon, multi.try_lock_with(LockOptions::new()))
+        .await
+        .expect("a MultiLock's try_lock_with waited");
+    assert!(tried.unwrap().is_none());
+    let tried = tokio::time::timeout(soon, red.try_lock_with(LockOptions::new()))
+        .await
+        .expect("a RedLock's try_lock_with waited");
+    assert!(tried.unwrap().is_none());
+    held.unlock().await.unwrap();
+    let guard = multi.try_lock_with(LockOptions::new()).await.unwrap();
+    guard.expect("free now").unlock().await.unwrap();
+}

@@ -49,8 +49,10 @@ async fn waiting_client(url: &str) -> Client {
             .connect_timeout(RESPONSE_TIMEOUT)
             .retry(RetryPolicy {
                 retries: 2,
-                min_backoff: Duration::from_millis(20),
-                max_backoff: MAX_BACKOFF,
+                backoff: ferrisson::Backoff {
+                    min: Duration::from_millis(20),
+                    max: MAX_BACKOFF,
+                },
             }),
     )
     .await

@@ -66,7 +66,8 @@ mod watchdog;
 // What users touch.
 pub use client::Client;
 pub use config::{
-    ClientConfig, PublishCommand, ReplicaSync, Replicas, RetryPolicy, ShardedSubscription, SyncMode,
+    Backoff, ClientConfig, PublishCommand, ReplicaSync, Replicas, RetryPolicy, ShardedSubscription,
+    SyncMode,
 };
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
@@ -101,7 +102,7 @@ pub mod __engine {
     pub mod keys {
         pub use crate::keys::*;
     }
-    pub use crate::kind::{Backoff, HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
+    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
     pub use crate::lock::hash_hold_count;
     pub use crate::lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,

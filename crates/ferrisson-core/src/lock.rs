@@ -302,7 +302,7 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Option<Option<Duration>>>>,
 {
-    let backoff = crate::kind::Backoff {
+    let backoff = crate::config::Backoff {
         min: Duration::from_millis(1),
         max: WATCH_RECHECK,
     };

@@ -444,7 +444,7 @@ where
                     retry = n,
                     "acquire not acknowledged by the replicas: rolled back, trying again"
                 );
-                tokio::time::sleep(client.config().get_retry().backoff(n)).await;
+                tokio::time::sleep(client.config().get_retry().pause(n)).await;
             }
             other => return other,
         }

@@ -382,7 +382,7 @@ impl<'c> WaitPacer<'c> {
     /// The retry interval the outage limit allows a try beyond it: the retry policy's
     /// longest pause.
     fn retry_interval(&self) -> Duration {
-        self.client.config().get_retry().max_backoff
+        self.client.config().get_retry().backoff.max
     }
 
     /// Runs one try of the wait, bounded as the outage rule says: cut one retry interval
@@ -455,7 +455,7 @@ impl<'c> WaitPacer<'c> {
         self.failures = self.failures.saturating_add(1);
         tracing::debug!(error = %e, failures = self.failures, "waiting through a redis outage");
         self.last_error = Some(Box::new(e));
-        Ok(self.client.config().get_retry().backoff(self.failures))
+        Ok(self.client.config().get_retry().pause(self.failures))
     }
 
     /// The error that ends a wait in an outage: the outage's last one, or one saying no reply

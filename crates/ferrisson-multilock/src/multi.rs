@@ -385,13 +385,15 @@ impl<const RED: bool> LockGroup<RED> {
             .await
     }
 
-    /// Takes the locks within the options' wait limit; `None` when it passed.
+    /// Takes the locks within the options' wait limit (none given: one round, as
+    /// [`Lock::try_lock_with`]); `None` when that was not possible in time.
     ///
     /// # Errors
     ///
     /// As [`lock_with`](Self::lock_with).
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
-        acquire(&self.group, options).await
+        let wait = options.get_wait().unwrap_or(Duration::ZERO);
+        acquire(&self.group, options.wait(wait)).await
     }
 
     /// The keys of the locks, in order.

@@ -19,12 +19,12 @@
 
 mod spin;
 
-pub use ferrisson_core::__engine::Backoff;
+pub use ferrisson_core::Backoff;
 /// One hold of a [`SpinLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as SpinLockGuard;
 pub use ferrisson_core::{Lock, LockOptions, SyncObject};
-pub use spin::SpinLock;
+pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 /// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).
 pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {

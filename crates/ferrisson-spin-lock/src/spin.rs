@@ -4,10 +4,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ferrisson_core::__engine::{
-    Backoff, HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, ObjectKeys, Owner, Result};
+use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
 #[cfg(doc)]
 use {crate::SpinLockGuard, ferrisson_core::Lock};
 
@@ -61,6 +61,13 @@ use {crate::SpinLockGuard, ferrisson_core::Lock};
 #[derive(Clone, Debug)]
 pub struct SpinLock(LockHandle<SpinShared>);
 
+/// The waiters' backoff unless [`SpinLock::with_backoff`] sets another: Redisson's `RSpinLock`
+/// default, 1 ms doubling up to 128 ms (never past the holder's lease or the waiter's deadline).
+pub const DEFAULT_BACKOFF: Backoff = Backoff {
+    min: std::time::Duration::from_millis(1),
+    max: std::time::Duration::from_millis(128),
+};
+
 /// The lock's keys and calls ([`HashLock`], the reentrant lock's), and its waiters' backoff.
 pub struct SpinShared {
     lock: HashLock,
@@ -98,7 +105,7 @@ impl SpinLock {
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
         Ok(Self(LockHandle::new(SpinShared {
             lock: HashLock::new(client, name, fenced)?,
-            backoff: Backoff::default(),
+            backoff: DEFAULT_BACKOFF,
         })))
     }
 

@@ -404,7 +404,7 @@ impl Client {
             match attempt(n).await {
                 Err(e) if e.is_connection_error() => {
                     maybe_ran |= !e.is_refused_connection();
-                    let pause = policy.backoff(n.saturating_add(1));
+                    let pause = policy.pause(n.saturating_add(1));
                     let settling = settle.is_some_and(|window| {
                         maybe_ran && started.elapsed().saturating_add(pause) < window
                     });
@@ -446,7 +446,7 @@ fn manager_config(config: &ClientConfig) -> ConnectionManagerConfig {
         .set_response_timeout(Some(config.response_timeout))
         .set_connection_timeout(Some(config.connect_timeout))
         .set_number_of_retries(1)
-        .set_max_delay(config.retry.max_backoff)
+        .set_max_delay(config.retry.backoff.max)
 }
 
 fn runtime_check() -> Result<()> {

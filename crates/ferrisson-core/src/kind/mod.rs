@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::client::ClientEngine;
+use crate::config::Backoff;
 use crate::error::{Error, Result};
 use crate::guard::{CleanupGuard, HoldGuard};
 use crate::keys::RequestId;
@@ -88,37 +89,6 @@ pub struct Waiting<'a> {
     /// `Some`: the waiter polls instead, with this backoff, and never subscribes (the spin
     /// lock, whose releases publish nothing); `channel` and `policy` are then unused.
     pub spin: Option<Backoff>,
-}
-
-/// How a polling waiter spaces its tries: `min` after the first failed try, doubling up to
-/// `max` (Redisson's `RSpinLock` default: 1 ms to 128 ms), never past the holder's lease or the
-/// waiter's deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first pause.
-    pub min: Duration,
-    /// The longest pause.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            min: Duration::from_millis(1),
-            max: Duration::from_millis(128),
-        }
-    }
-}
-
-impl Backoff {
-    /// The pause after failed try number `n` (0-based).
-    pub fn delay(&self, n: u32) -> Duration {
-        let factor = 1u32.checked_shl(n).unwrap_or(u32::MAX);
-        self.min
-            .checked_mul(factor)
-            .unwrap_or(self.max)
-            .min(self.max)
-    }
 }
 
 /// A lock kind, as the engine drives it: the reentrant lock, the fair lock, either side of the

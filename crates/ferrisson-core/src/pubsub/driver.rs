@@ -402,7 +402,7 @@ impl Driver {
     /// Backs off before the next connection attempt. Channel changes meanwhile leave a kick
     /// stored, so the first loop after reconnecting reconciles them.
     async fn pause(&self, failures: u32) {
-        tokio::time::sleep(self.retry.backoff(failures)).await;
+        tokio::time::sleep(self.retry.pause(failures)).await;
     }
 
     /// Brings the connection's subscriptions in line with the channels waiters are on.

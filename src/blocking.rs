@@ -149,7 +149,7 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`] for an empty name.
     #[cfg(feature = "lock")]
-    pub fn reentrant_lock(&self, name: &str) -> Result<Lock<crate::ReentrantLock>> {
+    pub fn reentrant_lock(&self, name: &str) -> Result<BlockingLock<crate::ReentrantLock>> {
         Ok(self.wrap(crate::ReentrantLock::new(&self.client, name)?))
     }
 
@@ -159,7 +159,7 @@ impl Client {
     ///
     /// As [`reentrant_lock`](Self::reentrant_lock).
     #[cfg(feature = "lock")]
-    pub fn fenced_lock(&self, name: &str) -> Result<Lock<crate::ReentrantLock>> {
+    pub fn fenced_lock(&self, name: &str) -> Result<BlockingLock<crate::ReentrantLock>> {
         Ok(self.wrap(crate::ReentrantLock::fenced(&self.client, name)?))
     }
 
@@ -169,7 +169,7 @@ impl Client {
     ///
     /// As [`reentrant_lock`](Self::reentrant_lock).
     #[cfg(feature = "fair-lock")]
-    pub fn fair_lock(&self, name: &str) -> Result<Lock<crate::FairLock>> {
+    pub fn fair_lock(&self, name: &str) -> Result<BlockingLock<crate::FairLock>> {
         Ok(self.wrap(crate::FairLock::new(&self.client, name)?))
     }
 
@@ -229,8 +229,8 @@ impl Client {
 
     /// Any lock kind (an async [`Lock`](crate::Lock) made from
     /// [`async_client`](Self::async_client)), blocking.
-    pub fn wrap<L: crate::Lock>(&self, lock: L) -> Lock<L> {
-        Lock {
+    pub fn wrap<L: crate::Lock>(&self, lock: L) -> BlockingLock<L> {
+        BlockingLock {
             client: self.clone(),
             inner: lock,
         }
@@ -266,12 +266,12 @@ impl Client {
 /// A lock of any kind, blocking: the reentrant, fenced and fair locks and either side of a
 /// read-write lock. Taking it returns a [`LockGuard`].
 #[derive(Debug, Clone)]
-pub struct Lock<L> {
+pub struct BlockingLock<L> {
     client: Client,
     inner: L,
 }
 
-impl<L: crate::Lock> Lock<L> {
+impl<L: crate::Lock> BlockingLock<L> {
     /// Takes the lock, waiting as long as it takes.
     ///
     /// # Errors
@@ -364,7 +364,7 @@ impl<L: crate::Lock> Lock<L> {
     }
 }
 
-impl<L: crate::Lock> SyncObject for Lock<L> {
+impl<L: crate::Lock> BlockingObject for BlockingLock<L> {
     type Async = L;
 
     fn parts(&self) -> (&Client, &L) {
@@ -374,7 +374,7 @@ impl<L: crate::Lock> SyncObject for Lock<L> {
 
 /// Redisson's `RObject`/`RExpirable` calls, blocking, on every blocking synchronizer: the async
 /// [`SyncObject`](crate::SyncObject)'s, each run on the client's runtime.
-pub trait SyncObject {
+pub trait BlockingObject {
     /// The async synchronizer underneath.
     type Async: crate::SyncObject;
 
@@ -433,11 +433,11 @@ pub trait SyncObject {
     }
 }
 
-/// Implements the blocking [`SyncObject`] for a blocking synchronizer of `client` and `inner`.
+/// Implements [`BlockingObject`] for a blocking synchronizer of `client` and `inner`.
 macro_rules! blocking_object {
     ($($feature:literal => $blocking:ident($async:ty)),* $(,)?) => {$(
         #[cfg(feature = $feature)]
-        impl SyncObject for $blocking {
+        impl BlockingObject for $blocking {
             type Async = $async;
 
             fn parts(&self) -> (&Client, &$async) {
@@ -543,7 +543,7 @@ impl Drop for LockGuard {
     }
 }
 
-/// A read-write lock, blocking: each side is a [`Lock`].
+/// A read-write lock, blocking: each side is a [`BlockingLock`].
 #[cfg(feature = "rwlock")]
 #[derive(Debug, Clone)]
 pub struct ReadWriteLock {
@@ -554,12 +554,12 @@ pub struct ReadWriteLock {
 #[cfg(feature = "rwlock")]
 impl ReadWriteLock {
     /// The read side: shared with other readers.
-    pub fn read_lock(&self) -> Lock<crate::ReadLock> {
+    pub fn read_lock(&self) -> BlockingLock<crate::ReadLock> {
         self.client.wrap(self.inner.read_lock())
     }
 
     /// The write side: alone.
-    pub fn write_lock(&self) -> Lock<crate::WriteLock> {
+    pub fn write_lock(&self) -> BlockingLock<crate::WriteLock> {
         self.client.wrap(self.inner.write_lock())
     }
 }

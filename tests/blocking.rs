@@ -179,7 +179,7 @@ fn semaphores_and_a_latch_block() {
 /// every blocking synchronizer.
 #[test]
 fn object_calls_and_lock_events_block() {
-    use ferrisson::blocking::SyncObject;
+    use ferrisson::blocking::BlockingObject;
 
     let server = RedisServer::spawn();
     let a = client(&server);

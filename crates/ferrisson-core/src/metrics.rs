@@ -17,7 +17,10 @@
 //! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
 //!
 //! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore` or
-//! `expirable_semaphore`; `reason` is a [`LossReason`]'s name.
+//! `expirable_semaphore`; `reason` is a [`LossReason`]'s name. The latch, the rate limiter and
+//! MultiLock/RedLock record no acquisitions of their own (each lock of a MultiLock or RedLock
+//! counts under its kind); `ferrisson_waiters` counts every call waiting on a channel, of any
+//! kind.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

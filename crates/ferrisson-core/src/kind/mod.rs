@@ -91,7 +91,7 @@ pub struct Waiting<'a> {
     pub spin: Option<Backoff>,
 }
 
-/// A lock kind, as the engine drives it: the reentrant lock, the fair lock, either side of the
+/// A lock kind, as the engine drives it: the reentrant, spin and fair locks, either side of the
 /// read-write lock. The kind's shared state implements it; [`acquire`] and
 /// [`release()`](release::release) do the rest, and the kind's guards release through it
 /// ([`Release`](crate::guard::Release) is implemented for every `HoldKind`).

@@ -2,19 +2,27 @@
 
 use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
 
+/// The fair lock's shared functions (`lua/fair_lock/prelude.lua`: `fair_purge`, which drops the
+/// dead waiters at the head of the queue), after the lock scripts' prelude.
+pub(crate) static PRELUDE: Script = Script::with_prelude(
+    "fair_lock/prelude",
+    &LOCK_PRELUDE,
+    include_str!("../lua/prelude.lua"),
+);
+
 pub(crate) static ACQUIRE: Script = Script::with_prelude(
     "fair_lock/acquire",
-    &LOCK_PRELUDE,
+    &PRELUDE,
     include_str!("../lua/acquire.lua"),
 );
 pub(crate) static RELEASE: Script = Script::with_prelude(
     "fair_lock/release",
-    &LOCK_PRELUDE,
+    &PRELUDE,
     include_str!("../lua/release.lua"),
 );
 pub(crate) static LEAVE: Script = Script::with_prelude(
     "fair_lock/leave",
-    &LOCK_PRELUDE,
+    &PRELUDE,
     include_str!("../lua/leave.lua"),
 );
 pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
@@ -25,6 +33,6 @@ pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
 
 /// Every script this crate runs, for tests and tools that load or check them (the watchdog
 /// renews its holds with `ferrisson_core`'s `core/renew_hash`).
-pub fn scripts() -> [&'static Script; 4] {
-    [&ACQUIRE, &RELEASE, &LEAVE, &FORCE_RELEASE]
+pub fn scripts() -> [&'static Script; 5] {
+    [&PRELUDE, &ACQUIRE, &RELEASE, &LEAVE, &FORCE_RELEASE]
 }

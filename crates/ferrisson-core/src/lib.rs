@@ -46,6 +46,7 @@ pub mod duration;
 mod error;
 mod guard;
 mod handle;
+mod hash_lock;
 mod keys;
 mod kind;
 mod lock;
@@ -102,12 +103,12 @@ pub mod __engine {
     pub mod keys {
         pub use crate::keys::*;
     }
-    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
-    pub use crate::lock::hash_hold_count;
-    pub use crate::lock::{
+    pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
-        WATCH_RECHECK, scripts,
+        hash_hold_count,
     };
+    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
+    pub use crate::lock::{WATCH_RECHECK, scripts};
     pub use crate::object::object_state;
     /// The semaphores' engine.
     pub mod permits {

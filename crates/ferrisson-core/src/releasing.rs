@@ -114,7 +114,7 @@ impl Releasing {
 }
 
 /// A release in flight
-/// ([`ClientEngine::release_started`](crate::client::ClientEngine::release_started)); dropping
+/// (`ClientEngine::release_started`); dropping
 /// it ends it.
 pub struct ReleaseMark {
     releasing: Arc<Releasing>,

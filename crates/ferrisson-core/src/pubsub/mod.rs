@@ -63,7 +63,7 @@ mod sync {
     pub(super) use std::sync::{Mutex, MutexGuard};
 }
 
-/// Hand-offs to local waiters in a row ([`Client::claim_waiter`](crate::client::ClientEngine::claim_waiter))
+/// Hand-offs to local waiters in a row (`ClientEngine::claim_waiter`)
 /// before a release goes through Redis publicly, so that waiters of other clients (and
 /// Redisson) get their turn. Every synchronizer that hands off locally uses this bound.
 pub const MAX_HANDOFF_STREAK: u32 = 8;

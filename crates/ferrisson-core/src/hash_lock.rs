@@ -1,0 +1,204 @@
+//! Redisson's `RLock` hash layout (`owner → hold count`), which several lock kinds share: the
+//! reentrant and spin locks take and release it ([`HashLock`]), the fair lock and the read-write
+//! lock renew or force-release their hashes with its scripts. A layout, not a kind: each kind
+//! crate decides how it waits and what it publishes.
+
+use crate::client::Client;
+use crate::client::ClientEngine;
+use crate::error::Result;
+use crate::script::Script;
+
+/// How many holds `owner` has on a lock kept in a hash of `owner → count` (the reentrant
+/// lock's, the spin lock's and the fair lock's [`Lock::hold_count_of`](crate::Lock::hold_count_of)).
+///
+/// # Errors
+///
+/// As [`Lock::hold_count_of`](crate::Lock::hold_count_of).
+pub async fn hash_hold_count(client: &Client, key: &str, owner: &crate::Owner) -> Result<u32> {
+    client.hash_count(key, owner.as_str()).await
+}
+
+/// The watchdog's renewal script for locks held in a hash (`owner → count`): the reentrant
+/// lock's and the fair lock's (`lua/core/renew_hash.lua`).
+pub static RENEW_HASH: Script =
+    Script::new("core/renew_hash", include_str!("../lua/renew_hash.lua"));
+
+/// Force release of a lock kept in a hash, whoever holds it (`lua/core/force_release_hash.lua`):
+/// the reentrant lock's (message `0`) and the read-write lock's (message `1`).
+pub static FORCE_RELEASE_HASH: Script = Script::with_prelude(
+    "core/force_release_hash",
+    &crate::script::LOCK_PRELUDE,
+    include_str!("../lua/force_release_hash.lua"),
+);
+
+/// Take or re-enter a lock kept in a hash (`lua/core/hash_lock_acquire.lua`): the reentrant
+/// lock's and the spin lock's acquire.
+pub static HASH_LOCK_ACQUIRE: Script = Script::with_prelude(
+    "core/hash_lock_acquire",
+    &crate::script::LOCK_PRELUDE,
+    include_str!("../lua/hash_lock_acquire.lua"),
+);
+
+/// Release one hold of a lock kept in a hash (`lua/core/hash_lock_release.lua`): the reentrant
+/// lock's (which publishes and hands off) and the spin lock's (which does neither).
+pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
+    "core/hash_lock_release",
+    &crate::script::LOCK_PRELUDE,
+    include_str!("../lua/hash_lock_release.lua"),
+);
+
+/// The keys and script calls of a lock kept in a hash on Redisson's `RLock` layout, shared by
+/// the reentrant lock and the spin lock: the hash `name`, the channel
+/// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}`, the
+/// unlock latches `redisson_unlock_latch:{name}:<request id>` and the client's own
+/// `redisson_unlock_latch:{name}:<client id>` (docs/protocol.md, "\[ext\] Retries").
+#[derive(Debug, Clone)]
+pub struct HashLock {
+    /// The client the lock runs on.
+    pub client: Client,
+    /// The hash.
+    pub key: std::sync::Arc<str>,
+    /// The release channel, the fencing counter and the prefix of unlock latches, one after
+    /// the other in one allocation ([`channel`](Self::channel), [`token_key`](Self::token_key),
+    /// [`latch_prefix`](Self::latch_prefix)): a handle is often made per task, and a waiter
+    /// keeps its handle for as long as it waits.
+    names: String,
+    /// Where the fencing counter starts in `names`.
+    token_at: usize,
+    /// Where the latch prefix starts in `names`.
+    latch_at: usize,
+    /// Whether acquisitions hand out fencing tokens.
+    pub fenced: bool,
+}
+
+impl HashLock {
+    /// The keys of the lock named `name` (after the client's namespace prefix), handing out
+    /// fencing tokens when `fenced`.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for a name the client refuses.
+    pub fn new(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+        use crate::client::ClientEngine;
+        use crate::keys::prefixed;
+        let key = client.object_key(name)?;
+        let mut names = prefixed("redisson_lock__channel", &key);
+        let token_at = names.len();
+        names.push_str(&prefixed("redisson_lock_token", &key));
+        let latch_at = names.len();
+        names.push_str(&prefixed("redisson_unlock_latch", &key));
+        names.shrink_to_fit();
+        Ok(Self {
+            client: client.clone(),
+            names,
+            token_at,
+            latch_at,
+            key: key.into(),
+            fenced,
+        })
+    }
+
+    /// The release channel, `redisson_lock__channel:{name}`.
+    pub fn channel(&self) -> &str {
+        self.names.get(..self.token_at).unwrap_or_default()
+    }
+
+    /// The fencing counter, `redisson_lock_token:{name}`.
+    pub fn token_key(&self) -> &str {
+        self.names
+            .get(self.token_at..self.latch_at)
+            .unwrap_or_default()
+    }
+
+    /// The prefix of unlock latches, `redisson_unlock_latch:{name}`.
+    pub fn latch_prefix(&self) -> &str {
+        self.names.get(self.latch_at..).unwrap_or_default()
+    }
+
+    /// The acquire call (`core/hash_lock_acquire`): the fencing counter and the believed
+    /// hold count go only where they are read (a fenced lock, a retry).
+    pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
+        let token_key = self.token_key();
+        let keys: &[&str] = if self.fenced {
+            &[&self.key, token_key]
+        } else {
+            &[&self.key]
+        };
+        let call = crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, keys)
+            .arg(crate::time::millis(args.lease))
+            .arg(args.owner.as_str());
+        if args.retry {
+            call.arg(args.believed)
+        } else {
+            call
+        }
+    }
+
+    /// The release call (`core/hash_lock_release`); without `publish`, it publishes nothing
+    /// (the spin lock, whose waiters poll). A free carries six arguments; the flags and the
+    /// successor follow only when there are any.
+    pub fn release_call(
+        &self,
+        args: &crate::kind::ReleaseArgs<'_>,
+        publish: bool,
+    ) -> crate::script::ScriptCall {
+        use crate::client::ClientEngine;
+        let command = if publish {
+            self.client.config().get_publish_command().as_str()
+        } else {
+            ""
+        };
+        let client_latch = self.client.client_latch(self.latch_prefix());
+        let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, &client_latch])
+            .arg(args.owner.as_str())
+            .arg(args.seq)
+            .arg(crate::time::millis(self.client.retry_window()))
+            .arg(command)
+            .arg(&args.request_id.hex()[..])
+            .arg(args.renew_lease.map_or(0, crate::time::millis));
+        // Collected into a string that allocates only when a flag is set (never on a free).
+        let flags: String = [
+            (args.retry, 'r'),
+            (args.latch_free, 'l'),
+            (self.fenced && args.successor.is_some(), 'f'),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
+        match args.successor {
+            Some((successor, lease)) => call
+                .arg(flags)
+                .arg(successor.as_str())
+                .arg(crate::time::millis(lease)),
+            None if !flags.is_empty() => call.arg(flags),
+            None => call,
+        }
+    }
+
+    /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its
+    /// releases publish) the release channel, whose `0` wakes waiters after a delete.
+    pub fn object_keys(&self, publish: bool) -> crate::ObjectKeys<'_> {
+        let keys = crate::ObjectKeys::new(&self.client, crate::KeyShape::Lock, vec![&self.key])
+            .with_counters(vec![self.token_key()]);
+        if publish {
+            keys.waking(self.channel(), "0")
+        } else {
+            keys
+        }
+    }
+
+    /// Releases the lock whoever holds it, publishing `0`; whether it was locked.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongType`], [`crate::Error::Redis`].
+    pub async fn force_unlock(&self) -> Result<bool> {
+        use crate::client::ClientEngine;
+        let call =
+            crate::script::ScriptCall::new(&FORCE_RELEASE_HASH, &[&self.key, self.channel()])
+                .arg(self.client.config().get_publish_command().as_str())
+                .arg("0");
+        let released: i64 = self.client.eval(&call).await?;
+        Ok(released == 1)
+    }
+}

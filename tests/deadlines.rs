@@ -64,7 +64,9 @@ where
                     if let Some(deadline) = previous {
                         tokio::time::sleep_until(deadline - EARLY).await;
                     }
-                    let give_up = Instant::now() + Duration::from_secs(5);
+                    let give_up = Instant::now()
+                        .checked_add(Duration::from_secs(5))
+                        .expect("a deadline 5 s from now");
                     let deadline = loop {
                         if let Some(deadline) = take(lane, n).await {
                             break deadline;

@@ -241,7 +241,9 @@ async fn mixed_queue(order: &[&'static str], hold: Duration) -> Vec<&'static str
         .await;
     }
     // A long hold: ferrisson waiters call again and again meanwhile; Redisson's never do.
-    let until = tokio::time::Instant::now() + hold;
+    let until = tokio::time::Instant::now()
+        .checked_add(hold)
+        .expect("the hold's end fits the clock");
     while tokio::time::Instant::now() < until {
         let ttl: i64 = redis::cmd("PTTL").arg(&keys.queue).query(&mut con).unwrap();
         assert_eq!(

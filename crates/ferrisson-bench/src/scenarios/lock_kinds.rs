@@ -75,7 +75,7 @@ async fn fifo_inversions(url: &str, name: &str) -> Result<usize, String> {
             order.lock().map_err(|e| e.to_string())?.push(i);
             guard.unlock().await.map_err(|e| e.to_string())
         }));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = after(Duration::from_secs(10))?;
         while holder.queue_length().await.map_err(|e| e.to_string())? < i + 1 {
             if Instant::now() > deadline {
                 return Err(format!("waiter {i} never queued"));
@@ -298,7 +298,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let writer =
         ReadWriteLock::new(&writer_client, "bench:read-heavy").map_err(|e| e.to_string())?;
     let phase = ctx.phase();
-    let until = Instant::now() + phase;
+    let until = after(phase)?;
     let (reads, waits) = tokio::join!(
         workload::run(readers, phase, Duration::from_millis(1)),
         writer_waits(writer, until)
@@ -336,7 +336,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let name = "bench:read-heavy-mixed";
     let readers = read_cycles(&ctx.url, name).await?;
     let writer = ReadWriteLock::new(&writer_client, name).map_err(|e| e.to_string())?;
-    let until = Instant::now() + phase;
+    let until = after(phase)?;
     let (reads, waits, redisson) = tokio::join!(
         workload::run(readers, phase, Duration::from_millis(1)),
         bounded_writer_waits(writer, until),
@@ -358,4 +358,11 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         records.push("contended", variant, RWLOCK, metric, value, unit);
     }
     ctx.probe.flushall().await
+}
+
+/// The moment `d` from now, or an error when the clock cannot hold it.
+fn after(d: Duration) -> Result<Instant, String> {
+    Instant::now()
+        .checked_add(d)
+        .ok_or_else(|| format!("a deadline {d:?} from now is past what the clock can hold"))
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::replication::ReplicaSync;
 
 /// Which command scripts use to publish wake-up messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,120 +43,6 @@ pub enum ShardedSubscription {
     On,
     /// Always classic pub/sub, which every node of the cluster relays to every other.
     Off,
-}
-
-/// Replica sync (Redisson's `checkLockSyncedSlaves`): after each acquire, renewal and release
-/// script on a primary with replicas, wait until they have the change, so that a failover
-/// right after does not lose it (see docs/guarantees.md for what this buys and what not).
-///
-/// On by default for Cluster and Sentinel clients (Redisson's default: every replica, 1 s),
-/// off for a standalone server unless set ([`ClientConfig::replica_sync`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaSync {
-    pub(crate) replicas: Replicas,
-    pub(crate) timeout: Duration,
-    pub(crate) mode: SyncMode,
-    pub(crate) retry_acquire: bool,
-    pub(crate) connections: usize,
-}
-
-impl Default for ReplicaSync {
-    fn default() -> Self {
-        Self {
-            replicas: Replicas::All,
-            timeout: Duration::from_secs(1),
-            mode: SyncMode::Auto,
-            retry_acquire: true,
-            connections: 4,
-        }
-    }
-}
-
-impl ReplicaSync {
-    /// Which replicas to wait for ([`Replicas::All`] by default).
-    pub fn replicas(mut self, replicas: Replicas) -> Self {
-        self.replicas = replicas;
-        self
-    }
-
-    /// How long to wait for them (Redisson's `slavesSyncTimeout`, 1 s by default).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// `WAIT` or `WAITAOF` ([`SyncMode::Auto`] by default).
-    pub fn mode(mut self, mode: SyncMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Whether an acquire the replicas did not acknowledge is rolled back and tried again
-    /// (per the client's retry policy, as Redisson does; the default), or rolled back and
-    /// returned at once as [`Error::NotReplicated`].
-    pub fn retry_acquire(mut self, retry: bool) -> Self {
-        self.retry_acquire = retry;
-        self
-    }
-
-    /// How many connections of their own synced calls use, in turn (4 by default; at least
-    /// 1). Redis holds a connection that sent `WAIT` until the replicas answer: the calls
-    /// behind it on the same connection wait too, so more connections let more synced calls
-    /// be answered at once (and fewer wait out a hanging replica's timeout in a row).
-    pub fn connections(mut self, n: usize) -> Self {
-        self.connections = n.max(1);
-        self
-    }
-
-    /// How many connections synced calls use.
-    pub fn get_connections(&self) -> usize {
-        self.connections
-    }
-
-    /// Which replicas are waited for.
-    pub fn get_replicas(&self) -> Replicas {
-        self.replicas
-    }
-
-    /// The sync timeout.
-    pub fn get_timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// The sync command.
-    pub fn get_mode(&self) -> SyncMode {
-        self.mode
-    }
-
-    /// Whether unacknowledged acquires are retried.
-    pub fn get_retry_acquire(&self) -> bool {
-        self.retry_acquire
-    }
-}
-
-/// Which replicas a [`ReplicaSync`] waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Replicas {
-    /// Every replica the primary has online, at most the timeout; the sync fails only when
-    /// none acknowledged (Redisson's rule). A primary without replicas is not waited on.
-    All,
-    /// At least this many; fewer in time fails the sync.
-    AtLeast(u32),
-}
-
-/// The command a [`ReplicaSync`] waits with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SyncMode {
-    /// `WAITAOF` when the server has it (Redis 7.2+) and keeps an append-only file (asked once
-    /// at connect), `WAIT` otherwise.
-    Auto,
-    /// `WAIT`: the replicas received the change.
-    Wait,
-    /// `WAITAOF`: the replicas wrote the change to their append-only files (fails on servers
-    /// without it, and never succeeds with replicas that keep no AOF).
-    WaitAof,
 }
 
 /// Pauses that grow: `min` after the first failure, doubling up to `max`. The one backoff of
@@ -222,6 +109,17 @@ impl RetryPolicy {
     }
 }
 
+/// Replica sync as the settings say: the deployment's default, off or on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplicaSyncSetting {
+    /// On for a Cluster or Sentinel client, off for a standalone one.
+    Default,
+    /// Off ([`ClientConfig::no_replica_sync`]).
+    Off,
+    /// On with these settings ([`ClientConfig::replica_sync`]).
+    On(ReplicaSync),
+}
+
 /// Settings of a [`Client`](crate::Client).
 ///
 /// One naming rule, as `tokio-postgres`'s `Config`: a setter is named after its setting and
@@ -252,7 +150,7 @@ pub struct ClientConfig {
     pub(crate) publish: PublishCommand,
     pub(crate) sharded: ShardedSubscription,
     /// `None`: the deployment's default (on for Cluster and Sentinel).
-    pub(crate) replica_sync: Option<Option<ReplicaSync>>,
+    replica_sync: ReplicaSyncSetting,
     pub(crate) wait_outage_limit: Duration,
     pub(crate) coalesce: bool,
 }
@@ -401,7 +299,7 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             publish: PublishCommand::Publish,
             sharded: ShardedSubscription::Auto,
-            replica_sync: None,
+            replica_sync: ReplicaSyncSetting::Default,
             wait_outage_limit: Duration::from_secs(60),
             coalesce: false,
         }
@@ -429,7 +327,7 @@ impl ClientConfig {
     }
 
     /// The seed nodes, for a cluster client (empty for a standalone server).
-    pub fn get_cluster_nodes(&self) -> &[String] {
+    pub fn cluster_nodes(&self) -> &[String] {
         &self.cluster_nodes
     }
 
@@ -612,7 +510,7 @@ impl ClientConfig {
 
     /// Turns replica sync on with these settings (for a standalone primary with replicas too).
     pub fn replica_sync(mut self, sync: ReplicaSync) -> Self {
-        self.replica_sync = Some(Some(sync));
+        self.replica_sync = ReplicaSyncSetting::On(sync);
         self
     }
 
@@ -620,7 +518,7 @@ impl ClientConfig {
     /// the scripts, one round trip less per call, and a failover may lose what the replicas
     /// had not received yet.
     pub fn no_replica_sync(mut self) -> Self {
-        self.replica_sync = Some(None);
+        self.replica_sync = ReplicaSyncSetting::Off;
         self
     }
 
@@ -628,11 +526,14 @@ impl ClientConfig {
     /// [`ReplicaSync::default`] for a Cluster or Sentinel client, off for a standalone one).
     pub fn get_replica_sync(&self) -> Option<ReplicaSync> {
         match self.replica_sync {
-            Some(set) => set,
-            None if !self.cluster_nodes.is_empty() || self.sentinel.is_some() => {
+            ReplicaSyncSetting::On(sync) => Some(sync),
+            ReplicaSyncSetting::Off => None,
+            ReplicaSyncSetting::Default
+                if !self.cluster_nodes.is_empty() || self.sentinel.is_some() =>
+            {
                 Some(ReplicaSync::default())
             }
-            None => None,
+            ReplicaSyncSetting::Default => None,
         }
     }
 
@@ -749,13 +650,13 @@ mod tests {
             .resolved()
             .unwrap();
         assert_eq!(
-            config.get_cluster_nodes(),
+            config.cluster_nodes(),
             ["redis://u:p@10.0.0.1:7000", "redis://u:p@10.0.0.2:7001"]
         );
         let tls = ClientConfig::new("rediss-cluster://h:1")
             .resolved()
             .unwrap();
-        assert_eq!(tls.get_cluster_nodes(), ["rediss://h:1"]);
+        assert_eq!(tls.cluster_nodes(), ["rediss://h:1"]);
         assert!(ClientConfig::new("redis-cluster://").resolved().is_err());
         assert!(
             ClientConfig::new("redis-cluster://h:1/3")

@@ -58,6 +58,7 @@ mod permits;
 mod pubsub;
 mod releasing;
 mod replication;
+mod rounds;
 mod script;
 mod sentinel;
 mod time;
@@ -66,16 +67,14 @@ mod watchdog;
 
 // What users touch.
 pub use client::Client;
-pub use config::{
-    Backoff, ClientConfig, PublishCommand, ReplicaSync, Replicas, RetryPolicy, ShardedSubscription,
-    SyncMode,
-};
+pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};
 pub use options::LockOptions;
 pub use owner::Owner;
+pub use replication::{ReplicaSync, Replicas, SyncMode};
 
 #[doc(hidden)]
 pub mod __engine {
@@ -89,8 +88,9 @@ pub mod __engine {
     //!   hand-off claims, leases with the watchdog, key naming;
     //! - the lock kinds' engine: [`HoldKind`] (a kind's scripts, waiting and give-up), driven by
     //!   [`acquire`] and [`release`];
-    //! - the wait loop ([`wait_for_turn`], [`WaitSpec`], [`WaitPacer`]) and its tries
-    //!   ([`Attempt`]);
+    //! - the wait loops: on a channel ([`wait_for_turn`], [`WaitSpec`]) or polled
+    //!   ([`poll_wait`], [`Poll`]) or in rounds over several locks ([`wait_rounds`],
+    //!   [`Rounds`]), with one outage rule ([`WaitPacer`]), and their tries ([`Attempt`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
     //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`]);
     //! - pub/sub wake policies and local hand-offs ([`Tag`], [`Wake`]);
@@ -115,9 +115,10 @@ pub mod __engine {
         pub use crate::permits::*;
     }
     pub use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, Wake, lock_message_policy};
+    pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall};
     pub use crate::wait::{
-        Attempt, Paced, WaitPacer, WaitSpec, first_try, no_reply, wait_for_turn,
+        Attempt, Paced, Poll, WaitPacer, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn,
     };
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {

@@ -263,6 +263,61 @@ where
     }
 }
 
+/// What one try of a polled wait ([`poll_wait`]) came to.
+#[derive(Debug)]
+pub enum Poll<T> {
+    /// Done: the wait ends with this.
+    Ready(T),
+    /// Not yet: try again after this pause (never past the wait's deadline).
+    After(Duration),
+    /// Not, and waiting cannot change it before the deadline (a call that does not wait, or
+    /// what it waits for comes back too late): the wait ends without it.
+    GiveUp,
+}
+
+/// The wait of what no message announces (a spin lock's waiters, the rate limiter's window):
+/// tries spaced by the pause each try answers, until one is [`Poll::Ready`], gives up or the
+/// deadline passes (`Ok(None)`). `attempt` gets the try's number (0 for the first). The first
+/// try's error is the call's, at once, and it is cut one response timeout after the deadline
+/// ([`first_try`]); later tries follow the outage rule of every wait ([`WaitPacer`]), and a
+/// shutdown ends the wait with [`Error::Closed`].
+///
+/// # Errors
+///
+/// As [`wait_for_turn`].
+pub async fn poll_wait<T, F, Fut>(
+    client: &crate::Client,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<Poll<T>>>,
+{
+    let mut pacer = WaitPacer::new(client, deadline);
+    let mut n: u32 = 0;
+    loop {
+        let tried = if n == 0 {
+            first_try(client, deadline, attempt(n))
+                .await
+                .map(Paced::Reached)
+        } else {
+            pacer.attempt(attempt(n)).await
+        };
+        n = n.saturating_add(1);
+        let pause = match tried? {
+            Paced::Reached(Poll::Ready(value)) => return Ok(Some(value)),
+            Paced::Reached(Poll::GiveUp) => return Ok(None),
+            Paced::Reached(Poll::After(pause)) | Paced::Failed(pause) => pause,
+        };
+        // Polling: no subscription to miss a message on.
+        let Some(pause) = pacer.next_sleep(pause, true)? else {
+            return Ok(None);
+        };
+        pacer.pause(tokio::time::sleep(pause)).await?;
+    }
+}
+
 /// What a local releaser handed over, as the type the waiter waits for.
 fn handed<T: 'static>(handoff: crate::pubsub::Handoff) -> Result<T> {
     handoff.downcast::<T>().map(|taken| *taken).map_err(|_| {

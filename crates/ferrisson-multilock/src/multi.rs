@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use ferrisson_core::__engine::{ClientEngine, Paced, WaitPacer, no_reply};
+use ferrisson_core::__engine::{Between, ClientEngine, Rounds, no_reply, wait_rounds};
 use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, LossReason, Result};
 
 /// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
@@ -806,7 +806,6 @@ fn random_below(span: Duration) -> Duration {
 
 async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuard>> {
     options.validate()?;
-    let n = group.locks.len();
     let wait = options.get_wait();
     let once = wait == Some(Duration::ZERO);
     let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
@@ -815,155 +814,122 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
         return Ok(None);
     };
     let _in_flight = client.begin_acquisition()?;
-    let mut pacer = WaitPacer::new(client, deadline);
-    let mut round: u32 = 0;
-    // A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
-    let mut turn: Option<tokio::sync::SemaphorePermit<'_>> = None;
-    // A RedLock waiter's place in the queue for a hand-off, and where the lock comes.
-    let mut handoff: Option<(Place, tokio::sync::oneshot::Receiver<MultiGuard>)> = None;
-    loop {
-        let started = Instant::now();
-        let round_end = deadline.unwrap_or_else(|| {
-            ferrisson_core::__engine::time::later(
-                started,
-                ROUND_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)),
-            )
-        });
-        // A RedLock instance that refused because someone holds it: what the pause before
-        // the next round watches.
-        let mut refused = None;
-        // The first round's failure is the call's, at once; later ones are an outage waited
-        // out up to the client's limit (counted, for a RedLock, from when the turn's rounds
-        // first failed: the waiters queued behind it were in the same outage).
-        let gate = group.gate.as_ref().filter(|_| turn.is_some());
-        if let Some(since) = gate.and_then(|g| *g.outage()) {
-            pacer.seed_outage(since);
-        }
-        let outcome = if group.red && round > 0 {
-            // Bounded as every waiting try is: a round still out when the outage limit has
-            // passed by a retry interval is cut.
-            pacer
-                .attempt(red_round(group, options, &mut refused))
-                .await?
-        } else {
-            let outcome = if group.red {
-                red_round(group, options, &mut refused).await
-            } else {
-                multi_round(group, options, once, round_end, round).await
-            };
-            match outcome {
-                Ok(taken) => {
-                    pacer.reached();
-                    Paced::Reached(taken)
-                }
-                Err(e) if round == 0 => return Err(e),
-                Err(e) => {
-                    // The outage began no later than the round that found it (a round's lock
-                    // may have waited through it already, up to the limit).
-                    if e.is_connection_error() {
-                        pacer.seed_outage(started);
-                    }
-                    Paced::Failed(pacer.failed(e)?)
-                }
-            }
-        };
-        let taken = match outcome {
-            Paced::Reached(taken) => {
-                if let Some(gate) = gate {
-                    *gate.outage() = None;
-                }
-                taken
-            }
-            Paced::Failed(pause) => {
-                if let Some(gate) = gate {
-                    *gate.outage() = pacer.outage_since();
-                }
-                round = round.saturating_add(1);
-                let Some(pause) = pacer.next_sleep(pause, true)? else {
-                    return Ok(None);
-                };
-                pacer.pause(tokio::time::sleep(pause)).await?;
-                continue;
-            }
-        };
-        if let Some(guards) = taken {
-            let valid_until = match (group.red, options.get_lease()) {
-                (true, Some(lease)) => {
-                    let valid = lease
-                        .saturating_sub(started.elapsed())
-                        .saturating_sub(drift(lease));
-                    if valid.is_zero() {
-                        tracing::debug!("the RedLock's validity ran out while acquiring: released");
-                        release_all(guards).await;
-                        None
-                    } else {
-                        let until = ferrisson_core::__engine::time::later(
-                            started,
-                            lease.saturating_sub(drift(lease)),
-                        );
-                        Some((guards, Some(until)))
-                    }
-                }
-                _ => Some((guards, None)),
-            };
-            // `None` here: the validity ran out; the round failed.
-            if let Some((guards, valid_until)) = valid_until {
-                return Ok(Some(MultiGuard {
-                    quorum: group.quorum,
-                    guards,
-                    valid_until,
-                    gate: group.gate.clone(),
-                }));
-            }
-        }
-        if once || deadline.is_some_and(|d| d <= Instant::now()) {
-            return Ok(None);
-        }
-        round = round.saturating_add(1);
-        // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
-        // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
-        if let (Some(gate), None) = (group.gate.as_ref(), &handoff) {
-            handoff = Some(gate.wait(options.get_lease()));
-        }
-        let wait = wait_for_round(group, &mut turn, refused, round, deadline);
-        let step = match handoff.as_mut() {
-            Some((_, handed)) => {
-                pacer
-                    .pause(async {
-                        tokio::select! {
-                            biased;
-                            guard = handed => match guard {
-                                Ok(guard) => Step::Handed(guard),
-                                // Out of the queue without a hand-off (an unlock that could not put it
-                                // back): take a new place.
-                                Err(_) => Step::Requeue,
-                            },
-                            step = wait => step,
-                        }
-                    })
-                    .await?
-            }
-            None => pacer.pause(wait).await?,
-        };
-        match step {
-            Step::Handed(guard) => return Ok(Some(guard)),
-            Step::TimedOut => return Ok(None),
-            Step::Requeue => handoff = None,
-            Step::Again => {}
-        }
+    let acquisition = Acquisition {
+        group,
+        options,
+        once,
+        deadline,
+        turn: None,
+        handoff: None,
+        refused: None,
+    };
+    wait_rounds(client, deadline, once, acquisition).await
+}
+
+/// One acquisition's rounds, as the engine's round loop drives them ([`wait_rounds`]).
+struct Acquisition<'g> {
+    group: &'g Group,
+    options: LockOptions,
+    once: bool,
+    deadline: Option<Instant>,
+    /// A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
+    turn: Option<tokio::sync::SemaphorePermit<'g>>,
+    /// A RedLock waiter's place in the queue for a hand-off, and where the lock comes.
+    handoff: Option<(Place, tokio::sync::oneshot::Receiver<MultiGuard>)>,
+    /// A RedLock instance that refused the last round because someone holds it: what the
+    /// pause before the next round watches.
+    refused: Option<usize>,
+}
+
+impl Acquisition<'_> {
+    /// The gate whose outage this acquisition shares: a RedLock's, while it has the turn (the
+    /// waiters queued behind it are in the same outage).
+    fn gate_in_turn(&self) -> Option<&Arc<Gate>> {
+        self.group.gate.as_ref().filter(|_| self.turn.is_some())
     }
 }
 
-/// What the wait between two rounds came to.
-enum Step {
-    /// Try another round.
-    Again,
-    /// The wait limit passed.
-    TimedOut,
-    /// An unlock handed this waiter the lock.
-    Handed(MultiGuard),
-    /// This waiter's place is gone without a hand-off: queue again.
-    Requeue,
+impl Rounds for Acquisition<'_> {
+    type Output = MultiGuard;
+
+    fn paced(&self) -> bool {
+        self.group.red
+    }
+
+    fn shared_outage(&self) -> Option<Instant> {
+        self.gate_in_turn().and_then(|gate| *gate.outage())
+    }
+
+    fn share_outage(&self, since: Option<Instant>) {
+        if let Some(gate) = self.gate_in_turn() {
+            *gate.outage() = since;
+        }
+    }
+
+    async fn round(&mut self, n: u32, started: Instant) -> Result<Option<MultiGuard>> {
+        let group = self.group;
+        self.refused = None;
+        let taken = if group.red {
+            red_round(group, self.options, &mut self.refused).await?
+        } else {
+            let round_end = self.deadline.unwrap_or_else(|| {
+                let locks = u32::try_from(group.locks.len()).unwrap_or(u32::MAX);
+                ferrisson_core::__engine::time::later(started, ROUND_PER_LOCK.saturating_mul(locks))
+            });
+            multi_round(group, self.options, self.once, round_end, n).await?
+        };
+        let Some(guards) = taken else {
+            return Ok(None);
+        };
+        let valid_until = match (group.red, self.options.get_lease()) {
+            (true, Some(lease)) => {
+                let valid = lease
+                    .saturating_sub(started.elapsed())
+                    .saturating_sub(drift(lease));
+                if valid.is_zero() {
+                    tracing::debug!("the RedLock's validity ran out while acquiring: released");
+                    release_all(guards).await;
+                    return Ok(None);
+                }
+                Some(ferrisson_core::__engine::time::later(
+                    started,
+                    lease.saturating_sub(drift(lease)),
+                ))
+            }
+            _ => None,
+        };
+        Ok(Some(MultiGuard {
+            quorum: group.quorum,
+            guards,
+            valid_until,
+            gate: group.gate.clone(),
+        }))
+    }
+
+    async fn between(&mut self, n: u32, deadline: Option<Instant>) -> Between<MultiGuard> {
+        // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
+        // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
+        if let (Some(gate), None) = (self.group.gate.as_ref(), &self.handoff) {
+            self.handoff = Some(gate.wait(self.options.get_lease()));
+        }
+        let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, deadline);
+        let Some((_, handed)) = self.handoff.as_mut() else {
+            return wait.await;
+        };
+        tokio::select! {
+            biased;
+            guard = handed => match guard {
+                Ok(guard) => Between::Ready(guard),
+                // Out of the queue without a hand-off (an unlock that could not put it
+                // back): take a new place.
+                Err(_) => {
+                    self.handoff = None;
+                    Between::Again
+                }
+            },
+            step = wait => step,
+        }
+    }
 }
 
 /// The wait before the next round `round` of an acquisition that failed one: a RedLock's
@@ -975,7 +941,7 @@ async fn wait_for_round<'g>(
     refused: Option<usize>,
     round: u32,
     deadline: Option<Instant>,
-) -> Step {
+) -> Between<MultiGuard> {
     if let Some(gate) = group.gate.as_ref().filter(|_| turn.is_none()) {
         // Only one acquisition of this process waits for this RedLock at a time: every
         // waiter watching and retrying would send a round to every instance per release
@@ -989,13 +955,13 @@ async fn wait_for_round<'g>(
                 let permit = match deadline {
                     Some(d) => match tokio::time::timeout_at(d, queued).await {
                         Ok(permit) => permit,
-                        Err(_) => return Step::TimedOut,
+                        Err(_) => return Between::TimedOut,
                     },
                     None => queued.await,
                 };
                 if let Ok(permit) = permit {
                     *turn = Some(permit);
-                    return Step::Again;
+                    return Between::Again;
                 }
             }
             // Never closed; were it, the waiter would wait unqueued.
@@ -1012,7 +978,7 @@ async fn wait_for_round<'g>(
         Some(d) => tokio::time::sleep_until(pause.min(d)).await,
         None => tokio::time::sleep_until(pause).await,
     }
-    Step::Again
+    Between::Again
 }
 
 /// Between two RedLock rounds: waits until `refused` (an instance that refused because someone

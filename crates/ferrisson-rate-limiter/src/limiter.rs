@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    ClientEngine, Instant, LOCK_PRELUDE, Paced, Script, ScriptCall, WaitPacer, first_try,
+    ClientEngine, Instant, LOCK_PRELUDE, Poll, Script, ScriptCall, poll_wait,
 };
 use ferrisson_core::{Client, Error, Result};
 
@@ -231,45 +231,29 @@ impl RateLimiter {
         self.take(permits, wait).await
     }
 
-    /// [`try_acquire`](Self::try_acquire)'s loop: a try, then (unless the wait is zero) a
-    /// sleep until the window gives permits back, through outages as every wait does
-    /// ([`WaitPacer`]).
+    /// [`try_acquire`](Self::try_acquire)'s wait: a try, then (unless the wait is zero) a
+    /// sleep until the window gives permits back, through outages as every wait does (the
+    /// engine's polled wait).
     async fn take(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
-        let s = &self.shared;
-        let mut pacer = WaitPacer::new(&s.client, deadline);
-        let mut first = true;
-        loop {
-            let tried = if first {
-                first_try(&s.client, deadline, self.try_once(permits))
-                    .await
-                    .map(Paced::Reached)
-            } else {
-                pacer.attempt(self.try_once(permits)).await
-            };
-            first = false;
-            let ms = match tried? {
-                Paced::Reached(None) => return Ok(true),
-                Paced::Reached(Some(ms)) => ms,
-                Paced::Failed(pause) => {
-                    let Some(pause) = pacer.next_sleep(pause, true)? else {
-                        return Ok(false);
-                    };
-                    pacer.pause(tokio::time::sleep(pause)).await?;
-                    continue;
-                }
+        let taken = poll_wait(&self.shared.client, deadline, |_| async move {
+            let Some(ms) = self.try_once(permits).await? else {
+                return Ok(Poll::Ready(()));
             };
             if wait == Some(Duration::ZERO) {
-                return Ok(false);
+                return Ok(Poll::GiveUp);
             }
-            let wake =
-                ferrisson_core::__engine::time::later(Instant::now(), Duration::from_millis(ms));
-            if deadline.is_some_and(|deadline| wake > deadline) {
+            let back_in = Duration::from_millis(ms);
+            let wake = ferrisson_core::__engine::time::later(Instant::now(), back_in);
+            Ok(if deadline.is_some_and(|deadline| wake > deadline) {
                 // The permits come back too late for this call.
-                return Ok(false);
-            }
-            pacer.pause(tokio::time::sleep_until(wake)).await?;
-        }
+                Poll::GiveUp
+            } else {
+                Poll::After(back_in)
+            })
+        })
+        .await?;
+        Ok(taken.is_some())
     }
 
     /// One acquire script call (retried after a lost reply, which then finds what the lost

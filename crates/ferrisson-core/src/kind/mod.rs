@@ -347,8 +347,8 @@ fn acquire_as<'a, K: HoldKind>(
 
 /// The wait of a kind whose waiters poll ([`Waiting::spin`]): tries spaced by `backoff`, never
 /// sleeping past the holder's lease (the lock is free by then) or the deadline. The first try's
-/// error is the call's; later tries follow the outage rule of every wait
-/// ([`WaitPacer`](crate::wait::WaitPacer)).
+/// error is the call's; later tries follow the outage rule of every wait (the engine's polled
+/// wait, [`poll_wait`](crate::wait::poll_wait)).
 async fn spin<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
@@ -358,42 +358,23 @@ async fn spin<K: HoldKind>(
     backoff: Backoff,
     progress: &Progress,
 ) -> Result<Option<HoldGuard>> {
-    use crate::wait::Paced;
-    let client = kind.client();
-    let mut pacer = crate::wait::WaitPacer::new(client, deadline);
-    let mut n: u32 = 0;
-    loop {
+    use crate::wait::Poll;
+    crate::wait::poll_wait(kind.client(), deadline, |n| async move {
         progress.tried();
-        let tried = if n == 0 {
-            crate::wait::first_try(client, deadline, try_once(kind, owner, lease, waits))
-                .await
-                .map(Paced::Reached)
-        } else {
-            pacer.attempt(try_once(kind, owner, lease, waits)).await
-        };
-        let pause = match tried? {
-            Paced::Reached(Attempt::Acquired(guard)) => return Ok(Some(guard)),
-            Paced::Reached(Attempt::Held(_)) if !waits => return Ok(None),
-            Paced::Reached(Attempt::Held(ttl)) => {
+        Ok(match try_once(kind, owner, lease, waits).await? {
+            Attempt::Acquired(guard) => Poll::Ready(guard),
+            Attempt::Held(_) if !waits => Poll::GiveUp,
+            Attempt::Held(ttl) => {
                 let pause = backoff.delay(n);
-                match u64::try_from(ttl) {
+                Poll::After(match u64::try_from(ttl) {
                     // The holder's lease ends sooner: look then.
                     Ok(ms) => pause.min(Duration::from_millis(ms.max(1))),
                     Err(_) => pause,
-                }
+                })
             }
-            Paced::Failed(pause) => {
-                tracing::debug!(key = %kind.lock_key(), "spinning through a Redis outage");
-                pause
-            }
-        };
-        n = n.saturating_add(1);
-        // Polling: no subscription to miss a message on.
-        let Some(pause) = pacer.next_sleep(pause, true)? else {
-            return Ok(None);
-        };
-        pacer.pause(tokio::time::sleep(pause)).await?;
-    }
+        })
+    })
+    .await
 }
 
 /// One acquire script call (settled when its reply is lost). If the caller drops the future

@@ -42,16 +42,10 @@ where
     }
 }
 
-/// `INFO commandstats` as command → calls.
-pub fn command_calls(con: &mut redis::Connection) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
-    ferrisson_testkit::parse_command_calls(&info)
-}
+pub use ferrisson_testkit::command_calls;
 
 /// Calls of `command` between two snapshots.
-pub fn delta(before: &HashMap<String, u64>, after: &HashMap<String, u64>, command: &str) -> u64 {
-    after.get(command).copied().unwrap_or(0) - before.get(command).copied().unwrap_or(0)
-}
+pub use ferrisson_testkit::calls_between as delta;
 
 /// Connections with at least one channel or pattern subscription (`CLIENT LIST`).
 pub fn subscriber_connections(con: &mut redis::Connection) -> usize {

@@ -27,6 +27,7 @@ pub(crate) static STATE: Script = Script::new(
     include_str!("../lua/state.lua"),
 );
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/permits_update` and `core/permits_leave`).
 pub fn scripts() -> [&'static Script; 6] {

@@ -31,6 +31,7 @@ pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
     include_str!("../lua/force_release.lua"),
 );
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (the watchdog
 /// renews its holds with `ferrisson_core`'s `core/renew_hash`).
 pub fn scripts() -> [&'static Script; 5] {

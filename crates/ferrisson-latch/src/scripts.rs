@@ -16,6 +16,7 @@ pub(crate) static DELETE: Script = Script::with_prelude(
     include_str!("../lua/delete.lua"),
 );
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them.
 pub fn scripts() -> [&'static Script; 4] {
     [&TRY_SET, &COUNT_DOWN, &STATE, &DELETE]

@@ -19,6 +19,7 @@ mod limiter;
 pub use ferrisson_core::SyncObject;
 pub use limiter::{RateLimiter, RateType};
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them.
 pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
     [&limiter::TRY_ACQUIRE, &limiter::SET_RATE]

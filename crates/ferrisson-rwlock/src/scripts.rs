@@ -24,6 +24,7 @@ pub(crate) static WRITE_LEAVE: Script =
     Script::new("rwlock/write_leave", include_str!("../lua/write_leave.lua"));
 pub(crate) static RENEW: Script = Script::new("rwlock/renew", include_str!("../lua/renew.lua"));
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/force_release_hash`).
 pub fn scripts() -> [&'static Script; 6] {

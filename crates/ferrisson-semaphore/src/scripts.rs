@@ -12,6 +12,7 @@ pub(crate) static UNDO_ACQUIRE: Script = Script::new(
 );
 pub(crate) static DRAIN: Script = Script::new("semaphore/drain", include_str!("../lua/drain.lua"));
 
+#[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/permits_update` and `core/permits_leave`).
 pub fn scripts() -> [&'static Script; 4] {

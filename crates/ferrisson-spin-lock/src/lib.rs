@@ -26,6 +26,7 @@ pub use ferrisson_core::HoldGuard as SpinLockGuard;
 pub use ferrisson_core::{Lock, LockOptions, SyncObject};
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
+#[doc(hidden)]
 /// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).
 pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
     [

@@ -617,6 +617,27 @@ impl TestRedis {
     }
 }
 
+/// `INFO commandstats` of the server `con` is connected to, as command → calls (panics, as a
+/// test's setup does, when the server does not answer).
+#[allow(clippy::panic)]
+pub fn command_calls(con: &mut redis::Connection) -> std::collections::HashMap<String, u64> {
+    match redis::cmd("INFO").arg("commandstats").query::<String>(con) {
+        Ok(info) => parse_command_calls(&info),
+        Err(e) => panic!("INFO commandstats: {e}"),
+    }
+}
+
+/// The calls of `command` between two [`command_calls`] snapshots.
+pub fn calls_between(
+    before: &std::collections::HashMap<String, u64>,
+    after: &std::collections::HashMap<String, u64>,
+    command: &str,
+) -> u64 {
+    let count =
+        |calls: &std::collections::HashMap<String, u64>| calls.get(command).copied().unwrap_or(0);
+    count(after).saturating_sub(count(before))
+}
+
 /// Parses `INFO commandstats` into command → calls.
 pub fn parse_command_calls(info: &str) -> std::collections::HashMap<String, u64> {
     info.lines()

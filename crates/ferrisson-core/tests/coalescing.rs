@@ -1,13 +1,13 @@
 //! Coalescing: script calls made at the same time go to Redis as one call of the script's batch
-//! form, and each keeps the outcome it would have had alone.
+//! form, and each keeps the outcome it would have had alone. The engine's own test: it calls
+//! scripts through the engine, as the synchronizer crates do.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
-use common::*;
-use ferrisson::{Client, ClientConfig, Error};
 use ferrisson_core::__engine::{ClientEngine, Script, ScriptCall};
-use ferrisson_testkit::RedisCluster;
+use ferrisson_core::{Client, ClientConfig, Error};
+use ferrisson_testkit::{
+    RedisCluster, RedisServer, calls_between as delta, command_calls, unique_name,
+};
 
 /// A client of `url` that coalesces its calls (off by default).
 async fn coalescing(url: &str) -> Client {

@@ -528,7 +528,7 @@ async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
     let limiter = RateLimiter::new(&lossy, &name).unwrap();
     let (mut told, mut unknown) = (0u64, 0u64);
     for _ in 0..300 {
-        match limiter.try_acquire(1, Some(Duration::ZERO)).await {
+        match limiter.try_acquire(1).await {
             Ok(true) => told += 1,
             Ok(false) => panic!("a window with room answered \"not taken\""),
             Err(e) if e.is_connection_error() => unknown += 1,
@@ -538,7 +538,7 @@ async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
     let mut single_told = Vec::new();
     for single in &singles {
         let limiter = RateLimiter::new(&lossy, single).unwrap();
-        match limiter.try_acquire(1, Some(Duration::ZERO)).await {
+        match limiter.try_acquire(1).await {
             Ok(taken) => single_told.push((single.clone(), taken)),
             Err(e) if e.is_connection_error() => {}
             Err(e) => panic!("{e}"),

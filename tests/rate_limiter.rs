@@ -91,12 +91,12 @@ async fn waiters_get_permits_as_the_window_gives_them_back_and_a_rate_change_tak
             .unwrap()
     );
     let started = tokio::time::Instant::now();
-    assert!(limiter.try_acquire(2, Some(Duration::ZERO)).await.unwrap());
-    assert!(!limiter.try_acquire(1, Some(Duration::ZERO)).await.unwrap());
+    assert!(limiter.try_acquire(2).await.unwrap());
+    assert!(!limiter.try_acquire(1).await.unwrap());
     // Not before the window allows, and not much after (the script says when).
     assert!(
         !limiter
-            .try_acquire(1, Some(Duration::from_millis(100)))
+            .try_acquire_with(1, Duration::from_millis(100))
             .await
             .unwrap(),
         "the permits come back too late for a 100 ms wait, which says so at once"
@@ -112,8 +112,8 @@ async fn waiters_get_permits_as_the_window_gives_them_back_and_a_rate_change_tak
         .set_rate(RateType::Overall, 5, Duration::from_secs(10))
         .await
         .unwrap();
-    assert!(limiter.try_acquire(5, Some(Duration::ZERO)).await.unwrap());
-    assert!(!limiter.try_acquire(1, Some(Duration::ZERO)).await.unwrap());
+    assert!(limiter.try_acquire(5).await.unwrap());
+    assert!(!limiter.try_acquire(1).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,10 +124,7 @@ async fn per_client_rates_and_bad_arguments() {
     let la = RateLimiter::new(&a, &name).unwrap();
     let lb = RateLimiter::new(&b, &name).unwrap();
     // No rate yet.
-    assert!(matches!(
-        la.try_acquire(1, Some(Duration::ZERO)).await,
-        Err(Error::NotSetUp(_))
-    ));
+    assert!(matches!(la.try_acquire(1).await, Err(Error::NotSetUp(_))));
     assert!(la.rate().await.unwrap().is_none());
     for (rate, interval) in [
         (0, Duration::from_secs(1)),
@@ -151,11 +148,11 @@ async fn per_client_rates_and_bad_arguments() {
         la.acquire(3).await,
         Err(Error::InvalidArgument(_))
     ));
-    assert!(la.try_acquire(0, Some(Duration::ZERO)).await.unwrap());
+    assert!(la.try_acquire(0).await.unwrap());
     // Each client has the rate to itself.
-    assert!(la.try_acquire(2, Some(Duration::ZERO)).await.unwrap());
-    assert!(!la.try_acquire(1, Some(Duration::ZERO)).await.unwrap());
-    assert!(lb.try_acquire(2, Some(Duration::ZERO)).await.unwrap());
+    assert!(la.try_acquire(2).await.unwrap());
+    assert!(!la.try_acquire(1).await.unwrap());
+    assert!(lb.try_acquire(2).await.unwrap());
     // Redisson's layout: the settings hash, the per-client permits ZSET.
     let mut con = redis.connection();
     let settings: std::collections::HashMap<String, String> = con.hgetall(&name).unwrap();
@@ -171,7 +168,7 @@ async fn per_client_rates_and_bad_arguments() {
     let _: () = con.set(&foreign, "not a limiter").unwrap();
     let err = RateLimiter::new(&a, &foreign)
         .unwrap()
-        .try_acquire(1, Some(Duration::ZERO))
+        .try_acquire(1)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");

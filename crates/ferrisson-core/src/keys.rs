@@ -26,7 +26,7 @@ pub fn suffixed(name: &str, suffix: &str) -> String {
 /// The Redis Cluster hash slot of `key` (0..16384): CRC16 (XMODEM) of its hash tag (the part
 /// between the first `{` and the next `}`, when not empty), else of the whole key, as
 /// `CLUSTER KEYSLOT` computes it.
-pub fn hash_slot(key: &str) -> u16 {
+pub(crate) fn hash_slot(key: &str) -> u16 {
     let bytes = key.as_bytes();
     let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &bytes[open + 1..];
@@ -99,7 +99,7 @@ impl RequestId {
 /// # Errors
 ///
 /// [`Error::InvalidArgument`] for an empty name.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::InvalidArgument(
             "object name must not be empty".into(),
@@ -110,7 +110,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 /// Whether `key` carries a hash tag: a `{` followed, later, by a `}` with something between
 /// (Redis Cluster hashes only that part).
-pub fn has_hash_tag(key: &str) -> bool {
+pub(crate) fn has_hash_tag(key: &str) -> bool {
     key.split_once('{')
         .and_then(|(_, rest)| rest.find('}'))
         .is_some_and(|end| end > 0)
@@ -119,7 +119,7 @@ pub fn has_hash_tag(key: &str) -> bool {
 /// On a cluster, every key and channel derived from a name must hash like the name: true when
 /// the name has no `{` (derived keys wrap it in one), or carries a hash tag (derived keys keep
 /// it). A name like `job{` or `a{}b` would scatter its keys over several slots.
-pub fn validate_cluster_name(key: &str) -> Result<()> {
+pub(crate) fn validate_cluster_name(key: &str) -> Result<()> {
     if key.contains('{') && !has_hash_tag(key) {
         return Err(Error::InvalidArgument(format!(
             "`{key}` has a `{{` but no hash tag (`{{tag}}`, not empty): on a Redis Cluster its keys would land in different slots; use a name without braces or with a tag such as `{{orders}}:42`"

@@ -90,7 +90,7 @@ pub mod __engine {
     //!   [`acquire`] and [`release`];
     //! - the wait loops: on a channel ([`wait_for_turn`], [`WaitSpec`]) or polled
     //!   ([`poll_wait`], [`Poll`]) or in rounds over several locks ([`wait_rounds`],
-    //!   [`Rounds`]), with one outage rule ([`WaitPacer`]), and their tries ([`Attempt`]);
+    //!   [`Rounds`]), with one outage rule, and their tries ([`Attempt`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
     //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`]);
     //! - pub/sub wake policies and local hand-offs ([`Tag`], [`Wake`]);
@@ -117,27 +117,12 @@ pub mod __engine {
     pub use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, Wake, lock_message_policy};
     pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall};
-    pub use crate::wait::{
-        Attempt, Paced, Poll, WaitPacer, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn,
-    };
+    pub use crate::wait::{Attempt, Poll, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn};
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {
         pub use crate::time::*;
     }
     pub use crate::watchdog::{LeaseEnd, LeaseSpec};
-
-    /// The owner a query about "this handle's holds" asks about: the bound one.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a handle with no owner of
-    /// its own, whose holds belong each to its own guard.
-    pub fn query_owner<'a>(
-        bound: Option<&'a crate::Owner>,
-        query: &str,
-    ) -> crate::Result<&'a crate::Owner> {
-        crate::Owner::for_query(bound, query)
-    }
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
     pub use tokio::time::Instant;

@@ -6,13 +6,13 @@ use crate::error::{Error, Result};
 use crate::script::{Script, ScriptCall};
 
 /// Sets or changes a permit count and publishes it (`lua/core/permits_update.lua`).
-pub static PERMITS_UPDATE: Script = Script::new(
+pub(crate) static PERMITS_UPDATE: Script = Script::new(
     "core/permits_update",
     include_str!("../lua/permits_update.lua"),
 );
 
 /// Gives up a waiter's reservation (`lua/core/permits_leave.lua`).
-pub static PERMITS_LEAVE: Script = Script::new(
+pub(crate) static PERMITS_LEAVE: Script = Script::new(
     "core/permits_leave",
     include_str!("../lua/permits_leave.lua"),
 );
@@ -48,7 +48,7 @@ pub enum CountChange {
 /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
 /// `taken`: the permit-expirable semaphore's set of permits taken, which
 /// [`CountChange::SetTotal`] needs (an error without it).
-pub async fn change_permits(
+pub(crate) async fn change_permits(
     client: &Client,
     key: &str,
     channel: &str,
@@ -130,10 +130,10 @@ async fn leave_reservation(
 }
 
 /// How long a waiter's reservation lasts unless its next try renews it.
-pub const RESERVATION: std::time::Duration = std::time::Duration::from_secs(3);
+pub(crate) const RESERVATION: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How often the waiter holding the reservation tries again, renewing it.
-pub const RESERVATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const RESERVATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The names a semaphore of either kind derives from its key, once, with its client.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ pub trait Rounds: Send {
     type Output: Send;
 
     /// Whether a round after the first is bounded as any try of a wait is
-    /// ([`WaitPacer::attempt`]: cut one retry interval after the outage limit): a round that
+    /// (`WaitPacer::attempt`: cut one retry interval after the outage limit): a round that
     /// asks each lock once. A round whose locks wait (and wait out outages themselves) is
     /// not cut; its connection error is counted when it returns.
     fn paced(&self) -> bool;
@@ -60,7 +60,7 @@ pub trait Rounds: Send {
 
 /// Runs `rounds` on `client` until one succeeds, a pause gets what it waits for, or the
 /// deadline passes (`Ok(None)`); `once`: one round, whatever its outcome. The first round's
-/// error is the call's; later ones follow the outage rule of every wait ([`WaitPacer`]),
+/// error is the call's; later ones follow the outage rule of every wait (`WaitPacer`),
 /// with the outage shared with the synchronizer's other acquisitions
 /// ([`Rounds::shared_outage`]), and a shutdown ends the wait with
 /// [`Error::Closed`](crate::Error::Closed).

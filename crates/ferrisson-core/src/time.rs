@@ -15,7 +15,7 @@ pub fn millis(d: Duration) -> u64 {
 
 /// `d` cut to whole milliseconds, as a script argument carries it ([`millis`]): what a hold's
 /// client-side deadline must count with, never the finer `Duration` the caller asked for.
-pub fn whole_millis(d: Duration) -> Duration {
+pub(crate) fn whole_millis(d: Duration) -> Duration {
     Duration::from_millis(millis(d))
 }
 

@@ -279,7 +279,7 @@ pub enum Poll<T> {
 /// tries spaced by the pause each try answers, until one is [`Poll::Ready`], gives up or the
 /// deadline passes (`Ok(None)`). `attempt` gets the try's number (0 for the first). The first
 /// try's error is the call's, at once, and it is cut one response timeout after the deadline
-/// ([`first_try`]); later tries follow the outage rule of every wait ([`WaitPacer`]), and a
+/// ([`first_try`]); later tries follow the outage rule of every wait (`WaitPacer`), and a
 /// shutdown ends the wait with [`Error::Closed`].
 ///
 /// # Errors

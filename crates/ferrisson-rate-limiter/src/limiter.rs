@@ -63,8 +63,8 @@ impl RateType {
 ///
 /// let limiter = RateLimiter::new(&client, "sms")?;
 /// assert!(limiter.try_set_rate(RateType::Overall, 2, Duration::from_millis(200)).await?);
-/// assert!(limiter.try_acquire(2, Some(Duration::ZERO)).await?);
-/// assert!(!limiter.try_acquire(1, Some(Duration::ZERO)).await?, "the window is spent");
+/// assert!(limiter.try_acquire(2).await?);
+/// assert!(!limiter.try_acquire(1).await?, "the window is spent");
 /// limiter.acquire(1).await?; // sleeps until the window gives a permit back
 /// # Ok(()) }
 /// ```
@@ -212,29 +212,38 @@ impl RateLimiter {
     ///
     /// As [`try_acquire`](Self::try_acquire).
     pub async fn acquire(&self, permits: u32) -> Result<()> {
-        self.try_acquire(permits, None).await.map(|_| ())
+        self.take(permits, None).await.map(|_| ())
     }
 
-    /// Takes `permits` within `wait` (`None`: as long as it takes; zero: one try); returns
-    /// whether it did. A call that cannot have them before its wait ends returns at once.
+    /// Takes `permits` if the window has them right now; returns whether it did.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for more permits than the rate gives per interval,
     /// [`Error::NotSetUp`] when no rate is set, [`Error::WrongType`], [`Error::Redis`].
-    pub async fn try_acquire(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
+    pub async fn try_acquire(&self, permits: u32) -> Result<bool> {
+        self.take(permits, Some(Duration::ZERO)).await
+    }
+
+    /// Takes `permits` within `wait` (zero: one try); returns whether it did. A call that
+    /// cannot have them before its wait ends returns at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub async fn try_acquire_with(&self, permits: u32, wait: Duration) -> Result<bool> {
+        self.take(permits, Some(wait)).await
+    }
+
+    /// Every acquire's wait (`None`: as long as it takes): a try, then (unless the wait is zero) a
+    /// sleep until the window gives permits back, through outages as every wait does (the
+    /// engine's polled wait).
+    async fn take(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
         if permits == 0 {
             return Ok(true);
         }
         // Until it ends, the call is work the client's shutdown waits for.
         let _in_flight = self.shared.client.begin_acquisition()?;
-        self.take(permits, wait).await
-    }
-
-    /// [`try_acquire`](Self::try_acquire)'s wait: a try, then (unless the wait is zero) a
-    /// sleep until the window gives permits back, through outages as every wait does (the
-    /// engine's polled wait).
-    async fn take(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
         let taken = poll_wait(&self.shared.client, deadline, |_| async move {
             let Some(ms) = self.try_once(permits).await? else {

@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                         return Ok::<(), String>(());
                     }
                     if limiter
-                        .try_acquire(1, Some(left))
+                        .try_acquire_with(1, left)
                         .await
                         .map_err(|e| e.to_string())?
                     {

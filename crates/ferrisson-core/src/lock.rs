@@ -318,7 +318,7 @@ where
         let looked = look();
         let looked = if first || fail_fast {
             // The first look's error is the call's, at once.
-            looked.await.map(crate::wait::Paced::Reached)?
+            pacer.first_attempt(looked).await?
         } else {
             pacer.attempt(looked).await?
         };
@@ -327,9 +327,8 @@ where
             crate::wait::Paced::Reached(None) => return Ok(()),
             crate::wait::Paced::Reached(Some(ttl)) => ttl,
             crate::wait::Paced::Failed(pause) => {
-                if let Some(pause) = pacer.next_sleep(pause, true)? {
-                    pacer.pause(tokio::time::sleep(pause)).await?;
-                }
+                // No deadline: the rest always ends in another look.
+                pacer.rest(pause).await?;
                 continue;
             }
         };

@@ -42,12 +42,13 @@ pub trait Rounds: Send {
         let _ = since;
     }
 
-    /// Round `n` (0 for the first), started at `started`: `Some` when it succeeded, `None`
-    /// when it did not (what it took is given back).
+    /// Round `n` (0 for the first), started at `started`, of a wait that ends at `deadline`:
+    /// `Some` when it succeeded, `None` when it did not (what it took is given back).
     fn round(
         &mut self,
         n: u32,
         started: Instant,
+        deadline: Option<Instant>,
     ) -> impl Future<Output = Result<Option<Self::Output>>> + Send;
 
     /// The pause before round `n`, never past `deadline`.
@@ -82,9 +83,9 @@ pub async fn wait_rounds<R: Rounds>(
             pacer.seed_outage(since);
         }
         let outcome = if n > 0 && rounds.paced() {
-            pacer.attempt(rounds.round(n, started)).await?
+            pacer.attempt(rounds.round(n, started, deadline)).await?
         } else {
-            match rounds.round(n, started).await {
+            match rounds.round(n, started, deadline).await {
                 Ok(taken) => {
                     pacer.reached();
                     Paced::Reached(taken)
@@ -110,10 +111,9 @@ pub async fn wait_rounds<R: Rounds>(
             }
             Paced::Failed(pause) => {
                 rounds.share_outage(pacer.outage_since());
-                let Some(pause) = pacer.next_sleep(pause, true)? else {
+                if !pacer.rest(pause).await? {
                     return Ok(None);
-                };
-                pacer.pause(tokio::time::sleep(pause)).await?;
+                }
                 continue;
             }
         }

@@ -215,9 +215,7 @@ where
                     Ok(trying) => {
                         let result = if first == FirstRound::FirstTry {
                             // The call's very first try: its error is the call's, at once.
-                            first_try(client, spec.deadline, attempt())
-                                .await
-                                .map(Paced::Reached)
+                            pacer.first_attempt(attempt()).await
                         } else {
                             pacer.attempt(attempt()).await
                         };
@@ -298,9 +296,7 @@ where
     let mut n: u32 = 0;
     loop {
         let tried = if n == 0 {
-            first_try(client, deadline, attempt(n))
-                .await
-                .map(Paced::Reached)
+            pacer.first_attempt(attempt(n)).await
         } else {
             pacer.attempt(attempt(n)).await
         };
@@ -310,11 +306,9 @@ where
             Paced::Reached(Poll::GiveUp) => return Ok(None),
             Paced::Reached(Poll::After(pause)) | Paced::Failed(pause) => pause,
         };
-        // Polling: no subscription to miss a message on.
-        let Some(pause) = pacer.next_sleep(pause, true)? else {
+        if !pacer.rest(pause).await? {
             return Ok(None);
-        };
-        pacer.pause(tokio::time::sleep(pause)).await?;
+        }
     }
 }
 
@@ -481,6 +475,36 @@ impl<'c> WaitPacer<'c> {
                 Err(self.outage_error(waited))
             }
         }
+    }
+
+    /// The wait's first try: its error is the call's, at once, and it is cut one response
+    /// timeout after the deadline ([`first_try`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`first_try`].
+    pub async fn first_attempt<T>(
+        &mut self,
+        fut: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<Paced<T>> {
+        first_try(self.client, self.deadline, fut)
+            .await
+            .map(Paced::Reached)
+    }
+
+    /// Sleeps `pause` before a polled wait's next try (nothing to miss a message on), bounded
+    /// as [`next_sleep`](Self::next_sleep) says; `false` once the deadline has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`next_sleep`](Self::next_sleep), and [`Error::Closed`] once the client is shut
+    /// down.
+    pub async fn rest(&mut self, pause: Duration) -> Result<bool> {
+        let Some(pause) = self.next_sleep(pause, true)? else {
+            return Ok(false);
+        };
+        self.pause(tokio::time::sleep(pause)).await?;
+        Ok(true)
     }
 
     /// A try reached Redis: any outage is over.

@@ -818,7 +818,6 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
         group,
         options,
         once,
-        deadline,
         turn: None,
         handoff: None,
         refused: None,
@@ -831,7 +830,6 @@ struct Acquisition<'g> {
     group: &'g Group,
     options: LockOptions,
     once: bool,
-    deadline: Option<Instant>,
     /// A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     turn: Option<tokio::sync::SemaphorePermit<'g>>,
     /// A RedLock waiter's place in the queue for a hand-off, and where the lock comes.
@@ -866,13 +864,18 @@ impl Rounds for Acquisition<'_> {
         }
     }
 
-    async fn round(&mut self, n: u32, started: Instant) -> Result<Option<MultiGuard>> {
+    async fn round(
+        &mut self,
+        n: u32,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Option<MultiGuard>> {
         let group = self.group;
         self.refused = None;
         let taken = if group.red {
             red_round(group, self.options, &mut self.refused).await?
         } else {
-            let round_end = self.deadline.unwrap_or_else(|| {
+            let round_end = deadline.unwrap_or_else(|| {
                 let locks = u32::try_from(group.locks.len()).unwrap_or(u32::MAX);
                 ferrisson_core::__engine::time::later(started, ROUND_PER_LOCK.saturating_mul(locks))
             });

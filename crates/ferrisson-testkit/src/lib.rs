@@ -627,7 +627,10 @@ pub fn command_calls(con: &mut redis::Connection) -> std::collections::HashMap<S
     }
 }
 
-/// The calls of `command` between two [`command_calls`] snapshots.
+/// The calls of `command` between two [`command_calls`] snapshots (panics when the count went
+/// down: the server restarted or its stats were reset between them, and the difference means
+/// nothing).
+#[allow(clippy::panic)]
 pub fn calls_between(
     before: &std::collections::HashMap<String, u64>,
     after: &std::collections::HashMap<String, u64>,
@@ -635,7 +638,10 @@ pub fn calls_between(
 ) -> u64 {
     let count =
         |calls: &std::collections::HashMap<String, u64>| calls.get(command).copied().unwrap_or(0);
-    count(after).saturating_sub(count(before))
+    match count(after).checked_sub(count(before)) {
+        Some(calls) => calls,
+        None => panic!("`{command}` calls went down between two snapshots: stats were reset"),
+    }
 }
 
 /// Parses `INFO commandstats` into command → calls.

@@ -9,7 +9,7 @@
 //!
 //! | feature | type | Redisson |
 //! |---|---|---|
-//! | `lock` | [`ReentrantLock`] (and fenced) | `RLock`, `RFencedLock` |
+//! | `lock` | [`ReentrantLock`] (and fenced), [`Mutex`] (**\[ext\]**: the standard Redlock layout) | `RLock`, `RFencedLock` |
 //! | `fair-lock` | [`FairLock`] | `RFairLock` |
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
@@ -67,7 +67,7 @@ pub mod blocking;
 #[cfg(feature = "lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
-pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, ReentrantLock};
+pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, Mutex, MutexGuard, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fair-lock")))]

@@ -1,5 +1,7 @@
 //! What every lock kind promises, tested once by a suite generic over [`Lock`]: the reentrant
-//! lock, the fair lock, and the write side of the read-write lock run the same checks.
+//! lock, the fair lock, the spin lock and the write side of the read-write lock run the same
+//! checks; the read side the owner checks; the lean mutex (neither reentrant nor fenced yet)
+//! those that do not need either.
 //! Kind-specific behaviour (FIFO order, readers sharing, local hand-offs) stays in each kind's
 //! own test file.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -20,13 +22,17 @@ use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
 
-/// A lock kind under test: how to make a handle, plain or fenced.
+/// A lock kind under test: how to make a handle.
 trait Kind {
     type L: Lock + Clone + 'static;
     const NAME: &'static str;
     fn make(client: &Client, name: &str) -> Self::L;
-    fn fenced(client: &Client, name: &str) -> Self::L;
     fn owned_by(lock: &Self::L, owner: Owner) -> Self::L;
+}
+
+/// A lock kind that hands out fencing tokens when asked.
+trait Fenced: Kind {
+    fn fenced(client: &Client, name: &str) -> Self::L;
 }
 
 struct Reentrant;
@@ -39,6 +45,8 @@ impl Kind for Reentrant {
     fn owned_by(lock: &ReentrantLock, owner: Owner) -> ReentrantLock {
         lock.owned_by(owner)
     }
+}
+impl Fenced for Reentrant {
     fn fenced(client: &Client, name: &str) -> ReentrantLock {
         ReentrantLock::fenced(client, name).unwrap()
     }
@@ -54,6 +62,8 @@ impl Kind for Fair {
     fn owned_by(lock: &FairLock, owner: Owner) -> FairLock {
         lock.owned_by(owner)
     }
+}
+impl Fenced for Fair {
     fn fenced(client: &Client, name: &str) -> FairLock {
         FairLock::fenced(client, name).unwrap()
     }
@@ -69,6 +79,8 @@ impl Kind for Write {
     fn owned_by(lock: &WriteLock, owner: Owner) -> WriteLock {
         lock.owned_by(owner)
     }
+}
+impl Fenced for Write {
     fn fenced(client: &Client, name: &str) -> WriteLock {
         ReadWriteLock::fenced(client, name).unwrap().write_lock()
     }
@@ -84,8 +96,22 @@ impl Kind for Spin {
     fn owned_by(lock: &SpinLock, owner: Owner) -> SpinLock {
         lock.owned_by(owner)
     }
+}
+impl Fenced for Spin {
     fn fenced(client: &Client, name: &str) -> SpinLock {
         SpinLock::fenced(client, name).unwrap()
+    }
+}
+
+struct Mutex;
+impl Kind for Mutex {
+    type L = ferrisson::Mutex;
+    const NAME: &'static str = "mutex";
+    fn make(client: &Client, name: &str) -> ferrisson::Mutex {
+        ferrisson::Mutex::new(client, name).unwrap()
+    }
+    fn owned_by(lock: &ferrisson::Mutex, owner: Owner) -> ferrisson::Mutex {
+        lock.owned_by(owner)
     }
 }
 
@@ -99,6 +125,8 @@ impl Kind for Read {
     fn owned_by(lock: &ReadLock, owner: Owner) -> ReadLock {
         lock.owned_by(owner)
     }
+}
+impl Fenced for Read {
     fn fenced(client: &Client, name: &str) -> ReadLock {
         ReadWriteLock::fenced(client, name).unwrap().read_lock()
     }
@@ -152,7 +180,7 @@ async fn exclusion_force_unlock_and_loss<K: Kind>() {
 }
 
 /// Fencing tokens grow with every acquisition, across clients and re-entries.
-async fn fencing_tokens_grow<K: Kind>() {
+async fn fencing_tokens_grow<K: Fenced>() {
     let redis = TestRedis::any();
     let name = unique_name("conf-fence");
     let clients = [client(&redis.url()).await, client(&redis.url()).await];
@@ -378,6 +406,27 @@ conformance!(
     Write => write_lock,
     Spin => spin_lock,
 );
+
+/// The mutex's part of the suite: what needs neither re-entry nor fencing (its own file has
+/// the rest: a string at its name is a mutex there, held by another token).
+mod mutex {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exclusion_force_unlock_and_loss() {
+        super::exclusion_force_unlock_and_loss::<Mutex>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases() {
+        super::leases::<Mutex>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropped_futures_leak_nothing() {
+        super::dropped_futures_leak_nothing::<Mutex>().await;
+    }
+}
 
 /// A lock of one family at a name is no lock of the other: a reentrant or fair lock meets a
 /// read-write lock's hash (its `mode` field), and the read and write locks meet a reentrant

@@ -162,6 +162,33 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
     .await;
 }
 
+/// The lean mutex keeps no record of its releases: a resent release that finds the key gone
+/// may report `NotOwner` (counted as a failed cycle), but holds never overlap and none is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutex_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("lost-mutex");
+    let client = lossy_client(&proxy).await;
+    let mutex = ferrisson::Mutex::new(&client, &name).unwrap();
+    let holders = Arc::new(AtomicU32::new(0));
+    lossy_run(&proxy, 1000, 4, move |_| {
+        let (mutex, holders) = (mutex.clone(), holders.clone());
+        async move {
+            let guard = mutex.lock().await?;
+            in_section(&holders, 1).await;
+            guard.unlock().await
+        }
+    })
+    .await;
+    let mutex = ferrisson::Mutex::new(&direct, &name).unwrap();
+    eventually(Duration::from_secs(30), "the mutex free", || async {
+        !mutex.is_locked().await.unwrap()
+    })
+    .await;
+}
+
 /// Whatever replies are lost, an unlock of a hold whose lease is standing reports success,
 /// never `NotOwner` (a retry reads the lost call's result from its latch, or, for a release
 /// that freed the lock and recorded nothing, learns it from the standing lease), and leaves the

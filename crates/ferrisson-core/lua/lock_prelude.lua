@@ -60,9 +60,9 @@ end
 local rate_limiter_fields = {rate = true, interval = true, type = true, keepAliveTime = true}
 
 -- foreign_object(key, shape) is foreign_lock for the lock shapes ("lock", "rwlock") and, for
--- "count" (a string holding an integer) and "ratelimiter" (a hash of a rate limiter's
--- settings, rate_limiter_fields and nothing else), a WRONGTYPE error reply when the key holds
--- something else; nil when it is of the shape or missing.
+-- "count" (a string holding an integer), "value" (a string) and "ratelimiter" (a hash of a rate
+-- limiter's settings, rate_limiter_fields and nothing else), a WRONGTYPE error reply when the
+-- key holds something else; nil when it is of the shape or missing.
 local function foreign_object(key, shape)
   if shape == 'lock' or shape == 'rwlock' then
     return foreign_lock(key, shape == 'rwlock')
@@ -82,6 +82,9 @@ local function foreign_object(key, shape)
     return nil
   end
   if shape == 'count' and kind == 'string' and tonumber(redis.call('get', key)) then
+    return nil
+  end
+  if shape == 'value' and kind == 'string' then
     return nil
   end
   return wrong

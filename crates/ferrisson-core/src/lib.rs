@@ -93,7 +93,7 @@ pub mod __engine {
     //!   [`Rounds`]), with one outage rule, and their tries ([`Attempt`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
     //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`]);
-    //! - pub/sub wake policies and local hand-offs ([`Tag`], [`Wake`]);
+    //! - pub/sub wake policies and local hand-offs ([`Need`], [`Claim`], [`Wake`]);
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
@@ -114,7 +114,7 @@ pub mod __engine {
     pub mod permits {
         pub use crate::permits::*;
     }
-    pub use crate::pubsub::{MAX_HANDOFF_STREAK, Tag, Wake, lock_message_policy};
+    pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
     pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall};
     pub use crate::wait::{Attempt, Poll, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn};

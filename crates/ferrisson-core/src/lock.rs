@@ -1,7 +1,6 @@
 //! The [`Lock`] trait: what every lock kind offers (the reentrant, spin and fair locks, and
 //! either side of the read-write lock), written once over the few calls each kind supplies.
 
-use crate::client::ClientEngine;
 use std::future::Future;
 use std::time::Duration;
 

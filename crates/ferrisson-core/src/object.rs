@@ -13,7 +13,8 @@ use crate::script::{LOCK_PRELUDE, Script, ScriptCall};
 /// What a synchronizer's main key must hold for [`SyncObject::expire`],
 /// [`clear_expire`](SyncObject::clear_expire) and [`delete`](SyncObject::delete) to touch it:
 /// a key of any other shape is someone else's data, refused with
-/// [`Error::WrongType`](crate::Error::WrongType), and nothing changes.
+/// [`Error::WrongType`](crate::Error::WrongType), and nothing changes. The shapes are Redis
+/// layouts, not kinds: a new kind on one of them needs no new shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyShape {
     /// A reentrant, fair or spin lock's hash (`owner → count`).
@@ -22,6 +23,9 @@ pub enum KeyShape {
     ReadWriteLock,
     /// A string holding an integer: a semaphore's permits, a latch's count.
     Count,
+    /// A string of any content: a token (the lean `Mutex`'s holder, on the standard Redlock
+    /// layout).
+    Value,
     /// A rate limiter's settings: a hash of `rate`, `interval`, `type` (and Redisson's
     /// `keepAliveTime`), each a number, and no other field.
     RateLimiter,
@@ -34,6 +38,7 @@ impl KeyShape {
             Self::Lock => "lock",
             Self::ReadWriteLock => "rwlock",
             Self::Count => "count",
+            Self::Value => "value",
             Self::RateLimiter => "ratelimiter",
         }
     }

@@ -277,14 +277,6 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
         reply: &[i64],
         sent_at: tokio::time::Instant,
     ) -> Self::Taken;
-
-    /// Whether a local waiter that says `tag` about itself waits for one permit: a new call
-    /// for one permit queues behind such a waiter once its try was in vain, without a try of
-    /// its own (it would fail too).
-    fn waits_for_one(&self, tag: &crate::pubsub::Tag) -> bool {
-        tag.downcast_ref::<PermitNeed>()
-            .is_some_and(|need| need.0 == 1)
-    }
 }
 
 /// One waiting call for permits: its id, its tries, whether it holds the reservation.
@@ -452,8 +444,8 @@ where
 }
 
 /// Takes `n` permits of `kind`: one try, then (when `wait` is not zero) the wait loop until a
-/// try takes them, a local releaser hands them over (`tag`: what the waiter needs; `None`: no
-/// hand-offs), or the wait ends; a wait that ends without them (deadline, error,
+/// try takes them, a local releaser hands them over (`need`: what the waiter tells it;
+/// `None`: no hand-offs), or the wait ends; a wait that ends without them (deadline, error,
 /// cancellation) gives up the waiter's reservation, and so does a hand-off received while the
 /// waiter holds it. `wait`: `Some(zero)` tries once, `None` waits as long as it takes.
 ///
@@ -464,7 +456,7 @@ pub async fn take<K: PermitKind>(
     kind: &K,
     n: u32,
     wait: Option<std::time::Duration>,
-    tag: Option<crate::pubsub::Tag>,
+    need: Option<crate::pubsub::Need>,
 ) -> Result<Option<K::Taken>> {
     let span = tracing::debug_span!(
         "ferrisson.acquire",
@@ -480,7 +472,7 @@ pub async fn take<K: PermitKind>(
     // waiter keeps while it waits.
     crate::metrics::acquisition(span, kind.kind_name(), wait, |progress| async move {
         let _in_flight = in_flight;
-        Box::pin(take_inner(kind, n, wait, tag, &progress)).await
+        Box::pin(take_inner(kind, n, wait, need, &progress)).await
     })
     .await
 }
@@ -489,7 +481,7 @@ async fn take_inner<K: PermitKind>(
     kind: &K,
     n: u32,
     wait: Option<std::time::Duration>,
-    tag: Option<crate::pubsub::Tag>,
+    need: Option<crate::pubsub::Need>,
     progress: &crate::metrics::Progress,
 ) -> Result<Option<K::Taken>> {
     let names = kind.names();
@@ -510,7 +502,7 @@ async fn take_inner<K: PermitKind>(
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
         recheck: client.config().get_lease(),
-        tag,
+        need,
     };
     let outcome = async {
         // Each try boxed, as the lock kinds' tries are: inline, a try's future (the script
@@ -523,9 +515,11 @@ async fn take_inner<K: PermitKind>(
         // subscribing is needed.
         let behind = (waiter.waits && n == 1)
             .then(|| {
-                client.subscribe_behind(keys.channel, || spec.tag.clone(), &|t| {
-                    kind.waits_for_one(t)
-                })
+                client.subscribe_behind(
+                    keys.channel,
+                    || crate::wait::tag_for::<K::Taken>(spec.need.clone()),
+                    &|need| need.count == 1,
+                )
             })
             .flatten();
         let early = match behind {
@@ -602,8 +596,3 @@ fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate
     };
     crate::wait::Attempt::Held(ms)
 }
-
-/// What a waiting permit call tells a local releaser that may hand it permits: how many it
-/// needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PermitNeed(pub u32);

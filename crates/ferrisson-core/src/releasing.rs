@@ -114,7 +114,7 @@ impl Releasing {
 }
 
 /// A release in flight
-/// (`ClientEngine::release_started`); dropping
+/// (`Client::release_started`); dropping
 /// it ends it.
 pub struct ReleaseMark {
     releasing: Arc<Releasing>,

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use crate::client::ClientEngine;
 use crate::error::{Error, Result};
 use crate::guard::HoldGuard;
 use tokio::time::Instant;
@@ -31,9 +30,10 @@ pub struct WaitSpec<'a> {
     pub deadline: Option<Instant>,
     /// The longest sleep between two tries, whatever the TTL says (a heartbeat).
     pub recheck: Duration,
-    /// What the waiter tells a local releaser that may hand it what it waits for
-    /// ([`Client::claim_waiter`](crate::Client::claim_waiter)); `None`: no hand-offs.
-    pub tag: Option<crate::pubsub::Tag>,
+    /// What the waiter tells a local releaser that may hand it what it waits for (a
+    /// releaser claims it for the wait's output type: `ClientEngine::claim_waiter`); `None`:
+    /// no hand-offs.
+    pub need: Option<crate::pubsub::Need>,
 }
 
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
@@ -61,20 +61,21 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    let subscription = subscribe_confirmed(client, &spec, spec.tag.clone()).await;
+    let subscription = subscribe_confirmed::<T>(client, &spec, spec.need.clone()).await;
     wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
 }
 
-/// Registers a waiter on `spec`'s channel (carrying `tag` for hand-offs) and waits, up to one
-/// response timeout (and never past the deadline), for the subscription to be confirmed. An
-/// unconfirmed one still works: the wait loop then re-checks often (a message could be missed).
-pub async fn subscribe_confirmed(
+/// Registers a waiter for a `T` on `spec`'s channel (with `need`, a local releaser may hand it
+/// a `T`) and waits, up to one response timeout (and never past the deadline), for the
+/// subscription to be confirmed. An unconfirmed one still works: the wait loop then re-checks
+/// often (a message could be missed).
+pub async fn subscribe_confirmed<T: 'static>(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
-    tag: Option<crate::pubsub::Tag>,
+    need: Option<crate::pubsub::Need>,
 ) -> crate::pubsub::Subscription {
     let response_timeout = client.config().get_response_timeout();
-    let subscription = client.subscribe(spec.channel, spec.policy, tag);
+    let subscription = client.subscribe(spec.channel, spec.policy, tag_for::<T>(need));
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
         None => response_timeout,
@@ -100,11 +101,18 @@ pub enum FirstRound {
 /// published from now on reaches it, so its wait needs no second try after subscribing. Then
 /// the caller makes its first try inside [`wait_registered`]; `None`: it tries first, then
 /// waits.
-pub fn register_early(
+pub fn register_early<T: 'static>(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
 ) -> Option<crate::pubsub::Subscription> {
-    client.subscribe_if_live(spec.channel, spec.policy, || spec.tag.clone())
+    client.subscribe_if_live(spec.channel, spec.policy, || {
+        tag_for::<T>(spec.need.clone())
+    })
+}
+
+/// The tag of a waiter for a `T` that says `need` (`None`: no hand-offs).
+pub(crate) fn tag_for<T: 'static>(need: Option<crate::pubsub::Need>) -> Option<crate::pubsub::Tag> {
+    need.map(crate::pubsub::Tag::new::<T>)
 }
 
 /// How a call that may wait starts ([`begin_wait`]).
@@ -122,7 +130,7 @@ pub enum Start<T> {
 /// # Errors
 ///
 /// The first try's error.
-pub async fn begin_wait<T, F, Fut>(
+pub async fn begin_wait<T: 'static, F, Fut>(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
     waits: bool,
@@ -132,7 +140,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    if waits && let Some(early) = register_early(client, spec) {
+    if waits && let Some(early) = register_early::<T>(client, spec) {
         return Ok(Start::Wait(Some(early)));
     }
     Ok(match first_try(client, spec.deadline, attempt()).await? {
@@ -312,7 +320,8 @@ where
     }
 }
 
-/// What a local releaser handed over, as the type the waiter waits for.
+/// What a local releaser handed over, as the type the waiter waits for: a releaser claims
+/// only waiters whose tag takes the type it delivers (`tag_for::<T>`), so this never fails.
 fn handed<T: 'static>(handoff: crate::pubsub::Handoff) -> Result<T> {
     handoff.downcast::<T>().map(|taken| *taken).map_err(|_| {
         Error::Protocol("a local hand-off carried something else than was waited for".into())
@@ -605,7 +614,6 @@ impl<'c> WaitPacer<'c> {
     ///
     /// [`Error::Closed`] when the client is shut down.
     pub async fn pause<F: std::future::Future>(&self, sleep: F) -> Result<F::Output> {
-        use crate::client::ClientEngine;
         tokio::select! {
             biased;
             () = self.client.shut_down() => Err(crate::client::SHUT_DOWN),

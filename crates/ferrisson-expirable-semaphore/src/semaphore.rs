@@ -6,7 +6,7 @@ use std::time::Duration;
 use ferrisson_core::__engine::keys::{RequestId, suffixed};
 use ferrisson_core::__engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Release,
+    CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Need, Release,
     Released, ScriptCall,
 };
 use ferrisson_core::{Client, Error, HoldGuard, Owner, Result};
@@ -192,16 +192,17 @@ impl PermitRelease {
     async fn hand_off(&self) -> Result<Option<Released>> {
         let shared = &self.shared;
         let client = &shared.client;
-        let Some(claim) = client.claim_waiter(&shared.channel, MAX_HANDOFF_STREAK) else {
+        // Only calls for one permit wait with a need, and it names their owner.
+        let Some(claim) = client.claim_waiter::<Vec<Permit>>(&shared.channel, MAX_HANDOFF_STREAK)
+        else {
             return Ok(None);
         };
-        // Only calls for one permit are tagged, so a claimed waiter always says what it wants.
-        let Some(wanted) = claim.tag().and_then(|tag| tag.downcast_ref::<Wanted>()) else {
+        let Some(owner) = claim.need().owner.clone() else {
             return Ok(None);
         };
-        let owner = wanted.owner.clone();
-        let watched = wanted.lease.is_none();
-        let lease = wanted.lease.unwrap_or(client.config().get_lease());
+        let wanted = claim.need().lease;
+        let watched = wanted.is_none();
+        let lease = wanted.unwrap_or(client.config().get_lease());
         let successor = SemaphoreNames::random_id();
         // A retry needs no latch: the successor's id is new, so finding it taken says the lost
         // call handed the permit over.
@@ -243,20 +244,11 @@ impl PermitRelease {
         let permit = new_permit(shared, successor, owner, lease, watched, sent_at);
         // A waiter that left meanwhile gets nothing: the permit comes back and is dropped,
         // which releases it.
-        if let Err(unclaimed) = claim.deliver(Box::new(vec![permit])) {
+        if let Err(unclaimed) = claim.deliver(vec![permit]) {
             drop(unclaimed);
         }
         Ok(Some(Released::HandedOff))
     }
-}
-
-/// What a call waiting for one permit tells a local releaser that may hand it one.
-#[derive(Debug)]
-struct Wanted {
-    /// The waiting task's owner, the handed permit's.
-    owner: Owner,
-    /// The fixed lease it asked for (`None`: kept by the watchdog).
-    lease: Option<Duration>,
 }
 
 /// A permit just taken under `id`: registered with the watchdog (renewed when `watched`) and
@@ -730,18 +722,15 @@ impl ExpirableSemaphore {
         let shared = &self.shared;
         // A call for one permit can be handed a released one; calls for several take theirs
         // from Redis (a permit at a time would hold some while waiting for the rest).
-        let tag = (n == 1 && wait != Some(Duration::ZERO)).then(|| {
-            Arc::new(Wanted {
-                owner: shared.client.new_owner(),
-                lease,
-            }) as ferrisson_core::__engine::Tag
-        });
+        // The need names the handed permit's owner and lease.
+        let need = (n == 1 && wait != Some(Duration::ZERO))
+            .then(|| Need::hold(shared.client.new_owner(), lease));
         let call = AcquireCall {
             shared: shared.clone(),
             lease,
             limit: self.limit,
         };
-        take(&call, n, wait, tag).await
+        take(&call, n, wait, need).await
     }
 }
 fn one(mut permits: Vec<Permit>) -> Result<Permit> {
@@ -790,11 +779,6 @@ impl PermitKind for AcquireCall {
     /// permits it asks for.
     type Ticket = u128;
     type Taken = Vec<Permit>;
-
-    fn waits_for_one(&self, tag: &ferrisson_core::__engine::Tag) -> bool {
-        // Only calls for one permit are tagged.
-        tag.is::<Wanted>()
-    }
 
     fn kind_name(&self) -> &'static str {
         "expirable_semaphore"

@@ -290,7 +290,7 @@ impl CountDownLatch {
             policy: |_| Wake::All,
             deadline,
             recheck: RECHECK,
-            tag: None,
+            need: None,
         };
         // Subscribed first, then looked again: an opening in between is not missed. Each look
         // is boxed, as the lock kinds' tries are: inline, its future (a read through the

@@ -1,5 +1,6 @@
 //! A reentrant distributed lock on Redis with Redisson's semantics and data layout, a lease
-//! watchdog whose failures are never silent, and fencing tokens.
+//! watchdog whose failures are never silent, and fencing tokens; and [`Mutex`]
+//! (**\[ext\]**), a lean non-reentrant lock on the standard Redlock layout.
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson_core::Result<()> {
@@ -22,12 +23,17 @@
 
 mod fenced;
 mod lock;
+mod mutex;
 mod scripts;
 
 pub use fenced::{FencedGuard, FencedLock};
 /// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as LockGuard;
+/// One hold of a [`Mutex`]: the loss signal and the release on
+/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
+pub use ferrisson_core::HoldGuard as MutexGuard;
 pub use ferrisson_core::{Lock, LockOptions, SyncObject};
 pub use lock::ReentrantLock;
+pub use mutex::Mutex;
 pub use scripts::scripts;

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use ferrisson_core::__engine::keys::RequestId;
 use ferrisson_core::__engine::permits::{
-    CountChange, PermitKind, PermitNeed, PermitTry, SemaphoreNames, read_permits, take,
+    CountChange, PermitKind, PermitTry, SemaphoreNames, read_permits, take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, ScriptCall, spawn_cleanup,
+    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, Need, ScriptCall, spawn_cleanup,
 };
 use ferrisson_core::{Client, Error, Result};
 
@@ -488,14 +488,11 @@ impl Semaphore {
         while n > 0 {
             let Some(claim) = shared
                 .client
-                .claim_waiter(&shared.channel, MAX_HANDOFF_STREAK)
+                .claim_waiter::<Permits>(&shared.channel, MAX_HANDOFF_STREAK)
             else {
                 break;
             };
-            let need = claim
-                .tag()
-                .and_then(|tag| tag.downcast_ref::<PermitNeed>())
-                .map_or(u32::MAX, |need| need.0);
+            let need = claim.need().count;
             if need > n {
                 // It needs more than this release frees: leave it to the public release.
                 break;
@@ -506,13 +503,11 @@ impl Semaphore {
                 held: true,
                 epoch,
             };
-            match claim.deliver(Box::new(permits)) {
+            match claim.deliver(permits) {
                 Ok(()) => n -= need,
                 Err(unclaimed) => {
                     // The waiter left meanwhile: these permits go back with the others.
-                    if let Ok(permits) = unclaimed.downcast::<Permits>() {
-                        permits.forget();
-                    }
+                    unclaimed.forget();
                     break;
                 }
             }
@@ -567,7 +562,7 @@ impl Semaphore {
                 epoch: None,
             }));
         }
-        take(self, n, wait, Some(Arc::new(PermitNeed(n)))).await
+        take(self, n, wait, Some(Need::permits(n))).await
     }
 }
 

@@ -11,7 +11,7 @@ use super::{Client, SHUT_DOWN};
 use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
-use crate::pubsub::{Claim, Subscription, Tag, WakePolicy};
+use crate::pubsub::{Claim, Need, Subscription, Tag, WakePolicy};
 use crate::releasing::ReleaseMark;
 use crate::replication::Synced;
 use crate::script::{Script, ScriptCall};
@@ -38,19 +38,6 @@ pub trait ClientEngine: sealed::Sealed {
     /// [`Error::InvalidArgument`] naming the first one that does not.
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()>;
 
-    /// As [`eval_once`](Self::eval_once), and with replica sync on (for a script that writes),
-    /// `WAIT`s for the replicas in the same round trip: the second result says whether enough
-    /// of them acknowledged ([`Error::NotReplicated`] when not, [`Error::Redis`] when the wait
-    /// failed). With sync off, the second result is `Ok`.
-    ///
-    /// # Errors
-    ///
-    /// As [`eval_once`](Self::eval_once), for the script call itself.
-    async fn eval_once_synced<T: FromRedisValue>(
-        &self,
-        call: &ScriptCall,
-    ) -> Result<(T, Result<()>)>;
-
     /// Runs a script call once: `EVALSHA`, and `EVAL` of the source when the server answers
     /// `NOSCRIPT`.
     ///
@@ -60,7 +47,7 @@ pub trait ClientEngine: sealed::Sealed {
     /// [`Error::Redis`] for any other failure, transient or not.
     async fn eval_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T>;
 
-    /// Runs a script call until its outcome is known ([`settle`](Self::settle)), then, with
+    /// Runs a script call until its outcome is known (`settle`), then, with
     /// replica sync on and a script that writes, waits for the replicas (logging when they do
     /// not acknowledge: the change stands on the primary). Retried per
     /// the client's [`RetryPolicy`](crate::RetryPolicy) when the connection broke, and on for
@@ -124,117 +111,21 @@ pub trait ClientEngine: sealed::Sealed {
     /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
     async fn hash_count(&self, key: &str, field: &str) -> Result<u32>;
 
-    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error, or
-    /// the client's retry policy is used up, for a call that changes state and whose outcome
-    /// the caller must know: after a failure that may have
-    /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
-    /// connection), it goes on asking past the retry policy, with the policy's longest pause,
-    /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
-    /// attempts must be idempotent: each one re-asks the same question (`n > 0` tells a retry),
-    /// so the first reply that arrives says what happened.
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error: the call failed, or its outcome stayed unknown for the whole
-    /// window (then the caller must undo whatever the call may have done).
-    async fn settle<T, F, Fut>(&self, attempt: F) -> Result<T>
-    where
-        F: FnMut(u32) -> Fut,
-        Fut: Future<Output = Result<T>>;
-
-    /// How long [`settle`](Self::settle) keeps asking after a lost reply: the retry window
-    /// (how long request-id latches last) less one response timeout, so that the last retry
-    /// reaches Redis while the first call's latch still stands.
-    fn settle_window(&self) -> Duration;
-
-    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
-    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
-    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
-    fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription;
-
-    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
-    /// and confirmed: then no message published from now on can be missed, and the caller can
-    /// queue behind them without trying first. `tag` is called only when the waiter registers
-    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
-    fn subscribe_if_confirmed(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription>;
-
-    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
-    /// with local waiters on it or lingering after the last one left: no message published
-    /// from now on can be missed, but nobody need be ahead of the caller, which must try
-    /// before it sleeps.
-    fn subscribe_if_live(
-        &self,
-        channel: &str,
-        policy: WakePolicy,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription>;
-
-    /// Reserves the longest-waiting tagged local waiter of `channel` for a hand-off, unless
-    /// `max_streak` hand-offs in a row have happened since the last public message.
-    fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim>;
-
-    /// As [`claim_waiter`](Self::claim_waiter), for a lock, whose clients take turns: when the
-    /// streak has run out while local waiters wait, the client's turn ends, and the caller,
-    /// which then releases publicly, must report how many subscribers its release message
-    /// reached ([`end_turn`](Self::end_turn)).
-    fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim>;
-
-    /// Registers a waiter (carrying `tag`) on `channel` behind a local waiter whose tag
-    /// satisfies `behind` and whose last try was in vain, if there is one on the confirmed
-    /// channel: the caller, which wants no more than that waiter, queues behind it without a
-    /// try of its own.
-    fn subscribe_behind(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-        behind: &dyn Fn(&Tag) -> bool,
-    ) -> Option<Subscription>;
-
-    /// Wakes up to `n` local waiters of `channel` not woken yet: a try took what it wanted
-    /// and saw `n` more left.
-    fn wake_local(&self, channel: &str, n: usize);
-
-    /// The turn-ending release after [`claim_turn`](Self::claim_turn) returned `None` is
-    /// done; its message reached `subscribers` subscriber connections (0 when it published
-    /// nothing or its outcome is a retry's). The client's waiters let as many releases pass
-    /// as other clients are subscribed, so that each gets a turn before this client's next.
-    fn end_turn(&self, channel: &str, subscribers: u64);
+    /// Reserves the longest-waiting local waiter of `channel` that takes a `P` (waits with a
+    /// [`Need`]) for a hand-off, unless `max_streak` hand-offs in a row have happened since
+    /// the last public message.
+    fn claim_waiter<P: Send + 'static>(&self, channel: &str, max_streak: u32) -> Option<Claim<P>>;
 
     /// Registers a hold with the client's watchdog.
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle;
-
-    /// What the client knows locally about the holds of `owner` on `key`.
-    fn lease_state(&self, script: &Script, key: &Arc<str>, owner: &Arc<str>) -> Option<LeaseState>;
 
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
 
     /// The client's own unlock latch under `prefix` (`<prefix>:<the client id in 32 hex
     /// digits>`): one key per client and lock, where a release that frees the lock records its
-    /// [sequence number](Self::next_release_seq) for a retry to find.
+    /// sequence number (`next_release_seq`) for a retry to find.
     fn client_latch(&self, prefix: &str) -> String;
-
-    /// A release sequence number: larger than every one this client handed out before.
-    fn next_release_seq(&self) -> u64;
-
-    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped:
-    /// `owner`'s acquire tries wait for it ([`releases_settled`](Self::releases_settled)), and
-    /// a release of `key` made meanwhile overlaps (`ReleaseMark::overlaps`) it. Hold the mark
-    /// for as long as the release may be sent again.
-    fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark;
-
-    /// Waits until no release of `owner` is in flight: an acquire try must not run before a
-    /// release of its owner that may be resent (the resend, finding the owner holding, would
-    /// free the new hold).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    async fn releases_settled(&self, owner: &Owner);
 
     /// The client's one value of type `T` (made with `T::default()` on first use): state a
     /// synchronizer shares between its handles of this client for as long as the client lives
@@ -253,13 +144,6 @@ pub trait ClientEngine: sealed::Sealed {
     ///
     /// [`Error::Closed`].
     fn begin_acquisition(&self) -> Result<InFlight>;
-
-    /// Resolves once the client is shut down: a waiting call stops waiting then.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe.
-    fn shut_down(&self) -> tokio_util::sync::WaitForCancellationFuture<'_>;
 }
 
 /// An acquisition in flight, which [`Client::shutdown`] waits for until it is dropped
@@ -277,32 +161,6 @@ impl ClientEngine for Client {
             crate::keys::validate_cluster_name(&key)?;
         }
         Ok(key)
-    }
-
-    async fn eval_once_synced<T: FromRedisValue>(
-        &self,
-        call: &ScriptCall,
-    ) -> Result<(T, Result<()>)> {
-        let replication = &self.inner.replication;
-        if !replication.enabled() || !call.script().writes() || crate::replication::rolling_back() {
-            return Ok((self.eval_once(call).await?, Ok(())));
-        }
-        let (value, synced) = replication
-            .eval_synced(call)
-            .await
-            .map_err(|e| script_error(e, call))?;
-        let value = redis::from_redis_value(value)
-            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))?;
-        let key = call.keys().next().unwrap_or_default();
-        let synced = match synced {
-            Ok(Synced::NotNeeded | Synced::Yes) => Ok(()),
-            Ok(Synced::No { acked, wanted }) => {
-                tracing::debug!(%key, acked, wanted, "replicas did not acknowledge the change in time");
-                Err(Error::NotReplicated { acked, wanted })
-            }
-            Err(e) => Err(Error::Redis(e)),
-        };
-        Ok((value, synced))
     }
 
     fn check_same_slot(&self, key: &str, related: &[&str]) -> Result<()> {
@@ -393,73 +251,13 @@ impl ClientEngine for Client {
         Ok(count.unwrap_or(0))
     }
 
-    async fn settle<T, F, Fut>(&self, attempt: F) -> Result<T>
-    where
-        F: FnMut(u32) -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        self.retry_loop(attempt, Some(self.settle_window())).await
-    }
-
-    fn settle_window(&self) -> Duration {
-        self.retry_window()
-            .saturating_sub(self.inner.config.response_timeout)
-    }
-
-    fn subscribe(&self, channel: &str, policy: WakePolicy, tag: Option<Tag>) -> Subscription {
-        self.inner.hub.subscribe(channel, policy, tag)
-    }
-
-    fn subscribe_if_confirmed(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_if_confirmed(channel, tag)
-    }
-
-    fn subscribe_if_live(
-        &self,
-        channel: &str,
-        policy: WakePolicy,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_if_live(channel, policy, tag)
-    }
-
-    fn claim_waiter(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+    fn claim_waiter<P: Send + 'static>(&self, channel: &str, max_streak: u32) -> Option<Claim<P>> {
         self.hand_offs()
             .and_then(|hub| hub.claim(channel, max_streak))
     }
 
-    fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
-        self.hand_offs()
-            .and_then(|hub| hub.claim_turn(channel, max_streak))
-    }
-
-    fn end_turn(&self, channel: &str, subscribers: u64) {
-        self.inner.hub.end_turn(channel, subscribers);
-    }
-
-    fn subscribe_behind(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-        behind: &dyn Fn(&Tag) -> bool,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_behind(channel, tag, behind)
-    }
-
-    fn wake_local(&self, channel: &str, n: usize) {
-        self.inner.hub.wake_local(channel, n);
-    }
-
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {
         self.inner.watchdog.hold(spec)
-    }
-
-    fn lease_state(&self, script: &Script, key: &Arc<str>, owner: &Arc<str>) -> Option<LeaseState> {
-        self.inner.watchdog.state(script, key, owner)
     }
 
     fn retry_window(&self) -> Duration {
@@ -469,19 +267,6 @@ impl ClientEngine for Client {
 
     fn client_latch(&self, prefix: &str) -> String {
         self.inner.latch_id.latch_key(prefix)
-    }
-
-    fn next_release_seq(&self) -> u64 {
-        use std::sync::atomic::Ordering;
-        self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
-        self.inner.releasing.start(owner, key)
-    }
-
-    async fn releases_settled(&self, owner: &Owner) {
-        self.inner.releasing.settled(owner).await;
     }
 
     fn local_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
@@ -519,8 +304,191 @@ impl ClientEngine for Client {
             _token: self.inner.tasks.token(),
         })
     }
+}
 
-    fn shut_down(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+/// The engine calls only core makes.
+impl Client {
+    /// As [`eval_once`](Self::eval_once), and with replica sync on (for a script that writes),
+    /// `WAIT`s for the replicas in the same round trip: the second result says whether enough
+    /// of them acknowledged ([`Error::NotReplicated`] when not, [`Error::Redis`] when the wait
+    /// failed). With sync off, the second result is `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// As [`eval_once`](Self::eval_once), for the script call itself.
+    pub(crate) async fn eval_once_synced<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall,
+    ) -> Result<(T, Result<()>)> {
+        let replication = &self.inner.replication;
+        if !replication.enabled() || !call.script().writes() || crate::replication::rolling_back() {
+            return Ok((self.eval_once(call).await?, Ok(())));
+        }
+        let (value, synced) = replication
+            .eval_synced(call)
+            .await
+            .map_err(|e| script_error(e, call))?;
+        let value = redis::from_redis_value(value)
+            .map_err(|e| Error::Protocol(format!("{}: {e}", call.script().name())))?;
+        let key = call.keys().next().unwrap_or_default();
+        let synced = match synced {
+            Ok(Synced::NotNeeded | Synced::Yes) => Ok(()),
+            Ok(Synced::No { acked, wanted }) => {
+                tracing::debug!(%key, acked, wanted, "replicas did not acknowledge the change in time");
+                Err(Error::NotReplicated { acked, wanted })
+            }
+            Err(e) => Err(Error::Redis(e)),
+        };
+        Ok((value, synced))
+    }
+
+    /// Runs `attempt(n)` for n = 0, 1, … until it succeeds, fails with a non-transient error, or
+    /// the client's retry policy is used up, for a call that changes state and whose outcome
+    /// the caller must know: after a failure that may have
+    /// come after the call reached Redis (a lost reply, a timeout, a reset; not a refused
+    /// connection), it goes on asking past the retry policy, with the policy's longest pause,
+    /// for as long as a request-id latch lasts ([`settle_window`](Self::settle_window)). The
+    /// attempts must be idempotent: each one re-asks the same question (`n > 0` tells a retry),
+    /// so the first reply that arrives says what happened.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: the call failed, or its outcome stayed unknown for the whole
+    /// window (then the caller must undo whatever the call may have done).
+    pub(crate) async fn settle<T, F, Fut>(&self, attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retry_loop(attempt, Some(self.settle_window())).await
+    }
+
+    /// How long [`settle`](Self::settle) keeps asking after a lost reply: the retry window
+    /// (how long request-id latches last) less one response timeout, so that the last retry
+    /// reaches Redis while the first call's latch still stands.
+    pub(crate) fn settle_window(&self) -> Duration {
+        self.retry_window()
+            .saturating_sub(self.inner.config.response_timeout)
+    }
+
+    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
+    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
+    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: Option<Tag>,
+    ) -> Subscription {
+        self.inner.hub.subscribe(channel, policy, tag)
+    }
+
+    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
+    /// and confirmed: then no message published from now on can be missed, and the caller can
+    /// queue behind them without trying first. `tag` is called only when the waiter registers
+    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
+    pub(crate) fn subscribe_if_confirmed(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        self.inner.hub.subscribe_if_confirmed(channel, tag)
+    }
+
+    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
+    /// with local waiters on it or lingering after the last one left: no message published
+    /// from now on can be missed, but nobody need be ahead of the caller, which must try
+    /// before it sleeps.
+    pub(crate) fn subscribe_if_live(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        tag: impl FnOnce() -> Option<Tag>,
+    ) -> Option<Subscription> {
+        self.inner.hub.subscribe_if_live(channel, policy, tag)
+    }
+
+    /// Registers a waiter (carrying `tag`) on `channel` behind a local waiter whose tag
+    /// satisfies `behind` and whose last try was in vain, if there is one on the confirmed
+    /// channel: the caller, which wants no more than that waiter, queues behind it without a
+    /// try of its own.
+    pub(crate) fn subscribe_behind(
+        &self,
+        channel: &str,
+        tag: impl FnOnce() -> Option<Tag>,
+        behind: &dyn Fn(&Need) -> bool,
+    ) -> Option<Subscription> {
+        self.inner.hub.subscribe_behind(channel, tag, behind)
+    }
+
+    /// As [`claim_waiter`](Self::claim_waiter), for a lock, whose clients take turns: when the
+    /// streak has run out while local waiters wait, the client's turn ends, and the caller,
+    /// which then releases publicly, must report how many subscribers its release message
+    /// reached ([`end_turn`](Self::end_turn)).
+    pub(crate) fn claim_turn<P: Send + 'static>(
+        &self,
+        channel: &str,
+        max_streak: u32,
+    ) -> Option<Claim<P>> {
+        self.hand_offs()
+            .and_then(|hub| hub.claim_turn(channel, max_streak))
+    }
+
+    /// The turn-ending release after [`claim_turn`](Self::claim_turn) returned `None` is
+    /// done; its message reached `subscribers` subscriber connections (0 when it published
+    /// nothing or its outcome is a retry's). The client's waiters let as many releases pass
+    /// as other clients are subscribed, so that each gets a turn before this client's next.
+    pub(crate) fn end_turn(&self, channel: &str, subscribers: u64) {
+        self.inner.hub.end_turn(channel, subscribers);
+    }
+
+    /// Wakes up to `n` local waiters of `channel` not woken yet: a try took what it wanted
+    /// and saw `n` more left.
+    pub(crate) fn wake_local(&self, channel: &str, n: usize) {
+        self.inner.hub.wake_local(channel, n);
+    }
+
+    /// What the client knows locally about the holds of `owner` on `key`.
+    pub(crate) fn lease_state(
+        &self,
+        script: &Script,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+    ) -> Option<LeaseState> {
+        self.inner.watchdog.state(script, key, owner)
+    }
+
+    /// A release sequence number: larger than every one this client handed out before.
+    pub(crate) fn next_release_seq(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped:
+    /// `owner`'s acquire tries wait for it ([`releases_settled`](Self::releases_settled)), and
+    /// a release of `key` made meanwhile overlaps (`ReleaseMark::overlaps`) it. Hold the mark
+    /// for as long as the release may be sent again.
+    pub(crate) fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
+        self.inner.releasing.start(owner, key)
+    }
+
+    /// Waits until no release of `owner` is in flight: an acquire try must not run before a
+    /// release of its owner that may be resent (the resend, finding the owner holding, would
+    /// free the new hold).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub(crate) async fn releases_settled(&self, owner: &Owner) {
+        self.inner.releasing.settled(owner).await;
+    }
+
+    /// Resolves once the client is shut down: a waiting call stops waiting then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub(crate) fn shut_down(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.inner.closing.cancelled()
     }
 }

@@ -32,7 +32,7 @@ pub(crate) struct Inner {
     releasing: Arc<crate::releasing::Releasing>,
     /// The request id of the client's own unlock latches ([`ClientEngine::client_latch`]).
     latch_id: crate::keys::RequestId,
-    /// The last release sequence number handed out ([`ClientEngine::next_release_seq`]).
+    /// The last release sequence number handed out (`Client::next_release_seq`).
     release_seq: std::sync::atomic::AtomicU64,
     /// What [`Client::shutdown`] waits for: the cleanups of dropped guards and abandoned calls
     /// (releases, undos, queue exits), and the acquisitions in flight, which a shutdown ends.

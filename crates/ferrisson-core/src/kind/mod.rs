@@ -21,7 +21,7 @@ use crate::guard::{CleanupGuard, HoldGuard};
 use crate::keys::RequestId;
 use crate::options::LockOptions;
 use crate::owner::Owner;
-use crate::pubsub::{Tag, WakePolicy};
+use crate::pubsub::{Need, WakePolicy};
 use crate::script::{Script, ScriptCall};
 use crate::wait::{Attempt, FirstRound, WaitSpec, register_early, subscribe_confirmed, wait_on};
 use crate::watchdog::LeaseSpec;
@@ -56,7 +56,7 @@ pub struct ReleaseArgs<'a> {
     /// The release's request id, the same for its retries: its latch key is
     /// [`latch`](Self::latch) (a retried call with the same latch is counted once).
     pub request_id: RequestId,
-    /// The release's sequence number ([`ClientEngine::next_release_seq`]), the same for its
+    /// The release's sequence number (`Client::next_release_seq`), the same for its
     /// retries: what a kind whose frees record themselves in the client's own latch for the
     /// lock ([`ClientEngine::client_latch`]) writes there (kinds whose releases latch every
     /// result ignore it).
@@ -165,14 +165,6 @@ pub trait HoldKind: Send + Sync + 'static {
     }
 }
 
-/// What a waiter of a kind that [hands off](HoldKind::hands_off) tells a local releaser.
-#[derive(Debug)]
-struct WaiterInfo {
-    owner: Owner,
-    /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
-    lease: Option<Duration>,
-}
-
 /// Takes a hold of `kind` as `options` say, as `bound` (a fresh owner when `None`): the
 /// [`Lock::acquire`](crate::Lock::acquire) of every kind.
 ///
@@ -247,16 +239,11 @@ fn acquire_as<'a, K: HoldKind>(
             policy,
             deadline,
             recheck,
-            // A subscription made here carries the tag already.
-            tag: None,
+            // A subscription made here carries the need already.
+            need: None,
         };
         let handoffs = kind.hands_off();
-        let tag = || -> Tag {
-            Arc::new(WaiterInfo {
-                owner: owner.clone(),
-                lease,
-            })
-        };
+        let need = || Need::hold(owner.clone(), lease);
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.
         let give_up = waits.then(|| {
@@ -295,10 +282,12 @@ fn acquire_as<'a, K: HoldKind>(
             None
         } else if handoffs {
             client
-                .subscribe_if_confirmed(spec.channel, || Some(tag()))
+                .subscribe_if_confirmed(spec.channel, || {
+                    crate::wait::tag_for::<HoldGuard>(Some(need()))
+                })
                 .map(|s| (s, FirstRound::Sleep))
         } else {
-            register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
+            register_early::<HoldGuard>(client, &spec).map(|s| (s, FirstRound::FirstTry))
         } {
             Some(early) => early,
             None => {
@@ -321,7 +310,8 @@ fn acquire_as<'a, K: HoldKind>(
                     Attempt::Held(_) if !waits => return Ok(None),
                     Attempt::Held(_) => {}
                 }
-                let subscription = subscribe_confirmed(client, &spec, handoffs.then(tag)).await;
+                let subscription =
+                    subscribe_confirmed::<HoldGuard>(client, &spec, handoffs.then(need)).await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
                 (subscription, FirstRound::Try)

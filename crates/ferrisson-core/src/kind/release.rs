@@ -21,7 +21,7 @@ use super::*;
 /// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
 /// it). Retried with one request id, so a retry after a lost reply cannot release twice.
 /// While the release may still be sent, acquire tries of `owner` wait
-/// ([`ClientEngine::releases_settled`]), and another release of the lock records a free in its
+/// (`Client::releases_settled`), and another release of the lock records a free in its
 /// own latch ([`ReleaseArgs::latch_free`]), so that a resend always finds what its lost call
 /// recorded.
 ///
@@ -132,14 +132,14 @@ async fn release_inner<K: HoldKind>(
     let channel = turns.then(|| kind.waiting(owner).channel);
     let claim = channel
         .as_deref()
-        .and_then(|channel| client.claim_turn(channel, MAX_HANDOFF_STREAK));
+        .and_then(|channel| client.claim_turn::<HoldGuard>(channel, MAX_HANDOFF_STREAK));
     // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
     let successor: Option<(Owner, Duration, bool)> = direct.or_else(|| {
-        claim
-            .as_ref()
-            .and_then(|c| c.tag())
-            .and_then(|tag| tag.downcast_ref::<WaiterInfo>())
-            .map(|waiter| successor(client, waiter.owner.clone(), waiter.lease))
+        claim.as_ref().and_then(|c| {
+            let need = c.need();
+            let owner = need.owner.clone()?;
+            Some(successor(client, owner, need.lease))
+        })
     });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
     let stamp = Stamp {
@@ -228,7 +228,7 @@ async fn release_inner<K: HoldKind>(
             };
             // A waiter that left meanwhile gets nothing: its guard comes back and is dropped,
             // which releases the lock.
-            if let Err(unclaimed) = claim.deliver(Box::new(guard)) {
+            if let Err(unclaimed) = claim.deliver(guard) {
                 drop(unclaimed);
             }
             tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");

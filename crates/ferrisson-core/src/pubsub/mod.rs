@@ -21,7 +21,7 @@
 //! the first of them in the release script itself, instead of freeing it and publishing: one
 //! script call per acquisition instead of a release, a message and a try, and no wake-up race
 //! with the other waiters. The releaser [`claims`](Hub::claim) the waiter (its slot carries a
-//! [`Tag`] saying who it is), runs the release, and [`delivers`](Claim::deliver) the result
+//! [`Need`] saying what it needs), runs the release, and [`delivers`](Claim::deliver) the result
 //! (the new guard) into the slot, where the waiter's [`Subscription::wait`] finds it. A waiter
 //! that left in between is detected under the hub's lock, and the result is handed back to the
 //! releaser, which releases it. To keep other clients from starving, a channel allows only a
@@ -36,8 +36,9 @@
 //! anything may have happened while it was away. While nothing changes, Redis sees no command
 //! from any waiter.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -119,16 +120,70 @@ pub fn lock_message_policy(payload: &[u8]) -> Wake {
     }
 }
 
-/// What a waiter says about itself to a releaser that may hand it the synchronizer
-/// (the lock crate puts the waiter's owner and lease there).
-pub type Tag = Arc<dyn Any + Send + Sync>;
+/// What a waiter tells a local releaser that may hand it what it waits for: how much it
+/// needs, and who takes it for how long when the releaser makes the hold for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// How many permits it waits for (1 for a lock).
+    pub count: u32,
+    /// Who the hold is taken for (a lock's or an expirable permit's waiter), when the
+    /// releaser makes the hold itself.
+    pub owner: Option<crate::owner::Owner>,
+    /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
+    pub lease: Option<Duration>,
+}
 
-/// What a releaser hands a waiter (the lock crate hands a guard).
-pub type Handoff = Box<dyn Any + Send>;
+impl Need {
+    /// A waiter for `count` permits that the releaser hands over as they are.
+    pub fn permits(count: u32) -> Self {
+        Self {
+            count,
+            owner: None,
+            lease: None,
+        }
+    }
+
+    /// A waiter for one hold taken for `owner` with `lease` (`None`: kept by the watchdog).
+    pub fn hold(owner: crate::owner::Owner, lease: Option<Duration>) -> Self {
+        Self {
+            count: 1,
+            owner: Some(owner),
+            lease,
+        }
+    }
+}
+
+/// A waiter's [`Need`] and the type of what it takes (`WaitSpec::need` with the wait's
+/// output type): a releaser claims only waiters that take the type it hands over
+/// ([`Hub::claim`]), so a hand-off always reaches a waiter that takes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Tag {
+    need: Need,
+    takes: TypeId,
+}
+
+impl Tag {
+    /// A waiter for a `T`, needing `need`.
+    pub(crate) fn new<T: 'static>(need: Need) -> Self {
+        Self {
+            need,
+            takes: TypeId::of::<T>(),
+        }
+    }
+
+    fn takes<P: 'static>(&self) -> bool {
+        self.takes == TypeId::of::<P>()
+    }
+}
+
+/// What a releaser handed a waiter, as the slot stores it: of the type the waiter's [`Tag`]
+/// says it takes, which only [`Claim::deliver`] puts there (so
+/// [`Subscription::take_handed`] always gets back what it expects).
+pub(crate) type Handoff = Box<dyn Any + Send>;
 
 /// How a [`Subscription::wait`] ended.
 #[derive(Debug)]
-pub enum Woken {
+pub(crate) enum Woken {
     /// A message (or a reconnect) says: try again.
     Notified,
     /// The bound passed without a wake-up.
@@ -426,7 +481,7 @@ impl Hub {
         &self,
         channel: &str,
         tag: impl FnOnce() -> Option<Tag>,
-        behind: &dyn Fn(&Tag) -> bool,
+        behind: &dyn Fn(&Need) -> bool,
     ) -> Option<Subscription> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
@@ -474,7 +529,7 @@ impl Hub {
         &self,
         channel: &str,
         lingering: Option<WakePolicy>,
-        behind: Option<&dyn Fn(&Tag) -> bool>,
+        behind: Option<&dyn Fn(&Need) -> bool>,
         tag: impl FnOnce() -> Option<Tag>,
     ) -> Option<Subscription> {
         let mut state = self.shared.state();
@@ -499,10 +554,10 @@ impl Hub {
             return None;
         }
         if let Some(behind) = behind
-            && !entry
-                .slots
-                .iter()
-                .any(|s| s.failed.load(Ordering::Acquire) && s.tag.as_ref().is_some_and(behind))
+            && !entry.slots.iter().any(|s| {
+                s.failed.load(Ordering::Acquire)
+                    && s.tag.as_ref().is_some_and(|tag| behind(&tag.need))
+            })
         {
             return None;
         }
@@ -513,10 +568,14 @@ impl Hub {
         Some(self.subscription(name, slot))
     }
 
-    /// Reserves the longest-waiting tagged waiter of `channel` for a hand-off, unless the
-    /// channel's hand-off streak has reached `max_streak` (then the streak restarts and the
-    /// caller should release publicly).
-    pub(crate) fn claim(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+    /// Reserves the longest-waiting tagged waiter of `channel` that takes a `P` for a
+    /// hand-off, unless the channel's hand-off streak has reached `max_streak` (then the
+    /// streak restarts and the caller should release publicly).
+    pub(crate) fn claim<P: Send + 'static>(
+        &self,
+        channel: &str,
+        max_streak: u32,
+    ) -> Option<Claim<P>> {
         self.claim_or_yield(channel, max_streak, false)
     }
 
@@ -526,11 +585,20 @@ impl Hub {
     /// own waiters let that message pass, and as many more as there are other clients
     /// subscribed, so that each of them gets a turn before this client's next (see
     /// "Turns between clients" in docs/architecture.md).
-    pub(crate) fn claim_turn(&self, channel: &str, max_streak: u32) -> Option<Claim> {
+    pub(crate) fn claim_turn<P: Send + 'static>(
+        &self,
+        channel: &str,
+        max_streak: u32,
+    ) -> Option<Claim<P>> {
         self.claim_or_yield(channel, max_streak, true)
     }
 
-    fn claim_or_yield(&self, channel: &str, max_streak: u32, turns: bool) -> Option<Claim> {
+    fn claim_or_yield<P: Send + 'static>(
+        &self,
+        channel: &str,
+        max_streak: u32,
+        turns: bool,
+    ) -> Option<Claim<P>> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -550,12 +618,13 @@ impl Hub {
             .slots
             .iter()
             .find(|s| {
-                s.tag.is_some()
+                s.tag.as_ref().is_some_and(Tag::takes::<P>)
                     && !s.claimed.load(Ordering::Acquire)
                     && !s.busy.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
             })?
             .clone();
+        let need = slot.tag.as_ref()?.need.clone();
         slot.claimed.store(true, Ordering::Release);
         entry.streak += 1;
         drop(state);
@@ -563,7 +632,9 @@ impl Hub {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
             slot,
+            need,
             settled: false,
+            hands: PhantomData,
         })
     }
 
@@ -615,27 +686,30 @@ fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
     })
 }
 
-/// A waiter reserved by a releaser for a hand-off. Dropped without
+/// A waiter that takes a `P`, reserved by a releaser for a hand-off. Dropped without
 /// [`deliver`](Self::deliver), it frees the waiter and wakes it to try again.
-pub struct Claim {
+pub struct Claim<P> {
     shared: Arc<HubShared>,
     channel: String,
     slot: Arc<Slot>,
+    need: Need,
     settled: bool,
+    hands: PhantomData<fn(P)>,
 }
 
-impl std::fmt::Debug for Claim {
+impl<P> std::fmt::Debug for Claim<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Claim")
             .field("channel", &self.channel)
+            .field("need", &self.need)
             .finish_non_exhaustive()
     }
 }
 
-impl Claim {
-    /// What the waiter said about itself.
-    pub fn tag(&self) -> Option<&Tag> {
-        self.slot.tag.as_ref()
+impl<P: Send + 'static> Claim<P> {
+    /// What the waiter needs.
+    pub fn need(&self) -> &Need {
+        &self.need
     }
 
     /// Hands `payload` to the waiter. If the waiter has left meanwhile, the payload comes
@@ -644,7 +718,7 @@ impl Claim {
     /// # Errors
     ///
     /// The payload, when the waiter is gone.
-    pub fn deliver(mut self, payload: Handoff) -> Result<(), Handoff> {
+    pub fn deliver(mut self, payload: P) -> Result<(), P> {
         self.settled = true;
         let state = self.shared.state();
         let present = state
@@ -654,7 +728,7 @@ impl Claim {
         if !present {
             return Err(payload);
         }
-        *self.slot.handoff.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+        *self.slot.handoff.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(payload));
         self.slot.claimed.store(false, Ordering::Release);
         drop(state);
         self.slot.notify.notify_one();
@@ -662,7 +736,7 @@ impl Claim {
     }
 }
 
-impl Drop for Claim {
+impl<P> Drop for Claim<P> {
     fn drop(&mut self) {
         if self.settled {
             return;

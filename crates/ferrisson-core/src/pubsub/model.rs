@@ -11,8 +11,9 @@ const RANDOM_RUNS: usize = 3_000;
 const PCT_RUNS: usize = 3_000;
 const PCT_DEPTH: usize = 3;
 
+/// A waiter for a `u32` that needs `n`.
 fn tag(n: u32) -> Option<Tag> {
-    Some(Arc::new(n))
+    Some(Tag::new::<u32>(Need::permits(n)))
 }
 
 /// Runs `scenario` under random schedules and under PCT schedules.
@@ -41,13 +42,17 @@ fn a_hand_off_to_a_leaving_waiter_is_undone_exactly_once() {
     }
     check(|| {
         let hub = Arc::new(Hub::detached());
-        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        let waiter = hub.subscribe(
+            CH,
+            lock_message_policy,
+            Some(Tag::new::<Payload>(Need::permits(1))),
+        );
         let undone = Arc::new(AtomicUsize::new(0));
         let releaser = {
             let (hub, undone) = (hub.clone(), undone.clone());
             thread::spawn(move || {
-                hub.claim(CH, MAX_HANDOFF_STREAK)
-                    .map(|claim| claim.deliver(Box::new(Payload(undone))).is_ok())
+                hub.claim::<Payload>(CH, MAX_HANDOFF_STREAK)
+                    .map(|claim| claim.deliver(Payload(undone)).is_ok())
             })
         };
         drop(waiter);
@@ -89,7 +94,7 @@ fn a_real_wake_up_is_never_lost_to_a_deferred_one() {
     check(|| {
         let hub = Arc::new(Hub::detached());
         let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-        assert!(hub.claim_turn(CH, 0).is_none());
+        assert!(hub.claim_turn::<u32>(CH, 0).is_none());
         let publishers: Vec<_> = (0..2)
             .map(|_| {
                 let hub = hub.clone();
@@ -122,7 +127,7 @@ fn a_waiter_skipped_while_claimed_is_woken_when_the_claim_fails() {
         let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
         let releaser = {
             let hub = hub.clone();
-            thread::spawn(move || drop(hub.claim(CH, MAX_HANDOFF_STREAK)))
+            thread::spawn(move || drop(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK)))
         };
         let publisher = {
             let hub = hub.clone();

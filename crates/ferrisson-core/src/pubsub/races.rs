@@ -17,14 +17,18 @@ const CH: &str = "ch";
 /// claim always ends in a delivery.
 pub(super) fn try_vs_hand_off() {
     let hub = Arc::new(Hub::detached());
-    let waiter = hub.subscribe(CH, lock_message_policy, Some(Arc::new(1u32)));
+    let waiter = hub.subscribe(
+        CH,
+        lock_message_policy,
+        Some(Tag::new::<()>(Need::permits(1))),
+    );
     let trying = Arc::new(AtomicBool::new(false));
     let releaser = {
         let (hub, trying) = (hub.clone(), trying.clone());
-        thread::spawn(move || match hub.claim(CH, MAX_HANDOFF_STREAK) {
+        thread::spawn(move || match hub.claim::<()>(CH, MAX_HANDOFF_STREAK) {
             Some(claim) => {
                 assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
-                claim.deliver(Box::new(())).is_ok()
+                claim.deliver(()).is_ok()
             }
             None => false,
         })

@@ -21,11 +21,6 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    /// The channel this subscription listens on.
-    pub fn channel(&self) -> &str {
-        &self.channel
-    }
-
     /// Whether the server has confirmed the subscription on the live connection: from then on,
     /// no message published on the channel can be missed until the connection breaks.
     pub fn is_confirmed(&self) -> bool {
@@ -46,7 +41,7 @@ impl Subscription {
     }
 
     /// Marks the waiter's try as in vain (it found nothing for it): a caller that wants no
-    /// more may queue behind it (`ClientEngine::subscribe_behind`) until it is served.
+    /// more may queue behind it (`Client::subscribe_behind`) until it is served.
     pub fn tried_in_vain(&self) {
         self.slot.failed.store(true, Ordering::Release);
     }
@@ -60,7 +55,7 @@ impl Subscription {
     /// # Errors
     ///
     /// As above: the waiter is claimed, or already handed the synchronizer.
-    pub fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
+    pub(crate) fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
         let _state = self.shared.state();
         if let Some(handoff) = self.slot.take_handoff() {
             self.slot.forget_notification();
@@ -102,7 +97,7 @@ impl Subscription {
     /// next wait, or passes to another waiter when the subscription is dropped; a hand-off
     /// stays in the slot for the next wait, or is dropped with the subscription (which undoes
     /// it: the lock crate's hand-off is a guard, whose drop releases).
-    pub async fn wait(&self, bound: Duration) -> Woken {
+    pub(crate) async fn wait(&self, bound: Duration) -> Woken {
         if let Some(handoff) = self.slot.take_handoff() {
             self.slot.forget_notification();
             return Woken::Handed(handoff);

@@ -4,12 +4,13 @@
 
 use super::*;
 
+/// A waiter for a `u32` that needs `n`.
 fn tag(n: u32) -> Option<Tag> {
-    Some(Arc::new(n))
+    Some(Tag::new::<u32>(Need::permits(n)))
 }
 
-fn tag_of(claim: &Claim) -> u32 {
-    *claim.tag().unwrap().downcast_ref::<u32>().unwrap()
+fn tag_of(claim: &Claim<u32>) -> u32 {
+    claim.need().count
 }
 
 const CH: &str = "ch";
@@ -20,27 +21,57 @@ fn a_claim_takes_the_longest_waiting_free_tagged_waiter() {
     let _untagged = hub.subscribe(CH, lock_message_policy, None);
     let first = hub.subscribe(CH, lock_message_policy, tag(1));
     let _second = hub.subscribe(CH, lock_message_policy, tag(2));
-    assert!(hub.claim("other", MAX_HANDOFF_STREAK).is_none());
+    assert!(hub.claim::<u32>("other", MAX_HANDOFF_STREAK).is_none());
     // The first is trying: it cannot be claimed, the second is.
     let trying = first.begin_try().unwrap();
-    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim), 2);
     drop(trying);
-    let claim1 = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim1 = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim1), 1);
     // Both claimed: nobody is left.
-    assert!(hub.claim(CH, MAX_HANDOFF_STREAK).is_none());
+    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
     drop((claim, claim1));
+}
+
+#[tokio::test]
+async fn a_claim_only_takes_waiters_for_what_it_hands_over() {
+    let hub = Hub::detached();
+    let for_text = hub.subscribe(
+        CH,
+        lock_message_policy,
+        Some(Tag::new::<String>(Need::permits(1))),
+    );
+    let for_number = hub.subscribe(CH, lock_message_policy, tag(5));
+    // The longest-waiting waiter takes a `String`: a releaser handing over a `u32` passes it.
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    assert_eq!(tag_of(&claim), 5);
+    claim.deliver(9).unwrap();
+    assert!(matches!(
+        for_text.wait(Duration::from_millis(1)).await,
+        Woken::TimedOut
+    ));
+    match for_number.wait(Duration::from_millis(1)).await {
+        Woken::Handed(handoff) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 9),
+        other => panic!("expected the hand-off, got {other:?}"),
+    }
+    // Served, it leaves: nobody else waits for a `u32`, the waiter for a `String` still can
+    // be claimed.
+    drop(for_number);
+    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
+    let text = hub.claim::<String>(CH, MAX_HANDOFF_STREAK).unwrap();
+    text.deliver("yours".into()).unwrap();
+    assert!(matches!(for_text.begin_try(), Err(Some(_))));
 }
 
 #[tokio::test]
 async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
     let hub = Hub::detached();
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
     // A retried acquire meeting the hand-off: the try must not run.
     assert!(matches!(waiter.begin_try(), Err(None)));
-    claim.deliver(Box::new(7u32)).unwrap();
+    claim.deliver(7u32).unwrap();
     match waiter.begin_try() {
         Err(Some(handoff)) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 7),
         other => panic!("expected the hand-off, got {other:?}"),
@@ -56,13 +87,13 @@ async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
 async fn a_hand_off_to_a_waiter_that_left_comes_back_and_a_dropped_claim_wakes() {
     let hub = Hub::detached();
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
     drop(waiter);
-    let back = claim.deliver(Box::new(3u32)).unwrap_err();
-    assert_eq!(*back.downcast::<u32>().unwrap(), 3);
+    let back = claim.deliver(3u32).unwrap_err();
+    assert_eq!(back, 3);
 
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    drop(hub.claim(CH, MAX_HANDOFF_STREAK).unwrap());
+    drop(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap());
     assert!(matches!(
         waiter.wait(Duration::from_secs(5)).await,
         Woken::Notified
@@ -75,7 +106,7 @@ async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
     let a = hub.subscribe(CH, permits_message_policy, tag(1));
     let b = hub.subscribe(CH, permits_message_policy, tag(2));
     let c = hub.subscribe(CH, permits_message_policy, tag(3));
-    let claim = hub.claim(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim), 1);
     // Two permits released: the two unclaimed waiters wake, the claimed one does not.
     hub.shared.message(CH, b"2");
@@ -83,7 +114,7 @@ async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
     assert!(matches!(b.wait(quick).await, Woken::Notified));
     assert!(matches!(c.wait(quick).await, Woken::Notified));
     assert!(matches!(a.wait(quick).await, Woken::TimedOut));
-    claim.deliver(Box::new(())).unwrap();
+    claim.deliver(0).unwrap();
     assert!(matches!(a.wait(quick).await, Woken::Handed(_)));
     // A wake-up is used once: no spurious second one.
     assert!(matches!(b.wait(quick).await, Woken::TimedOut));
@@ -115,13 +146,13 @@ fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
         .map(|i| hub.subscribe(CH, lock_message_policy, tag(i)))
         .collect();
     for _ in 0..2 {
-        hub.claim(CH, 2).unwrap().deliver(Box::new(())).unwrap();
+        hub.claim::<u32>(CH, 2).unwrap().deliver(0).unwrap();
     }
     assert!(
-        hub.claim(CH, 2).is_none(),
+        hub.claim::<u32>(CH, 2).is_none(),
         "streak reached: release publicly"
     );
-    assert!(hub.claim(CH, 2).is_some(), "the streak restarted");
+    assert!(hub.claim::<u32>(CH, 2).is_some(), "the streak restarted");
     hub.shared.message(CH, b"1");
     drop(waiters);
     assert_eq!(hub.stats(), (0, 0));
@@ -129,7 +160,10 @@ fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
 
 /// Ends a turn on `hub`'s channel: the streak is spent (a limit of 0), local waiters wait.
 fn end_of_turn(hub: &Hub) {
-    assert!(hub.claim_turn(CH, 0).is_none(), "the streak is spent");
+    assert!(
+        hub.claim_turn::<u32>(CH, 0).is_none(),
+        "the streak is spent"
+    );
 }
 
 #[tokio::test]
@@ -203,7 +237,7 @@ async fn only_a_turn_ending_release_lets_releases_pass() {
     hub.end_turn(CH, 5);
     hub.shared.message(CH, b"0");
     assert!(matches!(waiter.wait(quick).await, Woken::Notified));
-    assert!(hub.claim(CH, 0).is_none());
+    assert!(hub.claim::<u32>(CH, 0).is_none());
     hub.end_turn(CH, 5);
     hub.shared.message(CH, b"0");
     assert!(matches!(waiter.wait(quick).await, Woken::Notified));

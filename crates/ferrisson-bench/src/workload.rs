@@ -48,7 +48,9 @@ macro_rules! acquire_hold {
 acquire_hold!(
     ferrisson::ReentrantLock,
     ferrisson::FairLock,
-    ferrisson::ReadLock
+    ferrisson::ReadLock,
+    ferrisson::SpinLock,
+    ferrisson::Mutex
 );
 
 impl Acquire for ferrisson::Semaphore {

@@ -66,6 +66,8 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         "ferrisson",
         "rslock",
         "ferrisson-fair-lock",
+        "ferrisson-spin-lock",
+        "ferrisson-mutex",
         "ferrisson-rwlock",
         "ferrisson-semaphore",
         "ferrisson-expirable-semaphore",

@@ -88,11 +88,21 @@ impl std::fmt::Debug for HoldGuard {
     }
 }
 
+/// The guard of a hold just taken, released through `lock`: `lease` is its registration with
+/// the watchdog (`ClientEngine::hold_lease`). The engine's way for a synchronizer crate to
+/// make a guard; users get guards from acquire calls only.
+pub fn hold_guard(
+    lock: Arc<dyn Release>,
+    owner: Owner,
+    lease: LeaseHandle,
+    token: Option<u64>,
+) -> HoldGuard {
+    HoldGuard::new(lock, owner, lease, token)
+}
+
 impl HoldGuard {
-    /// The guard of a hold just taken: `lease` is its registration with the watchdog. An engine
-    /// hook: only the synchronizer crates have a lease to give it.
-    #[doc(hidden)]
-    pub fn new(
+    /// The guard of a hold just taken: `lease` is its registration with the watchdog.
+    pub(crate) fn new(
         lock: Arc<dyn Release>,
         owner: Owner,
         lease: LeaseHandle,

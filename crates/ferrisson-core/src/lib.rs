@@ -92,12 +92,12 @@ pub mod __engine {
     //!   ([`poll_wait`], [`Poll`]) or in rounds over several locks ([`wait_rounds`],
     //!   [`Rounds`]), with one outage rule, and their tries ([`Attempt`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
-    //! - the guard's seam ([`Release`], [`Released`]) and the lease table ([`LeaseSpec`]);
+    //! - the guard's seam ([`Release`], [`Released`], [`hold_guard`]) and the lease table ([`LeaseSpec`]);
     //! - pub/sub wake policies and local hand-offs ([`Need`], [`Claim`], [`Wake`]);
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
-    pub use crate::guard::{CleanupGuard, Release, Released, spawn_cleanup};
+    pub use crate::guard::{CleanupGuard, Release, Released, hold_guard, spawn_cleanup};
     pub use crate::handle::{LockHandle, LockKind, LockType};
     /// Key and channel naming, and request ids.
     pub mod keys {

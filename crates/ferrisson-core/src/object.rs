@@ -48,18 +48,18 @@ impl KeyShape {
 #[derive(Debug, Clone)]
 pub struct ObjectKeys<'a> {
     /// The client the synchronizer runs on.
-    pub client: &'a Client,
+    pub(crate) client: &'a Client,
     /// What the main key must hold.
-    pub shape: KeyShape,
+    pub(crate) shape: KeyShape,
     /// Every key the synchronizer keeps its state in, the main key first: an expiry is set on
     /// and cleared from all of them, and `delete` deletes them.
-    pub state: Vec<&'a str>,
+    pub(crate) state: Vec<&'a str>,
     /// Counters deleted with the synchronizer but never given an expiry: a fencing counter,
     /// which must outlive every hold so that tokens only grow.
-    pub counters: Vec<&'a str>,
+    pub(crate) counters: Vec<&'a str>,
     /// The channel and message that wake the synchronizer's waiters once it is deleted, so that
     /// they look again instead of sleeping out their recheck.
-    pub wake: Option<(&'a str, &'static str)>,
+    pub(crate) wake: Option<(&'a str, &'static str)>,
 }
 
 impl<'a> ObjectKeys<'a> {

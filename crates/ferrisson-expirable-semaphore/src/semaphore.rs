@@ -274,7 +274,7 @@ fn new_permit(
         id: id.clone(),
     });
     Permit {
-        guard: HoldGuard::new(release, owner, handle, None),
+        guard: ferrisson_core::__engine::hold_guard(release, owner, handle, None),
         id,
     }
 }

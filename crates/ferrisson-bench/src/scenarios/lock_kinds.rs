@@ -1,5 +1,7 @@
-//! `contended` for the fair lock and the read-write lock.
+//! `contended` for the fair lock, the spin lock, the lean mutex and the read-write lock.
 //!
+//! - Spin lock and mutex: the contended workload (4 clients × 16 tasks, hold 0 and 1 ms); the
+//!   spin lock's waiters poll with backoff instead of sleeping on a channel.
 //! - Fair lock: the contended workload (4 clients × 16 tasks, hold 0 and 1 ms), and the FIFO
 //!   check: 32 waiters of 4 clients queued in a known order, released, counted out of order.
 //! - Read-write lock: read lock + unlock throughput with 64 readers of 4 clients, and the wait
@@ -11,7 +13,7 @@ use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrisson::{Client, FairLock, ReadWriteLock};
+use ferrisson::{Client, FairLock, Mutex as LeanMutex, ReadWriteLock, SpinLock};
 use tokio::time::Instant;
 
 use super::contended::{measure, record};
@@ -22,6 +24,8 @@ use crate::workload::{self, Cycle, HoldCycle};
 
 pub const FAIR: &str = "ferrisson-fair-lock";
 pub const RWLOCK: &str = "ferrisson-rwlock";
+pub const SPIN: &str = "ferrisson-spin-lock";
+pub const MUTEX: &str = "ferrisson-mutex";
 
 async fn clients(url: &str) -> Result<Vec<Client>, String> {
     let mut clients = Vec::new();
@@ -41,6 +45,24 @@ async fn fair_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
                 .map_err(|e| e.to_string())?
                 .owned_by(client.new_owner());
             cycles.push(Box::new(HoldCycle(lock)));
+        }
+    }
+    Ok(cycles)
+}
+
+/// 4 clients × 16 tasks, each with a handle `make` makes on its client (a fresh owner per
+/// acquisition, as these kinds are used).
+async fn kind_cycles<L, F>(url: &str, make: F) -> Result<Vec<Box<dyn Cycle>>, String>
+where
+    L: workload::Acquire,
+    F: Fn(&Client) -> ferrisson::Result<L>,
+{
+    let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
+    for client in clients(url).await? {
+        for _ in 0..CONTENDED_TASKS {
+            cycles.push(Box::new(HoldCycle(
+                make(&client).map_err(|e| e.to_string())?,
+            )));
         }
     }
     Ok(cycles)
@@ -250,6 +272,20 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         let name = format!("bench:contended-fair:{}", super::hold_variant(hold));
         let figures = measure(ctx, hold, || fair_cycles(&ctx.url, &name)).await?;
         record(records, hold, FAIR, &figures);
+    }
+    for hold in HOLDS {
+        let name = format!("bench:contended-spin:{}", super::hold_variant(hold));
+        let figures = measure(ctx, hold, || {
+            kind_cycles(&ctx.url, |client| SpinLock::new(client, &name))
+        })
+        .await?;
+        record(records, hold, SPIN, &figures);
+        let name = format!("bench:contended-mutex:{}", super::hold_variant(hold));
+        let figures = measure(ctx, hold, || {
+            kind_cycles(&ctx.url, |client| LeanMutex::new(client, &name))
+        })
+        .await?;
+        record(records, hold, MUTEX, &figures);
     }
     let inversions = fifo_inversions(&ctx.url, "bench:fifo").await?;
     records.push(

@@ -137,14 +137,19 @@ async fn semaphore_cycles_through_lost_replies_leave_every_permit() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
+/// Lock cycles of the lock `make` makes, through lost replies: holds never overlap, and none
+/// is left once the loss stops.
+async fn lock_cycles<L, F>(prefix: &str, make: F)
+where
+    L: Lock + Clone + Send + Sync + 'static,
+    F: Fn(&Client, &str) -> L,
+{
     let server = RedisServer::spawn();
     let proxy = FaultProxy::start(server.port());
     let direct = common::client(&server.url()).await;
-    let name = unique_name("lost-lock");
+    let name = unique_name(prefix);
     let client = lossy_client(&proxy).await;
-    let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+    let lock = make(&client, &name);
     let holders = Arc::new(AtomicU32::new(0));
     lossy_run(&proxy, 1000, 4, move |_| {
         let (lock, holders) = (lock.clone(), holders.clone());
@@ -155,9 +160,17 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
         }
     })
     .await;
-    let lock = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+    let lock = make(&direct, &name);
     eventually(Duration::from_secs(30), "the lock free", || async {
         !lock.is_locked().await.unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
+    lock_cycles("lost-lock", |client, name| {
+        ferrisson::ReentrantLock::new(client, name).unwrap()
     })
     .await;
 }
@@ -166,25 +179,8 @@ async fn lock_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
 /// may report `NotOwner` (counted as a failed cycle), but holds never overlap and none is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutex_cycles_through_lost_replies_leave_it_free_and_never_overlap() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let name = unique_name("lost-mutex");
-    let client = lossy_client(&proxy).await;
-    let mutex = ferrisson::Mutex::new(&client, &name).unwrap();
-    let holders = Arc::new(AtomicU32::new(0));
-    lossy_run(&proxy, 1000, 4, move |_| {
-        let (mutex, holders) = (mutex.clone(), holders.clone());
-        async move {
-            let guard = mutex.lock().await?;
-            in_section(&holders, 1).await;
-            guard.unlock().await
-        }
-    })
-    .await;
-    let mutex = ferrisson::Mutex::new(&direct, &name).unwrap();
-    eventually(Duration::from_secs(30), "the mutex free", || async {
-        !mutex.is_locked().await.unwrap()
+    lock_cycles("lost-mutex", |client, name| {
+        ferrisson::Mutex::new(client, name).unwrap()
     })
     .await;
 }

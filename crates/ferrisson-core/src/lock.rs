@@ -312,8 +312,11 @@ where
         // Subscribed before looking: a release between the look and the sleep wakes it. A new
         // subscription each round puts this watcher behind the lock's real waiters, and the
         // old one, dropped unserved, passes on a wake-up it took from them.
-        let subscription = channel
-            .map(|channel| client.subscribe(channel, crate::pubsub::lock_message_policy, None));
+        let subscription = channel.map(|channel| {
+            client
+                .hub()
+                .subscribe(channel, crate::pubsub::lock_message_policy, None)
+        });
         let looked = look();
         let looked = if first || fail_fast {
             // The first look's error is the call's, at once.

@@ -389,7 +389,7 @@ impl<K: PermitKind> Waiter<'_, K> {
                 // More are left: local waiters that queued behind this one without a try of
                 // their own look now.
                 if let Ok(left) = usize::try_from(*left) {
-                    client.wake_local(names.keys().channel, left);
+                    client.hub().wake_local(names.keys().channel, left);
                 }
                 Ok(crate::wait::Attempt::Acquired(
                     self.kind.taken(&args, ticket, &reply, sent_at),
@@ -515,7 +515,7 @@ async fn take_inner<K: PermitKind>(
         // subscribing is needed.
         let behind = (waiter.waits && n == 1)
             .then(|| {
-                client.subscribe_behind(
+                client.hub().subscribe_behind(
                     keys.channel,
                     || crate::wait::tag_for::<K::Taken>(spec.need.clone()),
                     &|need| need.count == 1,

@@ -75,7 +75,9 @@ pub async fn subscribe_confirmed<T: 'static>(
     need: Option<crate::pubsub::Need>,
 ) -> crate::pubsub::Subscription {
     let response_timeout = client.config().get_response_timeout();
-    let subscription = client.subscribe(spec.channel, spec.policy, tag_for::<T>(need));
+    let subscription = client
+        .hub()
+        .subscribe(spec.channel, spec.policy, tag_for::<T>(need));
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
         None => response_timeout,
@@ -105,9 +107,11 @@ pub fn register_early<T: 'static>(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
 ) -> Option<crate::pubsub::Subscription> {
-    client.subscribe_if_live(spec.channel, spec.policy, || {
-        tag_for::<T>(spec.need.clone())
-    })
+    client
+        .hub()
+        .subscribe_if_live(spec.channel, spec.policy, || {
+            tag_for::<T>(spec.need.clone())
+        })
 }
 
 /// The tag of a waiter for a `T` that says `need` (`None`: no hand-offs).

@@ -11,7 +11,7 @@ use super::{Client, SHUT_DOWN};
 use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
-use crate::pubsub::{Claim, Need, Subscription, Tag, WakePolicy};
+use crate::pubsub::Claim;
 use crate::releasing::ReleaseMark;
 use crate::replication::Synced;
 use crate::script::{Script, ScriptCall};
@@ -112,7 +112,7 @@ pub trait ClientEngine: sealed::Sealed {
     async fn hash_count(&self, key: &str, field: &str) -> Result<u32>;
 
     /// Reserves the longest-waiting local waiter of `channel` that takes a `P` (waits with a
-    /// [`Need`]) for a hand-off, unless `max_streak` hand-offs in a row have happened since
+    /// [`Need`](crate::pubsub::Need)) for a hand-off, unless `max_streak` hand-offs in a row have happened since
     /// the last public message.
     fn claim_waiter<P: Send + 'static>(&self, channel: &str, max_streak: u32) -> Option<Claim<P>>;
 
@@ -308,6 +308,11 @@ impl ClientEngine for Client {
 
 /// The engine calls only core makes.
 impl Client {
+    /// The client's pub/sub hub: waiters' registrations, local wake-ups and turns.
+    pub(crate) fn hub(&self) -> &crate::pubsub::Hub {
+        &self.inner.hub
+    }
+
     /// As [`eval_once`](Self::eval_once), and with replica sync on (for a script that writes),
     /// `WAIT`s for the replicas in the same round trip: the second result says whether enough
     /// of them acknowledged ([`Error::NotReplicated`] when not, [`Error::Redis`] when the wait
@@ -371,56 +376,6 @@ impl Client {
             .saturating_sub(self.inner.config.response_timeout)
     }
 
-    /// Registers `channel` for the calling waiter on the client's one subscriber connection.
-    /// The channel is subscribed on the first waiter and unsubscribed after the last one. A
-    /// `tag` makes the waiter eligible for local hand-offs ([`claim_waiter`](Self::claim_waiter)).
-    pub(crate) fn subscribe(
-        &self,
-        channel: &str,
-        policy: WakePolicy,
-        tag: Option<Tag>,
-    ) -> Subscription {
-        self.inner.hub.subscribe(channel, policy, tag)
-    }
-
-    /// Registers a waiter on `channel` only if other local waiters already keep it subscribed
-    /// and confirmed: then no message published from now on can be missed, and the caller can
-    /// queue behind them without trying first. `tag` is called only when the waiter registers
-    /// (a client with no waiters at all answers `None` at the cost of one atomic load).
-    pub(crate) fn subscribe_if_confirmed(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_if_confirmed(channel, tag)
-    }
-
-    /// Registers a waiter on `channel` if it is subscribed and confirmed on the live connection,
-    /// with local waiters on it or lingering after the last one left: no message published
-    /// from now on can be missed, but nobody need be ahead of the caller, which must try
-    /// before it sleeps.
-    pub(crate) fn subscribe_if_live(
-        &self,
-        channel: &str,
-        policy: WakePolicy,
-        tag: impl FnOnce() -> Option<Tag>,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_if_live(channel, policy, tag)
-    }
-
-    /// Registers a waiter (carrying `tag`) on `channel` behind a local waiter whose tag
-    /// satisfies `behind` and whose last try was in vain, if there is one on the confirmed
-    /// channel: the caller, which wants no more than that waiter, queues behind it without a
-    /// try of its own.
-    pub(crate) fn subscribe_behind(
-        &self,
-        channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
-        behind: &dyn Fn(&Need) -> bool,
-    ) -> Option<Subscription> {
-        self.inner.hub.subscribe_behind(channel, tag, behind)
-    }
-
     /// As [`claim_waiter`](Self::claim_waiter), for a lock, whose clients take turns: when the
     /// streak has run out while local waiters wait, the client's turn ends, and the caller,
     /// which then releases publicly, must report how many subscribers its release message
@@ -432,20 +387,6 @@ impl Client {
     ) -> Option<Claim<P>> {
         self.hand_offs()
             .and_then(|hub| hub.claim_turn(channel, max_streak))
-    }
-
-    /// The turn-ending release after [`claim_turn`](Self::claim_turn) returned `None` is
-    /// done; its message reached `subscribers` subscriber connections (0 when it published
-    /// nothing or its outcome is a retry's). The client's waiters let as many releases pass
-    /// as other clients are subscribed, so that each gets a turn before this client's next.
-    pub(crate) fn end_turn(&self, channel: &str, subscribers: u64) {
-        self.inner.hub.end_turn(channel, subscribers);
-    }
-
-    /// Wakes up to `n` local waiters of `channel` not woken yet: a try took what it wanted
-    /// and saw `n` more left.
-    pub(crate) fn wake_local(&self, channel: &str, n: usize) {
-        self.inner.hub.wake_local(channel, n);
     }
 
     /// What the client knows locally about the holds of `owner` on `key`.

@@ -282,6 +282,7 @@ fn acquire_as<'a, K: HoldKind>(
             None
         } else if handoffs {
             client
+                .hub()
                 .subscribe_if_confirmed(spec.channel, || {
                     crate::wait::tag_for::<HoldGuard>(Some(need()))
                 })

@@ -192,7 +192,9 @@ async fn release_inner<K: HoldKind>(
             Ok((1, _, subscribers)) => *subscribers,
             _ => 0,
         };
-        client.end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
+        client
+            .hub()
+            .end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
     }
     match reply? {
         (-1, _, _) => Ok((Released::NotOwner, None)),

@@ -41,7 +41,7 @@ impl Subscription {
     }
 
     /// Marks the waiter's try as in vain (it found nothing for it): a caller that wants no
-    /// more may queue behind it (`Client::subscribe_behind`) until it is served.
+    /// more may queue behind it (`Hub::subscribe_behind`) until it is served.
     pub fn tried_in_vain(&self) {
         self.slot.failed.store(true, Ordering::Release);
     }

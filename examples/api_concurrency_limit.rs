@@ -44,7 +44,7 @@ async fn main() -> AnyResult<()> {
 }
 
 async fn connect(url: &str) -> AnyResult<Client> {
-    Ok(Client::with_config(ClientConfig::new(url).lease(LEASE)).await?)
+    Ok(Client::with_config(ClientConfig::new(url).with_lease(LEASE)).await?)
 }
 
 async fn coordinator() -> AnyResult<()> {

@@ -72,7 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime.block_on(async move {
-                let client = Client::with_config(ClientConfig::new(&url).lease(LEASE))
+                let client = Client::with_config(ClientConfig::new(&url).with_lease(LEASE))
                     .await
                     .map_err(|e| e.to_string())?;
                 let lock = FencedLock::new(&client, &name).map_err(|e| e.to_string())?;

@@ -56,8 +56,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // try_lock with a wait and a fixed lease: no watchdog, the lock ends by itself.
     let options = LockOptions::new()
-        .wait(Duration::from_secs(1))
-        .lease(Duration::from_secs(5));
+        .with_wait(Duration::from_secs(1))
+        .with_lease(Duration::from_secs(5));
     match lock.try_lock_with(options).await? {
         Some(guard) => {
             println!(

@@ -289,7 +289,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     pub fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
         match self.try_lock_with(options)? {
             Some(guard) => Ok(guard),
-            None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
+            None => Err(Error::Timeout(options.wait().unwrap_or_default())),
         }
     }
 
@@ -299,7 +299,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's `try_lock`.
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
+        self.try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
     }
 
     /// Takes the lock within the options' wait limit: `None` when it passed.

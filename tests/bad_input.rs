@@ -30,7 +30,7 @@ fn call<T: Send + 'static>(f: impl Future<Output = Result<T, Error>> + Send + 's
 
 /// Every call of a lock kind that writes, deletes or reads the lock's key as a lock.
 fn lock_calls<L: Lock + Clone + 'static>(kind: &'static str, lock: L) -> Vec<(String, Call)> {
-    let short = LockOptions::new().wait(Duration::from_millis(200));
+    let short = LockOptions::new().with_wait(Duration::from_millis(200));
     let mut calls: Vec<(String, Call)> = Vec::new();
     let mut add = |what: &str, c: Call| calls.push((format!("{kind}: {what}"), c));
     let l = lock.clone();

@@ -36,7 +36,7 @@ fn a_lock_is_taken_waited_for_and_released_by_plain_threads() {
     let guard = lock.lock().unwrap();
     let other = b.reentrant_lock(&name).unwrap();
     assert!(other.try_lock().unwrap().is_none(), "held elsewhere");
-    let timed_out = other.lock_with(LockOptions::new().wait(Duration::from_millis(50)));
+    let timed_out = other.lock_with(LockOptions::new().with_wait(Duration::from_millis(50)));
     assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");
 
     let (got, taken) = mpsc::channel();
@@ -63,7 +63,7 @@ fn a_lock_is_taken_waited_for_and_released_by_plain_threads() {
 fn a_lost_hold_is_told_by_check_and_by_callback() {
     let server = RedisServer::spawn();
     let short =
-        Client::with_config(ClientConfig::new(server.url()).lease(Duration::from_millis(900)))
+        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
             .unwrap();
     let lock = short.reentrant_lock(&unique_name("blocking-loss")).unwrap();
     let guard = lock.lock().unwrap();
@@ -88,7 +88,7 @@ fn a_lost_hold_is_told_by_check_and_by_callback() {
 
     // A callback on a guard released in time never runs.
     let fixed = lock
-        .lock_with(LockOptions::new().lease(Duration::from_millis(300)))
+        .lock_with(LockOptions::new().with_lease(Duration::from_millis(300)))
         .unwrap();
     let (told, heard) = mpsc::channel();
     fixed.on_lost(move |reason| {

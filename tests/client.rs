@@ -15,7 +15,9 @@ use ferrisson::{Client, ClientConfig, Error, LossReason, ReentrantLock};
 async fn a_client_comes_from_a_url_a_parsed_config_or_a_redis_client() {
     let server = RedisServer::spawn();
     let config: ClientConfig = server.url().parse().unwrap();
-    let from_config = Client::with_config(config.namespace("app:")).await.unwrap();
+    let from_config = Client::with_config(config.with_namespace("app:"))
+        .await
+        .unwrap();
     let namespaced = ReentrantLock::new(&from_config, "x").unwrap();
     assert_eq!(namespaced.key(), "app:x");
     assert!(matches!(
@@ -178,8 +180,8 @@ async fn connection_and_url_errors_name_the_address_and_say_what_to_do() {
     // Frozen: no reply in time, with the address and the settings that bound the wait.
     server.pause();
     let frozen = ClientConfig::new(server.url())
-        .connect_timeout(Duration::from_millis(300))
-        .response_timeout(Duration::from_millis(300));
+        .with_connect_timeout(Duration::from_millis(300))
+        .with_response_timeout(Duration::from_millis(300));
     let err = Client::with_config(frozen).await.unwrap_err();
     server.resume();
     let text = err.to_string();

@@ -20,7 +20,7 @@ use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisCluster;
 
 async fn cluster_client(cluster: &RedisCluster, lease: Duration) -> Client {
-    Client::with_config(ClientConfig::cluster(cluster.urls()).lease(lease))
+    Client::with_config(ClientConfig::cluster(cluster.urls()).with_lease(lease))
         .await
         .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
 }
@@ -209,8 +209,8 @@ async fn classic_pubsub_on_a_cluster_when_sharded_is_off() {
     let cluster = RedisCluster::spawn();
     let config = |lease| {
         ClientConfig::cluster(cluster.urls())
-            .lease(lease)
-            .sharded_subscription(ferrisson::ShardedSubscription::Off)
+            .with_lease(lease)
+            .with_sharded_subscription(ferrisson::ShardedSubscription::Off)
     };
     let holder = Client::with_config(config(Duration::from_secs(30)))
         .await
@@ -219,7 +219,7 @@ async fn classic_pubsub_on_a_cluster_when_sharded_is_off() {
         .await
         .unwrap();
     assert_eq!(
-        waiting.config().get_publish_command(),
+        waiting.config().publish_command(),
         ferrisson::PublishCommand::Publish
     );
     let names = names_on_every_primary(&cluster, "classic", 6);

@@ -18,9 +18,13 @@ async fn cluster_client(cluster: &RedisCluster, lease: Duration) -> Client {
 }
 
 async fn connect(config: ClientConfig, lease: Duration) -> Client {
-    Client::with_config(config.lease(lease).response_timeout(Duration::from_secs(2)))
-        .await
-        .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
+    Client::with_config(
+        config
+            .with_lease(lease)
+            .with_response_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connecting to the cluster: {e}"))
 }
 
 /// Shard channels subscribed on the node on `port` (`PUBSUB SHARDCHANNELS`).
@@ -56,7 +60,7 @@ async fn waiters_use_sharded_pubsub_with_one_subscriber_connection_per_shard() {
     let holder = cluster_client(&cluster, Duration::from_secs(30)).await;
     let waiting = cluster_client(&cluster, Duration::from_secs(30)).await;
     assert_eq!(
-        waiting.config().get_publish_command(),
+        waiting.config().publish_command(),
         PublishCommand::Spublish,
         "Redis 7 has sharded pub/sub: the client uses it"
     );
@@ -231,7 +235,7 @@ async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
     // replica is cut off: tests/replica_sync.rs), the failover loses the lock, and the holder
     // must be told.
     let holder = connect(
-        ClientConfig::cluster(cluster.urls()).no_replica_sync(),
+        ClientConfig::cluster(cluster.urls()).without_replica_sync(),
         Duration::from_millis(1_500),
     )
     .await;

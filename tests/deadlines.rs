@@ -109,7 +109,7 @@ fn check(kind: &str, outcome: &Outcome) {
 }
 
 async fn boundary_client(url: &str) -> Client {
-    Client::with_config(ClientConfig::new(url).lease(Duration::from_secs(5)))
+    Client::with_config(ClientConfig::new(url).with_lease(Duration::from_secs(5)))
         .await
         .unwrap()
 }
@@ -176,7 +176,9 @@ async fn a_rate_limiters_permit_never_comes_back_before_a_whole_interval() {
 
 /// One try of a lock with a fixed lease: the deadline of the hold taken, kept until then.
 async fn lock_once(lock: &impl Lock) -> Option<Instant> {
-    let options = LockOptions::new().wait(Duration::ZERO).lease(LEASE);
+    let options = LockOptions::new()
+        .with_wait(Duration::ZERO)
+        .with_lease(LEASE);
     let guard = lock.try_lock_with(options).await.unwrap()?;
     let deadline = guard.lease_deadline().unwrap();
     guard.detach();

@@ -36,7 +36,7 @@ async fn endless_wait_gets_in<L: Lock + Clone + 'static>(lock: &L, endless: Lock
 async fn an_endless_wait_is_no_limit_for_every_kind() {
     let server = RedisServer::spawn();
     let client = client(&server.url()).await;
-    let endless = LockOptions::new().wait(Duration::MAX);
+    let endless = LockOptions::new().with_wait(Duration::MAX);
 
     // Every lock kind, through the one trait: a waiter with no limit gets in once free.
     let lock = ReentrantLock::new(&client, &unique_name("dur-lock")).unwrap();
@@ -84,13 +84,13 @@ async fn a_lease_redis_cannot_take_is_refused_before_anything_is_sent() {
     let lock = ReentrantLock::new(&client, &name).unwrap();
     for lease in [Duration::ZERO, Duration::MAX, wrapping_lease()] {
         let err = lock
-            .lock_with(LockOptions::new().lease(lease))
+            .lock_with(LockOptions::new().with_lease(lease))
             .await
             .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{lease:?}: {err}");
     }
     assert!(!lock.is_locked().await.unwrap(), "nothing was taken");
-    let longest = LockOptions::new().lease(ferrisson::core::duration::MAX_LEASE);
+    let longest = LockOptions::new().with_lease(ferrisson::core::duration::MAX_LEASE);
     let guard = lock.lock_with(longest).await.unwrap();
     // The server holds it for as long as the client believes, not a wrapped second.
     assert!(lock.remaining_ttl().await.unwrap().unwrap() > Duration::from_secs(3600 * 24 * 365));
@@ -109,14 +109,14 @@ async fn a_lease_redis_cannot_take_is_refused_before_anything_is_sent() {
 async fn client_settings_of_any_length_are_checked_not_panicked_on() {
     let server = RedisServer::spawn();
     for lease in [Duration::MAX, wrapping_lease()] {
-        let err = Client::with_config(ClientConfig::new(server.url()).lease(lease))
+        let err = Client::with_config(ClientConfig::new(server.url()).with_lease(lease))
             .await
             .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{lease:?}: {err}");
     }
     let patient = ClientConfig::new(server.url())
-        .response_timeout(Duration::MAX)
-        .wait_outage_limit(Duration::MAX);
+        .with_response_timeout(Duration::MAX)
+        .with_wait_outage_limit(Duration::MAX);
     let client = Client::with_config(patient).await.unwrap();
     let lock = ReentrantLock::new(&client, &unique_name("dur-client")).unwrap();
     lock.lock().await.unwrap().unlock().await.unwrap();
@@ -127,8 +127,8 @@ async fn a_reply_slower_than_the_lease_gives_a_guard_that_says_so() {
     let server = RedisServer::spawn();
     let proxy = FaultProxy::start(server.port());
     let config = ClientConfig::new(proxy.url())
-        .lease(Duration::from_millis(150))
-        .response_timeout(Duration::from_secs(5));
+        .with_lease(Duration::from_millis(150))
+        .with_response_timeout(Duration::from_secs(5));
     let client = Client::with_config(config).await.unwrap();
     let lock = ReentrantLock::new(&client, &unique_name("dur-slow")).unwrap();
     proxy.delay_replies(Duration::from_millis(400));

@@ -168,7 +168,7 @@ async fn worker(kind: &str) {
         worker,
         rng: 0x9E37_79B9_7F4A_7C15 ^ ((u64::try_from(worker).unwrap() + 1) << 32) ^ now_us(),
     };
-    let config = ClientConfig::new(env("CHAOS_URL")).lease(LEASE);
+    let config = ClientConfig::new(env("CHAOS_URL")).with_lease(LEASE);
     let client = loop {
         match Client::with_config(config.clone()).await {
             Ok(client) => break client,
@@ -179,7 +179,7 @@ async fn worker(kind: &str) {
         }
     };
     log.event(format_args!("start {}", now_us()));
-    let wait = LockOptions::new().wait(Duration::from_secs(3));
+    let wait = LockOptions::new().with_wait(Duration::from_secs(3));
     let mut round = 0;
     let mut unknown_round = None;
     while now_us() < until {

@@ -25,17 +25,17 @@ const LOSS: f64 = 0.25;
 /// itself.
 async fn lossy_client(proxy: &FaultProxy) -> Client {
     let config = ClientConfig::new(proxy.url())
-        .lease(Duration::from_secs(600))
-        .response_timeout(Duration::from_secs(1))
-        .connect_timeout(Duration::from_secs(1))
-        .retry(RetryPolicy {
+        .with_lease(Duration::from_secs(600))
+        .with_response_timeout(Duration::from_secs(1))
+        .with_connect_timeout(Duration::from_secs(1))
+        .with_retry(RetryPolicy {
             retries: 3,
             backoff: ferrisson::Backoff {
                 min: Duration::from_millis(2),
                 max: Duration::from_millis(50),
             },
         })
-        .wait_outage_limit(Duration::from_secs(60));
+        .with_wait_outage_limit(Duration::from_secs(60));
     // Connecting itself can lose its replies: try until one connection is made.
     for _ in 0..50 {
         if let Ok(client) = Client::with_config(config.clone()).await {
@@ -334,9 +334,9 @@ async fn latch_count_downs_through_lost_replies_count_exactly_once() {
 /// call made right after the loss to overtake them.
 async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
     let config = ClientConfig::new(proxy.url())
-        .lease(Duration::from_secs(600))
-        .response_timeout(Duration::from_secs(2))
-        .retry(RetryPolicy {
+        .with_lease(Duration::from_secs(600))
+        .with_response_timeout(Duration::from_secs(2))
+        .with_retry(RetryPolicy {
             retries: 3,
             backoff: ferrisson::Backoff {
                 min: pause,
@@ -443,7 +443,7 @@ async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
         let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
         let watcher = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
         let guard = lock
-            .lock_with(ferrisson::LockOptions::new().lease(lease))
+            .lock_with(ferrisson::LockOptions::new().with_lease(lease))
             .await
             .unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel();

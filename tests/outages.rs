@@ -44,10 +44,10 @@ type Ended = (&'static str, Result<(), Error>, Instant);
 async fn waiting_client(url: &str) -> Client {
     Client::with_config(
         ClientConfig::new(url)
-            .wait_outage_limit(LIMIT)
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connect_timeout(RESPONSE_TIMEOUT)
-            .retry(RetryPolicy {
+            .with_wait_outage_limit(LIMIT)
+            .with_response_timeout(RESPONSE_TIMEOUT)
+            .with_connect_timeout(RESPONSE_TIMEOUT)
+            .with_retry(RetryPolicy {
                 retries: 2,
                 backoff: ferrisson::Backoff {
                     min: Duration::from_millis(20),
@@ -168,7 +168,7 @@ async fn hold_everything(holder: &Client, name: &str) -> Held {
 /// A call of every kind that waits, on `client`, for what [`hold_everything`] holds; each
 /// waits as long as it takes (`wait` none) or up to `wait`.
 fn waiting_calls(client: &Client, name: &str, wait: Option<Duration>) -> Vec<(&'static str, Call)> {
-    let options = wait.map_or(LockOptions::new(), |w| LockOptions::new().wait(w));
+    let options = wait.map_or(LockOptions::new(), |w| LockOptions::new().with_wait(w));
     let lock = |suffix: &str| ReentrantLock::new(client, &format!("{name}:{suffix}")).unwrap();
     let mut calls: Vec<(&'static str, Call)> = vec![
         ("reentrant lock", {
@@ -328,9 +328,9 @@ async fn waits_go_on_through_an_outage_shorter_than_the_limit() {
     let holder = client(&server.url()).await;
     let waiter = Client::with_config(
         ClientConfig::new(server.url())
-            .wait_outage_limit(Duration::from_secs(20))
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connect_timeout(RESPONSE_TIMEOUT),
+            .with_wait_outage_limit(Duration::from_secs(20))
+            .with_response_timeout(RESPONSE_TIMEOUT)
+            .with_connect_timeout(RESPONSE_TIMEOUT),
     )
     .await
     .unwrap();

@@ -85,7 +85,7 @@ async fn subjects(
     let mut guards = Vec::new();
     let mut out = Vec::new();
     // Locks are held with a fixed lease, so that nothing renews them during the checks.
-    let held = LockOptions::new().lease(Duration::from_secs(600));
+    let held = LockOptions::new().with_lease(Duration::from_secs(600));
 
     let name = unique_name("parity-lock");
     let lock = FencedLock::new(client, &name).unwrap();
@@ -338,7 +338,7 @@ async fn deleting_a_held_lock_wakes_its_waiter_and_tells_the_holder() {
     let waiter_lock = ReentrantLock::new(&other, &name).unwrap();
     let waiting = tokio::spawn(async move {
         let guard = waiter_lock
-            .lock_with(LockOptions::new().lease(Duration::from_secs(60)))
+            .lock_with(LockOptions::new().with_lease(Duration::from_secs(60)))
             .await
             .unwrap();
         guard.unlock().await.unwrap();
@@ -640,7 +640,7 @@ async fn wait_unlocked_ends_when_the_lease_runs_out_and_on_kinds_that_publish_no
     let name = unique_name("watch-lease");
     let _guard = ReentrantLock::new(&holder, &name)
         .unwrap()
-        .lock_with(LockOptions::new().lease(Duration::from_millis(300)))
+        .lock_with(LockOptions::new().with_lease(Duration::from_millis(300)))
         .await
         .unwrap();
     common::join_within(

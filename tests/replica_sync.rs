@@ -45,9 +45,9 @@ fn pair() -> Pair {
 async fn synced_client(url: &str, lease: Duration, sync: ReplicaSync) -> Client {
     Client::with_config(
         ClientConfig::new(url)
-            .lease(lease)
-            .response_timeout(Duration::from_secs(2))
-            .replica_sync(sync),
+            .with_lease(lease)
+            .with_response_timeout(Duration::from_secs(2))
+            .with_replica_sync(sync),
     )
     .await
     .unwrap()
@@ -60,7 +60,7 @@ fn waits(con: &mut redis::Connection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_wait_for_the_replica_and_roll_back_when_it_does_not_answer() {
     let pair = pair();
-    let sync = ReplicaSync::default().timeout(Duration::from_millis(300));
+    let sync = ReplicaSync::default().with_timeout(Duration::from_millis(300));
     let client = synced_client(&pair.primary.url(), Duration::from_secs(30), sync).await;
     let mut primary = pair.primary.connection();
     let mut replica = pair.replica.connection();
@@ -104,8 +104,8 @@ async fn acquires_wait_for_the_replica_and_roll_back_when_it_does_not_answer() {
         &pair.primary.url(),
         Duration::from_secs(30),
         ReplicaSync::default()
-            .timeout(Duration::from_millis(300))
-            .retry_acquire(false),
+            .with_timeout(Duration::from_millis(300))
+            .with_retry_acquire(false),
     )
     .await;
     // Without retries: one acquire and its WAIT, and a rollback that waits for no replica.
@@ -179,7 +179,7 @@ async fn renewals_the_replica_does_not_acknowledge_end_in_a_loss() {
     let client = synced_client(
         &pair.primary.url(),
         Duration::from_millis(1_500),
-        ReplicaSync::default().timeout(Duration::from_millis(200)),
+        ReplicaSync::default().with_timeout(Duration::from_millis(200)),
     )
     .await;
     let lock = ReentrantLock::new(&client, &unique_name("synced-renewal")).unwrap();
@@ -208,7 +208,7 @@ async fn a_primary_without_replicas_is_not_waited_on_and_sync_is_off_by_default(
     )
     .await;
     let plain = client(&server.url()).await;
-    assert!(plain.config().get_replica_sync().is_none());
+    assert!(plain.config().replica_sync().is_none());
     let before = waits(&mut con);
     for client in [&synced, &plain] {
         let lock = ReentrantLock::new(client, &unique_name("no-replicas")).unwrap();
@@ -220,8 +220,8 @@ async fn a_primary_without_replicas_is_not_waited_on_and_sync_is_off_by_default(
     // A sync timeout the response timeout cannot cover is refused.
     let bad = Client::with_config(
         ClientConfig::new(server.url())
-            .response_timeout(Duration::from_secs(1))
-            .replica_sync(ReplicaSync::default().timeout(Duration::from_secs(2))),
+            .with_response_timeout(Duration::from_secs(1))
+            .with_replica_sync(ReplicaSync::default().with_timeout(Duration::from_secs(2))),
     )
     .await;
     assert!(matches!(bad, Err(Error::InvalidArgument(_))));
@@ -232,7 +232,7 @@ async fn a_primary_without_replicas_is_not_waited_on_and_sync_is_off_by_default(
         !version.contains("redis_version:7.0") && !version.contains("redis_version:6");
     let aof = Client::with_config(
         ClientConfig::new(server.url())
-            .replica_sync(ReplicaSync::default().mode(ferrisson::SyncMode::WaitAof)),
+            .with_replica_sync(ReplicaSync::default().with_mode(ferrisson::SyncMode::WaitAof)),
     )
     .await;
     match aof {

@@ -19,9 +19,9 @@ async fn sentinel_client(setup: &RedisSentinel, lease: Duration) -> Client {
 async fn connect(config: ClientConfig, lease: Duration) -> Client {
     Client::with_config(
         config
-            .lease(lease)
-            .response_timeout(Duration::from_secs(2))
-            .connect_timeout(Duration::from_secs(1)),
+            .with_lease(lease)
+            .with_response_timeout(Duration::from_secs(2))
+            .with_connect_timeout(Duration::from_secs(1)),
     )
     .await
     .unwrap_or_else(|e| panic!("connecting through the sentinels: {e}"))
@@ -94,7 +94,7 @@ async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
     let mut setup = RedisSentinel::spawn();
     // Without replica sync (which would refuse the acquisition below, see replica_sync.rs).
     let holder = connect(
-        ClientConfig::new(setup.url()).no_replica_sync(),
+        ClientConfig::new(setup.url()).without_replica_sync(),
         Duration::from_secs(3),
     )
     .await;
@@ -162,7 +162,7 @@ async fn the_sentinel_config_and_url_forms_connect() {
     // A primary name the sentinels do not know is an error, not a hang.
     let unknown = Client::with_config(
         ClientConfig::sentinel(setup.sentinel_urls(), "no-such-primary")
-            .connect_timeout(Duration::from_secs(2)),
+            .with_connect_timeout(Duration::from_secs(2)),
     )
     .await;
     assert!(unknown.is_err());

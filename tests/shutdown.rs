@@ -232,7 +232,7 @@ async fn shutdown_ends_waits_refuses_new_work_and_tells_live_holders() {
     assert_eq!(other.loss_reason(), Some(LossReason::ClientShutDown));
     let refused = ReentrantLock::new(&waiter, &name)
         .unwrap()
-        .try_lock_with(LockOptions::new().wait(Duration::ZERO))
+        .try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
         .await;
     assert!(matches!(refused, Err(Error::Closed(_))), "{refused:?}");
     // The waiters left nothing behind: the holder's release frees the lock for the others.

@@ -43,7 +43,7 @@ async fn tls_client(
     .unwrap();
     Client::from_redis_client(
         redis_client,
-        ClientConfig::default().connect_timeout(Duration::from_secs(5)),
+        ClientConfig::default().with_connect_timeout(Duration::from_secs(5)),
     )
     .await
 }

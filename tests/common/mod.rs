@@ -12,7 +12,7 @@ pub mod every_kind;
 
 /// A client of `url` with the given watchdog lease.
 pub async fn client_with_lease(url: &str, lease: Duration) -> Client {
-    Client::with_config(ClientConfig::new(url).lease(lease))
+    Client::with_config(ClientConfig::new(url).with_lease(lease))
         .await
         .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }

@@ -114,25 +114,28 @@ impl RetryPolicy {
 enum ReplicaSyncSetting {
     /// On for a Cluster or Sentinel client, off for a standalone one.
     Default,
-    /// Off ([`ClientConfig::no_replica_sync`]).
+    /// Off ([`ClientConfig::without_replica_sync`]).
     Off,
-    /// On with these settings ([`ClientConfig::replica_sync`]).
+    /// On with these settings ([`ClientConfig::with_replica_sync`]).
     On(ReplicaSync),
 }
 
 /// Settings of a [`Client`](crate::Client).
 ///
-/// One naming rule, as `tokio-postgres`'s `Config`: a setter is named after its setting and
-/// returns the config (`.lease(d)`), the getter adds `get_` (`.get_lease()`).
+/// One naming rule for every settings type (this one, [`ReplicaSync`], [`LockOptions`]): a
+/// setter is `with_` and the setting's name and returns the value (`.with_lease(d)`), the
+/// getter is the setting's name (`.lease()`).
+///
+/// [`LockOptions`]: crate::LockOptions
 ///
 /// ```
 /// use std::time::Duration;
 /// use ferrisson_core::ClientConfig;
 ///
 /// let config = ClientConfig::new("redis://127.0.0.1:6379")
-///     .namespace("billing:")
-///     .lease(Duration::from_secs(9));
-/// assert_eq!(config.get_watchdog_period(), Duration::from_secs(3));
+///     .with_namespace("billing:")
+///     .with_lease(Duration::from_secs(9));
+/// assert_eq!(config.watchdog_period(), Duration::from_secs(3));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -311,7 +314,7 @@ impl ClientConfig {
     /// so its scripts run on the primary of that slot; the watchdog renews by batches per slot.
     ///
     /// Wake-up messages use sharded pub/sub on servers that have it (Redis 7+, see
-    /// [`sharded_subscription`](Self::sharded_subscription)): one subscriber connection per
+    /// [`with_sharded_subscription`](Self::with_sharded_subscription)): one subscriber connection per
     /// shard with waiters, following failovers and slot moves. Otherwise classic pub/sub, which
     /// a cluster relays to every node: one subscriber connection to a seed node, the next seed
     /// when it fails.
@@ -368,7 +371,7 @@ impl ClientConfig {
     }
 
     /// The sentinels and primary name of a Sentinel client.
-    pub fn get_sentinel(&self) -> Option<(&[String], &str)> {
+    pub fn sentinels(&self) -> Option<(&[String], &str)> {
         self.sentinel
             .as_ref()
             .map(|s| (s.sentinels.as_slice(), s.primary_name.as_str()))
@@ -457,59 +460,59 @@ impl ClientConfig {
 
     /// A prefix put before every object name (e.g. `"billing:"`), so that several applications
     /// can share one Redis. Redisson clients must use the same full names to interoperate.
-    pub fn namespace(mut self, prefix: impl Into<String>) -> Self {
+    pub fn with_namespace(mut self, prefix: impl Into<String>) -> Self {
         self.namespace = prefix.into();
         self
     }
 
     /// The lease of holds kept alive by the watchdog (Redisson's `lockWatchdogTimeout`, 30 s by
     /// default). If the client dies, its holds end at most this long after the last renewal.
-    pub fn lease(mut self, lease: Duration) -> Self {
+    pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
     /// How often the watchdog renews leases; a third of the lease by default. Must be shorter
     /// than the lease.
-    pub fn watchdog_period(mut self, period: Duration) -> Self {
+    pub fn with_watchdog_period(mut self, period: Duration) -> Self {
         self.watchdog_period = Some(period);
         self
     }
 
     /// How long to wait for a reply before the call counts as failed (and is retried).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// How long one connection attempt may take.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// How calls that failed on a broken connection are retried.
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
     /// The command scripts publish wake-up messages with. A cluster client chooses it itself
-    /// (see [`sharded_subscription`](Self::sharded_subscription)), overriding this.
-    pub fn publish_command(mut self, command: PublishCommand) -> Self {
+    /// (see [`with_sharded_subscription`](Self::with_sharded_subscription)), overriding this.
+    pub fn with_publish_command(mut self, command: PublishCommand) -> Self {
         self.publish = command;
         self
     }
 
     /// Whether a cluster client uses sharded pub/sub ([`ShardedSubscription::Auto`] by
     /// default: when the servers have it). Ignored by standalone and Sentinel clients.
-    pub fn sharded_subscription(mut self, mode: ShardedSubscription) -> Self {
+    pub fn with_sharded_subscription(mut self, mode: ShardedSubscription) -> Self {
         self.sharded = mode;
         self
     }
 
     /// Turns replica sync on with these settings (for a standalone primary with replicas too).
-    pub fn replica_sync(mut self, sync: ReplicaSync) -> Self {
+    pub fn with_replica_sync(mut self, sync: ReplicaSync) -> Self {
         self.replica_sync = ReplicaSyncSetting::On(sync);
         self
     }
@@ -517,14 +520,14 @@ impl ClientConfig {
     /// Turns replica sync off (Redisson's `checkLockSyncedSlaves = false`): no `WAIT` after
     /// the scripts, one round trip less per call, and a failover may lose what the replicas
     /// had not received yet.
-    pub fn no_replica_sync(mut self) -> Self {
+    pub fn without_replica_sync(mut self) -> Self {
         self.replica_sync = ReplicaSyncSetting::Off;
         self
     }
 
     /// The replica sync settings: those set, else the deployment's default (on with
     /// [`ReplicaSync::default`] for a Cluster or Sentinel client, off for a standalone one).
-    pub fn get_replica_sync(&self) -> Option<ReplicaSync> {
+    pub fn replica_sync(&self) -> Option<ReplicaSync> {
         match self.replica_sync {
             ReplicaSyncSetting::On(sync) => Some(sync),
             ReplicaSyncSetting::Off => None,
@@ -538,13 +541,13 @@ impl ClientConfig {
     }
 
     /// The sharded pub/sub mode.
-    pub fn get_sharded_subscription(&self) -> ShardedSubscription {
+    pub fn sharded_subscription(&self) -> ShardedSubscription {
         self.sharded
     }
 
     /// How long a call that is already waiting (for a lock, a permit, a latch) keeps waiting
     /// through a Redis outage before it returns the connection error. 60 s by default.
-    pub fn wait_outage_limit(mut self, limit: Duration) -> Self {
+    pub fn with_wait_outage_limit(mut self, limit: Duration) -> Self {
         self.wait_outage_limit = limit;
         self
     }
@@ -557,53 +560,53 @@ impl ClientConfig {
     /// throughput under concurrency (64 tasks locking distinct keys: about 50 k lock + unlock
     /// pairs per second coalesced, 71 k not) and saved none (`docs/architecture.md`,
     /// "Coalescing"). Off, every call is its own `EVALSHA`, pipelined on the connection.
-    pub fn coalesce_calls(mut self, on: bool) -> Self {
+    pub fn with_coalesce_calls(mut self, on: bool) -> Self {
         self.coalesce = on;
         self
     }
 
-    /// Whether concurrent script calls are coalesced ([`coalesce_calls`](Self::coalesce_calls)).
-    pub fn get_coalesce_calls(&self) -> bool {
+    /// Whether concurrent script calls are coalesced ([`with_coalesce_calls`](Self::with_coalesce_calls)).
+    pub fn coalesce_calls(&self) -> bool {
         self.coalesce
     }
 
     /// The lease of watchdog-kept holds.
-    pub fn get_lease(&self) -> Duration {
+    pub fn lease(&self) -> Duration {
         self.lease
     }
 
     /// How often the watchdog renews leases (a third of the lease unless set).
-    pub fn get_watchdog_period(&self) -> Duration {
+    pub fn watchdog_period(&self) -> Duration {
         self.watchdog_period.unwrap_or(self.lease / 3)
     }
 
     /// The response timeout.
-    pub fn get_response_timeout(&self) -> Duration {
+    pub fn response_timeout(&self) -> Duration {
         self.response_timeout
     }
 
     /// The connect timeout.
-    pub fn get_connect_timeout(&self) -> Duration {
+    pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }
 
     /// The retry policy.
-    pub fn get_retry(&self) -> RetryPolicy {
+    pub fn retry(&self) -> RetryPolicy {
         self.retry
     }
 
     /// The publish command.
-    pub fn get_publish_command(&self) -> PublishCommand {
+    pub fn publish_command(&self) -> PublishCommand {
         self.publish
     }
 
     /// The outage limit of waiting calls.
-    pub fn get_wait_outage_limit(&self) -> Duration {
+    pub fn wait_outage_limit(&self) -> Duration {
         self.wait_outage_limit
     }
 
     /// The namespace prefix.
-    pub fn get_namespace(&self) -> &str {
+    pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
@@ -615,14 +618,14 @@ impl ClientConfig {
                 self.lease
             )));
         }
-        let period = self.get_watchdog_period();
+        let period = self.watchdog_period();
         if period.is_zero() || period >= self.lease {
             return Err(Error::InvalidArgument(format!(
                 "watchdog period must be above zero and below the lease ({:?}), got {period:?}",
                 self.lease
             )));
         }
-        if let Some(sync) = self.get_replica_sync()
+        if let Some(sync) = self.replica_sync()
             && (sync.timeout.is_zero() || sync.timeout >= self.response_timeout)
         {
             return Err(Error::InvalidArgument(format!(

@@ -142,17 +142,16 @@ impl HashLock {
         args: &crate::kind::ReleaseArgs<'_>,
         publish: bool,
     ) -> crate::script::ScriptCall {
-        use crate::client::ClientEngine;
         let command = if publish {
-            self.client.config().get_publish_command().as_str()
+            self.client.config().publish_command().as_str()
         } else {
             ""
         };
-        let client_latch = self.client.client_latch(self.latch_prefix());
-        let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, &client_latch])
+        // The client's latch ([`Latches::PerClient`](crate::kind::Latches::PerClient)).
+        let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, args.latch.key])
             .arg(args.owner.as_str())
             .arg(args.seq)
-            .arg(crate::time::millis(self.client.retry_window()))
+            .arg(crate::time::millis(args.latch.ttl))
             .arg(command)
             .arg(&args.request_id.hex()[..])
             .arg(args.renew_lease.map_or(0, crate::time::millis));
@@ -196,7 +195,7 @@ impl HashLock {
         use crate::client::ClientEngine;
         let call =
             crate::script::ScriptCall::new(&FORCE_RELEASE_HASH, &[&self.key, self.channel()])
-                .arg(self.client.config().get_publish_command().as_str())
+                .arg(self.client.config().publish_command().as_str())
                 .arg("0");
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)

@@ -27,12 +27,12 @@
 //!
 //! let client = Client::with_config(
 //!     ClientConfig::new(url)
-//!         .namespace("billing:")
-//!         .lease(Duration::from_secs(9)),
+//!         .with_namespace("billing:")
+//!         .with_lease(Duration::from_secs(9)),
 //! )
 //! .await?;
 //! // The watchdog renews every hold a third of the lease before it would run out.
-//! assert_eq!(client.config().get_watchdog_period(), Duration::from_secs(3));
+//! assert_eq!(client.config().watchdog_period(), Duration::from_secs(3));
 //! // Two acquisitions never share a hold unless they share an owner.
 //! assert_ne!(client.new_owner(), client.new_owner());
 //! # Ok(()) }
@@ -107,7 +107,10 @@ pub mod __engine {
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
         hash_hold_count,
     };
-    pub use crate::kind::{HoldKind, ReleaseArgs, TryArgs, Waiting, acquire, release};
+    pub use crate::kind::{
+        HoldKind, Latch, Latches, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire,
+        release,
+    };
     pub use crate::lock::{WATCH_RECHECK, scripts};
     pub use crate::object::object_state;
     /// The semaphores' engine.

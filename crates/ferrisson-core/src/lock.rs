@@ -30,7 +30,7 @@ use crate::script::Script;
 ///
 /// // Any kind will do: generic code takes the trait.
 /// async fn run_once<L: Lock>(lock: &L) -> ferrisson_core::Result<bool> {
-///     let options = LockOptions::new().wait(Duration::from_millis(100));
+///     let options = LockOptions::new().with_wait(Duration::from_millis(100));
 ///     match lock.try_lock_with(options).await? {
 ///         Some(guard) => guard.unlock().await.map(|()| true),
 ///         None => Ok(false),
@@ -203,7 +203,7 @@ pub trait Lock: SyncObject {
         // is stored twice (as the block's capture and as the awaited value), and a block that
         // makes it inside keeps its captures beside it; a waiter would carry either for as long
         // as it waits.
-        let wait = options.get_wait();
+        let wait = options.wait();
         self.acquire(options).map(move |taken| match taken? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout(wait.unwrap_or_default())),
@@ -220,7 +220,7 @@ pub trait Lock: SyncObject {
     ///
     /// As [`acquire`](Self::acquire).
     fn try_lock(&self) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
-        self.acquire(LockOptions::new().wait(Duration::ZERO))
+        self.acquire(LockOptions::new().with_wait(Duration::ZERO))
     }
 
     /// Takes the lock, waiting up to the options' wait limit (none given: one try);
@@ -237,8 +237,8 @@ pub trait Lock: SyncObject {
         &self,
         options: LockOptions,
     ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
-        let wait = options.get_wait().unwrap_or(Duration::ZERO);
-        self.acquire(options.wait(wait))
+        let wait = options.wait().unwrap_or(Duration::ZERO);
+        self.acquire(options.with_wait(wait))
     }
 
     /// Whether anyone holds the lock.
@@ -339,7 +339,7 @@ where
         match subscription {
             Some(subscription) => {
                 // A message wakes it; the client's lease bounds a wait whose message was lost.
-                let lease = client.config().get_lease();
+                let lease = client.config().lease();
                 let mut bound = lease_end.unwrap_or(lease).min(lease);
                 if let Some(recheck) = recheck {
                     bound = bound.min(recheck);

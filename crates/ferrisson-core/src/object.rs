@@ -281,7 +281,7 @@ async fn object_delete(keys: &ObjectKeys<'_>) -> Result<bool> {
     let (publish, message) = match keys.wake {
         Some((channel, message)) => {
             all.push(channel);
-            (keys.client.config().get_publish_command().as_str(), message)
+            (keys.client.config().publish_command().as_str(), message)
         }
         None => ("", ""),
     };

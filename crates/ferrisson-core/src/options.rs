@@ -11,10 +11,10 @@ use crate::error::Result;
 /// use ferrisson_core::LockOptions;
 ///
 /// let options = LockOptions::new()
-///     .wait(Duration::from_secs(2))
-///     .lease(Duration::from_secs(10));
-/// assert_eq!(options.get_wait(), Some(Duration::from_secs(2)));
-/// assert_eq!(options.get_lease(), Some(Duration::from_secs(10)));
+///     .with_wait(Duration::from_secs(2))
+///     .with_lease(Duration::from_secs(10));
+/// assert_eq!(options.wait(), Some(Duration::from_secs(2)));
+/// assert_eq!(options.lease(), Some(Duration::from_secs(10)));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockOptions {
@@ -29,25 +29,25 @@ impl LockOptions {
     }
 
     /// Give up after waiting this long (zero: try once).
-    pub fn wait(mut self, wait: Duration) -> Self {
+    pub fn with_wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
     }
 
     /// Hold for this fixed lease, with no watchdog: the lock ends by itself when the lease runs
     /// out, and the guard's loss signal fires then. At least one millisecond.
-    pub fn lease(mut self, lease: Duration) -> Self {
+    pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
     }
 
     /// The wait limit, if any.
-    pub fn get_wait(&self) -> Option<Duration> {
+    pub fn wait(&self) -> Option<Duration> {
         self.wait
     }
 
     /// The fixed lease, if any (`None`: the watchdog keeps the hold).
-    pub fn get_lease(&self) -> Option<Duration> {
+    pub fn lease(&self) -> Option<Duration> {
         self.lease
     }
 

@@ -82,7 +82,7 @@ pub(crate) async fn change_permits(
     let call = ScriptCall::new(&PERMITS_UPDATE, &keys)
         .arg(mode)
         .arg(value)
-        .arg(client.config().get_publish_command().as_str())
+        .arg(client.config().publish_command().as_str())
         .arg(ttl);
     let reply: Vec<i64> = client.eval_once(&call).await?;
     match reply.as_slice() {
@@ -123,7 +123,7 @@ async fn leave_reservation(
 ) {
     let call = ScriptCall::new(&PERMITS_LEAVE, &[key, channel, reservation])
         .arg(waiter)
-        .arg(client.config().get_publish_command().as_str());
+        .arg(client.config().publish_command().as_str());
     if let Err(e) = client.eval::<i64>(&call).await {
         tracing::warn!(%key, error = %e, "giving up a reservation failed; it expires by itself");
     }
@@ -421,8 +421,8 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let retries = match client.config().get_replica_sync() {
-        Some(sync) if sync.get_retry_acquire() => client.config().get_retry().retries,
+    let retries = match client.config().replica_sync() {
+        Some(sync) if sync.retry_acquire() => client.config().retry().retries,
         _ => 0,
     };
     let mut n = 0u32;
@@ -436,7 +436,7 @@ where
                     retry = n,
                     "acquire not acknowledged by the replicas: rolled back, trying again"
                 );
-                tokio::time::sleep(client.config().get_retry().pause(n)).await;
+                tokio::time::sleep(client.config().retry().pause(n)).await;
             }
             other => return other,
         }
@@ -501,7 +501,7 @@ async fn take_inner<K: PermitKind>(
         policy: crate::pubsub::permits_message_policy,
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
-        recheck: client.config().get_lease(),
+        recheck: client.config().lease(),
         need,
     };
     let outcome = async {
@@ -592,7 +592,7 @@ fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate
     } else if hint_ms > 0 {
         hint_ms
     } else {
-        i64::try_from(crate::time::millis(client.config().get_lease())).unwrap_or(i64::MAX)
+        i64::try_from(crate::time::millis(client.config().lease())).unwrap_or(i64::MAX)
     };
     crate::wait::Attempt::Held(ms)
 }

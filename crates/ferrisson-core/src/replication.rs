@@ -27,7 +27,7 @@ use crate::script::ScriptCall;
 /// right after does not lose it (see docs/guarantees.md for what this buys and what not).
 ///
 /// On by default for Cluster and Sentinel clients (Redisson's default: every replica, 1 s),
-/// off for a standalone server unless set ([`ClientConfig::replica_sync`](crate::ClientConfig::replica_sync)).
+/// off for a standalone server unless set ([`ClientConfig::with_replica_sync`](crate::ClientConfig::with_replica_sync)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicaSync {
     pub(crate) replicas: Replicas,
@@ -51,19 +51,19 @@ impl Default for ReplicaSync {
 
 impl ReplicaSync {
     /// Which replicas to wait for ([`Replicas::All`] by default).
-    pub fn replicas(mut self, replicas: Replicas) -> Self {
+    pub fn with_replicas(mut self, replicas: Replicas) -> Self {
         self.replicas = replicas;
         self
     }
 
     /// How long to wait for them (Redisson's `slavesSyncTimeout`, 1 s by default).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// `WAIT` or `WAITAOF` ([`SyncMode::Auto`] by default).
-    pub fn mode(mut self, mode: SyncMode) -> Self {
+    pub fn with_mode(mut self, mode: SyncMode) -> Self {
         self.mode = mode;
         self
     }
@@ -71,7 +71,7 @@ impl ReplicaSync {
     /// Whether an acquire the replicas did not acknowledge is rolled back and tried again
     /// (per the client's retry policy, as Redisson does; the default), or rolled back and
     /// returned at once as [`Error::NotReplicated`](crate::Error::NotReplicated).
-    pub fn retry_acquire(mut self, retry: bool) -> Self {
+    pub fn with_retry_acquire(mut self, retry: bool) -> Self {
         self.retry_acquire = retry;
         self
     }
@@ -80,33 +80,33 @@ impl ReplicaSync {
     /// 1). Redis holds a connection that sent `WAIT` until the replicas answer: the calls
     /// behind it on the same connection wait too, so more connections let more synced calls
     /// be answered at once (and fewer wait out a hanging replica's timeout in a row).
-    pub fn connections(mut self, n: usize) -> Self {
+    pub fn with_connections(mut self, n: usize) -> Self {
         self.connections = n.max(1);
         self
     }
 
     /// How many connections synced calls use.
-    pub fn get_connections(&self) -> usize {
+    pub fn connections(&self) -> usize {
         self.connections
     }
 
     /// Which replicas are waited for.
-    pub fn get_replicas(&self) -> Replicas {
+    pub fn replicas(&self) -> Replicas {
         self.replicas
     }
 
     /// The sync timeout.
-    pub fn get_timeout(&self) -> Duration {
+    pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
     /// The sync command.
-    pub fn get_mode(&self) -> SyncMode {
+    pub fn mode(&self) -> SyncMode {
         self.mode
     }
 
     /// Whether unacknowledged acquires are retried.
-    pub fn get_retry_acquire(&self) -> bool {
+    pub fn retry_acquire(&self) -> bool {
         self.retry_acquire
     }
 }

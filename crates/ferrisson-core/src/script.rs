@@ -161,7 +161,7 @@ impl Script {
     /// The Lua source of the script's batch form, which runs several calls of the script in
     /// one script run, each with its own keys and arguments, and answers each one's reply: a
     /// client coalesces concurrent calls into it
-    /// ([`ClientConfig::coalesce_calls`](crate::ClientConfig::coalesce_calls)).
+    /// ([`ClientConfig::with_coalesce_calls`](crate::ClientConfig::with_coalesce_calls)).
     pub fn batch_source(&self) -> &str {
         &self.batch().0
     }

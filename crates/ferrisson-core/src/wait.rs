@@ -74,7 +74,7 @@ pub async fn subscribe_confirmed<T: 'static>(
     spec: &WaitSpec<'_>,
     need: Option<crate::pubsub::Need>,
 ) -> crate::pubsub::Subscription {
-    let response_timeout = client.config().get_response_timeout();
+    let response_timeout = client.config().response_timeout();
     let subscription = client
         .hub()
         .subscribe(spec.channel, spec.policy, tag_for::<T>(need));
@@ -223,7 +223,7 @@ where
                     }
                     // A local releaser claimed this waiter: what it waits for (or a wake-up, if
                     // the hand-off fails) is on its way; trying now could take it twice.
-                    Err(None) => client.config().get_response_timeout(),
+                    Err(None) => client.config().response_timeout(),
                     Ok(trying) => {
                         let result = if first == FirstRound::FirstTry {
                             // The call's very first try: its error is the call's, at once.
@@ -349,7 +349,7 @@ pub async fn first_try<T>(
     let Some(deadline) = deadline else {
         return fut.await;
     };
-    let patience = client.config().get_response_timeout();
+    let patience = client.config().response_timeout();
     match tokio::time::timeout_at(crate::time::later(deadline, patience), fut).await {
         Ok(result) => result,
         Err(_) => Err(no_reply(client, patience)),
@@ -444,7 +444,7 @@ impl<'c> WaitPacer<'c> {
     /// The retry interval the outage limit allows a try beyond it: the retry policy's
     /// longest pause.
     fn retry_interval(&self) -> Duration {
-        self.client.config().get_retry().backoff.max
+        self.client.config().retry().backoff.max
     }
 
     /// Runs one try of the wait, bounded as the outage rule says: cut one retry interval
@@ -464,11 +464,11 @@ impl<'c> WaitPacer<'c> {
         let outage_end = crate::time::later(
             self.outage_since.unwrap_or(start),
             config
-                .get_wait_outage_limit()
+                .wait_outage_limit()
                 .saturating_add(self.retry_interval()),
         );
         let cap = match self.deadline {
-            Some(d) => outage_end.min(crate::time::later(d, config.get_response_timeout())),
+            Some(d) => outage_end.min(crate::time::later(d, config.response_timeout())),
             None => outage_end,
         };
         match tokio::time::timeout_at(cap, fut).await {
@@ -540,14 +540,14 @@ impl<'c> WaitPacer<'c> {
         }
         let e = e.naming(self.client.address());
         let since = *self.outage_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.client.config().get_wait_outage_limit() {
+        if since.elapsed() >= self.client.config().wait_outage_limit() {
             tracing::debug!(error = %e, "redis unreachable for longer than the wait outage limit");
             return Err(e);
         }
         self.failures = self.failures.saturating_add(1);
         tracing::debug!(error = %e, failures = self.failures, "waiting through a redis outage");
         self.last_error = Some(Box::new(e));
-        Ok(self.client.config().get_retry().pause(self.failures))
+        Ok(self.client.config().retry().pause(self.failures))
     }
 
     /// The error that ends a wait in an outage: the outage's last one, or one saying no reply
@@ -576,7 +576,7 @@ impl<'c> WaitPacer<'c> {
             bound.min(UNCONFIRMED_RECHECK)
         };
         if let Some(since) = self.outage_since {
-            let limit = self.client.config().get_wait_outage_limit();
+            let limit = self.client.config().wait_outage_limit();
             let end = crate::time::later(since, limit);
             if end <= now && self.failures > 0 {
                 return Err(self.outage_error(limit));

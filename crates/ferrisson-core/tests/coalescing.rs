@@ -11,7 +11,7 @@ use ferrisson_testkit::{
 
 /// A client of `url` that coalesces its calls (off by default).
 async fn coalescing(url: &str) -> Client {
-    Client::with_config(ClientConfig::new(url).coalesce_calls(true))
+    Client::with_config(ClientConfig::new(url).with_coalesce_calls(true))
         .await
         .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }
@@ -103,9 +103,10 @@ async fn forty_probes(client: &Client, server: &RedisServer, prefix: &str) -> (V
 async fn calls_made_together_run_as_one_batch_with_the_outcomes_they_have_alone() {
     let server = RedisServer::spawn();
     let prefix = unique_name("coalesce");
-    let alone_client = Client::with_config(ClientConfig::new(server.url()).coalesce_calls(false))
-        .await
-        .unwrap();
+    let alone_client =
+        Client::with_config(ClientConfig::new(server.url()).with_coalesce_calls(false))
+            .await
+            .unwrap();
     let (alone, alone_commands) =
         forty_probes(&alone_client, &server, &format!("{prefix}:alone")).await;
     let batched_client = coalescing(&server.url()).await;
@@ -165,8 +166,8 @@ async fn on_a_cluster_calls_are_batched_per_slot() {
     let cluster = RedisCluster::spawn();
     let client = Client::with_config(
         ClientConfig::cluster(cluster.urls())
-            .no_replica_sync()
-            .coalesce_calls(true),
+            .without_replica_sync()
+            .with_coalesce_calls(true),
     )
     .await
     .unwrap();
@@ -233,7 +234,7 @@ async fn a_call_whose_caller_left_is_not_resent_after_noscript() {
 async fn caller_left_before_noscript(coalesce: bool) {
     let server = RedisServer::spawn();
     let proxy = ferrisson_testkit::FaultProxy::start(server.port());
-    let client = Client::with_config(ClientConfig::new(proxy.url()).coalesce_calls(coalesce))
+    let client = Client::with_config(ClientConfig::new(proxy.url()).with_coalesce_calls(coalesce))
         .await
         .unwrap();
     let key = unique_name("coalesce-left");

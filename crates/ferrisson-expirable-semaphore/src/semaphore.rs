@@ -202,7 +202,7 @@ impl PermitRelease {
         };
         let wanted = claim.need().lease;
         let watched = wanted.is_none();
-        let lease = wanted.unwrap_or(client.config().get_lease());
+        let lease = wanted.unwrap_or(client.config().lease());
         let successor = SemaphoreNames::random_id();
         // A retry needs no latch: the successor's id is new, so finding it taken says the lost
         // call handed the permit over.
@@ -315,7 +315,7 @@ async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result
         &RELEASE,
         &[&shared.key, &shared.timeouts, &shared.channel, &latch],
     )
-    .arg(client.config().get_publish_command().as_str())
+    .arg(client.config().publish_command().as_str())
     .arg(ferrisson_core::__engine::time::millis(
         client.retry_window(),
     ))
@@ -462,7 +462,7 @@ impl ExpirableSemaphore {
     async fn state(&self, id: &str) -> Result<(i64, i64, i64)> {
         let shared = &self.shared;
         let call = ScriptCall::new(&STATE, &[&shared.key, &shared.timeouts, &shared.channel])
-            .arg(shared.client.config().get_publish_command().as_str())
+            .arg(shared.client.config().publish_command().as_str())
             .arg(id);
         // Every run returns expired permits and reads: as good as one, no settling needed.
         let reply: Vec<i64> = shared.client.eval_read(&call).await?;
@@ -758,8 +758,7 @@ struct AcquireCall {
 
 impl AcquireCall {
     fn lease(&self) -> Duration {
-        self.lease
-            .unwrap_or(self.shared.client.config().get_lease())
+        self.lease.unwrap_or(self.shared.client.config().lease())
     }
 }
 
@@ -809,7 +808,7 @@ impl PermitKind for AcquireCall {
         .arg(ferrisson_core::__engine::time::millis(self.lease()))
         .arg(args.waiter)
         .arg(args.reservation_ms)
-        .arg(client.config().get_publish_command().as_str())
+        .arg(client.config().publish_command().as_str())
         .arg(self.limit.map(|l| l.to_string()).unwrap_or_default())
         .arg(&seed.to_be_bytes()[..])
     }
@@ -820,7 +819,7 @@ impl PermitKind for AcquireCall {
             &UNDO_ACQUIRE,
             &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
         )
-        .arg(shared.client.config().get_publish_command().as_str())
+        .arg(shared.client.config().publish_command().as_str())
         .arg(ferrisson_core::__engine::time::millis(
             shared.client.retry_window(),
         ))

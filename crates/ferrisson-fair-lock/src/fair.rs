@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::{
-    ClientEngine, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
-    ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
+    ClientEngine, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
+    Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
 use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result};
 
@@ -213,7 +213,7 @@ impl LockKind for FairShared {
             &FORCE_RELEASE,
             &[&self.key, &self.queue, &self.channel_prefix],
         )
-        .arg(self.client.config().get_publish_command().as_str());
+        .arg(self.client.config().publish_command().as_str());
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)
     }
@@ -267,7 +267,7 @@ impl FairShared {
             ],
         )
         .arg(owner.as_str())
-        .arg(self.client.config().get_publish_command().as_str())
+        .arg(self.client.config().publish_command().as_str())
         .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT));
         let _: i64 = self.client.eval(&call).await?;
         Ok(())
@@ -329,7 +329,7 @@ impl HoldKind for FairShared {
         .arg(args.believed)
         .arg(if args.retry { "1" } else { "0" })
         .arg(if self.fenced { "1" } else { "0" })
-        .arg(self.client.config().get_publish_command().as_str())
+        .arg(self.client.config().publish_command().as_str())
         .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT))
     }
 
@@ -338,16 +338,19 @@ impl HoldKind for FairShared {
         Box::pin(async move { self.leave(&owner).await })
     }
 
+    fn latches(&self) -> Latches<'_> {
+        Latches::PerRequest(&self.latch_prefix)
+    }
+
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        let client = &self.client;
-        let latch = args.latch(&self.latch_prefix);
+        let latch = args.latch;
         ScriptCall::new(
             &RELEASE,
             &[
                 &self.key,
                 &self.queue,
                 &self.channel_prefix,
-                &latch,
+                latch.key,
                 &self.timeouts,
                 &self.alive,
             ],
@@ -357,9 +360,7 @@ impl HoldKind for FairShared {
                 .map_or(0, ferrisson_core::__engine::time::millis),
         )
         .arg(args.owner.as_str())
-        .arg(ferrisson_core::__engine::time::millis(
-            client.retry_window(),
-        ))
-        .arg(client.config().get_publish_command().as_str())
+        .arg(ferrisson_core::__engine::time::millis(latch.ttl))
+        .arg(self.client.config().publish_command().as_str())
     }
 }

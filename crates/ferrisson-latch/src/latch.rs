@@ -154,7 +154,7 @@ impl CountDownLatch {
             ],
         )
         .arg(count)
-        .arg(shared.client.config().get_publish_command().as_str());
+        .arg(shared.client.config().publish_command().as_str());
         // Not retried: a retry after a lost reply would find the latch armed and say no.
         let armed: i64 = shared.client.eval_once(&call).await?;
         Ok(armed == 1)
@@ -208,7 +208,7 @@ impl CountDownLatch {
                 &shared.round_key,
             ],
         )
-        .arg(client.config().get_publish_command().as_str())
+        .arg(client.config().publish_command().as_str())
         .arg(participant)
         .arg(ferrisson_core::__engine::time::millis(
             client.retry_window(),
@@ -346,7 +346,7 @@ impl ferrisson_core::SyncObject for CountDownLatch {
                 &shared.round_key,
             ],
         )
-        .arg(shared.client.config().get_publish_command().as_str());
+        .arg(shared.client.config().publish_command().as_str());
         let deleted: i64 = shared.client.eval(&call).await?;
         Ok(deleted == 1)
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::borrow::Cow;
 
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    HashLock, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Client, ObjectKeys, Owner, Result};
@@ -104,8 +104,8 @@ use {crate::LockGuard, ferrisson_core::Lock};
 ///
 /// let lock = ReentrantLock::new(&client, "reports")?;
 /// let options = LockOptions::new()
-///     .wait(Duration::from_millis(500))
-///     .lease(Duration::from_secs(10));
+///     .with_wait(Duration::from_millis(500))
+///     .with_lease(Duration::from_secs(10));
 /// let guard = lock.try_lock_with(options).await?.expect("free");
 /// assert!(lock.remaining_ttl().await?.unwrap() <= Duration::from_secs(10));
 ///
@@ -292,7 +292,7 @@ impl HoldKind for LockShared {
         Waiting {
             channel: Cow::Borrowed(self.channel()),
             policy: lock_message_policy,
-            recheck: self.client.config().get_lease(),
+            recheck: self.client.config().lease(),
             spin: None,
         }
     }
@@ -303,6 +303,10 @@ impl HoldKind for LockShared {
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
         self.0.try_call(args)
+    }
+
+    fn latches(&self) -> Latches<'_> {
+        Latches::PerClient(self.0.latch_prefix())
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

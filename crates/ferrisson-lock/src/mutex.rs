@@ -110,7 +110,7 @@ impl HoldKind for MutexKind {
         Waiting {
             channel: Cow::Borrowed(&self.channel),
             policy: lock_message_policy,
-            recheck: self.client.config().get_lease(),
+            recheck: self.client.config().lease(),
             spin: None,
         }
     }
@@ -134,14 +134,14 @@ impl HoldKind for MutexKind {
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel])
             .arg(args.owner.as_str())
-            .arg(self.client.config().get_publish_command().as_str())
+            .arg(self.client.config().publish_command().as_str())
     }
 }
 
 impl LockKind for MutexKind {
     async fn force_unlock(&self) -> Result<bool> {
         let call = ScriptCall::new(&MUTEX_FORCE_RELEASE, &[&self.key, &self.channel])
-            .arg(self.client.config().get_publish_command().as_str());
+            .arg(self.client.config().publish_command().as_str());
         Ok(self.client.eval::<i64>(&call).await? == 1)
     }
 

@@ -44,11 +44,11 @@ impl<L: Lock + 'static> AnyLock for L {
     }
 
     fn client_lease(&self) -> Duration {
-        self.client().config().get_lease()
+        self.client().config().lease()
     }
 
     fn response_timeout(&self) -> Duration {
-        self.client().config().get_response_timeout()
+        self.client().config().response_timeout()
     }
 
     fn client_id(&self) -> &str {
@@ -370,7 +370,7 @@ impl<const RED: bool> LockGroup<RED> {
     pub async fn lock_with(&self, options: LockOptions) -> Result<MultiGuard> {
         match acquire(&self.group, options).await? {
             Some(guard) => Ok(guard),
-            None => Err(Error::Timeout(options.get_wait().unwrap_or_default())),
+            None => Err(Error::Timeout(options.wait().unwrap_or_default())),
         }
     }
 
@@ -381,7 +381,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`lock_with`](Self::lock_with).
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.try_lock_with(LockOptions::new().wait(Duration::ZERO))
+        self.try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
             .await
     }
 
@@ -392,8 +392,8 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`lock_with`](Self::lock_with).
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
-        let wait = options.get_wait().unwrap_or(Duration::ZERO);
-        acquire(&self.group, options.wait(wait)).await
+        let wait = options.wait().unwrap_or(Duration::ZERO);
+        acquire(&self.group, options.with_wait(wait)).await
     }
 
     /// The keys of the locks, in order.
@@ -638,7 +638,7 @@ struct Ended {
 async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum: usize) -> Ended {
     let bound = guards
         .iter()
-        .map(|g| g.client().config().get_response_timeout())
+        .map(|g| g.client().config().response_timeout())
         .max()
         .unwrap_or_default();
     let started = Instant::now();
@@ -806,7 +806,7 @@ fn random_below(span: Duration) -> Duration {
 
 async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuard>> {
     options.validate()?;
-    let wait = options.get_wait();
+    let wait = options.wait();
     let once = wait == Some(Duration::ZERO);
     let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
     // The outage rule of every wait, with the first lock's client's settings.
@@ -884,7 +884,7 @@ impl Rounds for Acquisition<'_> {
         let Some(guards) = taken else {
             return Ok(None);
         };
-        let valid_until = match (group.red, self.options.get_lease()) {
+        let valid_until = match (group.red, self.options.lease()) {
             (true, Some(lease)) => {
                 let valid = lease
                     .saturating_sub(started.elapsed())
@@ -913,7 +913,7 @@ impl Rounds for Acquisition<'_> {
         // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
         // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
         if let (Some(gate), None) = (self.group.gate.as_ref(), &self.handoff) {
-            self.handoff = Some(gate.wait(self.options.get_lease()));
+            self.handoff = Some(gate.wait(self.options.lease()));
         }
         let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, deadline);
         let Some((_, handed)) = self.handoff.as_mut() else {
@@ -1044,9 +1044,9 @@ async fn multi_round(
             // order: wait a little (longer each round), then start over.
             left.min(held_wait(round))
         };
-        let mut lock_options = LockOptions::new().wait(wait);
-        if let Some(lease) = options.get_lease() {
-            lock_options = lock_options.lease(lease);
+        let mut lock_options = LockOptions::new().with_wait(wait);
+        if let Some(lease) = options.lease() {
+            lock_options = lock_options.with_lease(lease);
         }
         match lock.acquire_any(lock_options).await {
             Ok(Some(guard)) => guards.push(guard),
@@ -1075,10 +1075,10 @@ async fn red_round(
     refused: &mut Option<usize>,
 ) -> Result<Option<Vec<HoldGuard>>> {
     let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
-        let mut lock_options = LockOptions::new().wait(Duration::ZERO);
-        let lease = options.get_lease().unwrap_or_else(|| lock.client_lease());
-        if let Some(lease) = options.get_lease() {
-            lock_options = lock_options.lease(lease);
+        let mut lock_options = LockOptions::new().with_wait(Duration::ZERO);
+        let lease = options.lease().unwrap_or_else(|| lock.client_lease());
+        if let Some(lease) = options.lease() {
+            lock_options = lock_options.with_lease(lease);
         }
         // A slow instance must not eat the validity.
         let bound = lock.response_timeout().min(lease / 4);

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::{prefixed, suffixed};
 use ferrisson_core::__engine::{
-    ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockType, ReleaseArgs,
-    Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
+    ClientEngine, FORCE_RELEASE_HASH, HoldKind, Latches, LockHandle, LockKind, LockType,
+    ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
 use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result, SyncObject};
 
@@ -270,7 +270,7 @@ impl RwShared {
     async fn force_unlock_in(&self, mode: Option<Mode>) -> Result<bool> {
         let shared = self;
         let call = ScriptCall::new(&FORCE_RELEASE_HASH, &[&shared.key, &shared.channel])
-            .arg(shared.client.config().get_publish_command().as_str())
+            .arg(shared.client.config().publish_command().as_str())
             .arg("1")
             .arg(match mode {
                 None => "",
@@ -397,7 +397,7 @@ impl Side {
         let shared = &self.shared;
         let call = ScriptCall::new(&WRITE_LEAVE, &[&shared.intent_key, &shared.channel])
             .arg(writer(owner))
-            .arg(shared.client.config().get_publish_command().as_str());
+            .arg(shared.client.config().publish_command().as_str());
         let _: i64 = shared.client.eval(&call).await?;
         Ok(())
     }
@@ -441,7 +441,7 @@ impl HoldKind for Side {
             recheck: if self.write {
                 WRITER_RECHECK
             } else {
-                self.shared.client.config().get_lease()
+                self.shared.client.config().lease()
             },
             spin: None,
         }
@@ -498,14 +498,18 @@ impl HoldKind for Side {
         })
     }
 
+    fn latches(&self) -> Latches<'_> {
+        Latches::PerRequest(&self.shared.latch_prefix)
+    }
+
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
-        let client = &shared.client;
-        let window = ferrisson_core::__engine::time::millis(client.retry_window());
-        let publish = client.config().get_publish_command();
-        let latch = args.latch(&shared.latch_prefix);
+        let latch = args.latch;
+        let window = ferrisson_core::__engine::time::millis(latch.ttl);
+        let publish = shared.client.config().publish_command();
+        let latch = latch.key;
         if self.write {
-            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, &latch])
+            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, latch])
                 .arg(writer(args.owner))
                 .arg(
                     args.renew_lease
@@ -521,7 +525,7 @@ impl HoldKind for Side {
                     &shared.key,
                     &shared.channel,
                     &prefix,
-                    &latch,
+                    latch,
                     &shared.intent_key,
                 ],
             )

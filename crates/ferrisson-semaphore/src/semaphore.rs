@@ -532,7 +532,7 @@ impl Semaphore {
             &[&shared.key, &shared.channel, &latch, &self.epoch_key],
         )
         .arg(n)
-        .arg(client.config().get_publish_command().as_str())
+        .arg(client.config().publish_command().as_str())
         .arg(ferrisson_core::__engine::time::millis(
             client.retry_window(),
         ))
@@ -605,7 +605,7 @@ impl PermitKind for Semaphore {
         let shared = &self.shared;
         ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, args.latch])
             .arg(args.n)
-            .arg(shared.client.config().get_publish_command().as_str())
+            .arg(shared.client.config().publish_command().as_str())
             .arg(ferrisson_core::__engine::time::millis(
                 shared.client.retry_window(),
             ))

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    HashLock, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
@@ -40,7 +40,7 @@ use {crate::SpinLockGuard, ferrisson_core::Lock};
 /// let guard = lock.lock().await?;
 /// let other = lock.clone();
 /// let waiter = tokio::spawn(async move {
-///     other.try_lock_with(LockOptions::new().wait(Duration::from_secs(5))).await
+///     other.try_lock_with(LockOptions::new().with_wait(Duration::from_secs(5))).await
 /// });
 /// guard.unlock().await?;
 /// let second = waiter.await??.expect("the waiter polled its way in");
@@ -204,6 +204,10 @@ impl HoldKind for SpinShared {
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
         self.lock.try_call(args)
+    }
+
+    fn latches(&self) -> Latches<'_> {
+        Latches::PerClient(self.lock.latch_prefix())
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

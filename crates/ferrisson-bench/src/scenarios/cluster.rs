@@ -62,7 +62,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())??;
     let standalone = connect(ClientConfig::new(&ctx.url)).await?;
-    let plain = connect(ClientConfig::cluster(cluster.urls()).no_replica_sync()).await?;
+    let plain = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;
     let synced = connect(ClientConfig::cluster(cluster.urls())).await?;
     let deployments = [
         (STANDALONE, &standalone),
@@ -129,7 +129,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let name = "bench:cluster:contended";
     let mut cycles: Vec<Box<dyn Cycle>> = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
-        let client = connect(ClientConfig::cluster(cluster.urls()).no_replica_sync()).await?;
+        let client = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;
         for _ in 0..CONTENDED_TASKS {
             let lock = ReentrantLock::new(&client, name).map_err(|e| e.to_string())?;
             cycles.push(Box::new(HoldCycle(lock)));
@@ -160,8 +160,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     // Waiters spread over the slots: one subscriber connection per shard, however many.
     let waiters = if ctx.quick { 2_000 } else { 10_000 };
     let names = waiters / 10;
-    let holder = connect(ClientConfig::cluster(cluster.urls()).no_replica_sync()).await?;
-    let waiting = connect(ClientConfig::cluster(cluster.urls()).no_replica_sync()).await?;
+    let holder = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;
+    let waiting = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;
     let mut guards = Vec::new();
     for i in 0..names {
         let lock = ReentrantLock::new(&holder, &format!("bench:cluster:waiters:{i}"))

@@ -434,8 +434,8 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
     let (acquire, release) = load_scripts(&mut con).await?;
     let defaults = ferrisson::ClientConfig::new(url);
     let latch_ms = defaults
-        .get_retry()
-        .window(defaults.get_response_timeout())
+        .retry()
+        .window(defaults.response_timeout())
         .as_millis() as u64;
     Ok((0..tasks)
         .map(|i| {

@@ -122,11 +122,6 @@ pub trait ClientEngine: sealed::Sealed {
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
 
-    /// The client's own unlock latch under `prefix` (`<prefix>:<the client id in 32 hex
-    /// digits>`): one key per client and lock, where a release that frees the lock records its
-    /// sequence number (`next_release_seq`) for a retry to find.
-    fn client_latch(&self, prefix: &str) -> String;
-
     /// The client's one value of type `T` (made with `T::default()` on first use): state a
     /// synchronizer shares between its handles of this client for as long as the client lives
     /// (the RedLock's waiting turns), instead of in a process-wide static.
@@ -265,10 +260,6 @@ impl ClientEngine for Client {
         config.retry.window(config.response_timeout)
     }
 
-    fn client_latch(&self, prefix: &str) -> String {
-        self.inner.latch_id.latch_key(prefix)
-    }
-
     fn local_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
         let mut local = self
             .inner
@@ -308,6 +299,15 @@ impl ClientEngine for Client {
 
 /// The engine calls only core makes.
 impl Client {
+    /// The client's own unlock latch under `prefix` (`<prefix>:<the client id in 32 hex
+    /// digits>`): one key per client and lock, where a release that frees the lock records its
+    /// sequence number (`next_release_seq`) for a retry to find ([`Latches::PerClient`]).
+    ///
+    /// [`Latches::PerClient`]: crate::kind::Latches::PerClient
+    pub(crate) fn client_latch(&self, prefix: &str) -> String {
+        self.inner.latch_id.latch_key(prefix)
+    }
+
     /// The client's pub/sub hub: waiters' registrations, local wake-ups and turns.
     pub(crate) fn hub(&self) -> &crate::pubsub::Hub {
         &self.inner.hub

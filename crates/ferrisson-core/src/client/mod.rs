@@ -224,7 +224,7 @@ impl Client {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
         check_publish(&conn, &config).await?;
-        let replication = Replication::start(config.get_replica_sync(), &conn, &opener)
+        let replication = Replication::start(config.replica_sync(), &conn, &opener)
             .await
             .map_err(|e| match e.kind() {
                 redis::ErrorKind::InvalidClientConfig => Error::InvalidArgument(e.to_string()),
@@ -240,7 +240,7 @@ impl Client {
         let watchdog = Watchdog::start(
             conn.clone(),
             replication.clone(),
-            config.get_watchdog_period(),
+            config.watchdog_period(),
             config.response_timeout,
         );
         let uuid = uuid::Uuid::new_v4();
@@ -498,9 +498,9 @@ async fn supports_sharded_pubsub(conn: &Connection) -> Result<bool> {
 async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
     let channel = crate::keys::prefixed(
         "redisson_lock__channel",
-        &format!("{}ferrisson:connect-check", config.get_namespace()),
+        &format!("{}ferrisson:connect-check", config.namespace()),
     );
-    let probe = redis::cmd(config.get_publish_command().as_str())
+    let probe = redis::cmd(config.publish_command().as_str())
         .arg(&channel)
         .arg("")
         .clone();
@@ -508,8 +508,8 @@ async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some("NOPERM") => Err(Error::NotPermitted(format!(
             "the Redis user may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
-            config.get_publish_command().as_str().to_uppercase(),
-            config.get_publish_command().as_str(),
+            config.publish_command().as_str().to_uppercase(),
+            config.publish_command().as_str(),
         ))),
         Err(e) => Err(Error::Redis(e)),
     }

@@ -53,13 +53,17 @@ pub struct ReleaseArgs<'a> {
     /// A local waiter to hand the lock to, with the lease it takes it for (only for kinds that
     /// [hand off](HoldKind::hands_off)).
     pub successor: Option<(&'a Owner, Duration)>,
-    /// The release's request id, the same for its retries: its latch key is
-    /// [`latch`](Self::latch) (a retried call with the same latch is counted once).
+    /// The release's unlock latch, the engine's for the kind's [`Latches`]: the key the script
+    /// records what this release did under, the same for its retries (empty for
+    /// [`Latches::None`]), and how long that record must last.
+    pub latch: Latch<'a>,
+    /// The release's request id, the same for its retries (the per-request latch's key is made
+    /// of it; a kind whose frees go to the client's latch names its own latch with it when
+    /// [`latch_free`](Self::latch_free) says so).
     pub request_id: RequestId,
     /// The release's sequence number (`Client::next_release_seq`), the same for its
-    /// retries: what a kind whose frees record themselves in the client's own latch for the
-    /// lock ([`ClientEngine::client_latch`]) writes there (kinds whose releases latch every
-    /// result ignore it).
+    /// retries: what a kind with [`Latches::PerClient`] writes in the client's latch when the
+    /// release frees the lock (other kinds ignore it).
     pub seq: u64,
     /// Whether a free records itself in its own latch instead of the client's latch: another
     /// release of this lock by the client was in flight when this one was made
@@ -69,11 +73,119 @@ pub struct ReleaseArgs<'a> {
     pub retry: bool,
 }
 
-impl ReleaseArgs<'_> {
-    /// The release's latch key under `prefix` (Redisson's
-    /// `redisson_unlock_latch:{name}`): `<prefix>:<request id>`.
-    pub fn latch(&self, prefix: &str) -> String {
-        self.request_id.latch_key(prefix)
+/// Where a kind's release scripts record what a release did, so that a resend after a lost
+/// reply finds it ([`HoldKind::latches`]); the engine makes the keys ([`ReleaseArgs::latch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latches<'a> {
+    /// No latch: a resend reads the outcome from the lock's own state (the lean mutex).
+    None,
+    /// Every release records its outcome under a key of its own, `<prefix>:<request id>`
+    /// (Redisson's `redisson_unlock_latch:{name}:<request id>`).
+    PerRequest(&'a str),
+    /// A release that frees the lock records its sequence number in one key per client and
+    /// lock, `<prefix>:<the client id in 32 hex digits>`; any other outcome (and a free while
+    /// another release of the lock by the client is in flight) in its own key as
+    /// [`PerRequest`](Self::PerRequest) does, named by the script from the request id.
+    PerClient(&'a str),
+}
+
+/// One release's unlock latch ([`ReleaseArgs::latch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latch<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// How long a record there must last: the client's retry window (a resend comes within it).
+    pub ttl: Duration,
+}
+
+/// An acquire reply as the engine reads it ([`HoldKind::read_try`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryReply {
+    /// The hold was taken: the owner's hold count after the call, and the fencing token when
+    /// the kind is [fenced](HoldKind::fenced).
+    Taken {
+        /// The owner's holds after the call (1 for a first hold).
+        held: u32,
+        /// The fencing token of the hold.
+        token: Option<u64>,
+    },
+    /// Someone else holds it: the holder's remaining lease in ms (negative when it has none or
+    /// the script cannot tell).
+    Busy {
+        /// The holder's remaining lease, ms.
+        ttl_ms: i64,
+    },
+}
+
+impl TryReply {
+    /// The engine scripts' shapes: `held` alone (a positive integer: taken, not fenced),
+    /// `{1, held}` or `{1, held, token}` (taken, with the token when `fenced`), `{0, ttl}`
+    /// (busy); `Err` with the integers of any other integer reply (`None`: not integers).
+    pub fn read(reply: &redis::Value, fenced: bool) -> std::result::Result<Self, Option<Vec<i64>>> {
+        let ints = int_reply(reply).ok_or(None)?;
+        let held = |n: i64| u32::try_from(n).ok().filter(|n| *n > 0);
+        match ints.as_slice() {
+            [n] if !fenced => held(*n).map(|held| TryReply::Taken { held, token: None }),
+            [1, n] => held(*n).map(|held| TryReply::Taken { held, token: None }),
+            [1, n, token] => held(*n).map(|held| TryReply::Taken {
+                held,
+                token: fenced.then(|| token_of(*token)),
+            }),
+            [0, ttl_ms] => Some(TryReply::Busy { ttl_ms: *ttl_ms }),
+            _ => None,
+        }
+        .ok_or(Some(ints))
+    }
+}
+
+/// A release reply as the engine reads it ([`HoldKind::read_release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseReply {
+    /// The owner held nothing (code `-1`).
+    NotOwner,
+    /// To a [retry](ReleaseArgs::retry) only: the owner holds nothing and what the lost call
+    /// recorded was overwritten, so the outcome cannot be told (code `-2`; the engine's release
+    /// marks rule it out, and it is reported as not held).
+    Overwritten,
+    /// One hold was released and others remain (code `0`).
+    StillHeld,
+    /// The lock was freed (code `1`), its release message reaching `subscribers` (0 when the
+    /// script does not say).
+    Freed {
+        /// How many subscribers the release message reached.
+        subscribers: u64,
+    },
+    /// The lock went straight to [`ReleaseArgs::successor`] (code `2`), with its fencing token
+    /// (0 when not fenced).
+    HandedOff {
+        /// The successor's fencing token.
+        token: u64,
+    },
+}
+
+impl ReleaseReply {
+    /// The engine scripts' shape: a code alone, or `{code, token}` or `{code, token,
+    /// subscribers}`, the codes as the variants say; `None` for any other reply.
+    pub fn read(reply: &redis::Value) -> Option<Self> {
+        let ints = int_reply(reply)?;
+        let (code, token, subscribers) = match ints.as_slice() {
+            [c] => (*c, 0, 0),
+            [c, t] => (*c, *t, 0),
+            [c, t, s] => (*c, *t, *s),
+            _ => return None,
+        };
+        Some(match code {
+            -1 => ReleaseReply::NotOwner,
+            -2 => ReleaseReply::Overwritten,
+            0 => ReleaseReply::StillHeld,
+            1 => ReleaseReply::Freed {
+                subscribers: u64::try_from(subscribers).unwrap_or(0),
+            },
+            2 => ReleaseReply::HandedOff {
+                token: token_of(token),
+            },
+            _ => return None,
+        })
     }
 }
 
@@ -96,15 +208,10 @@ pub struct Waiting<'a> {
 /// [`release()`](release::release) do the rest, and the kind's guards release through it
 /// ([`Release`](crate::guard::Release) is implemented for every `HoldKind`).
 ///
-/// Replies the engine reads from [`try_call`](Self::try_call): `held` alone (a positive
-/// integer: taken, not fenced), `{1, held}` or `{1, held, token}` (taken: the owner's hold count
-/// after, and the fencing token when [`fenced`](Self::fenced)); `{0, ttl}` (not taken: the
-/// holder's remaining lease in ms, negative without one); anything else goes to
-/// [`refusal`](Self::refusal). From [`release_call`](Self::release_call): a code, alone or as
-/// `{code, token}` or `{code, token, subscribers}`: `-1` not the owner's, `0` holds remain,
-/// `1` freed, `2` handed to the successor (with its token), and, to a
-/// [retry](ReleaseArgs::retry) only, `-2`: the owner holds nothing and what the lost call
-/// recorded was overwritten (which the engine's release marks rule out; taken for `-1`).
+/// The contract is in the types: a try call's reply is read into a [`TryReply`]
+/// ([`read_try`](Self::read_try)), a release call's into a [`ReleaseReply`]
+/// ([`read_release`](Self::read_release)), and a release records what it did in the latch the
+/// engine supplies for the kind's [`Latches`] ([`ReleaseArgs::latch`]).
 pub trait HoldKind: Send + Sync + 'static {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
@@ -142,7 +249,25 @@ pub trait HoldKind: Send + Sync + 'static {
     /// One acquire script call.
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall;
 
-    /// The error for an acquire reply of neither shape (`None`: a protocol error).
+    /// Reads a [`try_call`](Self::try_call) reply: by default the engine scripts' shapes
+    /// ([`TryReply::read`]), and any other integer reply through [`refusal`](Self::refusal).
+    ///
+    /// # Errors
+    ///
+    /// The kind's refusal, else [`Error::Protocol`].
+    fn read_try(&self, owner: &Owner, reply: &redis::Value) -> Result<TryReply> {
+        TryReply::read(reply, self.fenced()).map_err(|ints| {
+            ints.and_then(|ints| self.refusal(owner, &ints))
+                .unwrap_or_else(|| {
+                    Error::Protocol(format!(
+                        "the acquire script of `{}` replied {reply:?}",
+                        self.lock_key()
+                    ))
+                })
+        })
+    }
+
+    /// The error for an acquire reply of no [`TryReply`] shape (`None`: a protocol error).
     fn refusal(&self, owner: &Owner, reply: &[i64]) -> Option<Error> {
         let _ = (owner, reply);
         None
@@ -155,8 +280,28 @@ pub trait HoldKind: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Where the kind's releases record what they did ([`Latches::None`] by default).
+    fn latches(&self) -> Latches<'_> {
+        Latches::None
+    }
+
     /// One release script call.
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall;
+
+    /// Reads a [`release_call`](Self::release_call) reply: by default the engine scripts'
+    /// shape ([`ReleaseReply::read`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Protocol`] for a reply of no known shape.
+    fn read_release(&self, reply: &redis::Value) -> Result<ReleaseReply> {
+        ReleaseReply::read(reply).ok_or_else(|| {
+            Error::Protocol(format!(
+                "the release script of `{}` replied {reply:?}",
+                self.lock_key()
+            ))
+        })
+    }
 
     /// Whether releasing one of several holds kept by the watchdog sets the lease again
     /// ([`ReleaseArgs::renew_lease`]); a read side keeps a lease per hold instead.
@@ -193,10 +338,10 @@ pub fn acquire<'a, K: HoldKind>(
         kind = kind.kind_name(),
         key = %kind.lock_key(),
         %owner,
-        wait_ms = options.get_wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        wait_ms = options.wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         attempts = tracing::field::Empty,
     );
-    let wait = options.get_wait();
+    let wait = options.wait();
     // The acquire's body is boxed: the compiler lays out a future awaited inside another one
     // next to the outer future's own state instead of over it, which doubled what a waiter
     // keeps while it waits.
@@ -222,9 +367,9 @@ fn acquire_as<'a, K: HoldKind>(
     options: LockOptions,
     progress: &'a Progress,
 ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + 'a {
-    let lease = options.get_lease();
-    let deadline = options.get_wait().and_then(crate::time::deadline_after);
-    let waits = options.get_wait() != Some(Duration::ZERO);
+    let lease = options.lease();
+    let deadline = options.wait().and_then(crate::time::deadline_after);
+    let waits = options.wait() != Some(Duration::ZERO);
     async move {
         let client = kind.client();
         // Locals, not captures: what only the first steps use is not kept through the wait.
@@ -418,7 +563,7 @@ async fn try_call<K: HoldKind>(
     let watched = lease.is_none() || believed().is_some_and(|s| s.renewing);
     let lease = match lease {
         Some(lease) if !watched => lease,
-        _ => client.config().get_lease(),
+        _ => client.config().lease(),
     };
     // A release of this owner that may still be resent would free what this try takes.
     client.releases_settled(&owner).await;
@@ -441,29 +586,13 @@ async fn try_call<K: HoldKind>(
         })
         .await?;
     let (reply, synced): (redis::Value, Result<()>) = reply;
-    let reply = int_reply(&reply).ok_or_else(|| {
-        Error::Protocol(format!(
-            "the acquire script of `{}` replied {reply:?}",
-            kind.lock_key()
-        ))
-    })?;
-    let (held, token) = match reply.as_slice() {
-        [held] if *held > 0 && !kind.fenced() => (*held, None),
-        [1, held] => (*held, None),
-        [1, held, token] => (*held, kind.fenced().then(|| token_of(*token))),
-        [0, ttl] => return Ok(Attempt::Held(*ttl)),
-        other => {
-            return Err(kind.refusal(&owner, other).unwrap_or_else(|| {
-                Error::Protocol(format!(
-                    "the acquire script of `{}` replied {other:?}",
-                    kind.lock_key()
-                ))
-            }));
-        }
+    let (held, token) = match kind.read_try(&owner, &reply)? {
+        TryReply::Taken { held, token } => (held, token),
+        TryReply::Busy { ttl_ms } => return Ok(Attempt::Held(ttl_ms)),
     };
     if tracing::enabled!(tracing::Level::DEBUG) {
         let believed = believed().map_or(0, |s| s.holds);
-        if u32::try_from(held).ok() != Some(believed + 1) {
+        if held != believed + 1 {
             tracing::debug!(key = %kind.lock_key(), %owner, held, believed, "hold count differs from the local one");
         }
     }

@@ -86,7 +86,7 @@ fn release_to_new_owner<K: HoldKind>(
     lease: Option<Duration>,
 ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
     let renew_lease =
-        (end.renewed && kind.renews_on_release()).then(|| kind.client().config().get_lease());
+        (end.renewed && kind.renews_on_release()).then(|| kind.client().config().lease());
     let mark = kind.client().release_started(&owner, kind.lock_key());
     Box::pin(async move {
         let direct = (end.lost.is_none() && end.last_hold && kind.hands_off())
@@ -113,7 +113,7 @@ fn release_span<K: HoldKind>(kind: &K, owner: &Owner) -> tracing::Span {
 fn successor(client: &Client, owner: Owner, lease: Option<Duration>) -> (Owner, Duration, bool) {
     match lease {
         Some(lease) => (owner, lease, false),
-        None => (owner, client.config().get_lease(), true),
+        None => (owner, client.config().lease(), true),
     }
 }
 
@@ -142,8 +142,14 @@ async fn release_inner<K: HoldKind>(
         })
     });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
+    let request_id = RequestId::random();
     let stamp = Stamp {
-        request_id: RequestId::random(),
+        latch: match kind.latches() {
+            Latches::None => None,
+            Latches::PerRequest(prefix) => Some(request_id.latch_key(prefix)),
+            Latches::PerClient(prefix) => Some(client.client_latch(prefix)),
+        },
+        request_id,
         seq: client.next_release_seq(),
         latch_free: mark.overlaps(),
     };
@@ -153,11 +159,12 @@ async fn release_inner<K: HoldKind>(
     let resend = CleanupGuard::new(client, || {
         let (kind, owner) = (kind.clone(), owner.clone());
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
+        let stamp = stamp.clone();
         async move {
             let _mark = mark;
-            let resent = release_call(&*kind, &owner, renew_lease, None, stamp, true).await;
+            let resent = release_call(&*kind, &owner, renew_lease, None, &stamp, true).await;
             let undo = match resent {
-                Ok((2, _, _)) => successor,
+                Ok(ReleaseReply::HandedOff { .. }) => successor,
                 Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "resending an abandoned release failed; the hold ends with its lease");
@@ -177,7 +184,7 @@ async fn release_inner<K: HoldKind>(
         owner,
         renew_lease,
         successor.as_ref().map(|(o, lease, _)| (o, *lease)),
-        stamp,
+        &stamp,
         false,
     )
     .await;
@@ -189,24 +196,22 @@ async fn release_inner<K: HoldKind>(
         // A public release (or none): if it ended the client's turn, the other subscribers
         // its message reached take theirs first.
         let subscribers = match &reply {
-            Ok((1, _, subscribers)) => *subscribers,
+            Ok(ReleaseReply::Freed { subscribers }) => *subscribers,
             _ => 0,
         };
-        client
-            .hub()
-            .end_turn(channel, u64::try_from(subscribers).unwrap_or(0));
+        client.hub().end_turn(channel, subscribers);
     }
     match reply? {
-        (-1, _, _) => Ok((Released::NotOwner, None)),
+        ReleaseReply::NotOwner => Ok((Released::NotOwner, None)),
         // A resend that found the hold gone and its record overwritten, which the marks rule
         // out: it cannot vouch for a free, so it reports none.
-        (-2, _, _) => {
+        ReleaseReply::Overwritten => {
             tracing::warn!(key = %kind.lock_key(), %owner, "a resent release found the hold gone and its record overwritten: reported as not held");
             Ok((Released::NotOwner, None))
         }
-        (0, _, _) => Ok((Released::StillHeld, None)),
-        (1, _, _) => Ok((Released::Freed, None)),
-        (2, token, _) => {
+        ReleaseReply::StillHeld => Ok((Released::StillHeld, None)),
+        ReleaseReply::Freed { .. } => Ok((Released::Freed, None)),
+        ReleaseReply::HandedOff { token } => {
             let Some((successor_owner, lease, renew)) = successor else {
                 return Err(Error::Protocol(format!(
                     "the release script of `{}` handed off without a successor",
@@ -221,7 +226,7 @@ async fn release_inner<K: HoldKind>(
                 renew,
                 sent_at,
             });
-            let token = kind.fenced().then(|| token_of(token));
+            let token = kind.fenced().then_some(token);
             let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
             crate::metrics::handed_off(kind.kind_name());
             let Some(claim) = claim else {
@@ -236,10 +241,6 @@ async fn release_inner<K: HoldKind>(
             tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");
             Ok((Released::HandedOff, None))
         }
-        (code, _, _) => Err(Error::Protocol(format!(
-            "the release script of `{}` replied code {code}",
-            kind.lock_key()
-        ))),
     }
 }
 
@@ -254,32 +255,37 @@ pub(super) fn release_boxed<K: HoldKind>(
     Box::pin(async move { release_marked(&kind, &owner, None, false, mark).await })
 }
 
-/// What identifies one release and its resends to the script: the request id (its latch), the
-/// sequence number (for the client's latch) and whether a free is latched per request.
-#[derive(Debug, Clone, Copy)]
+/// What identifies one release and its resends to the script: the latch key (the engine's, for
+/// the kind's [`Latches`]), the request id, the sequence number (for the client's latch) and
+/// whether a free is latched per request.
+#[derive(Debug, Clone)]
 struct Stamp {
+    latch: Option<String>,
     request_id: RequestId,
     seq: u64,
     latch_free: bool,
 }
 
 /// One release script call (settled, its retries marked as such; `resend`: the first one too)
-/// under its stamp:
-/// `(code, token, subscribers)`, token 0 when the script replies its code alone, subscribers
-/// (how many its release message reached) 0 when it does not say.
+/// under its stamp, its reply read by the kind.
 async fn release_call<K: HoldKind>(
     kind: &K,
     owner: &Owner,
     renew_lease: Option<Duration>,
     successor: Option<(&Owner, Duration)>,
-    stamp: Stamp,
+    stamp: &Stamp,
     resend: bool,
-) -> Result<(i64, i64, i64)> {
+) -> Result<ReleaseReply> {
+    let latch = Latch {
+        key: stamp.latch.as_deref().unwrap_or_default(),
+        ttl: kind.client().retry_window(),
+    };
     let call = |retry| {
         kind.release_call(&ReleaseArgs {
             owner,
             renew_lease,
             successor,
+            latch,
             request_id: stamp.request_id,
             seq: stamp.seq,
             latch_free: stamp.latch_free,
@@ -287,18 +293,7 @@ async fn release_call<K: HoldKind>(
         })
     };
     let reply: redis::Value = kind.client().eval_each(|n| call(resend || n > 0)).await?;
-    let parsed = match int_reply(&reply).as_deref() {
-        Some([c]) => Some((*c, 0, 0)),
-        Some([c, t]) => Some((*c, *t, 0)),
-        Some([c, t, s]) => Some((*c, *t, *s)),
-        _ => None,
-    };
-    parsed.ok_or_else(|| {
-        Error::Protocol(format!(
-            "the release script of `{}` replied {reply:?}",
-            kind.lock_key()
-        ))
-    })
+    kind.read_release(&reply)
 }
 
 /// A kind's guards release through the engine.
@@ -317,7 +312,7 @@ impl<K: HoldKind> Release for K {
         end: LeaseEnd,
     ) -> BoxFuture<'static, Result<Released>> {
         let renew_lease =
-            (end.renewed && self.renews_on_release()).then(|| self.client().config().get_lease());
+            (end.renewed && self.renews_on_release()).then(|| self.client().config().lease());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
         let mark = self.client().release_started(&owner, self.lock_key());

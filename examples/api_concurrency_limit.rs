@@ -138,7 +138,7 @@ async fn worker(url: &str, api: &str, id: &str) -> AnyResult<()> {
     let semaphore = ExpirableSemaphore::new(&client, NAME)?;
     for _ in 0..CALLS_PER_WORKER {
         // No fixed lease: the watchdog keeps the permit while this process lives.
-        let permit = semaphore.acquire(None).await?;
+        let permit = semaphore.acquire().await?;
         println!("calling (worker {id}, permit {})", permit.id());
         tokio::select! {
             reason = permit.lost() => return Err(format!("permit lost: {reason}").into()),

@@ -131,7 +131,7 @@ async fn worker(url: &str, id: &str) -> AnyResult<()> {
     for call in 0..CALLS_PER_WORKER {
         // First a place among the calls in flight, then the rate's permit, right before the
         // call (a rate permit taken first would age while waiting for the place).
-        let permit = semaphore.acquire(None).await?;
+        let permit = semaphore.acquire().await?;
         limiter.acquire(1).await?;
         call_the_api(&mut con).await?;
         permit.release().await?;

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use ferrisson::{Client, Lock, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
 use ferrisson_semaphore::Semaphore;
 use ferrisson_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // A third caller gives up after 50 ms: a timeout.
     let timed_out = lock
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_millis(50)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(50)))
         .await?;
     assert!(timed_out.is_none());
     guard.unlock().await?;
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A fixed lease that runs out while the holder still has its guard: a loss.
     let short = lock
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(100)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(100)))
         .await?;
     let reason = short.lost().await;
     println!("the holder was told: {reason}");

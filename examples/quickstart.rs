@@ -11,7 +11,7 @@
 use ferrisson::{Lock, SyncObject};
 use std::time::Duration;
 
-use ferrisson::{Client, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, ReentrantLock};
 use ferrisson_testkit::RedisServer;
 
 #[tokio::main]
@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     waiter.await??;
 
     // try_lock with a wait and a fixed lease: no watchdog, the lock ends by itself.
-    let options = LockOptions::new()
+    let options = AcquireOptions::new()
         .with_wait(Duration::from_secs(1))
         .with_lease(Duration::from_secs(5));
     match lock.try_lock_with(options).await? {

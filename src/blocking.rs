@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use tokio::runtime::Runtime;
 
-use ferrisson_core::{ClientConfig, Error, HoldGuard, LockOptions, LossReason, Result};
+use ferrisson_core::{AcquireOptions, ClientConfig, Error, HoldGuard, LossReason, Result};
 
 /// A blocking client: the async [`Client`](crate::Client) and the runtime it runs on. Cheap to
 /// clone; when the last clone (and every handle and guard made from it) is gone, it shuts the
@@ -278,7 +278,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's `lock`.
     pub fn lock(&self) -> Result<LockGuard> {
-        self.lock_with(LockOptions::new())
+        self.lock_with(AcquireOptions::new())
     }
 
     /// Takes the lock with options; running out of wait time is [`Error::Timeout`].
@@ -286,7 +286,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     /// # Errors
     ///
     /// As the async lock's `lock_with`.
-    pub fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
+    pub fn lock_with(&self, options: AcquireOptions) -> Result<LockGuard> {
         match self.try_lock_with(options)? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout(options.wait().unwrap_or_default())),
@@ -299,7 +299,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's `try_lock`.
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
+        self.try_lock_with(AcquireOptions::new().with_wait(Duration::ZERO))
     }
 
     /// Takes the lock within the options' wait limit: `None` when it passed.
@@ -307,7 +307,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     /// # Errors
     ///
     /// As the async lock's `try_lock_with`.
-    pub fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+    pub fn try_lock_with(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
         let guard = self.client.block_on(self.inner.acquire(options))?;
         Ok(guard.map(|g| self.client.guard(g)))
     }
@@ -605,15 +605,20 @@ impl Semaphore {
         })
     }
 
-    /// Takes `n` permits within `wait`: `None` when it passed.
+    /// Takes `n` permits within the options' wait (none given: one try): `None` when it
+    /// passed.
     ///
     /// # Errors
     ///
     /// As [`Semaphore::try_acquire_many_with`](crate::Semaphore::try_acquire_many_with).
-    pub fn try_acquire_many_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+    pub fn try_acquire_many_with(
+        &self,
+        n: u32,
+        options: crate::AcquireOptions,
+    ) -> Result<Option<Permits>> {
         let permits = self
             .client
-            .block_on(self.inner.try_acquire_many_with(n, wait))?;
+            .block_on(self.inner.try_acquire_many_with(n, options))?;
         Ok(permits.map(|p| Permits {
             client: self.client.clone(),
             inner: Some(p),
@@ -681,14 +686,24 @@ impl ExpirableSemaphore {
         self.client.block_on(self.inner.available_permits())
     }
 
-    /// Takes a permit, waiting as long as it takes, with a fixed `lease` or (`None`) kept by
-    /// the watchdog; its id is [`LockGuard::as_async`]'s owner.
+    /// Takes a permit, waiting as long as it takes, kept by the watchdog; its id is
+    /// [`LockGuard::as_async`]'s owner.
     ///
     /// # Errors
     ///
     /// As [`ExpirableSemaphore::acquire`](crate::ExpirableSemaphore::acquire).
-    pub fn acquire(&self, lease: Option<Duration>) -> Result<ExpirablePermit> {
-        let permit = self.client.block_on(self.inner.acquire(lease))?;
+    pub fn acquire(&self) -> Result<ExpirablePermit> {
+        self.acquire_with(crate::AcquireOptions::new())
+    }
+
+    /// Takes a permit as the options say: a fixed lease (none: kept by the watchdog) and a
+    /// wait limit (none: as long as it takes).
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::acquire_with`](crate::ExpirableSemaphore::acquire_with).
+    pub fn acquire_with(&self, options: crate::AcquireOptions) -> Result<ExpirablePermit> {
+        let permit = self.client.block_on(self.inner.acquire_with(options))?;
         Ok(ExpirablePermit {
             client: self.client.clone(),
             inner: Some(permit),

@@ -43,7 +43,7 @@
 
 #[doc(inline)]
 pub use ferrisson_core::{
-    Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, LossReason, Owner,
+    AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner,
     PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
     SyncObject,
 };
@@ -54,8 +54,8 @@ pub mod core {
     //! engine the synchronizer crates build on is not part of it.
     #[doc(inline)]
     pub use ferrisson_core::{
-        Backoff, Client, ClientConfig, Error, HoldGuard, KeyShape, Lock, LockOptions, LossReason,
-        ObjectKeys, Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy,
+        AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, KeyShape, Lock,
+        LossReason, ObjectKeys, Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy,
         ShardedSubscription, SyncMode, SyncObject, duration, metrics,
     };
 }

@@ -140,13 +140,13 @@ async fn every_synchronizer_works_with_only_the_documented_rights() {
     let behind = tokio::spawn({
         let fair = fair.clone();
         async move {
-            fair.try_lock_with(ferrisson::LockOptions::new().with_wait(Duration::from_secs(20)))
+            fair.try_lock_with(ferrisson::AcquireOptions::new().with_wait(Duration::from_secs(20)))
                 .await
         }
     });
     wait_queue_length(&fair, 1).await;
     let gave_up = fair
-        .try_lock_with(ferrisson::LockOptions::new().with_wait(Duration::from_millis(300)))
+        .try_lock_with(ferrisson::AcquireOptions::new().with_wait(Duration::from_millis(300)))
         .await
         .unwrap();
     assert!(gave_up.is_none(), "held: its wait ran out and it left");

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Client, Error, Lock, LockOptions, ReentrantLock, SyncObject};
+use ferrisson::{AcquireOptions, Client, Error, Lock, ReentrantLock, SyncObject};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_fair_lock::FairLock;
 use ferrisson_latch::CountDownLatch;
@@ -30,7 +30,7 @@ fn call<T: Send + 'static>(f: impl Future<Output = Result<T, Error>> + Send + 's
 
 /// Every call of a lock kind that writes, deletes or reads the lock's key as a lock.
 fn lock_calls<L: Lock + Clone + 'static>(kind: &'static str, lock: L) -> Vec<(String, Call)> {
-    let short = LockOptions::new().with_wait(Duration::from_millis(200));
+    let short = AcquireOptions::new().with_wait(Duration::from_millis(200));
     let mut calls: Vec<(String, Call)> = Vec::new();
     let mut add = |what: &str, c: Call| calls.push((format!("{kind}: {what}"), c));
     let l = lock.clone();
@@ -173,7 +173,10 @@ async fn every_writing_call(client: &Client, name: &str) -> Vec<(String, Call)> 
         }),
         ("try_acquire", {
             let e = e();
-            call(async move { e.try_acquire(Some(Duration::from_secs(5))).await })
+            call(async move {
+                e.try_acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(5)))
+                    .await
+            })
         }),
         ("available_permits", {
             let e = e();
@@ -342,11 +345,8 @@ async fn permit_counts_beyond_a_limit_or_exact_arithmetic_are_refused_and_huge_r
         .unwrap()
         .with_limit(2)
         .unwrap();
-    let refused = tokio::time::timeout(
-        Duration::from_secs(5),
-        expirable_limited.acquire_many(3, None),
-    )
-    .await;
+    let refused =
+        tokio::time::timeout(Duration::from_secs(5), expirable_limited.acquire_many(3)).await;
     assert!(
         matches!(refused, Ok(Err(Error::InvalidArgument(_)))),
         "{refused:?}"
@@ -371,7 +371,7 @@ async fn permit_counts_beyond_a_limit_or_exact_arithmetic_are_refused_and_huge_r
     for n in [u32::MAX, 1_000_000] {
         let started = tokio::time::Instant::now();
         let none = expirable
-            .try_acquire_many_with(n, Duration::ZERO, None)
+            .try_acquire_many_with(n, AcquireOptions::new().with_wait(Duration::ZERO))
             .await
             .unwrap();
         assert!(none.is_none(), "{n} permits of 2");
@@ -382,7 +382,12 @@ async fn permit_counts_beyond_a_limit_or_exact_arithmetic_are_refused_and_huge_r
         );
     }
     let two = expirable
-        .try_acquire_many_with(2, Duration::ZERO, Some(Duration::from_secs(30)))
+        .try_acquire_many_with(
+            2,
+            AcquireOptions::new()
+                .with_wait(Duration::ZERO)
+                .with_lease(Duration::from_secs(30)),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -430,4 +435,79 @@ async fn permit_counts_beyond_a_limit_or_exact_arithmetic_are_refused_and_huge_r
         assert_eq!(after, stored);
         assert_eq!(after, before - max + 10);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_with_a_lease_are_refused_where_holds_have_none_and_a_bounded_acquire_times_out() {
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let name = unique_name("options");
+    let leased = AcquireOptions::new()
+        .with_wait(Duration::from_secs(1))
+        .with_lease(Duration::from_secs(5));
+
+    // A semaphore's and a rate limiter's permits have no lease: the options are refused
+    // before anything is sent, and nothing is taken.
+    let semaphore = Semaphore::new(&client, &format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let refused = semaphore.try_acquire_with(leased).await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidArgument(m)) if m.contains("no lease")),
+        "{refused:?}"
+    );
+    let refused = semaphore.try_acquire_many_with(1, leased).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    let limiter = RateLimiter::new(&client, &format!("{name}:rate")).unwrap();
+    assert!(
+        limiter
+            .try_set_rate(RateType::Overall, 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    let refused = limiter.try_acquire_with(1, leased).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    assert!(
+        limiter.try_acquire(1).await.unwrap(),
+        "the refused call took nothing"
+    );
+
+    // Without a wait in the options, a `try_*` call tries once.
+    let once = semaphore
+        .try_acquire_with(AcquireOptions::new())
+        .await
+        .unwrap()
+        .expect("one permit free");
+    assert!(
+        semaphore
+            .try_acquire_with(AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    once.release().await.unwrap();
+
+    // The expirable semaphore takes the lease; its bounded `acquire_with` ends in `Timeout`
+    // (as `lock_with`), its `try_acquire_with` in `None`, and neither leaves a permit taken.
+    let expirable = ExpirableSemaphore::new(&client, &format!("{name}:exp")).unwrap();
+    assert!(expirable.try_set_permits(1).await.unwrap());
+    let permit = expirable.acquire_with(leased).await.unwrap();
+    let ttl = expirable.remaining_lease(permit.id()).await.unwrap();
+    assert!(
+        ttl.is_some_and(|t| t <= Duration::from_secs(5) && t > Duration::from_secs(1)),
+        "{ttl:?}"
+    );
+    let short = AcquireOptions::new().with_wait(Duration::from_millis(100));
+    let timed_out = expirable.acquire_with(short).await;
+    assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");
+    assert!(expirable.try_acquire_with(short).await.unwrap().is_none());
+    assert_eq!(expirable.available_permits().await.unwrap(), 0);
+    permit.release().await.unwrap();
+    assert_eq!(expirable.available_permits().await.unwrap(), 1);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{RedisServer, unique_name};
 use ferrisson::blocking::Client;
-use ferrisson::{ClientConfig, Error, LockOptions, LossReason};
+use ferrisson::{AcquireOptions, ClientConfig, Error, LossReason};
 
 fn client(server: &RedisServer) -> Client {
     Client::connect(&server.url()).unwrap()
@@ -36,7 +36,7 @@ fn a_lock_is_taken_waited_for_and_released_by_plain_threads() {
     let guard = lock.lock().unwrap();
     let other = b.reentrant_lock(&name).unwrap();
     assert!(other.try_lock().unwrap().is_none(), "held elsewhere");
-    let timed_out = other.lock_with(LockOptions::new().with_wait(Duration::from_millis(50)));
+    let timed_out = other.lock_with(AcquireOptions::new().with_wait(Duration::from_millis(50)));
     assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");
 
     let (got, taken) = mpsc::channel();
@@ -88,7 +88,7 @@ fn a_lost_hold_is_told_by_check_and_by_callback() {
 
     // A callback on a guard released in time never runs.
     let fixed = lock
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(300)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(300)))
         .unwrap();
     let (told, heard) = mpsc::channel();
     fixed.on_lost(move |reason| {
@@ -133,7 +133,10 @@ fn semaphores_and_a_latch_block() {
     let both = semaphore.acquire_many(2).unwrap();
     assert!(
         semaphore
-            .try_acquire_many_with(1, Duration::from_millis(50))
+            .try_acquire_many_with(
+                1,
+                AcquireOptions::new().with_wait(Duration::from_millis(50))
+            )
             .unwrap()
             .is_none()
     );
@@ -148,7 +151,7 @@ fn semaphores_and_a_latch_block() {
         .expirable_semaphore(&unique_name("blocking-exp"))
         .unwrap();
     assert!(expirable.try_set_permits(1).unwrap());
-    let permit = expirable.acquire(None).unwrap();
+    let permit = expirable.acquire().unwrap();
     assert!(!permit.id().is_empty());
     permit.ensure_held().unwrap();
     assert_eq!(expirable.available_permits().unwrap(), 0);

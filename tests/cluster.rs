@@ -140,7 +140,7 @@ async fn semaphores_keep_their_limit_and_latches_open_across_clients() {
                     .unwrap()
                     .with_limit(2)
                     .unwrap();
-                let permit = semaphore.acquire(None).await.unwrap();
+                let permit = semaphore.acquire().await.unwrap();
                 Box::new(move || drop(permit)) as Box<dyn FnOnce() + Send>
             }
         })

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{
     TestRedis, client, client_with_lease, drop_calls_at_every_stage, eventually, unique_name,
 };
-use ferrisson::{Client, Error, Lock, LockOptions, LossReason, Owner, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, Error, Lock, LossReason, Owner, ReentrantLock};
 use ferrisson_fair_lock::FairLock;
 use ferrisson_rwlock::{ReadLock, ReadWriteLock, WriteLock};
 use ferrisson_spin_lock::SpinLock;
@@ -150,7 +150,7 @@ async fn exclusion_force_unlock_and_loss<K: Kind>() {
         on_a.try_lock().await.unwrap().is_none(),
         "{what}: another acquisition"
     );
-    let limited = LockOptions::new().with_wait(Duration::from_millis(100));
+    let limited = AcquireOptions::new().with_wait(Duration::from_millis(100));
     assert!(
         on_b.try_lock_with(limited).await.unwrap().is_none(),
         "{what}"
@@ -207,7 +207,7 @@ async fn leases<K: Kind>() {
     let lock = K::make(&a, &unique_name("conf-lease"));
     for lease in [Duration::ZERO, Duration::MAX] {
         let err = lock
-            .lock_with(LockOptions::new().with_lease(lease))
+            .lock_with(AcquireOptions::new().with_lease(lease))
             .await
             .unwrap_err();
         assert!(
@@ -217,7 +217,7 @@ async fn leases<K: Kind>() {
         );
     }
     let short = lock
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(200)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(200)))
         .await
         .unwrap();
     assert!(lock.remaining_ttl().await.unwrap().unwrap() <= Duration::from_millis(200));
@@ -261,7 +261,7 @@ async fn wrong_types<K: Kind>() {
     let name = unique_name("conf-hash");
     let _: () = con.hset(&name, "f", "x").unwrap();
     let lock = K::make(&a, &name);
-    let waiting = LockOptions::new().with_wait(Duration::from_millis(200));
+    let waiting = AcquireOptions::new().with_wait(Duration::from_millis(200));
     for err in [
         lock.try_lock().await.unwrap_err(),
         lock.try_lock_with(waiting).await.unwrap_err(),

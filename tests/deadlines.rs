@@ -18,7 +18,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Client, ClientConfig, Lock, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, ClientConfig, Lock, ReentrantLock};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_fair_lock::FairLock;
 use ferrisson_rate_limiter::{RateLimiter, RateType};
@@ -130,7 +130,10 @@ async fn an_expirable_permit_is_never_freed_before_its_holders_deadline() {
     let outcome = poll_at_the_boundary(move |lane, _| {
         let semaphore = semaphores[lane].clone();
         async move {
-            let permit = semaphore.try_acquire(Some(LEASE)).await.unwrap()?;
+            let permit = semaphore
+                .try_acquire_with(AcquireOptions::new().with_lease(LEASE))
+                .await
+                .unwrap()?;
             let deadline = permit.lease_deadline().unwrap();
             // Kept until its lease ends on the server: never released.
             permit.detach();
@@ -176,7 +179,7 @@ async fn a_rate_limiters_permit_never_comes_back_before_a_whole_interval() {
 
 /// One try of a lock with a fixed lease: the deadline of the hold taken, kept until then.
 async fn lock_once(lock: &impl Lock) -> Option<Instant> {
-    let options = LockOptions::new()
+    let options = AcquireOptions::new()
         .with_wait(Duration::ZERO)
         .with_lease(LEASE);
     let guard = lock.try_lock_with(options).await.unwrap()?;

@@ -9,7 +9,7 @@ use ferrisson::{Lock, SyncObject};
 use std::time::Duration;
 
 use common::{RedisServer, client, unique_name};
-use ferrisson::{Client, ClientConfig, Error, LockOptions, LossReason, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, ClientConfig, Error, LossReason, ReentrantLock};
 use ferrisson_testkit::FaultProxy;
 
 /// u64::MAX ms + 1,001 ms: a cast to milliseconds as u64 wraps it to a 1 s server TTL.
@@ -19,7 +19,7 @@ fn wrapping_lease() -> Duration {
 
 /// Held by one acquisition, `lock` is taken by a waiter with `endless` options once released,
 /// and `lock_with` the same options takes it at once when free.
-async fn endless_wait_gets_in<L: Lock + Clone + 'static>(lock: &L, endless: LockOptions) {
+async fn endless_wait_gets_in<L: Lock + Clone + 'static>(lock: &L, endless: AcquireOptions) {
     let held = lock.lock().await.unwrap();
     let waiter = tokio::spawn({
         let lock = lock.clone();
@@ -36,7 +36,7 @@ async fn endless_wait_gets_in<L: Lock + Clone + 'static>(lock: &L, endless: Lock
 async fn an_endless_wait_is_no_limit_for_every_kind() {
     let server = RedisServer::spawn();
     let client = client(&server.url()).await;
-    let endless = LockOptions::new().with_wait(Duration::MAX);
+    let endless = AcquireOptions::new().with_wait(Duration::MAX);
 
     // Every lock kind, through the one trait: a waiter with no limit gets in once free.
     let lock = ReentrantLock::new(&client, &unique_name("dur-lock")).unwrap();
@@ -50,7 +50,7 @@ async fn an_endless_wait_is_no_limit_for_every_kind() {
     semaphore.try_set_permits(1).await.unwrap();
     assert!(
         semaphore
-            .try_acquire_with(Duration::MAX)
+            .try_acquire_with(AcquireOptions::new().with_wait(Duration::MAX))
             .await
             .unwrap()
             .is_some()
@@ -60,7 +60,7 @@ async fn an_endless_wait_is_no_limit_for_every_kind() {
             .unwrap();
     expirable.try_set_permits(1).await.unwrap();
     let permit = expirable
-        .try_acquire_with(Duration::MAX, None)
+        .try_acquire_with(AcquireOptions::new().with_wait(Duration::MAX))
         .await
         .unwrap()
         .expect("a free permit");
@@ -84,13 +84,13 @@ async fn a_lease_redis_cannot_take_is_refused_before_anything_is_sent() {
     let lock = ReentrantLock::new(&client, &name).unwrap();
     for lease in [Duration::ZERO, Duration::MAX, wrapping_lease()] {
         let err = lock
-            .lock_with(LockOptions::new().with_lease(lease))
+            .lock_with(AcquireOptions::new().with_lease(lease))
             .await
             .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{lease:?}: {err}");
     }
     assert!(!lock.is_locked().await.unwrap(), "nothing was taken");
-    let longest = LockOptions::new().with_lease(ferrisson::core::duration::MAX_LEASE);
+    let longest = AcquireOptions::new().with_lease(ferrisson::core::duration::MAX_LEASE);
     let guard = lock.lock_with(longest).await.unwrap();
     // The server holds it for as long as the client believes, not a wrapped second.
     assert!(lock.remaining_ttl().await.unwrap().unwrap() > Duration::from_secs(3600 * 24 * 365));
@@ -99,7 +99,10 @@ async fn a_lease_redis_cannot_take_is_refused_before_anything_is_sent() {
     let expirable = ferrisson_expirable_semaphore::ExpirableSemaphore::new(&client, &name).unwrap();
     expirable.try_set_permits(1).await.unwrap();
     for lease in [Duration::ZERO, Duration::MAX, wrapping_lease()] {
-        let err = expirable.try_acquire(Some(lease)).await.unwrap_err();
+        let err = expirable
+            .try_acquire_with(AcquireOptions::new().with_lease(lease))
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{lease:?}: {err}");
     }
     assert_eq!(expirable.available_permits().await.unwrap(), 1);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Error, LossReason};
+use ferrisson::{AcquireOptions, Error, LossReason};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use redis::Commands;
 use tokio::time::Instant;
@@ -34,8 +34,11 @@ async fn twenty_permits_bound_two_hundred_tasks_of_four_clients() {
             let s = sem(&c, &name);
             let (in_flight, most) = (in_flight.clone(), most.clone());
             tasks.push(tokio::spawn(async move {
-                let lease = (i % 2 == 0).then_some(Duration::from_secs(10));
-                let permit = s.acquire(lease).await.unwrap();
+                let options = match i % 2 {
+                    0 => AcquireOptions::new().with_lease(Duration::from_secs(10)),
+                    _ => AcquireOptions::new(),
+                };
+                let permit = s.acquire_with(options).await.unwrap();
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -60,7 +63,7 @@ async fn a_dead_clients_permits_come_back_within_one_lease_and_a_live_ones_stay(
     let live_client = client_with_lease(&redis.url(), lease).await;
     let s = sem(&live_client, &name);
     s.set_permits(4).await.unwrap();
-    let kept = s.acquire(None).await.unwrap();
+    let kept = s.acquire().await.unwrap();
 
     // A worker process that takes two permits and then stops dead (its thread frozen).
     let (url, worker_name) = (redis.url(), name.clone());
@@ -73,7 +76,7 @@ async fn a_dead_clients_permits_come_back_within_one_lease_and_a_live_ones_stay(
             .unwrap();
         runtime.block_on(async move {
             let c = client_with_lease(&url, lease).await;
-            let permits = sem(&c, &worker_name).acquire_many(2, None).await.unwrap();
+            let permits = sem(&c, &worker_name).acquire_many(2).await.unwrap();
             taken_tx.send(()).unwrap();
             let _ = freeze_rx.recv();
             std::mem::forget(permits);
@@ -115,7 +118,7 @@ async fn permits_left_after_a_try_wake_the_callers_queued_behind_it() {
     // Taken by a client that then dies: fixed leases, never released.
     let gone = sem(&crashed, &name);
     for _ in 0..2 {
-        gone.acquire(Some(Duration::from_millis(400)))
+        gone.acquire_with(AcquireOptions::new().with_lease(Duration::from_millis(400)))
             .await
             .unwrap()
             .detach();
@@ -123,7 +126,7 @@ async fn permits_left_after_a_try_wake_the_callers_queued_behind_it() {
     drop(crashed);
     let first = {
         let s = s.clone();
-        tokio::spawn(async move { s.acquire(None).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     eventually(SOON, "the first waiter waits", || async {
         a.waiter_stats().1 == 1
@@ -131,7 +134,7 @@ async fn permits_left_after_a_try_wake_the_callers_queued_behind_it() {
     .await;
     let second = {
         let s = s.clone();
-        tokio::spawn(async move { s.acquire(None).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     eventually(SOON, "the second queues behind it", || async {
         a.waiter_stats().1 == 2
@@ -159,7 +162,7 @@ async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
         let stop = stop.clone();
         singles.push(tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
-                let permit = single.acquire(None).await.unwrap();
+                let permit = single.acquire().await.unwrap();
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 permit.release().await.unwrap();
             }
@@ -170,7 +173,7 @@ async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
     })
     .await;
     let four = s
-        .try_acquire_many_with(4, SOON, None)
+        .try_acquire_many_with(4, AcquireOptions::new().with_wait(SOON))
         .await
         .unwrap()
         .expect("the waiter for four gets them");
@@ -192,12 +195,18 @@ async fn ids_leases_and_counts_behave() {
     let a = client(&redis.url()).await;
     let s = sem(&a, &unique_name("ids"));
     assert_eq!(s.available_permits().await.unwrap(), 0);
-    assert!(s.try_acquire(None).await.unwrap().is_none());
+    assert!(s.try_acquire().await.unwrap().is_none());
     assert!(s.try_set_permits(3).await.unwrap());
     assert!(!s.try_set_permits(9).await.unwrap());
 
-    let p1 = s.acquire(Some(Duration::from_secs(30))).await.unwrap();
-    let p2 = s.acquire(Some(Duration::from_millis(150))).await.unwrap();
+    let p1 = s
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let p2 = s
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_millis(150)))
+        .await
+        .unwrap();
     assert_eq!(p1.id().len(), 32);
     assert_ne!(p1.id(), p2.id());
     assert_eq!(s.available_permits().await.unwrap(), 1);
@@ -234,7 +243,7 @@ async fn ids_leases_and_counts_behave() {
     drop(p2);
 
     // All or nothing.
-    let p3 = s.acquire(None).await.unwrap();
+    let p3 = s.acquire().await.unwrap();
     let err = s
         .release_all(&[p1.id(), &expired, p3.id()])
         .await
@@ -261,16 +270,16 @@ async fn ids_leases_and_counts_behave() {
     assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
     drop(p3);
     // A detached permit stays taken until released by id.
-    let detached = s.acquire(None).await.unwrap().detach();
+    let detached = s.acquire().await.unwrap().detach();
     assert_eq!(s.available_permits().await.unwrap(), 2);
     s.release(&detached).await.unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 3);
 
     // Counts below zero and back.
     assert_eq!(s.add_permits(-5).await.unwrap(), -2);
-    assert!(s.try_acquire(None).await.unwrap().is_none());
+    assert!(s.try_acquire().await.unwrap().is_none());
     assert_eq!(s.add_permits(3).await.unwrap(), 1);
-    let p = s.try_acquire(None).await.unwrap().expect("one free");
+    let p = s.try_acquire().await.unwrap().expect("one free");
     p.release().await.unwrap();
     assert_eq!(s.available_permits().await.unwrap(), 1);
 }
@@ -286,9 +295,9 @@ async fn bad_arguments_and_wrong_types_get_clear_errors() {
     let s = sem(&a, &unique_name("bad"));
     s.set_permits(2).await.unwrap();
     // Zero permits: at once, no ids, nothing taken (Redisson's `acquire(0)`).
-    assert!(s.acquire_many(0, None).await.unwrap().is_empty());
+    assert!(s.acquire_many(0).await.unwrap().is_empty());
     assert_eq!(
-        s.try_acquire_many_with(0, Duration::ZERO, None)
+        s.try_acquire_many_with(0, AcquireOptions::new().with_wait(Duration::ZERO))
             .await
             .unwrap()
             .map(|p| p.len()),
@@ -296,7 +305,8 @@ async fn bad_arguments_and_wrong_types_get_clear_errors() {
     );
     assert_eq!(s.available_permits().await.unwrap(), 2);
     assert!(matches!(
-        s.acquire(Some(Duration::ZERO)).await,
+        s.acquire_with(AcquireOptions::new().with_lease(Duration::ZERO))
+            .await,
         Err(Error::InvalidArgument(_))
     ));
     for id in ["", "xyz", "0123456789abcdef0123456789abcdeg"] {
@@ -317,7 +327,7 @@ async fn bad_arguments_and_wrong_types_get_clear_errors() {
     let mut con = redis.connection();
     let _: () = con.set(&name, "not a count").unwrap();
     let s = sem(&a, &name);
-    let err = s.try_acquire(None).await.unwrap_err();
+    let err = s.try_acquire().await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     let err = s.available_permits().await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
@@ -342,7 +352,10 @@ async fn redisson_format_permits_interoperate() {
     assert_eq!(s.remaining_lease(hex).await.unwrap(), Some(Duration::MAX));
 
     // Ours is stored the same way.
-    let ours = s.acquire(Some(Duration::from_secs(30))).await.unwrap();
+    let ours = s
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(30)))
+        .await
+        .unwrap();
     let raw = (0..16)
         .map(|i| u8::from_str_radix(&ours.id()[2 * i..2 * i + 2], 16).unwrap())
         .collect::<Vec<u8>>();
@@ -363,7 +376,7 @@ async fn a_permit_removed_behind_its_holders_back_is_reported_lost() {
     let a = client_with_lease(&redis.url(), Duration::from_millis(600)).await;
     let s = sem(&a, &name);
     s.set_permits(1).await.unwrap();
-    let permit = s.acquire(None).await.unwrap();
+    let permit = s.acquire().await.unwrap();
     let mut con = redis.connection();
     let _: () = con.del(format!("{{{name}}}:timeout")).unwrap();
     assert_eq!(
@@ -382,12 +395,12 @@ async fn dropped_calls_and_permits_leak_nothing() {
     s.set_permits(2).await.unwrap();
     for i in 0..40u64 {
         let held = if i % 2 == 0 {
-            Some(s.acquire_many(2, None).await.unwrap())
+            Some(s.acquire_many(2).await.unwrap())
         } else {
             None
         };
         let n = if i % 3 == 0 { 2 } else { 1 };
-        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.acquire_many(n, None)).await;
+        let _ = tokio::time::timeout(Duration::from_micros(50 * i), s.acquire_many(n)).await;
         drop(held);
     }
     eventually(SOON, "both permits back", || async {
@@ -403,10 +416,14 @@ async fn a_released_permit_goes_to_a_local_waiter_under_a_new_id_without_a_messa
     let a = client(&redis.url()).await;
     let s = sem(&a, &unique_name("hand-off"));
     s.try_set_permits(1).await.unwrap();
-    let held = s.acquire(None).await.unwrap();
+    let held = s.acquire().await.unwrap();
     let held_id = held.id().to_owned();
     let waiting = s.clone();
-    let waiter = tokio::spawn(async move { waiting.acquire(Some(Duration::from_secs(20))).await });
+    let waiter = tokio::spawn(async move {
+        waiting
+            .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(20)))
+            .await
+    });
     eventually(SOON, "the waiter waits", || async {
         a.waiter_stats().1 == 1
     })
@@ -472,9 +489,9 @@ async fn a_permit_handed_to_a_waiter_that_left_goes_back_to_the_pool() {
     // Many rounds: a waiter dropped at any point (before, during or after the hand-off) must
     // never keep the permit from the pool.
     for round in 0..20u64 {
-        let held = s.acquire(None).await.unwrap();
+        let held = s.acquire().await.unwrap();
         let waiting = s.clone();
-        let waiter = tokio::spawn(async move { waiting.acquire(None).await });
+        let waiter = tokio::spawn(async move { waiting.acquire().await });
         eventually(SOON, "the waiter waits", || async {
             a.waiter_stats().1 >= 1
         })

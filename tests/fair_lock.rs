@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Client, Error, LockOptions, LossReason};
+use ferrisson::{AcquireOptions, Client, Error, LossReason};
 use ferrisson_fair_lock::FairLock;
 use redis::Commands;
 use tokio::time::Instant;
@@ -230,7 +230,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     // Timed out: gone when the call returns.
     let lock = fair(&a, &name);
     let timed_out = tokio::spawn(async move {
-        lock.try_lock_with(LockOptions::new().with_wait(Duration::from_millis(300)))
+        lock.try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(300)))
             .await
             .unwrap()
             .is_none()
@@ -240,7 +240,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert_eq!(holder.queue_length().await.unwrap(), 0);
     let err = fair(&a, &name)
         .owned_by(a.new_owner())
-        .lock_with(LockOptions::new().with_wait(Duration::from_millis(100)))
+        .lock_with(AcquireOptions::new().with_wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Timeout(_)), "{err:?}");
@@ -386,7 +386,7 @@ async fn bad_input_and_wrong_types_get_clear_errors() {
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
-        lock.lock_with(LockOptions::new().with_lease(Duration::ZERO))
+        lock.lock_with(AcquireOptions::new().with_lease(Duration::ZERO))
             .await,
         Err(Error::InvalidArgument(_))
     ));

@@ -399,7 +399,7 @@ async fn a_ferrisson_waiter_that_leaves_moves_redisson_waiters_behind_it_up() {
     let leaving = tokio::spawn({
         let lock = lock.clone();
         async move {
-            lock.try_lock_with(ferrisson::LockOptions::new().with_wait(Duration::from_secs(2)))
+            lock.try_lock_with(ferrisson::AcquireOptions::new().with_wait(Duration::from_secs(2)))
                 .await
                 .unwrap()
         }

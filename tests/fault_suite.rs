@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use ferrisson::{Client, ClientConfig, HoldGuard, Lock, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, ClientConfig, HoldGuard, Lock, ReentrantLock};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_fair_lock::FairLock;
 use ferrisson_latch::CountDownLatch;
@@ -179,7 +179,7 @@ async fn worker(kind: &str) {
         }
     };
     log.event(format_args!("start {}", now_us()));
-    let wait = LockOptions::new().with_wait(Duration::from_secs(3));
+    let wait = AcquireOptions::new().with_wait(Duration::from_secs(3));
     let mut round = 0;
     let mut unknown_round = None;
     while now_us() < until {
@@ -206,7 +206,7 @@ async fn worker(kind: &str) {
                     .with_limit(PERMITS)
                     .unwrap();
                 match semaphore
-                    .try_acquire_with(Duration::from_secs(3), None)
+                    .try_acquire_with(AcquireOptions::new().with_wait(Duration::from_secs(3)))
                     .await
                 {
                     Ok(Some(permit)) => {
@@ -227,7 +227,10 @@ async fn worker(kind: &str) {
                     .unwrap()
                     .with_limit(PERMITS)
                     .unwrap();
-                match semaphore.try_acquire_with(Duration::from_secs(3)).await {
+                match semaphore
+                    .try_acquire_with(AcquireOptions::new().with_wait(Duration::from_secs(3)))
+                    .await
+                {
                     Ok(Some(permits)) => {
                         log.event(format_args!("acq p 0 {}", now_us()));
                         let work = Duration::from_millis(2 + log.below(13));

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Error, LockOptions, LossReason, ReentrantLock};
+use ferrisson::{AcquireOptions, Error, LossReason, ReentrantLock};
 use redis::Commands;
 use tokio::time::Instant;
 
@@ -89,7 +89,7 @@ async fn try_lock_with_a_wait_gives_up_after_about_the_wait() {
     let wait = Duration::from_millis(300);
     let started = Instant::now();
     let got = lock_b
-        .try_lock_with(LockOptions::new().with_wait(wait))
+        .try_lock_with(AcquireOptions::new().with_wait(wait))
         .await
         .unwrap();
     let waited = started.elapsed();
@@ -101,7 +101,7 @@ async fn try_lock_with_a_wait_gives_up_after_about_the_wait() {
     );
 
     let err = lock_b
-        .lock_with(LockOptions::new().with_wait(wait))
+        .lock_with(AcquireOptions::new().with_wait(wait))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Timeout(w) if w == wait), "{err:?}");
@@ -145,7 +145,7 @@ async fn a_fixed_lease_expires_and_another_owner_gets_in() {
     let lease = Duration::from_millis(400);
     let guard = ReentrantLock::new(&a, &name)
         .unwrap()
-        .lock_with(LockOptions::new().with_lease(lease))
+        .lock_with(AcquireOptions::new().with_lease(lease))
         .await
         .unwrap();
     let ttl = ReentrantLock::new(&a, &name)
@@ -676,7 +676,7 @@ async fn bad_input_gets_a_clear_error() {
 
     let lock = ReentrantLock::new(&a, &unique_name("bad")).unwrap();
     let err = lock
-        .lock_with(LockOptions::new().with_lease(Duration::ZERO))
+        .lock_with(AcquireOptions::new().with_lease(Duration::ZERO))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
@@ -772,9 +772,9 @@ fn bounds() {
 fn futures_are_send(lock: &ReentrantLock, guard: ferrisson::LockGuard) {
     fn send<T: Send>(_: T) {}
     send(lock.lock());
-    send(lock.lock_with(LockOptions::new()));
+    send(lock.lock_with(AcquireOptions::new()));
     send(lock.try_lock());
-    send(lock.try_lock_with(LockOptions::new()));
+    send(lock.try_lock_with(AcquireOptions::new()));
     send(lock.force_unlock());
     send(lock.is_locked());
     send(lock.hold_count());
@@ -1275,7 +1275,7 @@ async fn an_unlock_after_a_loss_is_lease_lost_even_with_redis_down() {
     let kept = lock.lock().await.unwrap();
     let fixed = ReentrantLock::new(&a, &format!("{name}:fixed"))
         .unwrap()
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(100)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(100)))
         .await
         .unwrap();
     server.stop();

@@ -257,7 +257,7 @@ async fn other_kinds_through_lost_replies_leak_nothing() {
                 0 => fair_lock.lock().await?.unlock().await,
                 1 => rwlock.write_lock().lock().await?.unlock().await,
                 2 => rwlock.read_lock().lock().await?.unlock().await,
-                _ => expirable.acquire(None).await?.release().await,
+                _ => expirable.acquire().await?.release().await,
             }
         }
     })
@@ -443,7 +443,7 @@ async fn an_unlock_whose_reply_is_lost_reports_what_it_did() {
         let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
         let watcher = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
         let guard = lock
-            .lock_with(ferrisson::LockOptions::new().with_lease(lease))
+            .lock_with(ferrisson::AcquireOptions::new().with_lease(lease))
             .await
             .unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel();

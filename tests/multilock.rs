@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Client, ClientConfig, Error, Lock, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Client, ClientConfig, Error, Lock, ReentrantLock};
 use ferrisson_fair_lock::FairLock;
 use ferrisson_multilock::{AnyLock, MultiLock, RedLock};
 use ferrisson_rwlock::ReadWriteLock;
@@ -64,7 +64,7 @@ async fn a_multilock_over_three_kinds_and_clients_takes_and_releases_them_all() 
         .await
         .unwrap();
     let got = other
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_millis(300)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(300)))
         .await
         .unwrap();
     assert!(got.is_none());
@@ -72,7 +72,7 @@ async fn a_multilock_over_three_kinds_and_clients_takes_and_releases_them_all() 
     outsider.unlock().await.unwrap();
     // A lease for all.
     let leased = other
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(300)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(300)))
         .await
         .unwrap();
     let lost = tokio::time::timeout(Duration::from_secs(5), leased.lost())
@@ -100,7 +100,7 @@ async fn multilocks_asking_in_opposite_orders_all_get_through() {
         tasks.push(tokio::spawn(async move {
             for _ in 0..5 {
                 let guard = multi
-                    .lock_with(LockOptions::new().with_wait(Duration::from_secs(30)))
+                    .lock_with(AcquireOptions::new().with_wait(Duration::from_secs(30)))
                     .await
                     .unwrap();
                 assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
@@ -201,7 +201,7 @@ async fn a_redlock_over_three_locks_with_a_minority_down_never_with_a_majority()
     // One instance frozen: the quorum still locks, within its share of the time.
     instances.servers[0].pause();
     let guard = rival
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_secs(3)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(3)))
         .await
         .unwrap()
         .expect("a minority frozen still locks");
@@ -216,7 +216,7 @@ async fn a_redlock_over_three_locks_with_a_minority_down_never_with_a_majority()
     instances.servers[1].stop();
     instances.servers[2].stop();
     let got = lock
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_secs(1)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(1)))
         .await;
     assert!(
         matches!(&got, Err(e) if e.is_connection_error()),
@@ -300,7 +300,7 @@ async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
     let lease = Duration::from_secs(10);
     let started = tokio::time::Instant::now();
     let guard = lock
-        .lock_with(LockOptions::new().with_lease(lease))
+        .lock_with(AcquireOptions::new().with_lease(lease))
         .await
         .unwrap();
     let returned = tokio::time::Instant::now();
@@ -342,7 +342,7 @@ async fn a_redlock_over_five_validity_and_loss_of_the_quorum() {
     // A fixed lease: valid for the lease less the time spent and the drift.
     let started = tokio::time::Instant::now();
     let guard = lock
-        .lock_with(LockOptions::new().with_lease(Duration::from_secs(10)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(10)))
         .await
         .unwrap();
     let valid = guard.valid_until().unwrap();
@@ -399,7 +399,7 @@ async fn same_named_locks_on_two_servers_in_opposite_orders_get_through_by_retry
         tasks.push(tokio::spawn(async move {
             for _ in 0..3 {
                 let guard = multi
-                    .lock_with(LockOptions::new().with_wait(Duration::from_secs(30)))
+                    .lock_with(AcquireOptions::new().with_wait(Duration::from_secs(30)))
                     .await
                     .unwrap();
                 assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
@@ -711,15 +711,15 @@ async fn try_lock_with_no_wait_limit_makes_one_round() {
     let multi = MultiLock::new(vec![lock()]).unwrap();
     let red = RedLock::new(vec![lock()]).unwrap();
     let soon = Duration::from_secs(5);
-    let tried = tokio::time::timeout(soon, multi.try_lock_with(LockOptions::new()))
+    let tried = tokio::time::timeout(soon, multi.try_lock_with(AcquireOptions::new()))
         .await
         .expect("a MultiLock's try_lock_with waited");
     assert!(tried.unwrap().is_none());
-    let tried = tokio::time::timeout(soon, red.try_lock_with(LockOptions::new()))
+    let tried = tokio::time::timeout(soon, red.try_lock_with(AcquireOptions::new()))
         .await
         .expect("a RedLock's try_lock_with waited");
     assert!(tried.unwrap().is_none());
     held.unlock().await.unwrap();
-    let guard = multi.try_lock_with(LockOptions::new()).await.unwrap();
+    let guard = multi.try_lock_with(AcquireOptions::new()).await.unwrap();
     guard.expect("free now").unlock().await.unwrap();
 }

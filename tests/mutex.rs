@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{TestRedis, client, client_with_lease, eventually, unique_name};
-use ferrisson::{Error, Lock, LockOptions, Mutex, SyncObject};
+use ferrisson::{AcquireOptions, Error, Lock, Mutex, SyncObject};
 use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -52,7 +52,7 @@ async fn it_shares_the_standard_layout_with_other_redlock_clients() {
     let mut con = redis.connection();
 
     let guard = mutex
-        .lock_with(LockOptions::new().with_lease(Duration::from_secs(20)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(20)))
         .await
         .unwrap();
     let token: String = con.get(&name).unwrap();
@@ -90,7 +90,7 @@ async fn it_shares_the_standard_layout_with_other_redlock_clients() {
     assert!(mutex.try_lock().await.unwrap().is_none());
     assert!(mutex.is_locked().await.unwrap());
     let ours = mutex
-        .try_lock_with(LockOptions::new().with_wait(SOON))
+        .try_lock_with(AcquireOptions::new().with_wait(SOON))
         .await
         .unwrap()
         .expect("taken once the peer's lease ended");
@@ -119,7 +119,7 @@ async fn a_hash_at_its_name_is_refused_and_a_string_is_a_foreign_hold() {
     let name = unique_name("mutex-hash");
     let _: () = con.hset(&name, "f", "x").unwrap();
     let mutex = Mutex::new(&a, &name).unwrap();
-    let waiting = LockOptions::new().with_wait(Duration::from_millis(200));
+    let waiting = AcquireOptions::new().with_wait(Duration::from_millis(200));
     for err in [
         mutex.try_lock().await.unwrap_err(),
         mutex.try_lock_with(waiting).await.unwrap_err(),

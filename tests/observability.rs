@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Lock, LockOptions, ReentrantLock};
+use ferrisson::{AcquireOptions, Lock, ReentrantLock};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -92,7 +92,7 @@ fn acquisitions_and_releases_run_in_spans_with_kind_key_owner_and_tries() {
         // A second caller tries, waits and gives up: more than one try.
         let other = ReentrantLock::new(&client, &name).unwrap();
         let none = other
-            .try_lock_with(LockOptions::new().with_wait(Duration::from_millis(200)))
+            .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(200)))
             .await
             .unwrap();
         assert!(none.is_none());

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::{
-    Client, ClientConfig, Error, HoldGuard, Lock, LockOptions, ReentrantLock, RetryPolicy,
+    AcquireOptions, Client, ClientConfig, Error, HoldGuard, Lock, ReentrantLock, RetryPolicy,
 };
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_fair_lock::FairLock;
@@ -142,7 +142,7 @@ async fn hold_everything(holder: &Client, name: &str) -> Held {
         .unwrap()
         .with_limit(1)
         .unwrap();
-    let permits = vec![expirable.acquire(None).await.unwrap()];
+    let permits = vec![expirable.acquire().await.unwrap()];
     assert!(
         CountDownLatch::new(holder, &format!("{name}:latch"))
             .unwrap()
@@ -168,7 +168,9 @@ async fn hold_everything(holder: &Client, name: &str) -> Held {
 /// A call of every kind that waits, on `client`, for what [`hold_everything`] holds; each
 /// waits as long as it takes (`wait` none) or up to `wait`.
 fn waiting_calls(client: &Client, name: &str, wait: Option<Duration>) -> Vec<(&'static str, Call)> {
-    let options = wait.map_or(LockOptions::new(), |w| LockOptions::new().with_wait(w));
+    let options = wait.map_or(AcquireOptions::new(), |w| {
+        AcquireOptions::new().with_wait(w)
+    });
     let lock = |suffix: &str| ReentrantLock::new(client, &format!("{name}:{suffix}")).unwrap();
     let mut calls: Vec<(&'static str, Call)> = vec![
         ("reentrant lock", {
@@ -202,7 +204,11 @@ fn waiting_calls(client: &Client, name: &str, wait: Option<Duration>) -> Vec<(&'
         ("semaphore", {
             let semaphore = Semaphore::new(client, &format!("{name}:sem")).unwrap();
             match wait {
-                Some(w) => boxed(async move { semaphore.try_acquire_with(w).await }),
+                Some(w) => boxed(async move {
+                    semaphore
+                        .try_acquire_with(AcquireOptions::new().with_wait(w))
+                        .await
+                }),
                 None => boxed(async move { semaphore.acquire().await }),
             }
         }),
@@ -212,8 +218,12 @@ fn waiting_calls(client: &Client, name: &str, wait: Option<Duration>) -> Vec<(&'
                 .with_limit(1)
                 .unwrap();
             match wait {
-                Some(w) => boxed(async move { semaphore.try_acquire_with(w, None).await }),
-                None => boxed(async move { semaphore.acquire(None).await }),
+                Some(w) => boxed(async move {
+                    semaphore
+                        .try_acquire_with(AcquireOptions::new().with_wait(w))
+                        .await
+                }),
+                None => boxed(async move { semaphore.acquire().await }),
             }
         }),
         ("latch", {
@@ -227,7 +237,11 @@ fn waiting_calls(client: &Client, name: &str, wait: Option<Duration>) -> Vec<(&'
             let limiter = RateLimiter::new(client, &format!("{name}:rate")).unwrap();
             boxed(async move {
                 match wait {
-                    Some(w) => limiter.try_acquire_with(1, w).await,
+                    Some(w) => {
+                        limiter
+                            .try_acquire_with(1, AcquireOptions::new().with_wait(w))
+                            .await
+                    }
                     None => limiter.acquire(1).await.map(|()| true),
                 }
             })

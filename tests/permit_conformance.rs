@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use common::{TestRedis, client, eventually, unique_name};
-use ferrisson::{Client, Error, Result};
+use ferrisson::{AcquireOptions, Client, Error, Result};
 use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 use ferrisson_semaphore::{Permits, Semaphore};
 use redis::Commands;
@@ -41,7 +41,7 @@ impl Kind for Semaphore {
         self.acquire()
     }
     fn try_take(&self, wait: Duration) -> impl Future<Output = Result<Option<Permits>>> + Send {
-        self.try_acquire_with(wait)
+        self.try_acquire_with(AcquireOptions::new().with_wait(wait))
     }
     fn give(guard: Permits) -> impl Future<Output = Result<()>> + Send {
         guard.release()
@@ -61,10 +61,10 @@ impl Kind for ExpirableSemaphore {
         self.try_set_permits(n)
     }
     fn take(&self) -> impl Future<Output = Result<Permit>> + Send {
-        self.acquire(None)
+        self.acquire()
     }
     fn try_take(&self, wait: Duration) -> impl Future<Output = Result<Option<Permit>>> + Send {
-        self.try_acquire_with(wait, None)
+        self.try_acquire_with(AcquireOptions::new().with_wait(wait))
     }
     fn give(guard: Permit) -> impl Future<Output = Result<()>> + Send {
         guard.release()

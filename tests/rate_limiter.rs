@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use ferrisson::AcquireOptions;
 use ferrisson::Error;
 use ferrisson_rate_limiter::{RateLimiter, RateType};
 use redis::Commands;
@@ -96,7 +97,10 @@ async fn waiters_get_permits_as_the_window_gives_them_back_and_a_rate_change_tak
     // Not before the window allows, and not much after (the script says when).
     assert!(
         !limiter
-            .try_acquire_with(1, Duration::from_millis(100))
+            .try_acquire_with(
+                1,
+                AcquireOptions::new().with_wait(Duration::from_millis(100))
+            )
             .await
             .unwrap(),
         "the permits come back too late for a 100 ms wait, which says so at once"

@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::{TestRedis, client, command_calls, delta, eventually, unique_name};
-use ferrisson::{Client, Error, FencedLock, Lock, LockOptions, ReentrantLock, SyncObject};
+use ferrisson::{AcquireOptions, Client, Error, FencedLock, Lock, ReentrantLock, SyncObject};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_fair_lock::FairLock;
 use ferrisson_latch::CountDownLatch;
@@ -85,7 +85,7 @@ async fn subjects(
     let mut guards = Vec::new();
     let mut out = Vec::new();
     // Locks are held with a fixed lease, so that nothing renews them during the checks.
-    let held = LockOptions::new().with_lease(Duration::from_secs(600));
+    let held = AcquireOptions::new().with_lease(Duration::from_secs(600));
 
     let name = unique_name("parity-lock");
     let lock = FencedLock::new(client, &name).unwrap();
@@ -157,7 +157,7 @@ async fn subjects(
     let expirable = ExpirableSemaphore::new(client, &name).unwrap();
     assert!(expirable.try_set_permits(3).await.unwrap());
     let permit = expirable
-        .acquire(Some(Duration::from_secs(600)))
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(600)))
         .await
         .unwrap();
     permit.detach();
@@ -338,7 +338,7 @@ async fn deleting_a_held_lock_wakes_its_waiter_and_tells_the_holder() {
     let waiter_lock = ReentrantLock::new(&other, &name).unwrap();
     let waiting = tokio::spawn(async move {
         let guard = waiter_lock
-            .lock_with(LockOptions::new().with_lease(Duration::from_secs(60)))
+            .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(60)))
             .await
             .unwrap();
         guard.unlock().await.unwrap();
@@ -371,7 +371,7 @@ async fn expirable_set_permits_sets_the_total_as_redisson_does() {
     let client = client(&redis.url()).await;
     let semaphore = ExpirableSemaphore::new(&client, &unique_name("total")).unwrap();
     assert!(semaphore.try_set_permits(5).await.unwrap());
-    let taken = semaphore.acquire_many(3, None).await.unwrap();
+    let taken = semaphore.acquire_many(3).await.unwrap();
     let counts = || async {
         (
             semaphore.total_permits().await.unwrap(),
@@ -394,7 +394,7 @@ async fn expirable_set_permits_sets_the_total_as_redisson_does() {
     assert_eq!(counts().await, (2, 2, 0));
     // Expired permits count as free when the total is set.
     let _short = semaphore
-        .acquire(Some(Duration::from_millis(50)))
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_millis(50)))
         .await
         .unwrap()
         .detach();
@@ -477,7 +477,7 @@ async fn try_release_many_releases_the_held_ids_and_counts_them() {
     let semaphore = ExpirableSemaphore::new(&client, &unique_name("try-release")).unwrap();
     assert!(semaphore.try_set_permits(3).await.unwrap());
     let ids: Vec<String> = semaphore
-        .acquire_many(3, None)
+        .acquire_many(3)
         .await
         .unwrap()
         .into_iter()
@@ -499,7 +499,7 @@ async fn try_release_many_releases_the_held_ids_and_counts_them() {
         Err(Error::InvalidArgument(_))
     ));
     // The all-or-nothing release of a list still refuses a list with one id not held.
-    let id = semaphore.acquire(None).await.unwrap().detach();
+    let id = semaphore.acquire().await.unwrap().detach();
     assert!(matches!(
         semaphore.release_all(&[id.as_str(), unknown]).await,
         Err(Error::NotOwner(_))
@@ -640,7 +640,7 @@ async fn wait_unlocked_ends_when_the_lease_runs_out_and_on_kinds_that_publish_no
     let name = unique_name("watch-lease");
     let _guard = ReentrantLock::new(&holder, &name)
         .unwrap()
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(300)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(300)))
         .await
         .unwrap();
     common::join_within(

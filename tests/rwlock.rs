@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Error, LockOptions, LossReason};
+use ferrisson::{AcquireOptions, Error, LossReason};
 use ferrisson_rwlock::{Mode, ReadWriteLock};
 use redis::Commands;
 use tokio::time::Instant;
@@ -139,7 +139,7 @@ async fn a_writer_downgrades_and_a_reader_cannot_upgrade() {
     let read = other.read_lock().lock().await.unwrap();
     let err = other
         .write_lock()
-        .try_lock_with(LockOptions::new().with_wait(SOON))
+        .try_lock_with(AcquireOptions::new().with_wait(SOON))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::WouldDeadlock(_)), "{err:?}");
@@ -185,7 +185,7 @@ async fn a_crashed_readers_hold_expires_while_a_live_reader_keeps_its_own() {
     read.unlock().await.unwrap();
     let write = writer
         .write_lock()
-        .try_lock_with(LockOptions::new().with_wait(SOON))
+        .try_lock_with(AcquireOptions::new().with_wait(SOON))
         .await
         .unwrap()
         .expect("only a dead reader was left");
@@ -262,7 +262,7 @@ async fn hold_counts_leases_tokens_and_force_unlock() {
     // A read hold's fixed lease runs out too (the write side's: tests/conformance.rs).
     let short = lock
         .read_lock()
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(200)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(200)))
         .await
         .unwrap();
     assert_eq!(
@@ -379,7 +379,7 @@ async fn bad_input_and_wrong_types_get_clear_errors() {
     let lock = ReadWriteLock::new(&a, &unique_name("bad")).unwrap();
     assert!(matches!(
         lock.read_lock()
-            .lock_with(LockOptions::new().with_lease(Duration::ZERO))
+            .lock_with(AcquireOptions::new().with_lease(Duration::ZERO))
             .await,
         Err(Error::InvalidArgument(_))
     ));
@@ -451,7 +451,7 @@ async fn a_stream_of_readers_cannot_starve_a_writer() {
     for _ in 0..3 {
         let guard = writer
             .write_lock()
-            .try_lock_with(LockOptions::new().with_wait(SOON))
+            .try_lock_with(AcquireOptions::new().with_wait(SOON))
             .await
             .unwrap()
             .expect("the writer gets in among a stream of readers");

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
+use ferrisson::AcquireOptions;
 use ferrisson::Error;
 use ferrisson_semaphore::{Permits, Semaphore};
 use redis::Commands;
@@ -79,7 +80,7 @@ async fn a_waiter_for_four_is_not_starved_by_single_permit_callers() {
     .await;
     for _ in 0..3 {
         let four = semaphore
-            .try_acquire_many_with(4, SOON)
+            .try_acquire_many_with(4, AcquireOptions::new().with_wait(SOON))
             .await
             .unwrap()
             .expect("the waiter for four gets them");
@@ -127,7 +128,7 @@ async fn counts_stay_exact_across_every_operation() {
     let waiting = s.clone();
     let waiter = tokio::spawn(async move {
         waiting
-            .try_acquire_many_with(3, SOON)
+            .try_acquire_many_with(3, AcquireOptions::new().with_wait(SOON))
             .await
             .unwrap()
             .map(Permits::forget)
@@ -142,10 +143,13 @@ async fn counts_stay_exact_across_every_operation() {
     assert_eq!(s.available_permits().await.unwrap(), 0);
     // Out of time: false, and nothing taken.
     assert!(
-        s.try_acquire_many_with(1, Duration::from_millis(100))
-            .await
-            .unwrap()
-            .is_none()
+        s.try_acquire_many_with(
+            1,
+            AcquireOptions::new().with_wait(Duration::from_millis(100))
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
     assert_eq!(s.available_permits().await.unwrap(), 0);
 }
@@ -173,7 +177,7 @@ async fn zero_permits_and_wrong_types_get_clear_errors() {
         Some(0)
     );
     assert_eq!(
-        s.try_acquire_many_with(0, SOON)
+        s.try_acquire_many_with(0, AcquireOptions::new().with_wait(SOON))
             .await
             .unwrap()
             .map(|p| p.count()),

@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use ferrisson::AcquireOptions;
 use ferrisson::Error;
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_semaphore::Semaphore;
@@ -107,7 +108,9 @@ async fn a_semaphore_without_a_limit_fails_a_wait_on_a_lost_count_instead_of_han
     assert!(matches!(semaphore.acquire().await, Err(Error::NotSetUp(_))));
     assert!(semaphore.try_acquire().await.unwrap().is_none());
     assert!(matches!(
-        semaphore.try_acquire_with(Duration::from_millis(50)).await,
+        semaphore
+            .try_acquire_with(AcquireOptions::new().with_wait(Duration::from_millis(50)))
+            .await,
         Err(Error::NotSetUp(_))
     ));
     // The holder from before the loss: its release recreates a count, as Redisson's does.
@@ -123,18 +126,18 @@ async fn a_limited_expirable_semaphore_restores_its_count_less_the_permits_still
         .unwrap()
         .with_limit(3)
         .unwrap();
-    let before = semaphore.acquire(None).await.unwrap();
+    let before = semaphore.acquire().await.unwrap();
     assert_eq!(semaphore.available_permits().await.unwrap(), 2);
     // Only the count is lost (a deleted key): the held permit still counts against the limit.
     let _: () = redis::cmd("DEL")
         .arg(semaphore.key())
         .query(&mut server.connection())
         .unwrap();
-    let two = semaphore.acquire_many(2, None).await.unwrap();
-    assert!(semaphore.try_acquire(None).await.unwrap().is_none());
+    let two = semaphore.acquire_many(2).await.unwrap();
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
     // Everything is lost: the whole limit is free, and the old permits are not held any more.
     flushall(&server);
-    let three = semaphore.acquire_many(3, None).await.unwrap();
+    let three = semaphore.acquire_many(3).await.unwrap();
     assert!(matches!(before.release().await, Err(Error::NotOwner(_))));
     for permit in two {
         assert!(permit.release().await.is_err());
@@ -151,13 +154,10 @@ async fn an_expirable_semaphore_without_a_limit_fails_a_wait_on_a_missing_count(
     let server = RedisServer::spawn();
     let client = client(&server.url()).await;
     let semaphore = ExpirableSemaphore::new(&client, &unique_name("xsem-nolimit")).unwrap();
-    assert!(matches!(
-        semaphore.acquire(None).await,
-        Err(Error::NotSetUp(_))
-    ));
-    assert!(semaphore.try_acquire(None).await.unwrap().is_none());
+    assert!(matches!(semaphore.acquire().await, Err(Error::NotSetUp(_))));
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
     assert!(semaphore.try_set_permits(1).await.unwrap());
-    let permit = semaphore.acquire(None).await.unwrap();
+    let permit = semaphore.acquire().await.unwrap();
     permit.release().await.unwrap();
     drop(server);
 }

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Client, Error, Lock, LockOptions, LossReason, ReentrantLock, SyncObject};
+use ferrisson::{AcquireOptions, Client, Error, Lock, LossReason, ReentrantLock, SyncObject};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_semaphore::Semaphore;
 use redis::Commands;
@@ -57,7 +57,7 @@ fn shutdown_worker() {
             .unwrap();
         let leased = ExpirableSemaphore::new(&client, &expirable)
             .unwrap()
-            .acquire(None)
+            .acquire()
             .await
             .unwrap();
         // Proof that this run did its part, for the test to count.
@@ -232,7 +232,7 @@ async fn shutdown_ends_waits_refuses_new_work_and_tells_live_holders() {
     assert_eq!(other.loss_reason(), Some(LossReason::ClientShutDown));
     let refused = ReentrantLock::new(&waiter, &name)
         .unwrap()
-        .try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::ZERO))
         .await;
     assert!(matches!(refused, Err(Error::Closed(_))), "{refused:?}");
     // The waiters left nothing behind: the holder's release frees the lock for the others.

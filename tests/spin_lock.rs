@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{Error, Lock, LockOptions, LossReason};
+use ferrisson::{AcquireOptions, Error, Lock, LossReason};
 use ferrisson_spin_lock::{Backoff, SpinLock};
 use redis::Commands;
 
@@ -60,7 +60,7 @@ async fn waits_end_at_their_deadline_and_reentry_goes_through_an_owner() {
     assert!(lock.try_lock().await.unwrap().is_none());
     let started = tokio::time::Instant::now();
     let got = lock
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_millis(300)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(300)))
         .await
         .unwrap();
     assert!(got.is_none());
@@ -84,11 +84,11 @@ async fn waits_end_at_their_deadline_and_reentry_goes_through_an_owner() {
     assert!(!lock.is_locked().await.unwrap());
     // A fixed lease shorter than the wait: the waiter gets in when it runs out.
     let short = lock
-        .lock_with(LockOptions::new().with_lease(Duration::from_millis(200)))
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(200)))
         .await
         .unwrap();
     let next = lock
-        .try_lock_with(LockOptions::new().with_wait(Duration::from_secs(5)))
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(5)))
         .await
         .unwrap()
         .expect("free once the lease ran out");

@@ -96,7 +96,7 @@ impl EveryKind {
                 .unwrap()
                 .with_limit(1)
                 .unwrap()
-                .acquire(None)
+                .acquire()
                 .await
                 .unwrap(),
             latch,
@@ -124,7 +124,7 @@ impl EveryKind {
                 async move { rw.read_lock().lock().await.unwrap().unlock().await.unwrap() },
             ),
             tokio::spawn(async move { drop(semaphore.acquire().await.unwrap()) }),
-            tokio::spawn(async move { drop(expirable.acquire(None).await.unwrap()) }),
+            tokio::spawn(async move { drop(expirable.acquire().await.unwrap()) }),
             tokio::spawn(async move {
                 assert!(
                     latch.wait_for(Duration::from_secs(60)).await.unwrap(),

@@ -66,8 +66,8 @@ impl Acquire for ferrisson::Semaphore {
 impl Acquire for ferrisson::ExpirableSemaphore {
     type Guard = ferrisson::Permit;
     fn acquire(&self) -> impl Future<Output = ferrisson::Result<Self::Guard>> + Send {
-        // The inherent `acquire(lease)`: one permit kept by the watchdog.
-        ferrisson::ExpirableSemaphore::acquire(self, None)
+        // The inherent `acquire`: one permit kept by the watchdog.
+        ferrisson::ExpirableSemaphore::acquire(self)
     }
     fn release(guard: Self::Guard) -> impl Future<Output = ferrisson::Result<()>> + Send {
         guard.release()

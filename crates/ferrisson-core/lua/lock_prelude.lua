@@ -55,14 +55,11 @@ local function foreign_lock(key, rw)
   return nil
 end
 
--- rate_limiter_fields: the fields of a rate limiter's settings hash (Redisson's RRateLimiter
--- layout: rate, interval, type, and keepAliveTime in newer Redisson), each a number.
-local rate_limiter_fields = {rate = true, interval = true, type = true, keepAliveTime = true}
-
 -- foreign_object(key, shape) is foreign_lock for the lock shapes ("lock", "rwlock") and, for
--- "count" (a string holding an integer), "value" (a string) and "ratelimiter" (a hash of a rate
--- limiter's settings, rate_limiter_fields and nothing else), a WRONGTYPE error reply when the
--- key holds something else; nil when it is of the shape or missing.
+-- "count" (a string holding an integer), "value" (a string) and "numbers:<f1>,<f2>,..." (a hash
+-- whose every field is one of the names listed and holds a number: a rate limiter's settings), a
+-- WRONGTYPE error reply when the key holds something else; nil when it is of the shape or
+-- missing.
 local function foreign_object(key, shape)
   if shape == 'lock' or shape == 'rwlock' then
     return foreign_lock(key, shape == 'rwlock')
@@ -71,11 +68,17 @@ local function foreign_object(key, shape)
   if kind == 'none' then
     return nil
   end
-  local wrong = redis.error_reply('WRONGTYPE the key holds no ' .. shape .. ' of this synchronizer')
-  if shape == 'ratelimiter' and kind == 'hash' then
+  local fields = string.match(shape, '^numbers:(.*)$')
+  local wrong = redis.error_reply('WRONGTYPE the key holds no '
+    .. (fields and ('hash of numbers (' .. fields .. ')') or shape) .. ' of this synchronizer')
+  if fields and kind == 'hash' then
+    local allowed = {}
+    for field in string.gmatch(fields, '[^,]+') do
+      allowed[field] = true
+    end
     local all = redis.call('hgetall', key)
     for i = 1, #all, 2 do
-      if not rate_limiter_fields[all[i]] or not tonumber(all[i + 1]) then
+      if not allowed[all[i]] or not tonumber(all[i + 1]) then
         return wrong
       end
     end

@@ -6,7 +6,8 @@
 -- KEYS    the object's state keys, the main key first
 -- ARGV[1] what the main key must hold: "lock" (a reentrant, fair or spin lock's hash), "rwlock"
 --         (a read-write lock's hash), "count" (a string holding an integer: semaphores,
---         latch), "ratelimiter" (a hash of a rate limiter's settings and nothing else)
+--         latch), "value" (a string), "numbers:<fields>" (a hash of numbers under those
+--         field names only: a rate limiter's settings)
 -- ARGV[2] "pexpire" or "persist"
 -- ARGV[3] the time to live in milliseconds (read by "pexpire")
 -- returns 1 when any key got (or lost) an expiry, else 0; WRONGTYPE error for a foreign main

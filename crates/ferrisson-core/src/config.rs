@@ -122,11 +122,11 @@ enum ReplicaSyncSetting {
 
 /// Settings of a [`Client`](crate::Client).
 ///
-/// One naming rule for every settings type (this one, [`ReplicaSync`], [`LockOptions`]): a
+/// One naming rule for every settings type (this one, [`ReplicaSync`], [`AcquireOptions`]): a
 /// setter is `with_` and the setting's name and returns the value (`.with_lease(d)`), the
 /// getter is the setting's name (`.lease()`).
 ///
-/// [`LockOptions`]: crate::LockOptions
+/// [`AcquireOptions`]: crate::AcquireOptions
 ///
 /// ```
 /// use std::time::Duration;

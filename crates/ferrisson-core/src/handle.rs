@@ -13,7 +13,7 @@ use crate::guard::HoldGuard;
 use crate::kind::HoldKind;
 use crate::lock::{Lock, until_unlocked};
 use crate::object::{ObjectKeys, SyncObject};
-use crate::options::LockOptions;
+use crate::options::AcquireOptions;
 use crate::owner::Owner;
 
 /// What a lock kind supplies besides its acquire and release ([`HoldKind`]): the calls that
@@ -151,7 +151,7 @@ impl<T: LockType> Lock for T {
 
     fn acquire(
         &self,
-        options: LockOptions,
+        options: AcquireOptions,
     ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
         let handle = self.handle();
         crate::kind::acquire(&handle.kind, handle.owner.as_ref(), options)

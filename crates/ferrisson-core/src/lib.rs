@@ -1,12 +1,13 @@
 //! The shared core of [ferrisson](https://docs.rs/ferrisson): Redisson's distributed
 //! synchronizers for Rust.
 //!
-//! This crate holds what every synchronizer needs and nothing specific to any of them, for two
-//! audiences:
+//! This crate holds what every synchronizer needs and nothing specific to any one of them (two
+//! Redis layouts that several kinds share, Redisson's lock hash and a count of permits, are
+//! kept here as layouts), for two audiences:
 //!
 //! - **Users**, at the crate root: [`Client`] (connections, settings), [`ClientConfig`],
-//!   [`Error`] and [`LossReason`], the guard of a hold ([`HoldGuard`]) and the options of a
-//!   lock call ([`LockOptions`]), the [`Lock`] trait every lock kind implements, [`Owner`]
+//!   [`Error`] and [`LossReason`], the guard of a hold ([`HoldGuard`]) and the options of an
+//!   acquire ([`AcquireOptions`]), the [`Lock`] trait every lock kind implements, [`Owner`]
 //!   (who holds what: a fresh owner per acquisition unless a handle is bound to one), and
 //!   [`duration`] (which durations are valid where).
 //! - **Synchronizer crates**, in a hidden engine module that is not public API (the facade
@@ -72,7 +73,7 @@ pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};
-pub use options::LockOptions;
+pub use options::AcquireOptions;
 pub use owner::Owner;
 pub use replication::{ReplicaSync, Replicas, SyncMode};
 
@@ -113,6 +114,7 @@ pub mod __engine {
     };
     pub use crate::lock::{WATCH_RECHECK, scripts};
     pub use crate::object::object_state;
+    pub use crate::options::wait_without_lease;
     /// The semaphores' engine.
     pub mod permits {
         pub use crate::permits::*;

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::HoldGuard;
 use crate::object::SyncObject;
-use crate::options::LockOptions;
+use crate::options::AcquireOptions;
 use crate::script::Script;
 
 /// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the
@@ -26,11 +26,11 @@ use crate::script::Script;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ferrisson_core::{Lock, LockOptions};
+/// use ferrisson_core::{Lock, AcquireOptions};
 ///
 /// // Any kind will do: generic code takes the trait.
 /// async fn run_once<L: Lock>(lock: &L) -> ferrisson_core::Result<bool> {
-///     let options = LockOptions::new().with_wait(Duration::from_millis(100));
+///     let options = AcquireOptions::new().with_wait(Duration::from_millis(100));
 ///     match lock.try_lock_with(options).await? {
 ///         Some(guard) => guard.unlock().await.map(|()| true),
 ///         None => Ok(false),
@@ -69,7 +69,7 @@ pub trait Lock: SyncObject {
     /// client is shut down.
     fn acquire(
         &self,
-        options: LockOptions,
+        options: AcquireOptions,
     ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send;
 
     /// Releases the lock whoever holds it, waking waiters; returns whether it was locked.
@@ -183,7 +183,7 @@ pub trait Lock: SyncObject {
     ///
     /// As [`acquire`](Self::acquire).
     fn lock(&self) -> impl Future<Output = Result<HoldGuard>> + Send {
-        self.lock_with(LockOptions::new())
+        self.lock_with(AcquireOptions::new())
     }
 
     /// Takes the lock with options (a wait limit, a fixed lease); running out of time is
@@ -197,7 +197,7 @@ pub trait Lock: SyncObject {
     ///
     /// [`Error::Timeout`] when the wait limit passed, and the errors of
     /// [`acquire`](Self::acquire).
-    fn lock_with(&self, options: LockOptions) -> impl Future<Output = Result<HoldGuard>> + Send {
+    fn lock_with(&self, options: AcquireOptions) -> impl Future<Output = Result<HoldGuard>> + Send {
         use futures::FutureExt;
         // A combinator, not an `async` block: a future made before a block and moved into it
         // is stored twice (as the block's capture and as the awaited value), and a block that
@@ -220,7 +220,7 @@ pub trait Lock: SyncObject {
     ///
     /// As [`acquire`](Self::acquire).
     fn try_lock(&self) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
-        self.acquire(LockOptions::new().with_wait(Duration::ZERO))
+        self.acquire(AcquireOptions::new().with_wait(Duration::ZERO))
     }
 
     /// Takes the lock, waiting up to the options' wait limit (none given: one try);
@@ -235,7 +235,7 @@ pub trait Lock: SyncObject {
     /// As [`acquire`](Self::acquire).
     fn try_lock_with(
         &self,
-        options: LockOptions,
+        options: AcquireOptions,
     ) -> impl Future<Output = Result<Option<HoldGuard>>> + Send {
         let wait = options.wait().unwrap_or(Duration::ZERO);
         self.acquire(options.with_wait(wait))

@@ -26,21 +26,22 @@ pub enum KeyShape {
     /// A string of any content: a token (the lean `Mutex`'s holder, on the standard Redlock
     /// layout).
     Value,
-    /// A rate limiter's settings: a hash of `rate`, `interval`, `type` (and Redisson's
-    /// `keepAliveTime`), each a number, and no other field.
-    RateLimiter,
+    /// A hash whose fields are all among these names (comma-separated, e.g. a rate limiter's
+    /// settings: `"rate,interval,type,keepAliveTime"`), each holding a number.
+    NumberHash(&'static str),
 }
 
 impl KeyShape {
-    /// The shape as the scripts take it (`foreign_object` in `lua/core/lock_prelude.lua`).
-    pub fn as_arg(self) -> &'static str {
-        match self {
+    /// The shape as the scripts take it (`foreign_object` in `lua/core/lock_prelude.lua`):
+    /// `lock`, `rwlock`, `count`, `value`, or `numbers:` and the field names.
+    pub fn as_arg(self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(match self {
             Self::Lock => "lock",
             Self::ReadWriteLock => "rwlock",
             Self::Count => "count",
             Self::Value => "value",
-            Self::RateLimiter => "ratelimiter",
-        }
+            Self::NumberHash(fields) => return format!("numbers:{fields}").into(),
+        })
     }
 }
 

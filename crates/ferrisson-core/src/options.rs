@@ -1,28 +1,32 @@
-//! The options of a lock call: how long to wait, how long to hold.
+//! The options of every acquire that waits: how long to wait, how long to hold.
 
 use std::time::Duration;
 
 use crate::error::Result;
 
-/// How long to wait for a lock, and how long to hold it.
+/// How long to wait for a hold (a lock, permits), and how long to keep it: the one options type
+/// of every acquire that waits (`lock_with`/`try_lock_with` of the locks, `acquire_with`/
+/// `try_acquire_with` of the semaphores, the rate limiter's `try_acquire_with`). A `try_*` call
+/// waits at most the wait given (none: one try); a kind whose holds have no lease (a
+/// `Semaphore`'s permits, a rate limiter's) refuses options with one.
 ///
 /// ```
 /// use std::time::Duration;
-/// use ferrisson_core::LockOptions;
+/// use ferrisson_core::AcquireOptions;
 ///
-/// let options = LockOptions::new()
+/// let options = AcquireOptions::new()
 ///     .with_wait(Duration::from_secs(2))
 ///     .with_lease(Duration::from_secs(10));
 /// assert_eq!(options.wait(), Some(Duration::from_secs(2)));
 /// assert_eq!(options.lease(), Some(Duration::from_secs(10)));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LockOptions {
+pub struct AcquireOptions {
     wait: Option<Duration>,
     lease: Option<Duration>,
 }
 
-impl LockOptions {
+impl AcquireOptions {
     /// Wait without a time limit; hold with the watchdog.
     pub fn new() -> Self {
         Self::default()
@@ -62,5 +66,20 @@ impl LockOptions {
             Some(lease) => crate::duration::validate_lease("lease", lease),
             None => Ok(()),
         }
+    }
+}
+
+/// The wait limit of `options` for an acquire of `what` (e.g. "the permits of `sms`"), whose
+/// holds have no lease of their own: a semaphore's permits, a rate limiter's.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the options carry a lease.
+pub fn wait_without_lease(options: AcquireOptions, what: &str) -> Result<Option<Duration>> {
+    match options.lease {
+        Some(_) => Err(crate::Error::InvalidArgument(format!(
+            "{what} have no lease; the options may set a wait only"
+        ))),
+        None => Ok(options.wait),
     }
 }

@@ -11,7 +11,7 @@
 //! let limit = ExpirableSemaphore::new(&client, "partner-api")?;
 //! limit.try_set_permits(20).await?;
 //! // No fixed lease: the client's watchdog keeps the permit while this process lives.
-//! let permit = limit.acquire(None).await?;
+//! let permit = limit.acquire().await?;
 //! tokio::select! {
 //!     reason = permit.lost() => eprintln!("permit lost ({reason}): stop calling"),
 //!     () = async { /* call the partner API */ } => {}
@@ -23,6 +23,6 @@
 mod scripts;
 mod semaphore;
 
-pub use ferrisson_core::SyncObject;
+pub use ferrisson_core::{AcquireOptions, SyncObject};
 pub use scripts::scripts;
 pub use semaphore::{ExpirableSemaphore, Permit};

@@ -9,7 +9,7 @@ use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Need, Release,
     Released, ScriptCall,
 };
-use ferrisson_core::{Client, Error, HoldGuard, Owner, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Owner, Result};
 
 use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 
@@ -47,12 +47,14 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_expirable_semaphore::ExpirableSemaphore;
+/// use ferrisson_expirable_semaphore::{AcquireOptions, ExpirableSemaphore};
 ///
 /// let semaphore = ExpirableSemaphore::new(&client, "renders")?;
 /// semaphore.try_set_permits(2).await?;
-/// let kept = semaphore.acquire(None).await?; // renewed by the watchdog
-/// let short = semaphore.acquire(Some(Duration::from_millis(100))).await?;
+/// let kept = semaphore.acquire().await?; // renewed by the watchdog
+/// let short = semaphore
+///     .acquire_with(AcquireOptions::new().with_lease(Duration::from_millis(100)))
+///     .await?;
 /// assert_eq!(semaphore.available_permits().await?, 0);
 /// // The fixed lease runs out and its permit comes back by itself. The holder is told
 /// // first (before the lease can have run out on the server), the count shows it just after.
@@ -362,7 +364,7 @@ impl ExpirableSemaphore {
     /// use ferrisson_expirable_semaphore::ExpirableSemaphore;
     ///
     /// let api_calls = ExpirableSemaphore::new(&client, "partner-api")?.with_limit(3)?;
-    /// let permit = api_calls.acquire(None).await?;
+    /// let permit = api_calls.acquire().await?;
     /// assert_eq!(api_calls.available_permits().await?, 2);
     /// permit.release().await?;
     /// # Ok(()) }
@@ -424,7 +426,7 @@ impl ExpirableSemaphore {
     ///
     /// let semaphore = ExpirableSemaphore::new(&client, "api-slots")?;
     /// semaphore.try_set_permits(5).await?;
-    /// let taken = semaphore.acquire_many(3, None).await?;
+    /// let taken = semaphore.acquire_many(3).await?;
     /// semaphore.set_permits(2).await?;
     /// assert_eq!(semaphore.total_permits().await?, 2);
     /// assert_eq!(semaphore.available_permits().await?, -1);
@@ -615,8 +617,8 @@ impl ExpirableSemaphore {
         Ok(())
     }
 
-    /// Takes one permit, waiting as long as it takes. `lease`: a fixed lease, after which the
-    /// permit returns to the pool; `None`: the watchdog keeps it while the process lives.
+    /// Takes one permit, waiting as long as it takes, kept by the watchdog while the process
+    /// lives ([`acquire_with`](Self::acquire_with) for a fixed lease or a wait limit).
     ///
     /// # Cancel safety
     ///
@@ -626,16 +628,16 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under one millisecond or (with
-    /// [`with_limit`](Self::with_limit)) more permits than the limit, [`Error::WrongType`] when
-    /// the key holds something else than a count, [`Error::Unreachable`] when Redis cannot be
-    /// reached (at the first try, or for longer than the client's outage limit while waiting),
-    /// [`Error::Closed`] once the client is shut down.
-    pub async fn acquire(&self, lease: Option<Duration>) -> Result<Permit> {
-        one(self.acquire_many(1, lease).await?)
+    /// [`Error::InvalidArgument`] (with [`with_limit`](Self::with_limit)) for more permits than
+    /// the limit, [`Error::WrongType`] when the key holds something else than a count,
+    /// [`Error::Unreachable`] when Redis cannot be reached (at the first try, or for longer than
+    /// the client's outage limit while waiting), [`Error::Closed`] once the client is shut
+    /// down.
+    pub async fn acquire(&self) -> Result<Permit> {
+        self.acquire_with(AcquireOptions::new()).await
     }
 
-    /// Takes `n` permits at once, waiting as long as it takes.
+    /// Takes `n` permits at once, waiting as long as it takes, kept by the watchdog.
     ///
     /// # Cancel safety
     ///
@@ -645,13 +647,41 @@ impl ExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire). `n = 0` succeeds at once with no permits (Redisson's
     /// `acquire(0)`).
-    pub async fn acquire_many(&self, n: u32, lease: Option<Duration>) -> Result<Vec<Permit>> {
-        self.take(n, None, lease).await?.ok_or_else(|| {
-            Error::Protocol("an unbounded wait for permits ended without them".into())
-        })
+    pub async fn acquire_many(&self, n: u32) -> Result<Vec<Permit>> {
+        self.acquire_many_with(n, AcquireOptions::new()).await
     }
 
-    /// Takes one permit if one is free right now.
+    /// Takes one permit as the options say: a fixed lease (after which the permit returns to
+    /// the pool; none: the watchdog keeps it), and a wait limit (none: as long as it takes).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`Error::Timeout`] when the wait ran out;
+    /// [`Error::InvalidArgument`] for a lease under one millisecond.
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<Permit> {
+        one(self.acquire_many_with(1, options).await?)
+    }
+
+    /// Takes `n` permits at once as the options say ([`acquire_with`](Self::acquire_with)).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with). `n = 0` succeeds at once with no permits.
+    pub async fn acquire_many_with(&self, n: u32, options: AcquireOptions) -> Result<Vec<Permit>> {
+        self.take(n, options.wait(), options.lease())
+            .await?
+            .ok_or_else(|| Error::Timeout(options.wait().unwrap_or_default()))
+    }
+
+    /// Takes one permit if one is free right now, kept by the watchdog.
     ///
     /// # Cancel safety
     ///
@@ -660,11 +690,11 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<Permit>> {
-        self.try_acquire_with(Duration::ZERO, lease).await
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.try_acquire_with(AcquireOptions::new()).await
     }
 
-    /// Takes one permit, waiting up to `wait`.
+    /// Takes `n` permits if that many are free right now, kept by the watchdog.
     ///
     /// # Cancel safety
     ///
@@ -672,16 +702,13 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire_with(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<Permit>> {
-        self.take(1, Some(wait), lease).await?.map(one).transpose()
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<Vec<Permit>>> {
+        self.try_acquire_many_with(n, AcquireOptions::new()).await
     }
 
-    /// Takes `n` permits at once, waiting up to `wait`.
+    /// Takes one permit, waiting up to the options' wait (none given: one try), with the
+    /// options' lease (none: the watchdog keeps it); `Ok(None)` when none came in time.
     ///
     /// # Cancel safety
     ///
@@ -689,15 +716,31 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire). `n = 0` succeeds at once with no permits (Redisson's
-    /// `acquire(0)`).
+    /// As [`acquire_with`](Self::acquire_with), but never [`Error::Timeout`].
+    pub async fn try_acquire_with(&self, options: AcquireOptions) -> Result<Option<Permit>> {
+        self.try_acquire_many_with(1, options)
+            .await?
+            .map(one)
+            .transpose()
+    }
+
+    /// Takes `n` permits at once, waiting up to the options' wait (none given: one try).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_with`](Self::try_acquire_with). `n = 0` succeeds at once with no
+    /// permits (Redisson's `acquire(0)`).
     pub async fn try_acquire_many_with(
         &self,
         n: u32,
-        wait: Duration,
-        lease: Option<Duration>,
+        options: AcquireOptions,
     ) -> Result<Option<Vec<Permit>>> {
-        self.take(n, Some(wait), lease).await
+        let wait = options.wait().unwrap_or(Duration::ZERO);
+        self.take(n, Some(wait), options.lease()).await
     }
 
     async fn take(

@@ -1,6 +1,6 @@
 //! The fenced lock: Redisson's `RFencedLock`, whose every acquisition carries a token.
 
-use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, Owner, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, Owner, Result};
 
 use crate::ReentrantLock;
 
@@ -140,7 +140,7 @@ impl FencedLock {
     /// # Errors
     ///
     /// As [`Lock::lock_with`].
-    pub async fn lock_with(&self, options: LockOptions) -> Result<FencedGuard> {
+    pub async fn lock_with(&self, options: AcquireOptions) -> Result<FencedGuard> {
         fenced(self.lock.lock_with(options).await?)
     }
 
@@ -166,7 +166,7 @@ impl FencedLock {
     /// # Errors
     ///
     /// As [`Lock::try_lock_with`].
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<FencedGuard>> {
+    pub async fn try_lock_with(&self, options: AcquireOptions) -> Result<Option<FencedGuard>> {
         self.lock
             .try_lock_with(options)
             .await?

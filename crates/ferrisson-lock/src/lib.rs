@@ -33,7 +33,7 @@ pub use ferrisson_core::HoldGuard as LockGuard;
 /// One hold of a [`Mutex`]: the loss signal and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as MutexGuard;
-pub use ferrisson_core::{Lock, LockOptions, SyncObject};
+pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
 pub use lock::ReentrantLock;
 pub use mutex::Mutex;
 pub use scripts::scripts;

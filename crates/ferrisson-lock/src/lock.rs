@@ -100,10 +100,10 @@ use {crate::LockGuard, ferrisson_core::Lock};
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_lock::{Lock, LockOptions, ReentrantLock, SyncObject};
+/// use ferrisson_lock::{Lock, AcquireOptions, ReentrantLock, SyncObject};
 ///
 /// let lock = ReentrantLock::new(&client, "reports")?;
-/// let options = LockOptions::new()
+/// let options = AcquireOptions::new()
 ///     .with_wait(Duration::from_millis(500))
 ///     .with_lease(Duration::from_secs(10));
 /// let guard = lock.try_lock_with(options).await?.expect("free");

@@ -22,5 +22,5 @@
 
 mod multi;
 
-pub use ferrisson_core::{Lock, LockOptions};
+pub use ferrisson_core::{AcquireOptions, Lock};
 pub use multi::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};

@@ -9,7 +9,7 @@ use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use ferrisson_core::__engine::{Between, ClientEngine, Rounds, no_reply, wait_rounds};
-use ferrisson_core::{Client, Error, HoldGuard, Lock, LockOptions, LossReason, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, LossReason, Result};
 
 /// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
 /// [`Lock`] is one).
@@ -31,7 +31,7 @@ pub trait AnyLock: Send + Sync + 'static {
     fn any_client(&self) -> &Client;
 
     /// [`Lock::acquire`], boxed.
-    fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
+    fn acquire_any(&self, options: AcquireOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
 
     /// [`Lock::wait_unlocked`], boxed, ending at the first look that fails on the connection
     /// (the RedLock's rounds wait the outage out).
@@ -59,7 +59,7 @@ impl<L: Lock + 'static> AnyLock for L {
         self.client()
     }
 
-    fn acquire_any(&self, options: LockOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
+    fn acquire_any(&self, options: AcquireOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>> {
         Box::pin(self.acquire(options))
     }
 
@@ -358,7 +358,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// A lock's error (a MultiLock: after releasing what it took).
     pub async fn lock(&self) -> Result<MultiGuard> {
-        self.lock_with(LockOptions::new()).await
+        self.lock_with(AcquireOptions::new()).await
     }
 
     /// Takes the locks with options (a wait limit, a fixed lease for all); running out of
@@ -367,7 +367,7 @@ impl<const RED: bool> LockGroup<RED> {
     /// # Errors
     ///
     /// [`Error::Timeout`], [`Error::InvalidArgument`] for bad options, a lock's error.
-    pub async fn lock_with(&self, options: LockOptions) -> Result<MultiGuard> {
+    pub async fn lock_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
         match acquire(&self.group, options).await? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout(options.wait().unwrap_or_default())),
@@ -381,7 +381,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`lock_with`](Self::lock_with).
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.try_lock_with(LockOptions::new().with_wait(Duration::ZERO))
+        self.try_lock_with(AcquireOptions::new().with_wait(Duration::ZERO))
             .await
     }
 
@@ -391,7 +391,7 @@ impl<const RED: bool> LockGroup<RED> {
     /// # Errors
     ///
     /// As [`lock_with`](Self::lock_with).
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiGuard>> {
+    pub async fn try_lock_with(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
         let wait = options.wait().unwrap_or(Duration::ZERO);
         acquire(&self.group, options.with_wait(wait)).await
     }
@@ -804,7 +804,7 @@ fn random_below(span: Duration) -> Duration {
     Duration::from_micros(u64::try_from(random % span).unwrap_or(0))
 }
 
-async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuard>> {
+async fn acquire(group: &Group, options: AcquireOptions) -> Result<Option<MultiGuard>> {
     options.validate()?;
     let wait = options.wait();
     let once = wait == Some(Duration::ZERO);
@@ -828,7 +828,7 @@ async fn acquire(group: &Group, options: LockOptions) -> Result<Option<MultiGuar
 /// One acquisition's rounds, as the engine's round loop drives them ([`wait_rounds`]).
 struct Acquisition<'g> {
     group: &'g Group,
-    options: LockOptions,
+    options: AcquireOptions,
     once: bool,
     /// A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     turn: Option<tokio::sync::SemaphorePermit<'g>>,
@@ -1026,7 +1026,7 @@ async fn red_pause(
 /// be had (what was taken is released).
 async fn multi_round(
     group: &Group,
-    options: LockOptions,
+    options: AcquireOptions,
     once: bool,
     round_end: Instant,
     round: u32,
@@ -1044,7 +1044,7 @@ async fn multi_round(
             // order: wait a little (longer each round), then start over.
             left.min(held_wait(round))
         };
-        let mut lock_options = LockOptions::new().with_wait(wait);
+        let mut lock_options = AcquireOptions::new().with_wait(wait);
         if let Some(lease) = options.lease() {
             lock_options = lock_options.with_lease(lease);
         }
@@ -1071,11 +1071,11 @@ async fn multi_round(
 /// a failed round is retried after a pause instead ([`red_pause`]).
 async fn red_round(
     group: &Group,
-    options: LockOptions,
+    options: AcquireOptions,
     refused: &mut Option<usize>,
 ) -> Result<Option<Vec<HoldGuard>>> {
     let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
-        let mut lock_options = LockOptions::new().with_wait(Duration::ZERO);
+        let mut lock_options = AcquireOptions::new().with_wait(Duration::ZERO);
         let lease = options.lease().unwrap_or_else(|| lock.client_lease());
         if let Some(lease) = options.lease() {
             lock_options = lock_options.with_lease(lease);

@@ -10,7 +10,8 @@
 -- ARGV[4] "1" to set only if no rate is set, "0" to set in any case
 -- returns 1 when set, 0 when a rate was set already (try); WRONGTYPE error when the settings
 --         key holds something that is no rate limiter's (nothing changed)
-local foreign = foreign_object(KEYS[1], 'ratelimiter')
+-- The settings' fields, as SETTINGS_FIELDS in limiter.rs.
+local foreign = foreign_object(KEYS[1], 'numbers:rate,interval,type,keepAliveTime')
 if foreign then
   return foreign
 end

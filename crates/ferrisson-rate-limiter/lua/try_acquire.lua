@@ -21,11 +21,14 @@
 -- whole milliseconds, so the score `now` could lie up to a millisecond before the moment the
 -- permit was given, and the permit would come back (`score <= now - interval`) before a whole
 -- interval had passed since.
+-- The settings' fields (Redisson's; keepAliveTime in newer Redisson), as SETTINGS_FIELDS in
+-- limiter.rs: a hash with any other field, or a field that is no number, is someone else's.
+local known = {rate = true, interval = true, type = true, keepAliveTime = true}
 local settings = redis.call('hgetall', KEYS[1])
 local fields = {}
 for i = 1, #settings, 2 do
   local field = settings[i]
-  if not rate_limiter_fields[field] or not tonumber(settings[i + 1]) then
+  if not known[field] or not tonumber(settings[i + 1]) then
     return redis.error_reply('WRONGTYPE the key holds no rate limiter of this synchronizer')
   end
   fields[field] = settings[i + 1]

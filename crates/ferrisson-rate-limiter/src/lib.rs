@@ -16,7 +16,7 @@
 
 mod limiter;
 
-pub use ferrisson_core::SyncObject;
+pub use ferrisson_core::{AcquireOptions, SyncObject};
 pub use limiter::{RateLimiter, RateType};
 
 #[doc(hidden)]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    ClientEngine, Instant, LOCK_PRELUDE, Poll, Script, ScriptCall, poll_wait,
+    ClientEngine, Instant, LOCK_PRELUDE, Poll, Script, ScriptCall, poll_wait, wait_without_lease,
 };
-use ferrisson_core::{Client, Error, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Result};
 
 pub(crate) static TRY_ACQUIRE: Script = Script::with_prelude(
     "rate_limiter/try_acquire",
@@ -225,14 +225,18 @@ impl RateLimiter {
         self.take(permits, Some(Duration::ZERO)).await
     }
 
-    /// Takes `permits` within `wait` (zero: one try); returns whether it did. A call that
-    /// cannot have them before its wait ends returns at once.
+    /// Takes `permits` within the options' wait (none given or zero: one try); returns whether
+    /// it did. A call that cannot have them before its wait ends returns at once.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
-    pub async fn try_acquire_with(&self, permits: u32, wait: Duration) -> Result<bool> {
-        self.take(permits, Some(wait)).await
+    /// As [`try_acquire`](Self::try_acquire), and [`Error::InvalidArgument`] for options with a
+    /// lease (a rate limiter's permits are not given back).
+    pub async fn try_acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
+        let what = format!("the permits of the rate limiter `{}`", self.shared.key);
+        let wait = wait_without_lease(options, &what)?;
+        self.take(permits, Some(wait.unwrap_or(Duration::ZERO)))
+            .await
     }
 
     /// Every acquire's wait (`None`: as long as it takes): a try, then (unless the wait is zero) a
@@ -306,6 +310,11 @@ impl RateLimiter {
     }
 }
 
+/// The fields of the settings hash (Redisson's `RRateLimiter` layout; `keepAliveTime` in newer
+/// Redisson), each a number: what a key must hold to be taken for a limiter's settings (the
+/// same list is in `lua/rate_limiter/set_rate.lua`).
+const SETTINGS_FIELDS: &str = "rate,interval,type,keepAliveTime";
+
 /// The limiter's keys: the settings hash, the window's permits and values, overall and this
 /// client's (an expiry and a delete cover all five, as Redisson's do). A delete sends no
 /// message: a later acquire fails with [`Error::NotSetUp`] until a rate is set again.
@@ -314,7 +323,7 @@ impl ferrisson_core::SyncObject for RateLimiter {
         let s = &self.shared;
         ferrisson_core::ObjectKeys::new(
             &s.client,
-            ferrisson_core::KeyShape::RateLimiter,
+            ferrisson_core::KeyShape::NumberHash(SETTINGS_FIELDS),
             vec![
                 &s.key,
                 &s.value,

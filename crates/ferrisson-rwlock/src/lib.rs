@@ -27,6 +27,6 @@ mod scripts;
 /// side of a fenced lock), and the release on [`unlock`](ferrisson_core::HoldGuard::unlock) or
 /// drop.
 pub use ferrisson_core::HoldGuard as RwLockGuard;
-pub use ferrisson_core::{Lock, LockOptions, SyncObject};
+pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
 pub use rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 pub use scripts::scripts;

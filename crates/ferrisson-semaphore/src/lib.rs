@@ -22,6 +22,6 @@
 mod scripts;
 mod semaphore;
 
-pub use ferrisson_core::SyncObject;
+pub use ferrisson_core::{AcquireOptions, SyncObject};
 pub use scripts::scripts;
 pub use semaphore::{Permits, Semaphore};

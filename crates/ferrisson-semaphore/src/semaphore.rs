@@ -9,8 +9,9 @@ use ferrisson_core::__engine::permits::{
 };
 use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, Need, ScriptCall, spawn_cleanup,
+    wait_without_lease,
 };
-use ferrisson_core::{Client, Error, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Result};
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 
@@ -375,8 +376,8 @@ impl Semaphore {
         self.take(n, Some(Duration::ZERO)).await
     }
 
-    /// Takes one permit, waiting up to `wait` (`Duration::MAX`: no limit); `Ok(None)` when
-    /// none came in time.
+    /// Takes one permit, waiting up to the options' wait (none given: one try;
+    /// `Duration::MAX`: no limit); `Ok(None)` when none came in time.
     ///
     /// # Cancel safety
     ///
@@ -384,12 +385,16 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire_with(&self, wait: Duration) -> Result<Option<Permits>> {
-        self.try_acquire_many_with(1, wait).await
+    /// As [`acquire`](Self::acquire), and [`Error::InvalidArgument`] for options with a lease
+    /// (this semaphore's permits have none: [`ExpirableSemaphore`] has).
+    ///
+    /// [`ExpirableSemaphore`]: https://docs.rs/ferrisson-expirable-semaphore
+    pub async fn try_acquire_with(&self, options: AcquireOptions) -> Result<Option<Permits>> {
+        self.try_acquire_many_with(1, options).await
     }
 
-    /// Takes `n` permits, waiting up to `wait`; `Ok(None)` when they did not come in time.
+    /// Takes `n` permits, waiting up to the options' wait (none given: one try); `Ok(None)`
+    /// when they did not come in time.
     ///
     /// # Cancel safety
     ///
@@ -397,9 +402,15 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire_many`](Self::acquire_many).
-    pub async fn try_acquire_many_with(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
-        self.take(n, Some(wait)).await
+    /// As [`try_acquire_with`](Self::try_acquire_with).
+    pub async fn try_acquire_many_with(
+        &self,
+        n: u32,
+        options: AcquireOptions,
+    ) -> Result<Option<Permits>> {
+        let what = format!("the permits of `{}`", self.shared.key);
+        let wait = wait_without_lease(options, &what)?;
+        self.take(n, Some(wait.unwrap_or(Duration::ZERO))).await
     }
 
     /// Gives `n` permits back (permits need not have been taken by this caller, as with

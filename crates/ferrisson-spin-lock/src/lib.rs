@@ -23,7 +23,7 @@ pub use ferrisson_core::Backoff;
 /// One hold of a [`SpinLock`]: the loss signal, the fencing token, and the release on
 /// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
 pub use ferrisson_core::HoldGuard as SpinLockGuard;
-pub use ferrisson_core::{Lock, LockOptions, SyncObject};
+pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 #[doc(hidden)]

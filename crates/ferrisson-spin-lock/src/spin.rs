@@ -31,7 +31,7 @@ use {crate::SpinLockGuard, ferrisson_core::Lock};
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
 /// use std::time::Duration;
-/// use ferrisson_spin_lock::{Backoff, Lock, LockOptions, SpinLock};
+/// use ferrisson_spin_lock::{Backoff, Lock, AcquireOptions, SpinLock};
 ///
 /// let lock = SpinLock::new(&client, "reindex")?.with_backoff(Backoff {
 ///     min: Duration::from_millis(2),
@@ -40,7 +40,7 @@ use {crate::SpinLockGuard, ferrisson_core::Lock};
 /// let guard = lock.lock().await?;
 /// let other = lock.clone();
 /// let waiter = tokio::spawn(async move {
-///     other.try_lock_with(LockOptions::new().with_wait(Duration::from_secs(5))).await
+///     other.try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(5))).await
 /// });
 /// guard.unlock().await?;
 /// let second = waiter.await??.expect("the waiter polled its way in");

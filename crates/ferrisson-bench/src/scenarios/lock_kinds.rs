@@ -231,7 +231,7 @@ async fn bounded_writer_waits(
     until: Instant,
 ) -> Result<(Latencies, u64), String> {
     let (mut waits, mut timeouts) = (Latencies::default(), 0);
-    let options = ferrisson::LockOptions::new().with_wait(Duration::from_secs(2));
+    let options = ferrisson::AcquireOptions::new().with_wait(Duration::from_secs(2));
     while Instant::now() < until {
         let t0 = Instant::now();
         match lock

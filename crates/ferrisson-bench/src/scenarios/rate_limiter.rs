@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrisson::{Client, RateLimiter, RateType};
+use ferrisson::{AcquireOptions, Client, RateLimiter, RateType};
 use tokio::time::Instant;
 
 use super::Ctx;
@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                         return Ok::<(), String>(());
                     }
                     if limiter
-                        .try_acquire_with(1, left)
+                        .try_acquire_with(1, AcquireOptions::new().with_wait(left))
                         .await
                         .map_err(|e| e.to_string())?
                     {

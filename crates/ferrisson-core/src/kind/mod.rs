@@ -19,7 +19,7 @@ use crate::config::Backoff;
 use crate::error::{Error, Result};
 use crate::guard::{CleanupGuard, HoldGuard};
 use crate::keys::RequestId;
-use crate::options::LockOptions;
+use crate::options::AcquireOptions;
 use crate::owner::Owner;
 use crate::pubsub::{Need, WakePolicy};
 use crate::script::{Script, ScriptCall};
@@ -319,7 +319,7 @@ pub trait HoldKind: Send + Sync + 'static {
 pub fn acquire<'a, K: HoldKind>(
     kind: &'a Arc<K>,
     bound: Option<&Owner>,
-    options: LockOptions,
+    options: AcquireOptions,
 ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + Send + 'a {
     use futures::future::Either;
     // Built here rather than in an `async fn`, which would carry its parameters and the
@@ -364,7 +364,7 @@ pub fn acquire<'a, K: HoldKind>(
 fn acquire_as<'a, K: HoldKind>(
     kind: &'a Arc<K>,
     owner: Owner,
-    options: LockOptions,
+    options: AcquireOptions,
     progress: &'a Progress,
 ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + 'a {
     let lease = options.lease();

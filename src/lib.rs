@@ -67,17 +67,17 @@ pub mod blocking;
 #[cfg(feature = "lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
-pub use ferrisson_lock::{FencedGuard, FencedLock, LockGuard, Mutex, MutexGuard, ReentrantLock};
+pub use ferrisson_lock::{FencedGuard, FencedLock, Mutex, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fair-lock")))]
 #[doc(inline)]
-pub use ferrisson_fair_lock::{FairLock, FairLockGuard};
+pub use ferrisson_fair_lock::FairLock;
 
 #[cfg(feature = "rwlock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rwlock")))]
 #[doc(inline)]
-pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, RwLockGuard, SideLock, WriteLock};
+pub use ferrisson_rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 
 #[cfg(feature = "semaphore")]
 #[cfg_attr(docsrs, doc(cfg(feature = "semaphore")))]
@@ -97,7 +97,7 @@ pub use ferrisson_latch::{CountDown, CountDownLatch};
 #[cfg(feature = "spin-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "spin-lock")))]
 #[doc(inline)]
-pub use ferrisson_spin_lock::{SpinLock, SpinLockGuard};
+pub use ferrisson_spin_lock::SpinLock;
 
 #[cfg(feature = "multilock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "multilock")))]

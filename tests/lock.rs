@@ -377,7 +377,7 @@ async fn the_loss_signal_fires_before_the_lease_ends_when_redis_is_unreachable()
     );
 }
 
-fn guard_deadline_or(fallback: Instant, guard: &ferrisson::LockGuard) -> Instant {
+fn guard_deadline_or(fallback: Instant, guard: &ferrisson::HoldGuard) -> Instant {
     guard.lease_deadline().unwrap_or(fallback).max(fallback)
 }
 
@@ -761,7 +761,7 @@ async fn a_redisson_holder_excludes_ours_and_its_release_wakes_ours() {
 fn bounds() {
     fn send_sync<T: Send + Sync + 'static>() {}
     send_sync::<ReentrantLock>();
-    send_sync::<ferrisson::LockGuard>();
+    send_sync::<ferrisson::HoldGuard>();
     send_sync::<ferrisson::Client>();
     send_sync::<ferrisson::Owner>();
     send_sync::<Error>();
@@ -769,7 +769,7 @@ fn bounds() {
 
 /// Compiled, never run: every future the lock hands out can move between threads.
 #[allow(dead_code)]
-fn futures_are_send(lock: &ReentrantLock, guard: ferrisson::LockGuard) {
+fn futures_are_send(lock: &ReentrantLock, guard: ferrisson::HoldGuard) {
     fn send<T: Send>(_: T) {}
     send(lock.lock());
     send(lock.lock_with(AcquireOptions::new()));

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ferrisson::{Client, HoldGuard, Lock, ReentrantLock};
 use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
-use ferrisson_fair_lock::{FairLock, FairLockGuard};
+use ferrisson_fair_lock::FairLock;
 use ferrisson_latch::CountDownLatch;
-use ferrisson_rwlock::{ReadWriteLock, RwLockGuard};
+use ferrisson_rwlock::ReadWriteLock;
 use ferrisson_semaphore::{Permits, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -57,8 +57,8 @@ impl KindNames {
 /// lock, the only permit of a semaphore and of an expirable semaphore, a latch armed at 1.
 pub struct EveryKind {
     lock: HoldGuard,
-    fair: FairLockGuard,
-    write: RwLockGuard,
+    fair: ferrisson::HoldGuard,
+    write: ferrisson::HoldGuard,
     permit: Permits,
     expirable: Permit,
     latch: CountDownLatch,

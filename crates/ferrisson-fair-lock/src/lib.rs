@@ -22,8 +22,5 @@ mod fair;
 mod scripts;
 
 pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock, REDISSON_THREAD_WAIT};
-/// One hold of a [`FairLock`]: the loss signal, the fencing token, and the release on
-/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
-pub use ferrisson_core::HoldGuard as FairLockGuard;
-pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
+pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use scripts::scripts;

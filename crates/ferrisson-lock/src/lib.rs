@@ -27,13 +27,7 @@ mod mutex;
 mod scripts;
 
 pub use fenced::{FencedGuard, FencedLock};
-/// One hold of a [`ReentrantLock`]: the loss signal, the fencing token, and the release on
-/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
-pub use ferrisson_core::HoldGuard as LockGuard;
-/// One hold of a [`Mutex`]: the loss signal and the release on
-/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
-pub use ferrisson_core::HoldGuard as MutexGuard;
-pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
+pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use lock::ReentrantLock;
 pub use mutex::Mutex;
 pub use scripts::scripts;

@@ -10,7 +10,7 @@ use ferrisson_core::__engine::{
 };
 use ferrisson_core::{Client, ObjectKeys, Owner, Result};
 #[cfg(doc)]
-use {crate::LockGuard, ferrisson_core::Lock};
+use ferrisson_core::{HoldGuard, Lock};
 
 /// A reentrant distributed lock with Redisson's `RLock` semantics and Redis layout.
 ///
@@ -18,7 +18,7 @@ use {crate::LockGuard, ferrisson_core::Lock};
 ///   takes every hold under a fresh owner, so two acquisitions never share a hold: futures
 ///   joined in one task exclude each other as two processes do, as with
 ///   `tokio::sync::Mutex`. Re-entry is explicit: a handle bound to an [`Owner`] with
-///   [`owned_by`](Self::owned_by) (a guard's [`owner`](crate::LockGuard::owner), or
+///   [`owned_by`](Self::owned_by) (a guard's [`owner`](crate::HoldGuard::owner), or
 ///   [`Client::new_owner`]) re-enters when that owner already holds the lock, from any task,
 ///   and each hold is released on its own.
 /// - **Leases.** A hold taken without a fixed lease is kept alive by the client's watchdog,
@@ -27,9 +27,9 @@ use {crate::LockGuard, ferrisson_core::Lock};
 ///   ends when the lease runs out, released or not.
 /// - **Loss is never silent.** When a hold cannot be kept (Redis lost the key in a restart or
 ///   failover, renewals failed, the process stalled past the lease), the guard's
-///   [`lost`](crate::LockGuard::lost) signal fires before the lease can have run out on the server.
+///   [`lost`](crate::HoldGuard::lost) signal fires before the lease can have run out on the server.
 /// - **Fencing.** A lock made with [`fenced`](Self::fenced) hands out a strictly increasing
-///   token with every acquisition ([`LockGuard::token`]) so that the protected resource can
+///   token with every acquisition ([`HoldGuard::token`]) so that the protected resource can
 ///   reject writes of a holder that lost the lock without knowing it.
 /// - **Turns, not FIFO.** Like `RLock` it is not fair, but neither is it a race the nearest
 ///   client always wins: one client's waiters are served in arrival order, and clients

@@ -23,10 +23,6 @@
 mod rwlock;
 mod scripts;
 
-/// One hold of either side of a [`ReadWriteLock`]: the loss signal, the fencing token (write
-/// side of a fenced lock), and the release on [`unlock`](ferrisson_core::HoldGuard::unlock) or
-/// drop.
-pub use ferrisson_core::HoldGuard as RwLockGuard;
-pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
+pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 pub use scripts::scripts;

@@ -20,10 +20,7 @@
 mod spin;
 
 pub use ferrisson_core::Backoff;
-/// One hold of a [`SpinLock`]: the loss signal, the fencing token, and the release on
-/// [`unlock`](ferrisson_core::HoldGuard::unlock) or drop.
-pub use ferrisson_core::HoldGuard as SpinLockGuard;
-pub use ferrisson_core::{AcquireOptions, Lock, SyncObject};
+pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 #[doc(hidden)]

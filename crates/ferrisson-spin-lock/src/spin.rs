@@ -9,14 +9,14 @@ use ferrisson_core::__engine::{
 };
 use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
 #[cfg(doc)]
-use {crate::SpinLockGuard, ferrisson_core::Lock};
+use ferrisson_core::{HoldGuard, Lock};
 
 /// A reentrant distributed lock whose waiters poll instead of listening: Redisson's
 /// `RSpinLock`, on the same Redis layout (a hash `name` of owner → hold count, with a TTL).
 ///
 /// - **The reentrant lock's semantics.** Exclusive per acquisition, reentrant through an
 ///   [`Owner`] ([`owned_by`](Self::owned_by)), holds kept by the client's watchdog unless taken
-///   with a fixed lease, a loss signal on the guard ([`lost`](SpinLockGuard::lost)) before the
+///   with a fixed lease, a loss signal on the guard ([`lost`](HoldGuard::lost)) before the
 ///   lease can have run out on the server, and fencing tokens with [`fenced`](Self::fenced).
 /// - **No pub/sub.** A release publishes nothing; a waiter tries again after a pause that
 ///   starts at the backoff's minimum and doubles up to its maximum (1 ms to 128 ms by default,

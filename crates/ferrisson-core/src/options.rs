@@ -69,16 +69,16 @@ impl AcquireOptions {
     }
 }
 
-/// The wait limit of `options` for an acquire of `what` (e.g. "the permits of `sms`"), whose
-/// holds have no lease of their own: a semaphore's permits, a rate limiter's.
+/// The wait limit of `options` for an acquire on `key`, whose permits have no lease of their
+/// own (a semaphore's, a rate limiter's).
 ///
 /// # Errors
 ///
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the options carry a lease.
-pub fn wait_without_lease(options: AcquireOptions, what: &str) -> Result<Option<Duration>> {
+pub fn wait_without_lease(options: AcquireOptions, key: &str) -> Result<Option<Duration>> {
     match options.lease {
         Some(_) => Err(crate::Error::InvalidArgument(format!(
-            "{what} have no lease; the options may set a wait only"
+            "the permits of `{key}` have no lease; the options may set a wait only"
         ))),
         None => Ok(options.wait),
     }

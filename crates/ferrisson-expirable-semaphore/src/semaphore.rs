@@ -676,9 +676,13 @@ impl ExpirableSemaphore {
     ///
     /// As [`acquire_with`](Self::acquire_with). `n = 0` succeeds at once with no permits.
     pub async fn acquire_many_with(&self, n: u32, options: AcquireOptions) -> Result<Vec<Permit>> {
-        self.take(n, options.wait(), options.lease())
+        let wait = options.wait();
+        self.take(n, wait, options.lease())
             .await?
-            .ok_or_else(|| Error::Timeout(options.wait().unwrap_or_default()))
+            .ok_or_else(|| match wait {
+                Some(wait) => Error::Timeout(wait),
+                None => Error::Protocol("an unbounded wait for permits ended without them".into()),
+            })
     }
 
     /// Takes one permit if one is free right now, kept by the watchdog.

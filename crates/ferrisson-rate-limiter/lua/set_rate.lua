@@ -8,10 +8,10 @@
 -- KEYS[3] permits given, suffixed(name, "permits")
 -- ARGV[1] rate, ARGV[2] interval in ms, ARGV[3] type ("0" overall, "1" per client)
 -- ARGV[4] "1" to set only if no rate is set, "0" to set in any case
+-- ARGV[5] the settings' shape for foreign_object: "numbers:" and the settings' fields
 -- returns 1 when set, 0 when a rate was set already (try); WRONGTYPE error when the settings
 --         key holds something that is no rate limiter's (nothing changed)
--- The settings' fields, as SETTINGS_FIELDS in limiter.rs.
-local foreign = foreign_object(KEYS[1], 'numbers:rate,interval,type,keepAliveTime')
+local foreign = foreign_object(KEYS[1], ARGV[5])
 if foreign then
   return foreign
 end

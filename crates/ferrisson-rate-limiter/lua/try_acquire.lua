@@ -21,7 +21,7 @@
 -- whole milliseconds, so the score `now` could lie up to a millisecond before the moment the
 -- permit was given, and the permit would come back (`score <= now - interval`) before a whole
 -- interval had passed since.
--- The settings' fields (Redisson's; keepAliveTime in newer Redisson), as SETTINGS_FIELDS in
+-- The settings' fields (Redisson's; keepAliveTime in newer Redisson), as SETTINGS in
 -- limiter.rs: a hash with any other field, or a field that is no number, is someone else's.
 local known = {rate = true, interval = true, type = true, keepAliveTime = true}
 local settings = redis.call('hgetall', KEYS[1])

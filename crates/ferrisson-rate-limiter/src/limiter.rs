@@ -146,7 +146,8 @@ impl RateLimiter {
             .arg(rate)
             .arg(ms)
             .arg(kind.code())
-            .arg(if only_if_unset { "1" } else { "0" });
+            .arg(if only_if_unset { "1" } else { "0" })
+            .arg(&*SETTINGS.as_arg());
         let set: i64 = s.client.eval(&call).await?;
         Ok(set == 1)
     }
@@ -233,8 +234,7 @@ impl RateLimiter {
     /// As [`try_acquire`](Self::try_acquire), and [`Error::InvalidArgument`] for options with a
     /// lease (a rate limiter's permits are not given back).
     pub async fn try_acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
-        let what = format!("the permits of the rate limiter `{}`", self.shared.key);
-        let wait = wait_without_lease(options, &what)?;
+        let wait = wait_without_lease(options, &self.shared.key)?;
         self.take(permits, Some(wait.unwrap_or(Duration::ZERO)))
             .await
     }
@@ -311,9 +311,11 @@ impl RateLimiter {
 }
 
 /// The fields of the settings hash (Redisson's `RRateLimiter` layout; `keepAliveTime` in newer
-/// Redisson), each a number: what a key must hold to be taken for a limiter's settings (the
-/// same list is in `lua/rate_limiter/set_rate.lua`).
-const SETTINGS_FIELDS: &str = "rate,interval,type,keepAliveTime";
+/// Redisson), each a number: what a key must hold to be taken for a limiter's settings. The
+/// scripts that check it take it as an argument, but `try_acquire.lua`, which reads the settings
+/// on every call, keeps the same list as a table instead of parsing an argument each time.
+const SETTINGS: ferrisson_core::KeyShape =
+    ferrisson_core::KeyShape::NumberHash("rate,interval,type,keepAliveTime");
 
 /// The limiter's keys: the settings hash, the window's permits and values, overall and this
 /// client's (an expiry and a delete cover all five, as Redisson's do). A delete sends no
@@ -323,7 +325,7 @@ impl ferrisson_core::SyncObject for RateLimiter {
         let s = &self.shared;
         ferrisson_core::ObjectKeys::new(
             &s.client,
-            ferrisson_core::KeyShape::NumberHash(SETTINGS_FIELDS),
+            SETTINGS,
             vec![
                 &s.key,
                 &s.value,

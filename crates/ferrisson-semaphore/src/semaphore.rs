@@ -408,8 +408,7 @@ impl Semaphore {
         n: u32,
         options: AcquireOptions,
     ) -> Result<Option<Permits>> {
-        let what = format!("the permits of `{}`", self.shared.key);
-        let wait = wait_without_lease(options, &what)?;
+        let wait = wait_without_lease(options, &self.shared.key)?;
         self.take(n, Some(wait.unwrap_or(Duration::ZERO))).await
     }
 

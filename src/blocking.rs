@@ -163,6 +163,27 @@ impl Client {
         Ok(self.wrap(crate::ReentrantLock::fenced(&self.client, name)?))
     }
 
+    /// A lean mutex named `name` ([`Mutex`](crate::Mutex), **\[ext\]**: the standard Redlock
+    /// layout).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "lock")]
+    pub fn mutex(&self, name: &str) -> Result<BlockingLock<crate::Mutex>> {
+        Ok(self.wrap(crate::Mutex::new(&self.client, name)?))
+    }
+
+    /// A fenced lean mutex named `name` (`Mutex::fenced`): its guards carry tokens.
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "lock")]
+    pub fn fenced_mutex(&self, name: &str) -> Result<BlockingLock<crate::Mutex>> {
+        Ok(self.wrap(crate::Mutex::fenced(&self.client, name)?))
+    }
+
     /// A fair lock named `name` ([`FairLock`](crate::FairLock)).
     ///
     /// # Errors
@@ -514,6 +535,19 @@ impl LockGuard {
         });
         if let Ok(mut watchers) = self.watchers.lock() {
             watchers.push(task);
+        }
+    }
+
+    /// Sets the remaining fixed lease to `lease` from now, if the hold still stands
+    /// ([`HoldGuard::extend`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`HoldGuard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        match self.inner() {
+            Some(guard) => self.client.runtime.block_on(guard.extend(lease)),
+            None => Err(Error::LeaseLost(LossReason::NotHeld)),
         }
     }
 

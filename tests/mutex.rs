@@ -7,8 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestRedis, client, client_with_lease, eventually, unique_name};
-use ferrisson::{AcquireOptions, Error, Lock, Mutex, SyncObject};
+use common::{
+    RedisServer, TestRedis, client, client_with_lease, delta, eventually, settled_command_calls,
+    unique_name,
+};
+use ferrisson::{AcquireOptions, Error, Lock, LossReason, Mutex, SyncObject};
 use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -171,4 +174,237 @@ async fn the_watchdog_keeps_its_string_alive() {
     assert!(guard.loss_reason().is_none());
     guard.unlock().await.unwrap();
     assert!(!mutex.is_locked().await.unwrap());
+}
+
+/// Subscribers of the mutex's release channel.
+fn waiters_subscribed(con: &mut redis::Connection, name: &str) -> i64 {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("ferrisson_mutex__channel:{{{name}}}"))
+        .query(con)
+        .unwrap();
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+/// The unfenced acquire is the standard layout's plain `SET NX PX` (with `GET`), no script: the
+/// server runs one `SET` per acquisition and no `GET` besides the release script's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfenced_acquire_is_one_plain_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server.url()).await;
+    let mutex = Mutex::new(&a, &unique_name("mutex-plain")).unwrap();
+    // Loads the release script, so that the counted rounds need no EVAL.
+    mutex.lock().await.unwrap().unlock().await.unwrap();
+    let mut con = server.connection();
+    let before = settled_command_calls(&mut con).await;
+    for _ in 0..10 {
+        let guard = mutex.lock().await.unwrap();
+        assert!(mutex.try_lock().await.unwrap().is_none());
+        guard.unlock().await.unwrap();
+    }
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(delta(&before, &after, "set"), 20, "one SET per try");
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        10,
+        "one script per release"
+    );
+    assert_eq!(
+        delta(&before, &after, "get"),
+        10,
+        "the releases' reads only"
+    );
+    assert_eq!(delta(&before, &after, "eval"), 0);
+}
+
+/// A fenced mutex's tokens grow with every acquisition, by any handle and client, also after
+/// its counter is lost; an unfenced handle of the same name excludes it and hands out none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_tokens_only_grow() {
+    let redis = TestRedis::any();
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let name = unique_name("mutex-fenced");
+    let (fa, fb) = (
+        Mutex::fenced(&a, &name).unwrap(),
+        Mutex::fenced(&b, &name).unwrap(),
+    );
+    let plain = Mutex::new(&b, &name).unwrap();
+    let mut con = redis.connection();
+    let mut last = 0;
+    for round in 0..6 {
+        let guard = if round % 2 == 0 {
+            fa.lock().await.unwrap()
+        } else {
+            fb.lock().await.unwrap()
+        };
+        let token = guard.token().expect("a fenced mutex hands out tokens");
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        let counter: u64 = con
+            .get(format!("ferrisson_mutex_token:{{{name}}}"))
+            .unwrap();
+        assert_eq!(counter, token, "the counter holds the last token");
+        assert!(plain.try_lock().await.unwrap().is_none());
+        if round == 3 {
+            // A restart without persistence: the counter is gone.
+            let _: () = con
+                .del(format!("ferrisson_mutex_token:{{{name}}}"))
+                .unwrap();
+        }
+        guard.unlock().await.unwrap();
+    }
+    let unfenced = plain.lock().await.unwrap();
+    assert_eq!(unfenced.token(), None);
+    unfenced.unlock().await.unwrap();
+}
+
+/// A waiter of the holder's own client gets the mutex in the release call: the value becomes
+/// its token, nothing is published, and a fenced hand-off issues a larger token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_waiter_is_handed_the_mutex_in_the_release_call() {
+    let server = RedisServer::spawn();
+    let a = client(&server.url()).await;
+    let mut con = server.connection();
+    for fenced in [false, true] {
+        let name = unique_name("mutex-handoff");
+        let mutex = if fenced {
+            Mutex::fenced(&a, &name).unwrap()
+        } else {
+            Mutex::new(&a, &name).unwrap()
+        };
+        let holder = mutex.lock().await.unwrap();
+        let waiter = tokio::spawn({
+            let mutex = mutex.clone();
+            async move { mutex.lock().await.unwrap() }
+        });
+        eventually(SOON, "the waiter subscribed", || {
+            std::future::ready(waiters_subscribed(&mut con, &name) == 1)
+        })
+        .await;
+        let before = settled_command_calls(&mut con).await;
+        let first = holder.token();
+        holder.unlock().await.unwrap();
+        let taken = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+        let after = settled_command_calls(&mut con).await;
+        let value: String = con.get(&name).unwrap();
+        assert_eq!(
+            value,
+            taken.owner().as_str(),
+            "the value is the waiter's token"
+        );
+        assert_eq!(
+            delta(&before, &after, "publish"),
+            0,
+            "a hand-off publishes nothing"
+        );
+        assert_eq!(delta(&before, &after, "evalsha"), 1, "one call");
+        assert_eq!(taken.token().is_some(), fenced);
+        if fenced {
+            assert!(taken.token() > first, "{:?} after {first:?}", taken.token());
+        }
+        taken.unlock().await.unwrap();
+        assert!(!mutex.is_locked().await.unwrap());
+    }
+}
+
+/// Another Redlock client's release publishes nothing: a waiter still gets in long before that
+/// client's lease would have ended, by looking again on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_in_after_a_silent_foreign_release() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("mutex-foreign");
+    let mutex = Mutex::new(&a, &name).unwrap();
+    let mut con = redis.connection();
+    let _: () = redis::cmd("SET")
+        .arg(&name)
+        .arg("peer-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(120_000)
+        .query(&mut con)
+        .unwrap();
+    let waiter = tokio::spawn({
+        let mutex = mutex.clone();
+        async move {
+            mutex
+                .try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(60)))
+                .await
+        }
+    });
+    eventually(SOON, "the waiter subscribed", || {
+        std::future::ready(waiters_subscribed(&mut con, &name) == 1)
+    })
+    .await;
+    // Waits a while first, so that its re-checks have grown to their longest.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deleted: i64 = redis::Script::new(PEER_RELEASE)
+        .key(&name)
+        .arg("peer-token")
+        .invoke(&mut con)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let guard = tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("in long before the peer's lease (120 s) would have ended")
+        .unwrap()
+        .unwrap()
+        .expect("taken");
+    guard.unlock().await.unwrap();
+}
+
+/// `extend` sets a fixed lease anew on the server and in the guard; it refuses a hold the
+/// watchdog keeps, bad leases and a hold that is gone, and then the guard is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_sets_a_fixed_lease_anew() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("mutex-extend");
+    let mutex = Mutex::new(&a, &name).unwrap();
+    let mut con = redis.connection();
+    let fixed = AcquireOptions::new().with_lease(Duration::from_secs(2));
+    let guard = mutex.lock_with(fixed).await.unwrap();
+    let before = guard.lease_deadline().unwrap();
+    guard.extend(Duration::from_secs(60)).await.unwrap();
+    let ttl: i64 = con.pttl(&name).unwrap();
+    assert!(ttl > 50_000, "{ttl}");
+    let after = guard.lease_deadline().unwrap();
+    assert!(
+        after > before + Duration::from_secs(50),
+        "the guard follows"
+    );
+    // Shorter works too: the guard never believes in more than the server keeps.
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    let ttl: i64 = con.pttl(&name).unwrap();
+    assert!(ttl <= 5_000, "{ttl}");
+    assert!(guard.lease_deadline().unwrap() < after);
+    for bad in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
+        let err = guard.extend(bad).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    }
+    // Gone on the server: refused, and the guard is told.
+    let _: () = con.del(&name).unwrap();
+    let err = guard.extend(Duration::from_secs(60)).await.unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseLost(LossReason::NotHeld)),
+        "{err:?}"
+    );
+    assert_eq!(guard.loss_reason(), Some(LossReason::NotHeld));
+    let exists: bool = con.exists(&name).unwrap();
+    assert!(!exists, "a refused extension sets nothing");
+    drop(guard);
+
+    let watched = mutex.lock().await.unwrap();
+    let err = watched.extend(Duration::from_secs(60)).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    watched.unlock().await.unwrap();
+
+    // A fixed lease that ran out: lost, and extending it is refused.
+    let short = mutex
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    tokio::time::timeout(SOON, short.lost()).await.unwrap();
+    let err = short.extend(Duration::from_secs(60)).await.unwrap_err();
+    assert!(matches!(err, Error::LeaseLost(_)), "{err:?}");
 }

@@ -124,8 +124,18 @@ fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
             0
         };
         let key = (pending.call.shape(), slot);
+        // A plain command has no batch form: it goes alone (the connection pipelines it with
+        // the runs beside it).
+        let plain = pending.call.is_plain();
         match runs.last_mut() {
-            Some((last, calls)) if *last == key && calls.len() < MAX_CALLS => calls.push(pending),
+            Some((last, calls))
+                if !plain
+                    && *last == key
+                    && calls.len() < MAX_CALLS
+                    && calls.first().is_some_and(|c| !c.call.is_plain()) =>
+            {
+                calls.push(pending)
+            }
             _ => runs.push((key, vec![pending])),
         }
     }

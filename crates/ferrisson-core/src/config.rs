@@ -57,6 +57,14 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// The same pause every time.
+    pub const fn fixed(pause: Duration) -> Self {
+        Self {
+            min: pause,
+            max: pause,
+        }
+    }
+
     /// The pause after failure number `n` (0-based): `min × 2^n`, at most `max`.
     pub fn delay(&self, n: u32) -> Duration {
         let factor = 1u32.checked_shl(n).unwrap_or(u32::MAX);

@@ -55,6 +55,22 @@ pub trait Release: Send + Sync + 'static {
         let _ = lease;
         Box::pin(async move { Ok((self.release(owner, end).await?, None)) })
     }
+
+    /// Sets the lease of `owner`'s hold to `lease` from now, if `owner` still holds it
+    /// (`Ok(false)`: it does not). A kind whose holds cannot be extended this way refuses.
+    fn extend(
+        self: Arc<Self>,
+        owner: Owner,
+        lease: std::time::Duration,
+    ) -> BoxFuture<'static, Result<bool>> {
+        let _ = (owner, lease);
+        let key = self.key().to_owned();
+        Box::pin(async move {
+            Err(Error::InvalidArgument(format!(
+                "the hold on `{key}` cannot be extended"
+            )))
+        })
+    }
 }
 
 /// One hold of a lock: of a [`ReentrantLock`], a fair lock, or either side of a read-write lock.
@@ -267,6 +283,55 @@ impl HoldGuard {
 }
 
 impl HoldGuard {
+    /// Sets the remaining lease of this hold, taken with a fixed lease, to `lease` from now
+    /// ("extend if mine", as rslock's, redsync's and redis-py's `extend` do): later or
+    /// earlier than it was. The loss signal follows the new lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while in flight, the extension may or may not have reached Redis: the guard
+    /// then counts with the shorter of the old lease and the new one, so it never believes it
+    /// holds past the server's expiry either way.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`] for a lease under 1 ms or over
+    ///   [`MAX_LEASE`](crate::duration::MAX_LEASE), for a hold the watchdog keeps (it is
+    ///   renewed already), and for a hold of a kind that cannot be extended;
+    /// - [`Error::LeaseLost`] when the hold was lost before (the guard's
+    ///   [`loss_reason`](Self::loss_reason)) or Redis says this owner no longer holds it (then
+    ///   the guard is lost too, [`LossReason::NotHeld`]), or its old lease ran out while the
+    ///   call was in flight;
+    /// - [`Error::Unreachable`] when Redis could not be reached (the old lease stands).
+    pub async fn extend(&self, lease: std::time::Duration) -> Result<()> {
+        crate::duration::validate_lease("lease", lease)?;
+        let Some(handle) = &self.lease else {
+            return Err(Error::LeaseLost(LossReason::NotHeld));
+        };
+        if let Some(reason) = handle.lost_reason() {
+            return Err(Error::LeaseLost(reason));
+        }
+        if handle.is_renewed() {
+            return Err(Error::InvalidArgument(format!(
+                "the hold on `{}` is kept by the watchdog: only a fixed lease is extended",
+                self.lock.key()
+            )));
+        }
+        let sent_at = Instant::now();
+        // Until the outcome is known, the earlier of the two deadlines holds.
+        handle.extended(sent_at, lease, true);
+        if !self.lock.clone().extend(self.owner.clone(), lease).await? {
+            handle.found_lost(LossReason::NotHeld);
+            return Err(Error::LeaseLost(LossReason::NotHeld));
+        }
+        if handle.extended(sent_at, lease, false) {
+            return Ok(());
+        }
+        Err(Error::LeaseLost(
+            handle.lost_reason().unwrap_or(LossReason::LeaseExpired),
+        ))
+    }
+
     /// Passes the lock on to a fresh owner of the same client in one round trip: the hold is
     /// released and, in the same script call, the lock is taken for the new owner with `lease`
     /// (`None`: kept by the watchdog), fenced anew when the lock is fenced. The new holder's

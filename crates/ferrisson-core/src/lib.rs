@@ -110,7 +110,7 @@ pub mod __engine {
     };
     pub use crate::kind::{
         HoldKind, Latch, Latches, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire,
-        release,
+        read_script_try, release,
     };
     pub use crate::lock::{WATCH_RECHECK, scripts};
     pub use crate::object::object_state;

@@ -501,7 +501,7 @@ async fn take_inner<K: PermitKind>(
         policy: crate::pubsub::permits_message_policy,
         deadline,
         // A safety net for lost messages; tries that know better say so (`not_taken`).
-        recheck: client.config().lease(),
+        recheck: crate::config::Backoff::fixed(client.config().lease()),
         need,
     };
     let outcome = async {

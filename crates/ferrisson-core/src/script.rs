@@ -206,10 +206,17 @@ impl Script {
 /// One call of a script, built straight into the `EVALSHA` command that runs it: the keys are
 /// given up front (their count precedes them on the wire), the arguments appended after, and
 /// the buffers are sized once for a typical call, so building a call allocates twice.
+///
+/// A call may also be one plain Redis command that does the script's operation
+/// ([`plain`](Self::plain)): it goes through the same engine (the dispatcher's order, replica
+/// sync, settling a lost reply), is never batched, and needs no script loaded.
 #[derive(Debug, Clone)]
 pub struct ScriptCall {
     script: &'static Script,
     num_keys: usize,
+    /// The words before the keys: `EVALSHA`, the digest and the key count (3), or the plain
+    /// command's name (1).
+    head: usize,
     cmd: redis::Cmd,
 }
 
@@ -234,8 +241,37 @@ impl ScriptCall {
         Self {
             script,
             num_keys: keys.len(),
+            head: 3,
             cmd,
         }
+    }
+
+    /// The operation of `script` done by the plain command `command` on `keys` (add its
+    /// arguments with [`arg`](Self::arg)), for a first call that one command does as well as
+    /// the script (the lean mutex's `SET key token NX PX lease`): Redis skips the script's
+    /// run. `script` names the call in errors, metrics and replica sync (whether it
+    /// [`writes`](Script::writes)); its reply is the command's, which the caller reads.
+    pub fn plain(script: &'static Script, command: &'static str, keys: &[&str]) -> Self {
+        let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
+        let mut cmd = redis::Cmd::with_capacity(
+            1 + keys.len() + TYPICAL_ARGS,
+            command.len() + key_bytes + TYPICAL_ARG_BYTES,
+        );
+        cmd.arg(command);
+        for key in keys {
+            cmd.arg(*key);
+        }
+        Self {
+            script,
+            num_keys: keys.len(),
+            head: 1,
+            cmd,
+        }
+    }
+
+    /// Whether the call is a plain command ([`plain`](Self::plain)), which is never batched.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.head == 1
     }
 
     /// Appends an argument (`ARGV[n]`).
@@ -253,7 +289,7 @@ impl ScriptCall {
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.cmd
             .args_iter()
-            .skip(3)
+            .skip(self.head)
             .take(self.num_keys)
             .filter_map(|arg| match arg {
                 redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
@@ -263,10 +299,13 @@ impl ScriptCall {
 
     /// The call's keys and arguments, as they go on the wire.
     fn key_and_arg_bytes(&self) -> impl Iterator<Item = &[u8]> {
-        self.cmd.args_iter().skip(3).filter_map(|arg| match arg {
-            redis::Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        })
+        self.cmd
+            .args_iter()
+            .skip(self.head)
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
     }
 
     /// How many arguments (`ARGV`) the call has.
@@ -274,7 +313,7 @@ impl ScriptCall {
         self.cmd
             .args_iter()
             .count()
-            .saturating_sub(3 + self.num_keys)
+            .saturating_sub(self.head + self.num_keys)
     }
 
     /// The `EVALSHA` command of the call.
@@ -287,6 +326,10 @@ impl ScriptCall {
     /// cluster it goes, by its keys, to the node that needs the script (a keyless `SCRIPT
     /// LOAD` would go to any node).
     pub(crate) fn eval_command(&self) -> redis::Cmd {
+        if self.is_plain() {
+            // A plain command never meets NOSCRIPT: it is sent as it is.
+            return self.cmd.clone();
+        }
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(self.script.source());
         for arg in self.cmd.args_iter().skip(2) {

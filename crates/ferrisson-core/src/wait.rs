@@ -28,8 +28,11 @@ pub struct WaitSpec<'a> {
     pub policy: crate::pubsub::WakePolicy,
     /// Give up then (`None`: never).
     pub deadline: Option<Instant>,
-    /// The longest sleep between two tries, whatever the TTL says (a heartbeat).
-    pub recheck: Duration,
+    /// The longest sleeps between two tries, whatever the TTL says: `min` after the first try
+    /// in vain, growing to `max` (a heartbeat; [`Backoff::fixed`] for one pause).
+    ///
+    /// [`Backoff::fixed`]: crate::config::Backoff::fixed
+    pub recheck: crate::config::Backoff,
     /// What the waiter tells a local releaser that may hand it what it waits for (a
     /// releaser claims it for the wait's output type: `ClientEngine::claim_waiter`); `None`:
     /// no hand-offs.
@@ -211,10 +214,13 @@ where
 {
     async move {
         let mut pacer = WaitPacer::new(client, spec.deadline);
+        // Tries in vain so far: the re-check grows with them (`spec.recheck`).
+        let mut vain = 0u32;
         loop {
+            let recheck = spec.recheck.delay(vain);
             let bound = if first == FirstRound::Sleep {
                 // Queued without a try: nothing is known, so re-check once a `recheck` at most.
-                spec.recheck
+                recheck
             } else {
                 match subscription.begin_try() {
                     Err(Some(handoff)) => {
@@ -239,7 +245,8 @@ where
                             }
                             Paced::Reached(Attempt::Held(ttl)) => {
                                 subscription.tried_in_vain();
-                                ttl_bound(ttl, spec.recheck).min(spec.recheck)
+                                vain = vain.saturating_add(1);
+                                ttl_bound(ttl, recheck).min(recheck)
                             }
                             Paced::Failed(pause) => pause,
                         }

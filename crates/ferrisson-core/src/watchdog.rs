@@ -410,6 +410,60 @@ impl LeaseHandle {
         }
     }
 
+    /// Records that a call sent at `sent_at` set (`earlier_only`: may set) this hold's lease
+    /// to `lease` on the server (an extension of a fixed lease): its deadline moves to
+    /// `sent_at + lease`, earlier or later (`earlier_only`: only earlier, for a call whose
+    /// outcome is not known yet). `false` when the hold is no longer in the table (lost,
+    /// ended): nothing changes.
+    pub(crate) fn extended(&self, sent_at: Instant, lease: Duration, earlier_only: bool) -> bool {
+        let lease = crate::time::whole_millis(lease);
+        let deadline = crate::time::later(sent_at, lease);
+        let mut state = self.shared.state();
+        let Some(entry) = state
+            .entries
+            .get_mut(&self.key)
+            .filter(|e| e.id == self.id && !e.renewing)
+        else {
+            return false;
+        };
+        if earlier_only && deadline >= entry.deadline {
+            return true;
+        }
+        entry.deadline = deadline;
+        if !earlier_only {
+            entry.lease = lease;
+        }
+        let kick = state.scheduled.is_none_or(|at| deadline < at);
+        if kick {
+            state.scheduled = Some(deadline);
+        }
+        drop(state);
+        if kick {
+            self.shared.kick.notify_one();
+        }
+        true
+    }
+
+    /// Marks this hold lost for `reason` (a call found it gone on the server) and ends its
+    /// entry: every guard of it is told.
+    pub(crate) fn found_lost(&self, reason: LossReason) {
+        let mut state = self.shared.state();
+        let ours = state
+            .entries
+            .get(&self.key)
+            .is_some_and(|e| e.id == self.id);
+        let removed = if ours {
+            state.entries.remove(&self.key)
+        } else {
+            None
+        };
+        drop(state);
+        match removed {
+            Some(entry) => signal_loss(&self.key, &entry, reason, Instant::now()),
+            None => self.lost.raise(reason),
+        }
+    }
+
     /// Whether the watchdog renews this hold.
     pub fn is_renewed(&self) -> bool {
         self.renewing

@@ -12,7 +12,7 @@ use ferrisson_core::__engine::{
     ClientEngine, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
     Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
-use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result};
+use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
 #[cfg(doc)]
@@ -301,7 +301,7 @@ impl HoldKind for FairShared {
         Waiting {
             channel: Cow::Owned(format!("{}:{owner}", self.channel_prefix)),
             policy: |_| Wake::All,
-            recheck: self.heartbeat(),
+            recheck: Backoff::fixed(self.heartbeat()),
             spin: None,
         }
     }

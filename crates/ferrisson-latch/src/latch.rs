@@ -289,7 +289,7 @@ impl CountDownLatch {
             // Every message (opened, re-armed, deleted) is a reason to look again.
             policy: |_| Wake::All,
             deadline,
-            recheck: RECHECK,
+            recheck: ferrisson_core::Backoff::fixed(RECHECK),
             need: None,
         };
         // Subscribed first, then looked again: an opening in between is not missed. Each look

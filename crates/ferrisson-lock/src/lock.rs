@@ -8,7 +8,7 @@ use ferrisson_core::__engine::{
     HashLock, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Client, ObjectKeys, Owner, Result};
+use ferrisson_core::{Backoff, Client, ObjectKeys, Owner, Result};
 #[cfg(doc)]
 use ferrisson_core::{HoldGuard, Lock};
 
@@ -292,7 +292,7 @@ impl HoldKind for LockShared {
         Waiting {
             channel: Cow::Borrowed(self.channel()),
             policy: lock_message_policy,
-            recheck: self.client.config().lease(),
+            recheck: Backoff::fixed(self.client.config().lease()),
             spin: None,
         }
     }

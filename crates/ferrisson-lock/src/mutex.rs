@@ -3,32 +3,52 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use ferrisson_core::__engine::keys::prefixed;
+use ferrisson_core::__engine::time::millis;
 use ferrisson_core::__engine::{
     ClientEngine, HoldKind, LockHandle, LockKind, LockType, ReleaseArgs, Script, ScriptCall,
-    TryArgs, Waiting, lock_message_policy,
+    TryArgs, TryReply, Waiting, lock_message_policy, read_script_try,
 };
-use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result};
+use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
 
 use crate::scripts::{MUTEX_ACQUIRE, MUTEX_FORCE_RELEASE, MUTEX_RELEASE, MUTEX_RENEW};
 
 /// A non-reentrant distributed mutex on the standard Redlock layout (**\[ext\]**, ferrisson's
 /// extension): the key holds the holder's token and nothing else, as with rslock, redsync,
-/// node-redlock and redis-py's `Lock`. The leanest lock ferrisson ships: one string per lock,
-/// no latch or counter keys.
+/// node-redlock and redis-py's `Lock`, so those clients and this mutex exclude each other on
+/// one name. The leanest lock ferrisson ships: one string per lock, no latch keys, and an
+/// unfenced acquire is the plain command `SET key token NX PX lease GET` (Redis 7.0 or later;
+/// older servers answer it with a syntax error).
 ///
 /// - **One hold per owner.** A handle with no owner of its own takes each hold under a fresh
 ///   owner, so two acquisitions exclude each other, in one task as in two processes. A
 ///   handle bound to an owner ([`owned_by`](Self::owned_by)) that holds the mutex already is
 ///   refused with [`Error::WouldDeadlock`]: it never waits on itself.
 /// - **Leases, the watchdog and the loss signal** as every ferrisson lock: the guard's
-///   [`lost`](ferrisson_core::HoldGuard::lost) fires before the lease can have run out.
-/// - **Waiting** sleeps on the release channel `ferrisson_mutex__channel:{name}`; releases of
-///   other Redlock clients publish nothing, so a waiter also looks again when the holder's
-///   lease ends.
-/// - **A release whose reply was lost** is sent again; the layout keeps no record of
-///   releases, so when the resend finds the key gone the guard reports the mutex as not held
-///   (it cannot tell a release from an expiry, and never reports a lost hold as released).
+///   [`lost`](ferrisson_core::HoldGuard::lost) fires before the lease can have run out, and a
+///   fixed lease can be [extended](ferrisson_core::HoldGuard::extend).
+/// - **Fencing**, opt-in ([`fenced`](Self::fenced)): tokens from a counter of its own, issued
+///   in the same script call as the hold.
+/// - **Waiting.** Waiters of one client queue in arrival order, and a release hands the mutex
+///   to the first of them in the same call (the value swapped to its token), up to the streak
+///   limit every lock has. Across clients a release publishes on
+///   `ferrisson_mutex__channel:{name}`, which wakes one waiter; releases of other Redlock
+///   clients publish nothing, so a waiter also looks again on its own, 20 ms after a try in
+///   vain, then less often, at least every 200 ms ([`FOREIGN_RELEASE_RECHECK`]).
+/// - **Lost replies.** A retried acquire finds its own token (the layout needs no latch
+///   key). A release whose reply was lost is sent again and reads the value: when the resend
+///   finds the key gone, the first call freed it or the lease had run out before it, which the
+///   layout cannot tell apart, and the release reports the mutex as not held
+///   ([`Error::NotOwner`] from [`unlock`](ferrisson_core::HoldGuard::unlock)); it never
+///   reports a hold that was lost before the release as released.
+///
+/// # Cancel safety
+///
+/// As every lock's: a dropped acquire gives back a hold its call may have taken (a release
+/// queued behind it), a dropped release is sent again in the background, and a hand-off that
+/// reached no waiter is undone; at worst a hold stays until its lease ends.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -41,16 +61,32 @@ use crate::scripts::{MUTEX_ACQUIRE, MUTEX_FORCE_RELEASE, MUTEX_RELEASE, MUTEX_RE
 /// let guard = mutex.lock().await?;
 /// assert!(mutex.try_lock().await?.is_none());
 /// guard.unlock().await?;
+///
+/// let fenced = Mutex::fenced(&client, "ledger")?;
+/// let first = fenced.lock().await?;
+/// let token = first.token().expect("a fenced mutex hands out tokens");
+/// first.unlock().await?;
+/// assert!(fenced.lock().await?.token() > Some(token));
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
 pub struct Mutex(LockHandle<MutexKind>);
 
-/// The mutex's key and channel, as the engine's kind.
+/// How a waiter looks again for a release that published nothing (another Redlock client's):
+/// soon after its first try in vain, then less often, never less often than the peers poll
+/// (rslock, node-redlock and redis-py's `Lock` try again every 100 to 200 ms).
+pub const FOREIGN_RELEASE_RECHECK: Backoff = Backoff {
+    min: Duration::from_millis(20),
+    max: Duration::from_millis(200),
+};
+
+/// The mutex's key, channel and (fenced) counter, as the engine's kind.
 pub struct MutexKind {
     client: Client,
     key: Arc<str>,
     channel: String,
+    /// The fencing counter, `ferrisson_mutex_token:{name}`, when fenced.
+    token_key: Option<String>,
 }
 
 impl Mutex {
@@ -60,13 +96,37 @@ impl Mutex {
     ///
     /// [`Error::InvalidArgument`] when `name` is empty.
     pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Self::with_fencing(client, name, false)
+    }
+
+    /// A handle to the mutex named `name` whose acquisitions hand out fencing tokens
+    /// ([`HoldGuard::token`](ferrisson_core::HoldGuard::token)), from the counter
+    /// `ferrisson_mutex_token:{name}` in the same script call as the hold. Tokens only grow,
+    /// across a restart without persistence or a failover too (the rule of
+    /// `docs/guarantees.md` §9); each acquire is a script call instead of a plain `SET`.
+    /// Fenced and unfenced handles of one name exclude each other; only fenced ones move the
+    /// counter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn fenced(client: &Client, name: &str) -> Result<Self> {
+        Self::with_fencing(client, name, true)
+    }
+
+    fn with_fencing(client: &Client, name: &str, fenced: bool) -> Result<Self> {
         let key = client.object_key(name)?;
         let channel = prefixed("ferrisson_mutex__channel", &key);
+        let token_key = fenced.then(|| prefixed("ferrisson_mutex_token", &key));
         client.check_same_slot(&key, &[&channel])?;
+        if let Some(token_key) = &token_key {
+            client.check_same_slot(&key, &[token_key])?;
+        }
         Ok(Self(LockHandle::new(MutexKind {
             client: client.clone(),
             key: key.into(),
             channel,
+            token_key,
         })))
     }
 
@@ -82,6 +142,15 @@ impl LockType for Mutex {
 
     fn handle(&self) -> &LockHandle<MutexKind> {
         &self.0
+    }
+}
+
+impl MutexKind {
+    fn reentered(&self, owner: &Owner) -> Error {
+        Error::WouldDeadlock(format!(
+            "{owner} holds the mutex `{}` already: a mutex is not reentrant",
+            self.key
+        ))
     }
 }
 
@@ -103,38 +172,77 @@ impl HoldKind for MutexKind {
     }
 
     fn fenced(&self) -> bool {
-        false
+        self.token_key.is_some()
     }
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
         Waiting {
             channel: Cow::Borrowed(&self.channel),
             policy: lock_message_policy,
-            recheck: self.client.config().lease(),
+            recheck: FOREIGN_RELEASE_RECHECK,
             spin: None,
         }
     }
 
+    fn hands_off(&self) -> bool {
+        true
+    }
+
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        let call = ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key])
-            .arg(ferrisson_core::__engine::time::millis(args.lease))
-            .arg(args.owner.as_str());
+        let (owner, lease) = (args.owner.as_str(), millis(args.lease));
+        let call = match &self.token_key {
+            // The standard acquire, and with GET the holder's token when it fails.
+            None if !args.retry => {
+                return ScriptCall::plain(&MUTEX_ACQUIRE, "SET", &[&self.key])
+                    .arg(owner)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .arg("GET");
+            }
+            None => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key]),
+            Some(token_key) => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, token_key]),
+        };
+        let call = call.arg(lease).arg(owner);
         if args.retry { call.arg("1") } else { call }
     }
 
+    fn read_try(&self, owner: &Owner, reply: &redis::Value) -> Result<TryReply> {
+        match reply {
+            // `SET … NX GET`: nil when it set the key, else the holder's token.
+            redis::Value::Nil => Ok(TryReply::Taken {
+                held: 1,
+                token: None,
+            }),
+            redis::Value::BulkString(held) if held == owner.as_str().as_bytes() => {
+                Err(self.reentered(owner))
+            }
+            redis::Value::BulkString(_) => Ok(TryReply::Busy { ttl_ms: -1 }),
+            _ => read_script_try(self, owner, reply),
+        }
+    }
+
     fn refusal(&self, owner: &Owner, reply: &[i64]) -> Option<Error> {
-        (reply == [-1]).then(|| {
-            Error::WouldDeadlock(format!(
-                "{owner} holds the mutex `{}` already: a mutex is not reentrant",
-                self.key
-            ))
-        })
+        (reply == [-1]).then(|| self.reentered(owner))
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel])
-            .arg(args.owner.as_str())
-            .arg(self.client.config().publish_command().as_str())
+        let publish = self.client.config().publish_command().as_str();
+        let Some((successor, lease)) = args.successor else {
+            return ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel])
+                .arg(args.owner.as_str())
+                .arg(publish);
+        };
+        let call = match &self.token_key {
+            Some(token_key) => {
+                ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel, token_key])
+            }
+            None => ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel]),
+        };
+        call.arg(args.owner.as_str())
+            .arg(publish)
+            .arg(successor.as_str())
+            .arg(millis(lease))
     }
 }
 
@@ -151,10 +259,20 @@ impl LockKind for MutexKind {
     }
 
     fn object_keys(&self) -> ObjectKeys<'_> {
-        ObjectKeys::new(&self.client, KeyShape::Value, vec![&self.key]).waking(&self.channel, "0")
+        let keys = ObjectKeys::new(&self.client, KeyShape::Value, vec![&self.key]);
+        match &self.token_key {
+            Some(token_key) => keys.with_counters(vec![token_key]),
+            None => keys,
+        }
+        .waking(&self.channel, "0")
     }
 
     fn release_channel(&self) -> Option<&str> {
         Some(&self.channel)
+    }
+
+    fn watch_recheck(&self) -> Option<Duration> {
+        // Other Redlock clients' releases publish nothing.
+        Some(FOREIGN_RELEASE_RECHECK.max)
     }
 }

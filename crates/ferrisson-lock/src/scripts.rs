@@ -2,17 +2,19 @@
 //! (`lua/core/hash_lock_*.lua`, which the spin lock shares), the lean mutex its own
 //! (`lua/lock/mutex_*.lua`).
 
-use ferrisson_core::__engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, Script};
+use ferrisson_core::__engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, LOCK_PRELUDE, Script};
 
 /// Take a lean mutex (`lua/lock/mutex_acquire.lua`).
-pub(crate) static MUTEX_ACQUIRE: Script = Script::new(
+pub(crate) static MUTEX_ACQUIRE: Script = Script::with_prelude(
     "lock/mutex_acquire",
+    &LOCK_PRELUDE,
     include_str!("../lua/mutex_acquire.lua"),
 );
 
 /// Release a lean mutex if the owner's token holds it (`lua/lock/mutex_release.lua`).
-pub(crate) static MUTEX_RELEASE: Script = Script::new(
+pub(crate) static MUTEX_RELEASE: Script = Script::with_prelude(
     "lock/mutex_release",
+    &LOCK_PRELUDE,
     include_str!("../lua/mutex_release.lua"),
 );
 

@@ -438,11 +438,11 @@ impl HoldKind for Side {
         Waiting {
             channel: Cow::Borrowed(&self.shared.channel),
             policy: lock_message_policy,
-            recheck: if self.write {
+            recheck: ferrisson_core::Backoff::fixed(if self.write {
                 WRITER_RECHECK
             } else {
                 self.shared.client.config().lease()
-            },
+            }),
             spin: None,
         }
     }

@@ -197,7 +197,7 @@ impl HoldKind for SpinShared {
         Waiting {
             channel: Cow::Borrowed(self.channel()),
             policy: lock_message_policy,
-            recheck: self.backoff.max,
+            recheck: Backoff::fixed(self.backoff.max),
             spin: Some(self.backoff),
         }
     }

@@ -196,8 +196,10 @@ pub struct Waiting<'a> {
     pub channel: Cow<'a, str>,
     /// Which local waiters a message wakes.
     pub policy: WakePolicy,
-    /// The longest sleep between two tries (a heartbeat, or a safety net for lost messages).
-    pub recheck: Duration,
+    /// The longest sleeps between two tries: `min` after the first try in vain, growing to
+    /// `max` (a heartbeat, or a safety net for lost messages and for releases that publish
+    /// nothing; [`Backoff::fixed`] for one pause).
+    pub recheck: Backoff,
     /// `Some`: the waiter polls instead, with this backoff, and never subscribes (the spin
     /// lock, whose releases publish nothing); `channel` and `policy` are then unused.
     pub spin: Option<Backoff>,
@@ -256,15 +258,7 @@ pub trait HoldKind: Send + Sync + 'static {
     ///
     /// The kind's refusal, else [`Error::Protocol`].
     fn read_try(&self, owner: &Owner, reply: &redis::Value) -> Result<TryReply> {
-        TryReply::read(reply, self.fenced()).map_err(|ints| {
-            ints.and_then(|ints| self.refusal(owner, &ints))
-                .unwrap_or_else(|| {
-                    Error::Protocol(format!(
-                        "the acquire script of `{}` replied {reply:?}",
-                        self.lock_key()
-                    ))
-                })
-        })
+        read_script_try(self, owner, reply)
     }
 
     /// The error for an acquire reply of no [`TryReply`] shape (`None`: a protocol error).
@@ -308,6 +302,29 @@ pub trait HoldKind: Send + Sync + 'static {
     fn renews_on_release(&self) -> bool {
         true
     }
+}
+
+/// [`HoldKind::read_try`]'s default, for a kind whose override reads other replies first: the
+/// engine scripts' shapes ([`TryReply::read`]), any other integer reply through the kind's
+/// [`refusal`](HoldKind::refusal).
+///
+/// # Errors
+///
+/// The kind's refusal, else [`Error::Protocol`].
+pub fn read_script_try<K: HoldKind + ?Sized>(
+    kind: &K,
+    owner: &Owner,
+    reply: &redis::Value,
+) -> Result<TryReply> {
+    TryReply::read(reply, kind.fenced()).map_err(|ints| {
+        ints.and_then(|ints| kind.refusal(owner, &ints))
+            .unwrap_or_else(|| {
+                Error::Protocol(format!(
+                    "the acquire script of `{}` replied {reply:?}",
+                    kind.lock_key()
+                ))
+            })
+    })
 }
 
 /// Takes a hold of `kind` as `options` say, as `bound` (a fresh owner when `None`): the

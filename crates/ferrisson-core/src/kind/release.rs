@@ -327,4 +327,17 @@ impl<K: HoldKind> Release for K {
     ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
         release_to_new_owner(self, owner, end, lease)
     }
+
+    /// The kind's renewal script on this one hold ("extend if mine"), settled when its reply
+    /// is lost (it is idempotent).
+    fn extend(self: Arc<Self>, owner: Owner, lease: Duration) -> BoxFuture<'static, Result<bool>> {
+        Box::pin(async move {
+            let field = self.hold_field(&owner);
+            let call = ScriptCall::new(self.renew_script(), &[self.lock_key()])
+                .arg(crate::time::millis(lease))
+                .arg(&*field);
+            let renewed: Vec<i64> = self.client().eval(&call).await?;
+            Ok(renewed.first() == Some(&1))
+        })
+    }
 }

@@ -238,3 +238,39 @@ fn object_calls_and_lock_events_block() {
     assert!(latch.delete().unwrap());
     assert!(!latch.exists().unwrap());
 }
+
+/// The lean mutex blocks as the other locks do; a fenced one hands out growing tokens, and a
+/// fixed lease is extended from a plain thread.
+#[test]
+fn a_mutex_blocks_and_its_fixed_lease_is_extended() {
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server), client(&server));
+    let name = unique_name("blocking-mutex");
+    let mutex = a.mutex(&name).unwrap();
+    let guard = mutex
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(2)))
+        .unwrap();
+    let other = b.fenced_mutex(&name).unwrap();
+    assert!(other.try_lock().unwrap().is_none(), "held elsewhere");
+    guard.extend(Duration::from_secs(60)).unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&name)
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(ttl > 50_000, "{ttl}");
+    assert!(guard.token().is_none());
+    guard.unlock().unwrap();
+
+    let first = other.lock().unwrap();
+    let token = first.token().expect("fenced");
+    first.unlock().unwrap();
+    let second = other.lock().unwrap();
+    assert!(second.token().unwrap() > token);
+    let err = second.extend(Duration::from_secs(5)).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument(_)),
+        "watchdog-kept: {err:?}"
+    );
+    second.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+}

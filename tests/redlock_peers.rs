@@ -381,3 +381,114 @@ async fn no_two_hold_at_once_under_contention_from_every_client() {
     .sum();
     assert_eq!(ours, 0, "a ferrisson or rslock hold had company");
 }
+
+/// A RedLock over lean mutexes on three servers and rslock's Redlock over the same three: each
+/// refused while the other holds, a waiting RedLock let in after rslock's release (which
+/// publishes nothing: its watch re-checks), and under contention from both no hold with company.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_over_mutexes_and_rslock_on_three_servers_exclude_each_other() {
+    use ferrisson::{AnyLock, RedLock};
+    let servers: Vec<_> = (0..3).map(|_| common::RedisServer::spawn()).collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let name = unique_name("redlock-peers-red");
+    let mut clients = Vec::new();
+    for url in &urls {
+        clients.push(client(url).await);
+    }
+    let red = |fenced: bool| {
+        let locks = clients
+            .iter()
+            .map(|c| {
+                let mutex = if fenced {
+                    Mutex::fenced(c, &name)
+                } else {
+                    Mutex::new(c, &name)
+                };
+                Box::new(mutex.unwrap()) as Box<dyn AnyLock>
+            })
+            .collect();
+        RedLock::new(locks).unwrap()
+    };
+    let ours = red(false);
+    let mut once = rslock::LockManager::new(urls.clone());
+    once.set_retry(1, Duration::from_millis(10));
+    let lease = Duration::from_millis(LONG_LEASE_MS);
+
+    let guard = ours.lock().await.unwrap();
+    assert_eq!(guard.holds().len(), 3);
+    assert!(
+        once.lock(name.as_bytes(), lease).await.is_err(),
+        "rslock got in"
+    );
+    guard.unlock().await.unwrap();
+    let theirs = once.lock(name.as_bytes(), lease).await.expect("free");
+    assert!(
+        ours.try_lock().await.unwrap().is_none(),
+        "the RedLock got in"
+    );
+    let waiter = tokio::spawn({
+        let ours = ours.clone();
+        async move {
+            ours.try_lock_with(AcquireOptions::new().with_wait(Duration::from_secs(100)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    once.unlock(&theirs).await;
+    tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("let in long before rslock's lease would have ended")
+        .unwrap()
+        .unwrap()
+        .expect("taken")
+        .unlock()
+        .await
+        .unwrap();
+
+    // Both at once, fenced RedLocks among them; company is counted on the first server.
+    let inside = format!("{name}:inside");
+    let redis_client = redis::Client::open(urls[0].as_str()).unwrap();
+    let mut tasks = Vec::new();
+    for fenced in [false, true] {
+        let red = red(fenced);
+        let inside = inside.clone();
+        let mut con = redis_client
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut overlaps = 0;
+            for _ in 0..ROUNDS {
+                let guard = red.lock().await.unwrap();
+                overlaps += checked_hold(&mut con, &inside).await;
+                guard.unlock().await.unwrap();
+            }
+            overlaps
+        }));
+    }
+    for _ in 0..2 {
+        let manager = rslock::LockManager::new(urls.clone());
+        let (name, inside) = (name.clone(), inside.clone());
+        let mut con = redis_client
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut overlaps = 0;
+            for _ in 0..ROUNDS {
+                let lock = manager
+                    .acquire_no_guard(name.as_bytes(), Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                overlaps += checked_hold(&mut con, &inside).await;
+                manager.unlock(&lock).await;
+            }
+            overlaps
+        }));
+    }
+    let overlaps: u64 = join_within(Duration::from_secs(240), "every contender", tasks)
+        .await
+        .into_iter()
+        .sum();
+    assert_eq!(overlaps, 0, "a hold had company");
+}

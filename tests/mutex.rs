@@ -215,6 +215,67 @@ async fn an_unfenced_acquire_is_one_plain_set() {
         "the releases' reads only"
     );
     assert_eq!(delta(&before, &after, "eval"), 0);
+    assert_eq!(
+        delta(&before, &after, "publish"),
+        0,
+        "nobody waits: no message"
+    );
+}
+
+/// A waiter of another client marks itself when its try fails (the marker is a key named as the
+/// release channel), so that the release publishes and wakes it; once nobody waits, the mark
+/// runs out and releases publish nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_publishes_only_while_a_waiter_is_marked() {
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server.url()).await, client(&server.url()).await);
+    let name = unique_name("mutex-marker");
+    let marker = format!("ferrisson_mutex__channel:{{{name}}}");
+    let (ours, theirs) = (
+        Mutex::new(&a, &name).unwrap(),
+        Mutex::new(&b, &name).unwrap(),
+    );
+    let mut con = server.connection();
+    let guard = ours.lock().await.unwrap();
+    let waiter = tokio::spawn(async move { theirs.lock().await.unwrap() });
+    eventually(SOON, "the waiter marked itself", || {
+        let marked: bool = con.exists(&marker).unwrap();
+        std::future::ready(marked)
+    })
+    .await;
+    let ttl: i64 = con.pttl(&marker).unwrap();
+    assert!(ttl > 0 && ttl <= 1_000, "a short mark: {ttl}");
+    let before = settled_command_calls(&mut con).await;
+    guard.unlock().await.unwrap();
+    let taken = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(
+        delta(&before, &after, "publish"),
+        1,
+        "the release woke the waiter"
+    );
+    taken.unlock().await.unwrap();
+    eventually(SOON, "the mark ran out", || {
+        let marked: bool = con.exists(&marker).unwrap();
+        std::future::ready(!marked)
+    })
+    .await;
+    let before = settled_command_calls(&mut con).await;
+    ours.lock().await.unwrap().unlock().await.unwrap();
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(delta(&before, &after, "publish"), 0);
+    // A delete takes the mark with it.
+    let _: () = redis::cmd("SET")
+        .arg(&marker)
+        .arg("1")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut con)
+        .unwrap();
+    let _held = ours.lock().await.unwrap();
+    assert!(ours.delete().await.unwrap());
+    let marked: bool = con.exists(&marker).unwrap();
+    assert!(!marked, "deleted with the mutex");
 }
 
 /// A fenced mutex's tokens grow with every acquisition, by any handle and client, also after

@@ -164,6 +164,56 @@ pub fn targets(records: &Records) -> Vec<Target> {
         Bound::AtMost(1.0),
         bare("sequential", "p50_ratio_to_rslock"),
     );
+    // The lean mutex (#34): the standard Redlock layout, head to head with rslock.
+    let mutex = crate::scenarios::lock_kinds::MUTEX;
+    let m = |variant: &str, metric: &str| records.get("uncontended", variant, mutex, metric);
+    for variant in ["tasks=64", "tasks=256"] {
+        add(
+            format!("Mutex uncontended {variant} / rslock, alternating rounds"),
+            m(variant, "ratio_to_rslock"),
+            Bound::AtLeast(1.2),
+            None,
+        );
+    }
+    add(
+        "Mutex uncontended sequential p50 / rslock p50".to_owned(),
+        m("sequential", "p50_ratio_to_rslock"),
+        Bound::AtMost(1.0),
+        None,
+    );
+    for hold in ["hold=0ms", "hold=1ms"] {
+        add(
+            format!("Mutex contended {hold} / rslock, alternating rounds"),
+            records.get("contended", hold, rslock, "mutex_ratio_interleaved"),
+            Bound::AtLeast(1.2),
+            records.get("contended", hold, handoff, "ratio_to_rslock"),
+        );
+        add(
+            format!("Mutex contended {hold} commands per acquisition"),
+            records.get("contended", hold, mutex, "commands_per_acquisition"),
+            Bound::AtMost(2.0),
+            None,
+        );
+    }
+    for (variant, what) in [
+        ("uncontended tasks=16", "uncontended"),
+        ("contended hold=0ms", "contended"),
+    ] {
+        add(
+            format!("RedLock over Mutex {what} / rslock, alternating rounds"),
+            records.get("redlock", variant, mutex, "ratio_to_rslock"),
+            Bound::AtLeast(1.2),
+            None,
+        );
+    }
+    for variant in ["tasks=64", "tasks=256"] {
+        add(
+            format!("Mutex Redis time per uncontended pair ({variant}) / rslock's"),
+            m(variant, "command_us_ratio_to_rslock"),
+            Bound::AtMost(1.2),
+            None,
+        );
+    }
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {
         add(what, value, Bound::AtMost(bound), None);
     };

@@ -66,6 +66,16 @@ impl Probe {
         ))
     }
 
+    /// The time Redis spent in `commands` so far, in microseconds (`INFO commandstats`'
+    /// `usec`): for the commands clients send (a script's own commands count inside its
+    /// `evalsha`, and again under their own names).
+    pub async fn command_usec(&self, commands: &[&str]) -> Result<f64, String> {
+        Ok(parse_command_usec(
+            &self.info("commandstats").await?,
+            commands,
+        ))
+    }
+
     /// The server process's CPU time so far, in seconds (`INFO cpu`: user + system).
     pub async fn server_cpu(&self) -> Result<f64, String> {
         Ok(parse_server_cpu(&self.info("cpu").await?))
@@ -159,6 +169,21 @@ impl CommandCounter {
 pub use ferrisson_testkit::total_calls;
 
 /// `used_cpu_user` + `used_cpu_sys` of an `INFO cpu` reply, in seconds.
+/// The `usec` of `commands` in an `INFO commandstats` reply, summed.
+pub fn parse_command_usec(info: &str, commands: &[&str]) -> f64 {
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            commands.contains(&name).then_some(())?;
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("usec="))?
+                .parse::<f64>()
+                .ok()
+        })
+        .sum()
+}
+
 pub fn parse_server_cpu(info: &str) -> f64 {
     info.lines()
         .filter_map(|line| {

@@ -179,6 +179,25 @@ pub async fn in_turn<A, B>(
     }
 }
 
+/// Runs `runs` one after another, starting with the one at `first` (modulo their number) and
+/// going round: with `first` the round's number, each library goes first in its turn. The
+/// results come back in the order of `runs`.
+pub async fn in_rotation<T>(
+    first: usize,
+    runs: Vec<BoxFuture<'_, Result<T, String>>>,
+) -> Result<Vec<T>, String> {
+    let n = runs.len();
+    let mut runs: Vec<Option<_>> = runs.into_iter().map(Some).collect();
+    let mut results: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for i in 0..n {
+        let at = (first + i) % n;
+        if let Some(run) = runs[at].take() {
+            results[at] = Some(run.await?);
+        }
+    }
+    Ok(results.into_iter().flatten().collect())
+}
+
 /// As [`run`], adding each finished cycle to `done` as it finishes, so that a sampler can
 /// count the cycles of a window inside the run.
 pub async fn run_counted(

@@ -366,8 +366,9 @@ where
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 10] {
+pub fn scripts() -> [&'static Script; 11] {
     [
+        &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
         &crate::object::OBJECT_EXPIRE,
         &crate::object::OBJECT_DELETE,

@@ -31,12 +31,24 @@ pub struct Script {
     batch: OnceLock<(String, redis::Script)>,
 }
 
+/// The fencing function (`lua/core/token_prelude.lua`): `next_token(key)` issues fencing tokens
+/// that only grow, even after the counter was lost (the server's clock in microseconds is their
+/// floor). [`LOCK_PRELUDE`] starts with it; a script that needs no other shared function starts
+/// with it alone (each function a prelude defines costs every run of the script).
+pub static TOKEN_PRELUDE: Script = Script::new(
+    "core/token_prelude",
+    include_str!("../lua/token_prelude.lua"),
+);
+
 /// The lock scripts' shared functions (`lua/core/lock_prelude.lua`), which they start with
-/// ([`Script::with_prelude`]): `next_token(key)` issues fencing tokens that only grow, even after
-/// the counter was lost (the server's clock in microseconds is their floor), and
-/// `foreign_lock(key, rw)` refuses a hash that is no lock of the caller's family.
-pub static LOCK_PRELUDE: Script =
-    Script::new("core/lock_prelude", include_str!("../lua/lock_prelude.lua"));
+/// ([`Script::with_prelude`]): [`TOKEN_PRELUDE`]'s `next_token(key)`, `foreign_lock(key, rw)`,
+/// which refuses a hash that is no lock of the caller's family, and `foreign_object(key,
+/// shape)`.
+pub static LOCK_PRELUDE: Script = Script::with_prelude(
+    "core/lock_prelude",
+    &TOKEN_PRELUDE,
+    include_str!("../lua/lock_prelude.lua"),
+);
 
 /// The end of a script's batch form, which runs several calls of the script in one: the
 /// script's own source becomes the body of `op(KEYS, ARGV)` (its parameters shadow the

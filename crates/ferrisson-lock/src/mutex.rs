@@ -13,7 +13,9 @@ use ferrisson_core::__engine::{
 };
 use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
 
-use crate::scripts::{MUTEX_ACQUIRE, MUTEX_FORCE_RELEASE, MUTEX_RELEASE, MUTEX_RENEW};
+use crate::scripts::{
+    MUTEX_ACQUIRE, MUTEX_FORCE_RELEASE, MUTEX_HAND_OFF, MUTEX_RELEASE, MUTEX_RENEW,
+};
 
 /// A non-reentrant distributed mutex on the standard Redlock layout (**\[ext\]**, ferrisson's
 /// extension): the key holds the holder's token and nothing else, as with rslock, redsync,
@@ -79,6 +81,10 @@ pub const FOREIGN_RELEASE_RECHECK: Backoff = Backoff {
     min: Duration::from_millis(20),
     max: Duration::from_millis(200),
 };
+
+/// How long a waiter's mark lives (`ferrisson_mutex__channel:{name}` as a key: while it does,
+/// releases publish): several of its re-checks, each of which marks again.
+const WAITER_MARK: Duration = Duration::from_secs(1);
 
 /// The mutex's key, channel and (fenced) counter, as the engine's kind.
 pub struct MutexKind {
@@ -192,7 +198,7 @@ impl HoldKind for MutexKind {
         let (owner, lease) = (args.owner.as_str(), millis(args.lease));
         let call = match &self.token_key {
             // The standard acquire, and with GET the holder's token when it fails.
-            None if !args.retry => {
+            None if !args.retry && !args.subscribed => {
                 return ScriptCall::plain(&MUTEX_ACQUIRE, "SET", &[&self.key])
                     .arg(owner)
                     .arg("NX")
@@ -200,11 +206,24 @@ impl HoldKind for MutexKind {
                     .arg(lease)
                     .arg("GET");
             }
-            None => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key]),
-            Some(token_key) => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, token_key]),
+            None => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, &self.channel]),
+            Some(token_key) => {
+                ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, &self.channel, token_key])
+            }
         };
-        let call = call.arg(lease).arg(owner);
-        if args.retry { call.arg("1") } else { call }
+        // A waiter's failed try marks that someone waits, so that releases publish.
+        let flags = match (args.retry, args.subscribed) {
+            (true, true) => "rw",
+            (true, false) => "r",
+            (false, true) => "w",
+            (false, false) => "",
+        };
+        let call = call.arg(lease).arg(owner).arg(flags);
+        if args.subscribed {
+            call.arg(millis(WAITER_MARK))
+        } else {
+            call
+        }
     }
 
     fn read_try(&self, owner: &Owner, reply: &redis::Value) -> Result<TryReply> {
@@ -227,22 +246,23 @@ impl HoldKind for MutexKind {
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
+        let owner = args.owner.as_str();
+        if let Some((successor, lease)) = args.successor {
+            let call = match &self.token_key {
+                Some(token_key) => ScriptCall::new(&MUTEX_HAND_OFF, &[&self.key, token_key]),
+                None => ScriptCall::new(&MUTEX_HAND_OFF, &[&self.key]),
+            };
+            return call.arg(owner).arg(successor.as_str()).arg(millis(lease));
+        }
+        let call = ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel]).arg(owner);
+        // Each argument costs Redis a little: `publish` is the script's default, and this
+        // client's own waiters (which may not have marked) are woken whatever the mark says.
         let publish = self.client.config().publish_command().as_str();
-        let Some((successor, lease)) = args.successor else {
-            return ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel])
-                .arg(args.owner.as_str())
-                .arg(publish);
-        };
-        let call = match &self.token_key {
-            Some(token_key) => {
-                ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel, token_key])
-            }
-            None => ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel]),
-        };
-        call.arg(args.owner.as_str())
-            .arg(publish)
-            .arg(successor.as_str())
-            .arg(millis(lease))
+        match (publish, args.local_waiters) {
+            ("publish", false) => call,
+            (publish, false) => call.arg(publish),
+            (publish, true) => call.arg(publish).arg("1"),
+        }
     }
 }
 
@@ -259,12 +279,12 @@ impl LockKind for MutexKind {
     }
 
     fn object_keys(&self) -> ObjectKeys<'_> {
-        let keys = ObjectKeys::new(&self.client, KeyShape::Value, vec![&self.key]);
-        match &self.token_key {
-            Some(token_key) => keys.with_counters(vec![token_key]),
-            None => keys,
-        }
-        .waking(&self.channel, "0")
+        // The waiter mark goes with a delete (it keeps its own short expiry).
+        let mut extra = vec![self.channel.as_str()];
+        extra.extend(self.token_key.as_deref());
+        ObjectKeys::new(&self.client, KeyShape::Value, vec![&self.key])
+            .with_counters(extra)
+            .waking(&self.channel, "0")
     }
 
     fn release_channel(&self) -> Option<&str> {

@@ -2,20 +2,26 @@
 //! (`lua/core/hash_lock_*.lua`, which the spin lock shares), the lean mutex its own
 //! (`lua/lock/mutex_*.lua`).
 
-use ferrisson_core::__engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, Script, TOKEN_PRELUDE};
 
 /// Take a lean mutex (`lua/lock/mutex_acquire.lua`).
 pub(crate) static MUTEX_ACQUIRE: Script = Script::with_prelude(
     "lock/mutex_acquire",
-    &LOCK_PRELUDE,
+    &TOKEN_PRELUDE,
     include_str!("../lua/mutex_acquire.lua"),
 );
 
 /// Release a lean mutex if the owner's token holds it (`lua/lock/mutex_release.lua`).
-pub(crate) static MUTEX_RELEASE: Script = Script::with_prelude(
+pub(crate) static MUTEX_RELEASE: Script = Script::new(
     "lock/mutex_release",
-    &LOCK_PRELUDE,
     include_str!("../lua/mutex_release.lua"),
+);
+
+/// Hand a lean mutex to a waiter of the same client (`lua/lock/mutex_hand_off.lua`).
+pub(crate) static MUTEX_HAND_OFF: Script = Script::with_prelude(
+    "lock/mutex_hand_off",
+    &TOKEN_PRELUDE,
+    include_str!("../lua/mutex_hand_off.lua"),
 );
 
 /// The watchdog's renewal of lean mutexes (`lua/lock/mutex_renew.lua`).
@@ -31,12 +37,13 @@ pub(crate) static MUTEX_FORCE_RELEASE: Script = Script::new(
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (besides
 /// `ferrisson_core`'s `core/renew_hash` and `core/force_release_hash`).
-pub fn scripts() -> [&'static Script; 6] {
+pub fn scripts() -> [&'static Script; 7] {
     [
         &HASH_LOCK_ACQUIRE,
         &HASH_LOCK_RELEASE,
         &MUTEX_ACQUIRE,
         &MUTEX_RELEASE,
+        &MUTEX_HAND_OFF,
         &MUTEX_RENEW,
         &MUTEX_FORCE_RELEASE,
     ]

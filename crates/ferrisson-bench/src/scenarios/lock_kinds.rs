@@ -52,7 +52,7 @@ async fn fair_cycles(url: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, Strin
 
 /// 4 clients × 16 tasks, each with a handle `make` makes on its client (a fresh owner per
 /// acquisition, as these kinds are used).
-async fn kind_cycles<L, F>(url: &str, make: F) -> Result<Vec<Box<dyn Cycle>>, String>
+pub(crate) async fn kind_cycles<L, F>(url: &str, make: F) -> Result<Vec<Box<dyn Cycle>>, String>
 where
     L: workload::Acquire,
     F: Fn(&Client) -> ferrisson::Result<L>,

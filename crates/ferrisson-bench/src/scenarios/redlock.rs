@@ -1,10 +1,11 @@
-//! `redlock`: ferrisson's `RedLock` against `rslock` on the same 3 redis-server processes,
-//! uncontended (16 tasks, distinct keys) and contended (4 clients × 8 tasks, one key), head to
-//! head in alternating rounds.
+//! `redlock`: ferrisson's `RedLock` (over reentrant locks, and over lean mutexes) against
+//! `rslock` on the same 3 redis-server processes, uncontended (16 tasks, distinct keys) and
+//! contended (4 clients × 8 tasks, one key), head to head in rounds where each goes first in
+//! its turn.
 
 use std::time::Duration;
 
-use ferrisson::{AnyLock, Client, RedLock, ReentrantLock};
+use ferrisson::{AnyLock, Client, Mutex as LeanMutex, RedLock, ReentrantLock};
 use ferrisson_testkit::RedisServer;
 use rslock::LockManager;
 use tokio::time::Instant;
@@ -31,13 +32,18 @@ impl Cycle for Ours {
     }
 }
 
-fn red_lock(clients: &[Client], name: &str) -> Result<RedLock, String> {
+/// A RedLock over `name` on every client's server: of lean mutexes when `mutexes`, else of
+/// reentrant locks.
+fn red_lock(clients: &[Client], name: &str, mutexes: bool) -> Result<RedLock, String> {
     let locks = clients
         .iter()
         .map(|c| {
-            ReentrantLock::new(c, name)
-                .map(|l| Box::new(l) as Box<dyn AnyLock>)
-                .map_err(|e| e.to_string())
+            let lock: ferrisson::Result<Box<dyn AnyLock>> = if mutexes {
+                LeanMutex::new(c, name).map(|l| Box::new(l) as Box<dyn AnyLock>)
+            } else {
+                ReentrantLock::new(c, name).map(|l| Box::new(l) as Box<dyn AnyLock>)
+            };
+            lock.map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, _>>()?;
     RedLock::new(locks).map_err(|e| e.to_string())
@@ -72,11 +78,13 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         ("contended hold=0ms", 4, 8, true),
     ] {
         let mut ours_total = workload::RunResult::default();
+        let mut lean_total = workload::RunResult::default();
         let mut theirs_total = workload::RunResult::default();
         let mut raw_total = workload::RunResult::default();
-        let (mut ratios, mut raw_ratios) = (Vec::new(), Vec::new());
+        let (mut ratios, mut lean_ratios, mut raw_ratios) = (Vec::new(), Vec::new(), Vec::new());
         for r in 0..rounds {
             let mut ours: Vec<Box<dyn Cycle>> = Vec::new();
+            let mut lean: Vec<Box<dyn Cycle>> = Vec::new();
             let mut theirs: Vec<Box<dyn Cycle>> = Vec::new();
             for c in 0..n_clients {
                 let ours_clients = clients(&urls).await?;
@@ -87,21 +95,34 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                     } else {
                         format!("bench:redlock:{variant}:{r}:{c}:{t}")
                     };
-                    ours.push(Box::new(Ours(red_lock(&ours_clients, &name)?)));
+                    ours.push(Box::new(Ours(red_lock(&ours_clients, &name, false)?)));
+                    lean.push(Box::new(Ours(red_lock(
+                        &ours_clients,
+                        &format!("{name}:mutex"),
+                        true,
+                    )?)));
                     theirs.push(Box::new(RslockCycle {
                         manager: manager.clone(),
                         resource: format!("{name}:rslock").into_bytes(),
                     }));
                 }
             }
-            // Who goes first alternates, as in the other head-to-head comparisons.
-            let (a, b) = workload::in_turn(
-                r % 2 == 0,
-                workload::run(ours, round, Duration::ZERO),
-                workload::run(theirs, round, Duration::ZERO),
+            // Who goes first goes round, as in the other head-to-head comparisons.
+            let mut sides = workload::in_rotation(
+                r,
+                vec![
+                    Box::pin(workload::run(ours, round, Duration::ZERO)),
+                    Box::pin(workload::run(lean, round, Duration::ZERO)),
+                    Box::pin(workload::run(theirs, round, Duration::ZERO)),
+                ],
             )
-            .await?;
+            .await?
+            .into_iter();
+            let (Some(a), Some(m), Some(b)) = (sides.next(), sides.next(), sides.next()) else {
+                return Err("a round came back short".to_owned());
+            };
             ratios.push(a.per_sec() / b.per_sec().max(1e-9));
+            lean_ratios.push(m.per_sec() / b.per_sec().max(1e-9));
             // The target's ceiling, against the same round's rslock. Uncontended, the
             // layout's: the same scripts' bare calls on every instance, no library around them
             // (they do not wait, so they have no contended form).
@@ -122,11 +143,14 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                 raw_ratios.push(ceiling / b.per_sec().max(1e-9));
             }
             ours_total.merge(a);
+            lean_total.merge(m);
             theirs_total.merge(b);
         }
         let median_ratio = median(ratios);
+        let mutex = super::lock_kinds::MUTEX;
         let mut sides = vec![
             ("ferrisson", &mut ours_total),
+            (mutex, &mut lean_total),
             ("rslock", &mut theirs_total),
         ];
         if !shared {
@@ -156,6 +180,14 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             "ferrisson",
             "ratio_to_rslock",
             median_ratio,
+            "x",
+        );
+        records.push(
+            "redlock",
+            variant,
+            mutex,
+            "ratio_to_rslock",
+            median(lean_ratios),
             "x",
         );
         // The ceiling: the bare calls uncontended, the hand-off ceiling contended.

@@ -61,21 +61,39 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         // the median of the per-round ratios is the comparison.
         let (rounds, round) = head_to_head_rounds(ctx);
         let name = format!("bench:contended-h2h:{}", hold_variant(hold));
+        let mutex_name = format!("bench:contended-h2h-mutex:{}", hold_variant(hold));
         let (mut ratios, mut ceiling_ratios, mut ceiling_rates) =
             (Vec::new(), Vec::new(), Vec::new());
+        let mut mutex_ratios = Vec::new();
         let ceiling_cons = ceiling_connections(std::slice::from_ref(&ctx.url)).await?;
         for r in 0..rounds {
-            // Who goes first alternates, as in the other head-to-head comparisons.
-            let (ours, theirs) = workload::in_turn(
-                r % 2 == 0,
-                async {
-                    let cycles = contended::ferrisson_cycles(&ctx.url, &name).await?;
-                    workload::run(cycles, round, hold).await
-                },
-                async { workload::run(make().await?, round, hold).await },
+            // Who goes first goes round, as in the other head-to-head comparisons: the
+            // reentrant lock, the lean mutex, rslock.
+            let mut sides = workload::in_rotation(
+                r,
+                vec![
+                    Box::pin(async {
+                        let cycles = contended::ferrisson_cycles(&ctx.url, &name).await?;
+                        workload::run(cycles, round, hold).await
+                    }),
+                    Box::pin(async {
+                        let cycles = super::lock_kinds::kind_cycles(&ctx.url, |client| {
+                            ferrisson::Mutex::new(client, &mutex_name)
+                        })
+                        .await?;
+                        workload::run(cycles, round, hold).await
+                    }),
+                    Box::pin(async { workload::run(make().await?, round, hold).await }),
+                ],
             )
-            .await?;
+            .await?
+            .into_iter();
+            let (Some(ours), Some(lean), Some(theirs)) = (sides.next(), sides.next(), sides.next())
+            else {
+                return Err("a round came back short".to_owned());
+            };
             ratios.push(ours.per_sec() / theirs.per_sec().max(1e-9));
+            mutex_ratios.push(lean.per_sec() / theirs.per_sec().max(1e-9));
             let ceiling = handoff_ceiling(&ceiling_cons, hold, round.min(HANDOFF_ROUND)).await?;
             ceiling_ratios.push(ceiling / theirs.per_sec().max(1e-9));
             ceiling_rates.push(ceiling);
@@ -87,6 +105,14 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             LIBRARY,
             "ferrisson_ratio_interleaved",
             median(ratios),
+            "x",
+        );
+        records.push(
+            "contended",
+            &variant,
+            LIBRARY,
+            "mutex_ratio_interleaved",
+            median(mutex_ratios),
             "x",
         );
         records.push(

@@ -1,8 +1,10 @@
-//! `uncontended`: lock + unlock on distinct keys, one client, 1 / 64 / 256 tasks.
+//! `uncontended`: lock + unlock on distinct keys, one client, 1 / 64 / 256 tasks: the reentrant
+//! lock (Redisson's layout), the lean mutex (the standard Redlock layout) and rslock in
+//! alternating rounds, beside the Redisson layout's bare calls.
 
 use std::time::Duration;
 
-use ferrisson::{Client, ReentrantLock};
+use ferrisson::{Client, Mutex as LeanMutex, ReentrantLock};
 use rslock::LockManager;
 
 use super::raw::{CEILING, CEILING_LIBRARY};
@@ -98,30 +100,45 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// One round of a library: its run and the server's CPU time during it, in seconds.
+/// The commands the Redlock layout's clients send for a lock + unlock (the lean mutex and
+/// rslock: a plain `SET`, a release script), whose `usec` in `INFO commandstats` is the
+/// server's time for their pairs. (Not for the Redisson layout, whose scripts' own `SET`s would
+/// count twice.)
+pub const REDLOCK_LAYOUT_COMMANDS: [&str; 3] = ["set", "evalsha", "eval"];
+
+/// One round of a library: its run, the server's CPU time during it in seconds, and the
+/// microseconds Redis spent in [`REDLOCK_LAYOUT_COMMANDS`].
 async fn round_of(
     ctx: &Ctx,
     cycles: Vec<Box<dyn Cycle>>,
     round: Duration,
-) -> Result<(workload::RunResult, f64), String> {
+) -> Result<(workload::RunResult, f64, f64), String> {
     let before = ctx.probe.server_cpu().await?;
+    let usec_before = ctx.probe.command_usec(&REDLOCK_LAYOUT_COMMANDS).await?;
     let result = workload::run(cycles, round, Duration::ZERO).await?;
-    Ok((result, (ctx.probe.server_cpu().await? - before).max(0.0)))
+    let cpu = (ctx.probe.server_cpu().await? - before).max(0.0);
+    let usec = (ctx.probe.command_usec(&REDLOCK_LAYOUT_COMMANDS).await? - usec_before).max(0.0);
+    Ok((result, cpu, usec))
 }
 
-/// A library's figures over the rounds: its merged run and the server's CPU.
+/// A library's figures over the rounds: its merged run, the server's CPU and its time in
+/// [`REDLOCK_LAYOUT_COMMANDS`].
 #[derive(Default)]
 struct Side {
     run: workload::RunResult,
     server_cpu: f64,
+    command_usec: f64,
 }
 
 impl Side {
-    fn add(&mut self, (run, cpu): (workload::RunResult, f64)) -> f64 {
+    /// Adds a round; its ops/s and the commands' µs per op.
+    fn add(&mut self, (run, cpu, usec): (workload::RunResult, f64, f64)) -> (f64, f64) {
         let per_sec = run.per_sec();
+        let usec_per_op = usec / run.total().max(1) as f64;
         self.run.merge(run);
         self.server_cpu += cpu;
-        per_sec
+        self.command_usec += usec;
+        (per_sec, usec_per_op)
     }
 
     fn record(&mut self, records: &mut Records, variant: &str, library: &str) {
@@ -134,6 +151,16 @@ impl Side {
             self.server_cpu * 1e6 / self.run.total().max(1) as f64,
             "us",
         );
+        if library != "ferrisson" && library != RAW {
+            records.push(
+                "uncontended",
+                variant,
+                library,
+                "command_us_per_op",
+                self.command_usec / self.run.total().max(1) as f64,
+                "us",
+            );
+        }
         if let Some(ceiling) = records.get("raw", CEILING, CEILING_LIBRARY, "ops_per_sec") {
             let ops = self.run.per_sec();
             records.push(
@@ -151,9 +178,19 @@ impl Side {
 /// Lock + unlock cycles of `n` tasks of `client`, each on a lock of its own, `<prefix>:<i>`:
 /// the uncontended workload.
 pub fn lock_cycles(client: &Client, prefix: &str, n: usize) -> Result<Vec<Box<dyn Cycle>>, String> {
+    kind_cycles(client, prefix, n, ReentrantLock::new)
+}
+
+/// As [`lock_cycles`], for the lock kind `make` makes.
+fn kind_cycles<L: workload::Acquire>(
+    client: &Client,
+    prefix: &str,
+    n: usize,
+    make: impl Fn(&Client, &str) -> ferrisson::Result<L>,
+) -> Result<Vec<Box<dyn Cycle>>, String> {
     (0..n)
         .map(|i| {
-            ReentrantLock::new(client, &format!("{prefix}:{i}"))
+            make(client, &format!("{prefix}:{i}"))
                 .map(|lock| Box::new(HoldCycle(lock)) as Box<dyn Cycle>)
                 .map_err(|e| e.to_string())
         })
@@ -163,10 +200,18 @@ pub fn lock_cycles(client: &Client, prefix: &str, n: usize) -> Result<Vec<Box<dy
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let client = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     let (rounds, round) = rounds(ctx);
+    let mutex = super::lock_kinds::MUTEX;
     for (variant, tasks) in UNCONTENDED {
-        let (mut raw, mut ours, mut theirs) = (Side::default(), Side::default(), Side::default());
+        let (mut raw, mut ours, mut lean, mut theirs) = (
+            Side::default(),
+            Side::default(),
+            Side::default(),
+            Side::default(),
+        );
         let (mut ops_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
         let (mut rslock_ratios, mut rslock_p50_ratios) = (Vec::new(), Vec::new());
+        let (mut mutex_ratios, mut mutex_p50_ratios, mut mutex_usec_ratios) =
+            (Vec::new(), Vec::new(), Vec::new());
         // The bare calls against rslock, round by round: what the layout lets any client reach.
         let (mut raw_rslock, mut raw_rslock_p50) = (Vec::new(), Vec::new());
         let manager = LockManager::new(vec![ctx.url.clone()]);
@@ -174,6 +219,12 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             let cycles = super::raw::raw_cycles(&ctx.url, variant, tasks).await?;
             let raw_round = round_of(ctx, cycles, round).await?;
             let cycles = lock_cycles(&client, &format!("bench:uncontended:{variant}"), tasks)?;
+            let mutex_cycles = kind_cycles(
+                &client,
+                &format!("bench:uncontended-mutex:{variant}"),
+                tasks,
+                LeanMutex::new,
+            )?;
             let rslock_cycles = (0..tasks)
                 .map(|i| {
                     Box::new(RslockCycle {
@@ -182,45 +233,59 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                     }) as Box<dyn Cycle>
                 })
                 .collect();
-            // Alternate which of the two goes first, so that neither always follows raw.
-            let (mut our_round, mut their_round) = workload::in_turn(
-                r % 2 == 0,
-                round_of(ctx, cycles, round),
-                round_of(ctx, rslock_cycles, round),
+            // Each of the three goes first in its turn, so that none always follows raw.
+            let mut sides = workload::in_rotation(
+                r as usize,
+                vec![
+                    Box::pin(round_of(ctx, cycles, round)),
+                    Box::pin(round_of(ctx, mutex_cycles, round)),
+                    Box::pin(round_of(ctx, rslock_cycles, round)),
+                ],
             )
-            .await?;
-            let (raw_p50, our_p50, their_p50) = (
+            .await?
+            .into_iter();
+            let (Some(mut our_round), Some(mut mutex_round), Some(mut their_round)) =
+                (sides.next(), sides.next(), sides.next())
+            else {
+                return Err("a round came back short".to_owned());
+            };
+            let (raw_p50, our_p50, mutex_p50, their_p50) = (
                 p50_of(&raw_round.0),
                 our_round.0.cycles.percentile(50.0),
+                mutex_round.0.cycles.percentile(50.0),
                 their_round.0.cycles.percentile(50.0),
             );
             p50_ratios.push(our_p50 / raw_p50.max(1.0));
             rslock_p50_ratios.push(our_p50 / their_p50.max(1.0));
+            mutex_p50_ratios.push(mutex_p50 / their_p50.max(1.0));
             raw_rslock_p50.push(raw_p50 / their_p50.max(1.0));
-            let raw_ops = raw.add(raw_round);
-            let our_ops = ours.add(std::mem::take(&mut our_round));
-            let their_ops = theirs.add(std::mem::take(&mut their_round));
+            let (raw_ops, _) = raw.add(raw_round);
+            let (our_ops, _) = ours.add(std::mem::take(&mut our_round));
+            let (mutex_ops, mutex_usec) = lean.add(std::mem::take(&mut mutex_round));
+            let (their_ops, their_usec) = theirs.add(std::mem::take(&mut their_round));
             ops_ratios.push(our_ops / raw_ops.max(1e-9));
             rslock_ratios.push(our_ops / their_ops.max(1e-9));
+            mutex_ratios.push(mutex_ops / their_ops.max(1e-9));
+            mutex_usec_ratios.push(mutex_usec / their_usec.max(1e-9));
             raw_rslock.push(raw_ops / their_ops.max(1e-9));
         }
         raw.record(records, variant, RAW);
         let lib = "ferrisson";
         ours.record(records, variant, lib);
+        lean.record(records, variant, mutex);
         theirs.record(records, variant, rslock_peer::LIBRARY);
-        for (metric, values) in [
-            ("ratio_to_raw", ops_ratios),
-            ("p50_ratio_to_raw", p50_ratios),
-            ("ratio_to_rslock", rslock_ratios),
-            ("p50_ratio_to_rslock", rslock_p50_ratios),
+        for (library, metric, values) in [
+            (lib, "ratio_to_raw", ops_ratios),
+            (lib, "p50_ratio_to_raw", p50_ratios),
+            (lib, "ratio_to_rslock", rslock_ratios),
+            (lib, "p50_ratio_to_rslock", rslock_p50_ratios),
+            (mutex, "ratio_to_rslock", mutex_ratios),
+            (mutex, "p50_ratio_to_rslock", mutex_p50_ratios),
+            (mutex, "command_us_ratio_to_rslock", mutex_usec_ratios),
+            (RAW, "ratio_to_rslock", raw_rslock),
+            (RAW, "p50_ratio_to_rslock", raw_rslock_p50),
         ] {
-            records.push("uncontended", variant, lib, metric, median(values), "x");
-        }
-        for (metric, values) in [
-            ("ratio_to_rslock", raw_rslock),
-            ("p50_ratio_to_rslock", raw_rslock_p50),
-        ] {
-            records.push("uncontended", variant, RAW, metric, median(values), "x");
+            records.push("uncontended", variant, library, metric, median(values), "x");
         }
         ctx.probe.flushall().await?;
     }

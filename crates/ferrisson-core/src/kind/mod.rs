@@ -41,6 +41,10 @@ pub struct TryArgs<'a> {
     /// Whether the caller waits when the hold cannot be taken now (and may queue or announce
     /// itself for that).
     pub wait: bool,
+    /// Whether the caller waits subscribed to the kind's channel already, so that a try that
+    /// fails leaves it waiting for a release message (false for the first try of a call,
+    /// unless its channel was live: a call subscribes only once that try fails).
+    pub subscribed: bool,
 }
 
 /// The arguments of one release script call ([`HoldKind::release_call`]).
@@ -71,6 +75,11 @@ pub struct ReleaseArgs<'a> {
     pub latch_free: bool,
     /// Whether this call resends one whose reply was lost (with the same latch).
     pub retry: bool,
+    /// Whether waiters of this client wait on the kind's channel (only looked up for kinds that
+    /// [hand off](HoldKind::hands_off)): a release that publishes only when a waiter marked
+    /// itself must publish for them, who may not have (they queued behind each other without a
+    /// try).
+    pub local_waiters: bool,
 }
 
 /// Where a kind's release scripts record what a release did, so that a resend after a lost
@@ -461,7 +470,7 @@ fn acquire_as<'a, K: HoldKind>(
                 let tried = crate::wait::first_try(
                     client,
                     deadline,
-                    Box::pin(try_once(kind, &owner, lease, waits)),
+                    Box::pin(try_once(kind, &owner, lease, waits, false)),
                 );
                 match tried.await? {
                     Attempt::Acquired(guard) => {
@@ -483,7 +492,7 @@ fn acquire_as<'a, K: HoldKind>(
         progress.waited.store(true, Ordering::Relaxed);
         let outcome = wait_on(client, &subscription, &spec, first, || {
             progress.tried();
-            Box::pin(try_once(kind, &owner, lease, true))
+            Box::pin(try_once(kind, &owner, lease, true, true))
         })
         .await?;
         drop(subscription);
@@ -514,7 +523,7 @@ async fn spin<K: HoldKind>(
     use crate::wait::Poll;
     crate::wait::poll_wait(kind.client(), deadline, |n| async move {
         progress.tried();
-        Ok(match try_once(kind, owner, lease, waits).await? {
+        Ok(match try_once(kind, owner, lease, waits, false).await? {
             Attempt::Acquired(guard) => Poll::Ready(guard),
             Attempt::Held(_) if !waits => Poll::GiveUp,
             Attempt::Held(ttl) => {
@@ -541,6 +550,7 @@ async fn try_once<K: HoldKind>(
     owner: &Owner,
     lease: Option<Duration>,
     wait: bool,
+    subscribed: bool,
 ) -> Result<Attempt> {
     let abandoned = CleanupGuard::new(kind.client(), || {
         // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
@@ -556,7 +566,7 @@ async fn try_once<K: HoldKind>(
     // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
     // small for as long as it waits.
     let result = crate::permits::retry_unreplicated(kind.client(), || {
-        Box::pin(try_call(kind, owner.clone(), lease, wait))
+        Box::pin(try_call(kind, owner.clone(), lease, wait, subscribed))
     })
     .await;
     abandoned.settle(&result);
@@ -568,6 +578,7 @@ async fn try_call<K: HoldKind>(
     owner: Owner,
     lease: Option<Duration>,
     wait: bool,
+    subscribed: bool,
 ) -> Result<Attempt> {
     let client = kind.client();
     let field = kind.hold_field(&owner);
@@ -598,6 +609,7 @@ async fn try_call<K: HoldKind>(
                 },
                 retry: n > 0,
                 wait,
+                subscribed,
             });
             async move { client.eval_once_synced(&call).await }
         })

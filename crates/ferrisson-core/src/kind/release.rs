@@ -143,7 +143,11 @@ async fn release_inner<K: HoldKind>(
     });
     // Random, as a UUID v4 is: the latch key must not collide with another release's.
     let request_id = RequestId::random();
+    let local_waiters = channel
+        .as_deref()
+        .is_some_and(|channel| client.hub().has_waiters(channel));
     let stamp = Stamp {
+        local_waiters,
         latch: match kind.latches() {
             Latches::None => None,
             Latches::PerRequest(prefix) => Some(request_id.latch_key(prefix)),
@@ -260,6 +264,8 @@ pub(super) fn release_boxed<K: HoldKind>(
 /// whether a free is latched per request.
 #[derive(Debug, Clone)]
 struct Stamp {
+    /// Whether waiters of the client wait on the kind's channel ([`ReleaseArgs::local_waiters`]).
+    local_waiters: bool,
     latch: Option<String>,
     request_id: RequestId,
     seq: u64,
@@ -290,6 +296,7 @@ async fn release_call<K: HoldKind>(
             seq: stamp.seq,
             latch_free: stamp.latch_free,
             retry,
+            local_waiters: stamp.local_waiters,
         })
     };
     let reply: redis::Value = kind.client().eval_each(|n| call(resend || n > 0)).await?;

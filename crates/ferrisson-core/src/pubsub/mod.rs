@@ -665,6 +665,15 @@ impl Hub {
         }
     }
 
+    /// Whether waiters of this client wait on `channel`.
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.shared
+            .state()
+            .channels
+            .get(channel)
+            .is_some_and(|entry| !entry.slots.is_empty())
+    }
+
     /// How many channels are subscribed (or about to be) and how many waiters wait on them.
     pub(crate) fn stats(&self) -> (usize, usize) {
         let state = self.shared.state();

@@ -167,19 +167,28 @@ pub fn targets(records: &Records) -> Vec<Target> {
     // The lean mutex (#34): the standard Redlock layout, head to head with rslock.
     let mutex = crate::scenarios::lock_kinds::MUTEX;
     let m = |variant: &str, metric: &str| records.get("uncontended", variant, mutex, metric);
+    // The mutex layout's bare calls (its ceiling), in the same rounds.
+    let mbare = |variant: &str, metric: &str| {
+        records.get(
+            "uncontended",
+            variant,
+            crate::scenarios::raw::RAW_MUTEX_LIBRARY,
+            metric,
+        )
+    };
     for variant in ["tasks=64", "tasks=256"] {
         add(
             format!("Mutex uncontended {variant} / rslock, alternating rounds"),
             m(variant, "ratio_to_rslock"),
             Bound::AtLeast(1.2),
-            None,
+            mbare(variant, "ratio_to_rslock"),
         );
     }
     add(
         "Mutex uncontended sequential p50 / rslock p50".to_owned(),
         m("sequential", "p50_ratio_to_rslock"),
         Bound::AtMost(1.0),
-        None,
+        mbare("sequential", "p50_ratio_to_rslock"),
     );
     for hold in ["hold=0ms", "hold=1ms"] {
         add(
@@ -211,7 +220,7 @@ pub fn targets(records: &Records) -> Vec<Target> {
             format!("Mutex Redis time per uncontended pair ({variant}) / rslock's"),
             m(variant, "command_us_ratio_to_rslock"),
             Bound::AtMost(1.2),
-            None,
+            mbare(variant, "command_us_ratio_to_rslock"),
         );
     }
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {

@@ -141,6 +141,84 @@ impl Cycle for RawCycle {
     }
 }
 
+/// The library name of the lean mutex's bare calls.
+pub const RAW_MUTEX_LIBRARY: &str = "redis-rs mutex layout";
+
+/// The lean mutex's bare calls on one key: `SET key token NX PX lease GET`, then its release
+/// script, with nothing around them: what the standard Redlock layout, with ferrisson's release
+/// (the waiter mark checked), lets any client reach.
+struct RawMutexCycle {
+    con: redis::aio::MultiplexedConnection,
+    key: String,
+    marker: String,
+    token: String,
+    release: redis::Script,
+}
+
+impl Cycle for RawMutexCycle {
+    fn cycle(&self, _hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            let mut con = self.con.clone();
+            let held: Option<String> = redis::cmd("SET")
+                .arg(&self.key)
+                .arg(&self.token)
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .arg("GET")
+                .query_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            if held.is_some() {
+                return Err(format!("`{}` was held", self.key));
+            }
+            let waited = t0.elapsed();
+            let _: i64 = self
+                .release
+                .key(&self.key)
+                .key(&self.marker)
+                .arg(&self.token)
+                .invoke_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(waited)
+        })
+    }
+}
+
+/// `tasks` bare lean-mutex cycles on distinct keys over one multiplexed connection.
+pub async fn raw_mutex_cycles(
+    url: &str,
+    variant: &str,
+    tasks: usize,
+) -> Result<Vec<Box<dyn Cycle>>, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let release = redis::Script::new(
+        ferrisson_lock::scripts()
+            .into_iter()
+            .find(|s| s.name() == "lock/mutex_release")
+            .ok_or("no lock/mutex_release script")?
+            .source(),
+    );
+    Ok((0..tasks)
+        .map(|i| {
+            let key = format!("bench:raw-mutex:{variant}:{i}");
+            Box::new(RawMutexCycle {
+                con: con.clone(),
+                marker: format!("ferrisson_mutex__channel:{{{key}}}"),
+                key,
+                token: format!("00000000-0000-4000-8000-000000000000:{i}"),
+                release: release.clone(),
+            }) as Box<dyn Cycle>
+        })
+        .collect())
+}
+
 /// The bare calls of a RedLock over independent servers: the library's acquire sent to every
 /// instance at once, then its release to every instance at once, with nothing around them (no
 /// validity, quorum or watchdog bookkeeping): what the Redisson layout lets any client reach

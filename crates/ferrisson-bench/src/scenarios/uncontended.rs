@@ -202,7 +202,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let (rounds, round) = rounds(ctx);
     let mutex = super::lock_kinds::MUTEX;
     for (variant, tasks) in UNCONTENDED {
-        let (mut raw, mut ours, mut lean, mut theirs) = (
+        let (mut raw, mut ours, mut lean, mut theirs, mut bare) = (
+            Side::default(),
             Side::default(),
             Side::default(),
             Side::default(),
@@ -211,6 +212,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         let (mut ops_ratios, mut p50_ratios) = (Vec::new(), Vec::new());
         let (mut rslock_ratios, mut rslock_p50_ratios) = (Vec::new(), Vec::new());
         let (mut mutex_ratios, mut mutex_p50_ratios, mut mutex_usec_ratios) =
+            (Vec::new(), Vec::new(), Vec::new());
+        // The mutex layout's bare calls against rslock: the mutex's ceiling.
+        let (mut bare_ratios, mut bare_p50_ratios, mut bare_usec_ratios) =
             (Vec::new(), Vec::new(), Vec::new());
         // The bare calls against rslock, round by round: what the layout lets any client reach.
         let (mut raw_rslock, mut raw_rslock_p50) = (Vec::new(), Vec::new());
@@ -225,6 +229,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                 tasks,
                 LeanMutex::new,
             )?;
+            let bare_cycles = super::raw::raw_mutex_cycles(&ctx.url, variant, tasks).await?;
             let rslock_cycles = (0..tasks)
                 .map(|i| {
                     Box::new(RslockCycle {
@@ -240,15 +245,22 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                     Box::pin(round_of(ctx, cycles, round)),
                     Box::pin(round_of(ctx, mutex_cycles, round)),
                     Box::pin(round_of(ctx, rslock_cycles, round)),
+                    Box::pin(round_of(ctx, bare_cycles, round)),
                 ],
             )
             .await?
             .into_iter();
-            let (Some(mut our_round), Some(mut mutex_round), Some(mut their_round)) =
-                (sides.next(), sides.next(), sides.next())
+            let (
+                Some(mut our_round),
+                Some(mut mutex_round),
+                Some(mut their_round),
+                Some(mut bare_round),
+            ) = (sides.next(), sides.next(), sides.next(), sides.next())
             else {
                 return Err("a round came back short".to_owned());
             };
+            bare_p50_ratios
+                .push(bare_round.0.cycles.percentile(50.0) / p50_of(&their_round.0).max(1.0));
             let (raw_p50, our_p50, mutex_p50, their_p50) = (
                 p50_of(&raw_round.0),
                 our_round.0.cycles.percentile(50.0),
@@ -263,6 +275,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             let (our_ops, _) = ours.add(std::mem::take(&mut our_round));
             let (mutex_ops, mutex_usec) = lean.add(std::mem::take(&mut mutex_round));
             let (their_ops, their_usec) = theirs.add(std::mem::take(&mut their_round));
+            let (bare_ops, bare_usec) = bare.add(std::mem::take(&mut bare_round));
+            bare_ratios.push(bare_ops / their_ops.max(1e-9));
+            bare_usec_ratios.push(bare_usec / their_usec.max(1e-9));
             ops_ratios.push(our_ops / raw_ops.max(1e-9));
             rslock_ratios.push(our_ops / their_ops.max(1e-9));
             mutex_ratios.push(mutex_ops / their_ops.max(1e-9));
@@ -274,6 +289,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         ours.record(records, variant, lib);
         lean.record(records, variant, mutex);
         theirs.record(records, variant, rslock_peer::LIBRARY);
+        let bare_lib = super::raw::RAW_MUTEX_LIBRARY;
+        bare.record(records, variant, bare_lib);
         for (library, metric, values) in [
             (lib, "ratio_to_raw", ops_ratios),
             (lib, "p50_ratio_to_raw", p50_ratios),
@@ -282,6 +299,9 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             (mutex, "ratio_to_rslock", mutex_ratios),
             (mutex, "p50_ratio_to_rslock", mutex_p50_ratios),
             (mutex, "command_us_ratio_to_rslock", mutex_usec_ratios),
+            (bare_lib, "ratio_to_rslock", bare_ratios),
+            (bare_lib, "p50_ratio_to_rslock", bare_p50_ratios),
+            (bare_lib, "command_us_ratio_to_rslock", bare_usec_ratios),
             (RAW, "ratio_to_rslock", raw_rslock),
             (RAW, "p50_ratio_to_rslock", raw_rslock_p50),
         ] {

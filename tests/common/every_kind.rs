@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferrisson::{Client, HoldGuard, Lock, ReentrantLock};
+use ferrisson::{Client, HoldGuard, Lock, Mutex, ReentrantLock};
 use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 use ferrisson_fair_lock::FairLock;
 use ferrisson_latch::CountDownLatch;
@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 #[derive(Debug, Clone)]
 pub struct KindNames {
     pub lock: String,
+    pub mutex: String,
     pub fair: String,
     pub rw: String,
     pub semaphore: String,
@@ -28,6 +29,7 @@ impl KindNames {
     pub fn tagged(tag: &str, latch: &str) -> Self {
         Self {
             lock: format!("{tag}:lock"),
+            mutex: format!("{tag}:mutex"),
             fair: format!("{tag}:fair"),
             rw: format!("{tag}:rw"),
             semaphore: format!("{tag}:semaphore"),
@@ -41,6 +43,7 @@ impl KindNames {
         let name = |kind: &str| crate::common::unique_name(&format!("{prefix}-{kind}"));
         Self {
             lock: name("lock"),
+            mutex: name("mutex"),
             fair: name("fair"),
             rw: name("rw"),
             semaphore: name("semaphore"),
@@ -50,13 +53,14 @@ impl KindNames {
     }
 
     /// How many waiters (and channels) [`EveryKind::waiters`] starts.
-    pub const KINDS: usize = 6;
+    pub const KINDS: usize = 7;
 }
 
-/// A hold of each: the reentrant lock (fenced), the fair lock, the write side of a read-write
+/// A hold of each: the reentrant lock (fenced), the lean mutex (fenced), the fair lock, the write side of a read-write
 /// lock, the only permit of a semaphore and of an expirable semaphore, a latch armed at 1.
 pub struct EveryKind {
     lock: HoldGuard,
+    mutex: HoldGuard,
     fair: ferrisson::HoldGuard,
     write: ferrisson::HoldGuard,
     permit: Permits,
@@ -70,6 +74,11 @@ impl EveryKind {
         assert!(latch.try_set_count(1).await.unwrap());
         Self {
             lock: ReentrantLock::fenced(client, &names.lock)
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+            mutex: Mutex::fenced(client, &names.mutex)
                 .unwrap()
                 .lock()
                 .await
@@ -107,7 +116,9 @@ impl EveryKind {
     /// larger than the holder's.
     pub fn waiters(&self, client: &Client, names: &KindNames) -> Vec<JoinHandle<()>> {
         let held_token = self.lock.token().unwrap();
+        let held_mutex_token = self.mutex.token().unwrap();
         let lock = ReentrantLock::fenced(client, &names.lock).unwrap();
+        let mutex = Mutex::fenced(client, &names.mutex).unwrap();
         let fair = FairLock::new(client, &names.fair).unwrap();
         let rw = ReadWriteLock::new(client, &names.rw).unwrap();
         let semaphore = Semaphore::new(client, &names.semaphore).unwrap();
@@ -117,6 +128,14 @@ impl EveryKind {
             tokio::spawn(async move {
                 let guard = lock.lock().await.unwrap();
                 assert!(guard.token().unwrap() > held_token, "tokens only grow");
+                guard.unlock().await.unwrap();
+            }),
+            tokio::spawn(async move {
+                let guard = mutex.lock().await.unwrap();
+                assert!(
+                    guard.token().unwrap() > held_mutex_token,
+                    "tokens only grow"
+                );
                 guard.unlock().await.unwrap();
             }),
             tokio::spawn(async move { fair.lock().await.unwrap().unlock().await.unwrap() }),
@@ -142,6 +161,7 @@ impl EveryKind {
     /// Releases every hold and opens the latch.
     pub async fn release(self) {
         self.lock.unlock().await.unwrap();
+        self.mutex.unlock().await.unwrap();
         self.fair.unlock().await.unwrap();
         self.write.unlock().await.unwrap();
         self.permit.release().await.unwrap();

@@ -29,5 +29,5 @@ mod scripts;
 pub use fenced::{FencedGuard, FencedLock};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use lock::ReentrantLock;
-pub use mutex::Mutex;
+pub use mutex::{FOREIGN_RELEASE_RECHECK, Mutex};
 pub use scripts::scripts;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Redlock peers of the interop tests (tests/redlock_peers.rs) into DIR: PyPI `redis`
+# Installs the Redlock peers of the interop tests (crates/ferrisson-interop) into DIR: PyPI `redis`
 # (its Lock) in a venv, npm `redlock` over ioredis, each beside its driver script from
-# tests/peers. Idempotent: what is there already is kept. The tests run it on first use (under a
+# crates/ferrisson-interop/peers. Idempotent: what is there already is kept. The tests run it on first use (under a
 # lock); .ci/run runs it up front. Needs python3 with venv and pip, node with npm, and the
 # registries (PyPI, npm).
 set -euo pipefail
 dir="${1:?usage: redlock-peers.sh DIR}"
-src="$(cd "$(dirname "$0")/../tests/peers" && pwd)"
+src="$(cd "$(dirname "$0")/../crates/ferrisson-interop/peers" && pwd)"
 mkdir -p "$dir/python" "$dir/node"
 
 if ! "$dir/python/venv/bin/python" -c 'import redis' >/dev/null 2>&1; then

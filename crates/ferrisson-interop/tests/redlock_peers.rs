@@ -1,6 +1,6 @@
 //! The lean mutex and the Redlock ecosystem on one Redis and one name: the `rslock` crate (in
 //! this process), redis-py's `Lock` (PyPI `redis`) and npm `redlock`, each driven by its own
-//! runtime through the scripts under `tests/peers`. None of them and the mutex ever hold at
+//! runtime through the scripts under `peers/`. None of them and the mutex ever hold at
 //! once, in either order and under contention from all of them; a ferrisson waiter gets in after
 //! a peer's release (which publishes nothing) long before the peer's lease would end.
 //!
@@ -9,6 +9,7 @@
 //! npm, and PyPI and the npm registry must be reachable.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;
@@ -35,7 +36,7 @@ fn peers_dir() -> &'static PathBuf {
         std::fs::create_dir_all(&dir).unwrap();
         let lock = std::fs::File::create(dir.join(".install.lock")).unwrap();
         lock.lock().unwrap();
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/redlock-peers.sh");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.ci/redlock-peers.sh");
         let out = std::process::Command::new("bash")
             .arg(&script)
             .arg(&dir)

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    RedisServer, TestRedis, client, client_with_lease, delta, eventually, settled_command_calls,
-    unique_name,
+    RedisServer, TestRedis, client, client_with_lease, delta, eventually, mutex_waiters_subscribed,
+    settled_command_calls, unique_name,
 };
 use ferrisson::{AcquireOptions, Error, Lock, LossReason, Mutex, SyncObject};
 use redis::Commands;
@@ -176,16 +176,6 @@ async fn the_watchdog_keeps_its_string_alive() {
     assert!(!mutex.is_locked().await.unwrap());
 }
 
-/// Subscribers of the mutex's release channel.
-fn waiters_subscribed(con: &mut redis::Connection, name: &str) -> i64 {
-    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("ferrisson_mutex__channel:{{{name}}}"))
-        .query(con)
-        .unwrap();
-    counts.first().map_or(0, |(_, n)| *n)
-}
-
 /// The unfenced acquire is the standard layout's plain `SET NX PX` (with `GET`), no script: the
 /// server runs one `SET` per acquisition and no `GET` besides the release script's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +329,7 @@ async fn a_local_waiter_is_handed_the_mutex_in_the_release_call() {
             async move { mutex.lock().await.unwrap() }
         });
         eventually(SOON, "the waiter subscribed", || {
-            std::future::ready(waiters_subscribed(&mut con, &name) == 1)
+            std::future::ready(mutex_waiters_subscribed(&mut con, &name) == 1)
         })
         .await;
         let before = settled_command_calls(&mut con).await;
@@ -394,7 +384,7 @@ async fn a_waiter_gets_in_after_a_silent_foreign_release() {
         }
     });
     eventually(SOON, "the waiter subscribed", || {
-        std::future::ready(waiters_subscribed(&mut con, &name) == 1)
+        std::future::ready(mutex_waiters_subscribed(&mut con, &name) == 1)
     })
     .await;
     // Waits a while first, so that its re-checks have grown to their longest.

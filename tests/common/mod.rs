@@ -55,6 +55,16 @@ pub fn subscriber_connections(con: &mut redis::Connection) -> usize {
 
 pub use ferrisson_testkit::total_calls;
 
+/// Subscribers of the lean mutex `name`'s release channel (its waiters' clients).
+pub fn mutex_waiters_subscribed(con: &mut redis::Connection, name: &str) -> i64 {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("ferrisson_mutex__channel:{{{name}}}"))
+        .query(con)
+        .unwrap();
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
 /// `INFO commandstats` once the server has stopped receiving commands (other than `INFO`)
 /// for a moment: what clients had in flight has landed.
 pub async fn settled_command_calls(con: &mut redis::Connection) -> HashMap<String, u64> {

@@ -12,15 +12,18 @@
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{TestRedis, client, eventually, join_within, unique_name};
+use common::{TestRedis, client, eventually, join_within, mutex_waiters_subscribed, unique_name};
 use ferrisson::{AcquireOptions, Lock, Mutex};
+use futures::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
 
 const SOON: Duration = Duration::from_secs(20);
 /// The peers' lease while a ferrisson waiter waits for their release: far longer than the
@@ -181,16 +184,6 @@ impl AnyPeer {
     }
 }
 
-/// Subscribers of the mutex's release channel (its waiters' clients).
-fn waiters_subscribed(con: &mut redis::Connection, name: &str) -> i64 {
-    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("ferrisson_mutex__channel:{{{name}}}"))
-        .query(con)
-        .unwrap();
-    counts.first().map_or(0, |(_, n)| *n)
-}
-
 /// Each peer is refused while the mutex is held and gets it once released (waiting for it);
 /// the mutex is refused while the peer holds and gets it once the peer releases (a ferrisson
 /// waiter, woken by its own re-check: the peer publishes nothing).
@@ -236,7 +229,7 @@ async fn each_peer_and_the_mutex_exclude_each_other_in_both_orders() {
             }
         });
         eventually(SOON, "the ferrisson waiter subscribed", || {
-            std::future::ready(waiters_subscribed(&mut con, &name) == 1)
+            std::future::ready(mutex_waiters_subscribed(&mut con, &name) == 1)
         })
         .await;
         theirs.release().await;
@@ -283,6 +276,73 @@ async fn checked_hold(con: &mut redis::aio::MultiplexedConnection, inside: &str)
     u64::from(n != 1)
 }
 
+/// What a contender's take hands back: the hold's fencing token, if any, and its release.
+type Taken = (Option<u64>, BoxFuture<'static, ()>);
+
+/// A contender task: takes the lock (`take`), checks the hold for company in `inside` (over a
+/// connection of its own from `redis`), releases, for as long as `more(rounds done)` says;
+/// fenced tokens must grow. It ends with how many of its holds had company.
+async fn contender<F, Fut>(
+    redis: &redis::Client,
+    inside: &str,
+    more: impl Fn(u64) -> bool + Send + 'static,
+    mut take: F,
+) -> JoinHandle<u64>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Taken> + Send,
+{
+    let mut con = redis.get_multiplexed_async_connection().await.unwrap();
+    let inside = inside.to_owned();
+    tokio::spawn(async move {
+        let (mut overlaps, mut last, mut round) = (0, None, 0);
+        while more(round) {
+            round += 1;
+            let (token, release) = take().await;
+            if token.is_some() {
+                assert!(token > last, "fenced tokens grow: {token:?} after {last:?}");
+                last = token;
+            }
+            overlaps += checked_hold(&mut con, &inside).await;
+            release.await;
+        }
+        overlaps
+    })
+}
+
+/// A taker of `mutex` for [`contender`].
+fn mutex_taker(mutex: Mutex) -> impl FnMut() -> BoxFuture<'static, Taken> + Send + 'static {
+    move || {
+        let mutex = mutex.clone();
+        Box::pin(async move {
+            let guard = mutex.lock().await.unwrap();
+            let token = guard.token();
+            let release: BoxFuture<'static, ()> =
+                Box::pin(async move { guard.unlock().await.unwrap() });
+            (token, release)
+        })
+    }
+}
+
+/// A taker of rslock's lock on `name` (on every server of `manager`) for [`contender`].
+fn rslock_taker(
+    manager: rslock::LockManager,
+    name: String,
+) -> impl FnMut() -> BoxFuture<'static, Taken> + Send + 'static {
+    move || {
+        let (manager, name) = (manager.clone(), name.clone());
+        Box::pin(async move {
+            let lock = manager
+                .acquire_no_guard(name.as_bytes(), Duration::from_secs(10))
+                .await
+                .unwrap();
+            let release: BoxFuture<'static, ()> =
+                Box::pin(async move { manager.unlock(&lock).await });
+            (None, release)
+        })
+    }
+}
+
 /// Every client at once on one name: two ferrisson clients (plain and fenced handles, local
 /// waiters and hand-offs), rslock in two tasks, redis-py's `Lock` and npm `redlock` in processes
 /// of their own. No hold ever has company, and everyone finishes.
@@ -320,50 +380,24 @@ async fn no_two_hold_at_once_under_contention_from_every_client() {
             Mutex::new(&c, &name).unwrap()
         };
         for _ in 0..2 {
-            let (mutex, inside, stop) = (mutex.clone(), inside.clone(), stop.clone());
-            let mut con = redis_client
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
-            tasks.push(tokio::spawn(async move {
-                let mut overlaps = 0;
-                let mut last_token = None;
-                let mut round = 0;
-                while more(&stop, round) {
-                    round += 1;
-                    let guard = mutex.lock().await.unwrap();
-                    if fenced {
-                        assert!(guard.token() > last_token, "fenced tokens grow");
-                        last_token = guard.token();
-                    }
-                    overlaps += checked_hold(&mut con, &inside).await;
-                    guard.unlock().await.unwrap();
-                }
-                overlaps
-            }));
+            let stop = stop.clone();
+            let more = move |round| more(&stop, round);
+            tasks.push(contender(&redis_client, &inside, more, mutex_taker(mutex.clone())).await);
         }
     }
     for _ in 0..2 {
+        let stop = stop.clone();
+        let more = move |round| more(&stop, round);
         let manager = rslock::LockManager::new(vec![url.clone()]);
-        let (name, inside, stop) = (name.clone(), inside.clone(), stop.clone());
-        let mut con = redis_client
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut overlaps = 0;
-            let mut round = 0;
-            while more(&stop, round) {
-                round += 1;
-                let lock = manager
-                    .acquire_no_guard(name.as_bytes(), Duration::from_secs(10))
-                    .await
-                    .unwrap();
-                overlaps += checked_hold(&mut con, &inside).await;
-                manager.unlock(&lock).await;
-            }
-            overlaps
-        }));
+        tasks.push(
+            contender(
+                &redis_client,
+                &inside,
+                more,
+                rslock_taker(manager, name.clone()),
+            )
+            .await,
+        );
     }
 
     for p in &mut processes {
@@ -450,42 +484,32 @@ async fn a_redlock_over_mutexes_and_rslock_on_three_servers_exclude_each_other()
     let inside = format!("{name}:inside");
     let redis_client = redis::Client::open(urls[0].as_str()).unwrap();
     let mut tasks = Vec::new();
+    let rounds = |round| round < ROUNDS;
     for fenced in [false, true] {
         let red = red(fenced);
-        let inside = inside.clone();
-        let mut con = redis_client
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut overlaps = 0;
-            for _ in 0..ROUNDS {
+        let take = move || {
+            let red = red.clone();
+            Box::pin(async move {
                 let guard = red.lock().await.unwrap();
-                overlaps += checked_hold(&mut con, &inside).await;
-                guard.unlock().await.unwrap();
-            }
-            overlaps
-        }));
+                let token = guard.token();
+                let release: BoxFuture<'static, ()> =
+                    Box::pin(async move { guard.unlock().await.unwrap() });
+                (token, release)
+            }) as BoxFuture<'static, Taken>
+        };
+        tasks.push(contender(&redis_client, &inside, rounds, take).await);
     }
     for _ in 0..2 {
         let manager = rslock::LockManager::new(urls.clone());
-        let (name, inside) = (name.clone(), inside.clone());
-        let mut con = redis_client
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut overlaps = 0;
-            for _ in 0..ROUNDS {
-                let lock = manager
-                    .acquire_no_guard(name.as_bytes(), Duration::from_secs(10))
-                    .await
-                    .unwrap();
-                overlaps += checked_hold(&mut con, &inside).await;
-                manager.unlock(&lock).await;
-            }
-            overlaps
-        }));
+        tasks.push(
+            contender(
+                &redis_client,
+                &inside,
+                rounds,
+                rslock_taker(manager, name.clone()),
+            )
+            .await,
+        );
     }
     let overlaps: u64 = join_within(Duration::from_secs(240), "every contender", tasks)
         .await

@@ -240,22 +240,10 @@ const TYPICAL_ARG_BYTES: usize = 128;
 impl ScriptCall {
     /// A call of `script` with `keys` (`KEYS[1..]`); add its arguments with [`arg`](Self::arg).
     pub fn new(script: &'static Script, keys: &[&str]) -> Self {
-        let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
         // "EVALSHA", the 40-char digest and the key count come first.
-        let mut cmd = redis::Cmd::with_capacity(
-            3 + keys.len() + TYPICAL_ARGS,
-            7 + 40 + 4 + key_bytes + TYPICAL_ARG_BYTES,
-        );
-        cmd.arg("EVALSHA").arg(script.sha1()).arg(keys.len());
-        for key in keys {
-            cmd.arg(*key);
-        }
-        Self {
-            script,
-            num_keys: keys.len(),
-            head: 3,
-            cmd,
-        }
+        Self::headed(script, keys, 3, 7 + 40 + 4, |cmd| {
+            cmd.arg("EVALSHA").arg(script.sha1()).arg(keys.len());
+        })
     }
 
     /// The operation of `script` done by the plain command `command` on `keys` (add its
@@ -264,19 +252,33 @@ impl ScriptCall {
     /// run. `script` names the call in errors, metrics and replica sync (whether it
     /// [`writes`](Script::writes)); its reply is the command's, which the caller reads.
     pub fn plain(script: &'static Script, command: &'static str, keys: &[&str]) -> Self {
+        Self::headed(script, keys, 1, command.len(), |cmd| {
+            cmd.arg(command);
+        })
+    }
+
+    /// A call whose command starts with `head` words (`head_bytes` long, written by
+    /// `write_head`), then `keys`; its buffers sized once for a typical call.
+    fn headed(
+        script: &'static Script,
+        keys: &[&str],
+        head: usize,
+        head_bytes: usize,
+        write_head: impl FnOnce(&mut redis::Cmd),
+    ) -> Self {
         let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
         let mut cmd = redis::Cmd::with_capacity(
-            1 + keys.len() + TYPICAL_ARGS,
-            command.len() + key_bytes + TYPICAL_ARG_BYTES,
+            head + keys.len() + TYPICAL_ARGS,
+            head_bytes + key_bytes + TYPICAL_ARG_BYTES,
         );
-        cmd.arg(command);
+        write_head(&mut cmd);
         for key in keys {
             cmd.arg(*key);
         }
         Self {
             script,
             num_keys: keys.len(),
-            head: 1,
+            head,
             cmd,
         }
     }

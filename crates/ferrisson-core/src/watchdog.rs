@@ -148,6 +148,19 @@ impl WatchdogShared {
     fn state(&self) -> MutexGuard<'_, WatchdogState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Makes the task wake by `at`: kicks it (after letting go of `state`) only when it would
+    /// otherwise wake later.
+    fn wake_by(&self, mut state: MutexGuard<'_, WatchdogState>, at: Instant) {
+        let kick = state.scheduled.is_none_or(|scheduled| at < scheduled);
+        if kick {
+            state.scheduled = Some(at);
+        }
+        drop(state);
+        if kick {
+            self.kick.notify_one();
+        }
+    }
 }
 
 /// The client's lease table and the task that renews it.
@@ -251,14 +264,7 @@ impl Watchdog {
         };
         // Wake the task only when this entry needs it sooner than it will wake anyway: on a
         // busy client, holds come and go far more often than renewals are due.
-        let kick = state.scheduled.is_none_or(|at| wake < at);
-        if kick {
-            state.scheduled = Some(wake);
-        }
-        drop(state);
-        if kick {
-            self.shared.kick.notify_one();
-        }
+        self.shared.wake_by(state, wake);
         handle
     }
 
@@ -433,14 +439,7 @@ impl LeaseHandle {
         if !earlier_only {
             entry.lease = lease;
         }
-        let kick = state.scheduled.is_none_or(|at| deadline < at);
-        if kick {
-            state.scheduled = Some(deadline);
-        }
-        drop(state);
-        if kick {
-            self.shared.kick.notify_one();
-        }
+        self.shared.wake_by(state, deadline);
         true
     }
 

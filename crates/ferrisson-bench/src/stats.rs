@@ -89,6 +89,15 @@ impl Probe {
         })
     }
 
+    /// How many keys the server holds.
+    pub async fn dbsize(&self) -> Result<u64, String> {
+        let mut con = self.conn().await?;
+        redis::cmd("DBSIZE")
+            .query_async(&mut con)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Connections with a channel or pattern subscription.
     pub async fn subscriber_connections(&self) -> Result<usize, String> {
         let mut con = self.conn().await?;

@@ -3,13 +3,8 @@
 -- protocol: 1
 -- Release one hold of a lock kept in a hash (the reentrant lock's and the spin lock's), freeing
 -- it (and waking a waiter) or handing it to a waiter of the releasing client. A retry after a
--- lost reply counts once. A release that leaves holds or hands off records its result in its
--- own unlock latch (one per request); a release that frees the lock, the hot path, records only
--- its sequence number in the client's latch for this lock (KEYS[2], one key per client and lock,
--- overwritten: a fresh key per release, created and expired, was most of what Redis spent on a
--- lock + unlock), unless the client says another of its releases of this lock may still be
--- resent (flag "l"): then it latches per request too, so as not to overwrite that one's record.
--- docs/protocol.md, "[ext] Retries".
+-- lost reply counts once: its outcome is recorded as core/release_prelude says (the client's
+-- latch for a free, the request's own latch for anything else).
 -- The call carries only what the free needs (each argument costs Redis about 0.14 us per call);
 -- the release channel, the request's latch and the fencing counter are derived here, in the
 -- lock's slot, from KEYS[1] and KEYS[2].
@@ -45,21 +40,10 @@ local function flag(f)
   return flags ~= '' and string.find(flags, f, 1, true)
 end
 if flag('r') then
-  local done = redis.call('get', string.sub(KEYS[2], 1, -33) .. ARGV[5])
+  local done = release_resent(KEYS[2], ARGV[5], ARGV[2], held)
   if done then
-    local sep = string.find(done, ':', 1, true)
-    return {tonumber(string.sub(done, 1, sep - 1)), tonumber(string.sub(done, sep + 1))}
+    return done
   end
-  local freed = tonumber(redis.call('get', KEYS[2]) or '0')
-  local seq = tonumber(ARGV[2])
-  if freed == seq then
-    return 1
-  end
-  if not held and freed > seq then
-    return -2
-  end
-  -- Nothing recorded this request: the lost call did not run (or Redis lost it with the
-  -- lock, in a restart or failover: then the owner holds nothing, answered as such).
 end
 if not held then
   return -1
@@ -69,7 +53,7 @@ if held > 1 then
   if ARGV[6] ~= '0' then
     redis.call('pexpire', KEYS[1], ARGV[6])
   end
-  redis.call('set', string.sub(KEYS[2], 1, -33) .. ARGV[5], '0:0', 'px', ARGV[3])
+  release_record(KEYS[2], ARGV[5], ARGV[2], ARGV[3], 0, 0)
   return 0
 end
 if ARGV[8] then
@@ -80,15 +64,11 @@ if ARGV[8] then
   if flag('f') then
     token = next_token(prefixed('redisson_lock_token', KEYS[1]))
   end
-  redis.call('set', string.sub(KEYS[2], 1, -33) .. ARGV[5], '2:' .. string.format('%.0f', token), 'px', ARGV[3])
+  release_record(KEYS[2], ARGV[5], ARGV[2], ARGV[3], 2, token)
   return {2, token, 0}
 end
 redis.call('del', KEYS[1])
-if flag('l') then
-  redis.call('set', string.sub(KEYS[2], 1, -33) .. ARGV[5], '1:0', 'px', ARGV[3])
-else
-  redis.call('set', KEYS[2], ARGV[2], 'px', ARGV[3])
-end
+release_record(KEYS[2], ARGV[5], ARGV[2], ARGV[3], 1, 0, flag('l'))
 local subscribers = 0
 if ARGV[4] ~= '' then
   subscribers = redis.call(ARGV[4], prefixed('redisson_lock__channel', KEYS[1]), '0')

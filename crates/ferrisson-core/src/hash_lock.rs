@@ -43,7 +43,7 @@ pub static HASH_LOCK_ACQUIRE: Script = Script::with_prelude(
 /// lock's (which publishes and hands off) and the spin lock's (which does neither).
 pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
     "core/hash_lock_release",
-    &crate::script::LOCK_PRELUDE,
+    &crate::script::RELEASE_PRELUDE,
     include_str!("../lua/hash_lock_release.lua"),
 );
 

@@ -121,7 +121,9 @@ pub mod __engine {
     }
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
     pub use crate::rounds::{Between, Rounds, wait_rounds};
-    pub use crate::script::{LOCK_PRELUDE, PROTOCOL_VERSION, Script, ScriptCall, TOKEN_PRELUDE};
+    pub use crate::script::{
+        LOCK_PRELUDE, PROTOCOL_VERSION, RELEASE_PRELUDE, Script, ScriptCall, TOKEN_PRELUDE,
+    };
     pub use crate::wait::{Attempt, Poll, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn};
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {

@@ -366,13 +366,14 @@ where
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 11] {
+pub fn scripts() -> [&'static Script; 12] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
         &crate::object::OBJECT_EXPIRE,
         &crate::object::OBJECT_DELETE,
         &crate::script::LOCK_PRELUDE,
+        &crate::script::RELEASE_PRELUDE,
         &crate::hash_lock::HASH_LOCK_ACQUIRE,
         &crate::hash_lock::HASH_LOCK_RELEASE,
         &crate::hash_lock::RENEW_HASH,

@@ -50,6 +50,16 @@ pub static LOCK_PRELUDE: Script = Script::with_prelude(
     include_str!("../lua/lock_prelude.lua"),
 );
 
+/// The release functions of the locks kept in a hash (`lua/core/release_prelude.lua`), after
+/// [`LOCK_PRELUDE`]: `release_resent` answers a resent release from the records of the call
+/// it resends, `release_record` records an outcome (a free in the client's latch, anything
+/// else in the request's own).
+pub static RELEASE_PRELUDE: Script = Script::with_prelude(
+    "core/release_prelude",
+    &LOCK_PRELUDE,
+    include_str!("../lua/release_prelude.lua"),
+);
+
 /// The end of a script's batch form, which runs several calls of the script in one: the
 /// script's own source becomes the body of `op(KEYS, ARGV)` (its parameters shadow the
 /// globals, so the body reads its own call's keys and arguments), and this driver calls it once

@@ -2,7 +2,7 @@
 -- operation: fair_lock/prelude
 -- protocol: 1
 -- A fragment, not run alone: the fair lock's scripts start with it (after core/lock_prelude,
--- Script::with_prelude) and call its functions.
+-- core/release_prelude, Script::with_prelude) and call its functions.
 --
 -- fair_purge(queue, timeouts, alive, now, keep) drops the dead waiters at the head of a fair
 -- lock's queue and returns the head left (false: none) and whether it dropped any. A waiter is

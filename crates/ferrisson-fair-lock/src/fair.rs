@@ -339,12 +339,12 @@ impl HoldKind for FairShared {
     }
 
     fn latches(&self) -> Latches<'_> {
-        Latches::PerRequest(&self.latch_prefix)
+        Latches::PerClient(&self.latch_prefix)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let latch = args.latch;
-        ScriptCall::new(
+        let call = ScriptCall::new(
             &RELEASE,
             &[
                 &self.key,
@@ -362,5 +362,13 @@ impl HoldKind for FairShared {
         .arg(args.owner.as_str())
         .arg(ferrisson_core::__engine::time::millis(latch.ttl))
         .arg(self.client.config().publish_command().as_str())
+        .arg(args.seq)
+        .arg(&args.request_id.hex()[..]);
+        match (args.retry, args.latch_free) {
+            (false, false) => call,
+            (true, false) => call.arg("r"),
+            (false, true) => call.arg("l"),
+            (true, true) => call.arg("rl"),
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! The Lua scripts of the fair lock (`lua/fair_lock/`).
 
-use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, RELEASE_PRELUDE, Script};
 
 /// The fair lock's shared functions (`lua/fair_lock/prelude.lua`: `fair_purge`, which drops the
-/// dead waiters at the head of the queue), after the lock scripts' prelude.
+/// dead waiters at the head of the queue), after the release functions of the locks kept in a
+/// hash (and the lock scripts' prelude before them).
 pub(crate) static PRELUDE: Script = Script::with_prelude(
     "fair_lock/prelude",
-    &LOCK_PRELUDE,
+    &RELEASE_PRELUDE,
     include_str!("../lua/prelude.lua"),
 );
 

@@ -15,6 +15,7 @@ pub mod raw;
 pub mod redlock;
 pub mod rslock_peer;
 pub mod semaphore;
+pub mod server_cost;
 pub mod uncontended;
 pub mod waiters;
 
@@ -61,8 +62,9 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     "raw",
+    "server-cost",
     "uncontended",
     "contended",
     "waiters",
@@ -77,6 +79,7 @@ pub const ALL: [&str; 10] = [
 pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     match name {
         "raw" => raw::run(ctx, records).await,
+        "server-cost" => server_cost::run(ctx, records).await,
         "uncontended" => uncontended::run(ctx, records).await,
         "contended" => {
             contended::run(ctx, records).await?;

@@ -25,15 +25,15 @@ fn fair(client: &Client, name: &str) -> FairLock {
         .unwrap()
 }
 
-/// The keys of lock `name` left in Redis, leaving out unlock latches (they live for the retry
-/// window by design); panics if a latch has no expiry.
+/// The keys of lock `name` left in Redis, leaving out the clients' records (they live for
+/// twice the retry window by design); panics if a record has no expiry.
 fn keys_left(con: &mut redis::Connection, name: &str) -> Vec<String> {
     let keys: Vec<String> = con.keys(format!("*{name}*")).unwrap();
     keys.into_iter()
         .filter(|k| {
-            if k.starts_with("redisson_unlock_latch:") {
+            if k.contains(":record:") {
                 let ttl: i64 = con.pttl(k).unwrap();
-                assert!(ttl > 0, "latch {k} has no expiry");
+                assert!(ttl > 0, "record {k} has no expiry");
                 false
             } else {
                 true

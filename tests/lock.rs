@@ -1172,11 +1172,26 @@ fn redisson_key(prefix: &str, name: &str) -> String {
     }
 }
 
-/// The release script derives the release channel, the request's unlock latch and the fencing
-/// counter from the keys it is given (fewer arguments per call): they must be Redisson's names,
-/// for names with and without a hash tag.
+/// The values of the one record of a client on the lock `name` (`suffixed(name,
+/// "record"):<client id>`, a hash of slot → `<seq>:<code>:<token>`).
+fn record_values(con: &mut redis::Connection, name: &str) -> Vec<String> {
+    let record = if name.contains('{') {
+        format!("{name}:record:*")
+    } else {
+        format!("{{{name}}}:record:*")
+    };
+    let records: Vec<String> = con.keys(record).unwrap();
+    assert_eq!(records.len(), 1, "{name}: one record: {records:?}");
+    let ttl: i64 = con.pttl(&records[0]).unwrap();
+    assert!(ttl > 0, "{name}: the record has a TTL ({ttl})");
+    con.hvals(&records[0]).unwrap()
+}
+
+/// The release script derives the release channel and the fencing counter from the keys it is
+/// given (fewer arguments per call): they must be Redisson's names, for names with and without
+/// a hash tag. What it did goes to the client's one record on the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_uses_redissons_channel_latch_and_counter_names() {
+async fn a_release_uses_redissons_channel_and_counter_names() {
     let redis = TestRedis::any();
     let a = client(&redis.url()).await;
     let mut con = redis.connection();
@@ -1195,17 +1210,14 @@ async fn a_release_uses_redissons_channel_latch_and_counter_names() {
             .unwrap()
             .owned_by(a.new_owner());
         let outer = lock.lock().await.unwrap();
-        // A release that leaves a hold latches under the request's own key.
+        // A release that leaves a hold records it in the client's record.
         lock.lock().await.unwrap().unlock().await.unwrap();
-        let latches: Vec<String> = con
-            .keys(format!(
-                "{}:*",
-                redisson_key("redisson_unlock_latch", &name)
-            ))
-            .unwrap();
-        assert_eq!(latches.len(), 1, "{name}: {latches:?}");
-        let recorded: String = con.get(&latches[0]).unwrap();
-        assert_eq!(recorded, "0:0", "{name}: holds remain");
+        let recorded = record_values(&mut con, &name);
+        assert_eq!(recorded.len(), 1, "{name}: {recorded:?}");
+        assert!(
+            recorded[0].ends_with(":0:0"),
+            "{name}: holds remain: {recorded:?}"
+        );
         outer.unlock().await.unwrap();
         let message = pubsub.get_message().unwrap();
         assert_eq!(message.get_payload::<String>().unwrap(), "0", "{name}");
@@ -1223,16 +1235,10 @@ async fn a_release_uses_redissons_channel_latch_and_counter_names() {
         let next = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
         let counter: u64 = con.get(redisson_key("redisson_lock_token", &name)).unwrap();
         assert_eq!(next.token(), Some(counter), "{name}");
-        // It was a hand-off: its latch, under the request's own key, names that token.
-        let latches: Vec<String> = con
-            .keys(format!(
-                "{}:*",
-                redisson_key("redisson_unlock_latch", &name)
-            ))
-            .unwrap();
-        let values: Vec<String> = latches.iter().map(|k| con.get(k).unwrap()).collect();
+        // It was a hand-off: its record names that token.
+        let values = record_values(&mut con, &name);
         assert!(
-            values.contains(&format!("2:{counter}")),
+            values.iter().any(|v| v.ends_with(&format!(":2:{counter}"))),
             "{name}: {values:?}"
         );
         next.unlock().await.unwrap();

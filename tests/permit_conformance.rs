@@ -188,10 +188,21 @@ macro_rules! conformance {
 
 conformance!(Semaphore => semaphore, ExpirableSemaphore => expirable_semaphore);
 
-/// The latch key of the try [`expirable_try_of_two`] makes.
-fn expirable_try_latch(name: &str) -> String {
-    format!("{{{name}}}:acquire:0123456789abcdef0123456789abcdef:0")
+/// The client id the script-level tests below play.
+const CLIENT: &str = "0123456789abcdef0123456789abcdef";
+
+/// The undone marks of [`CLIENT`] on the semaphore `name`.
+fn undone_key(name: &str) -> String {
+    format!("{{{name}}}:undone:{CLIENT}")
 }
+
+/// The record of [`CLIENT`] on the semaphore `name`.
+fn record_key(name: &str) -> String {
+    format!("{{{name}}}:record:{CLIENT}")
+}
+
+/// The sequence number of the try [`expirable_try_of_two`] makes.
+const TRY_SEQ: u64 = 7;
 
 /// The ids of the two permits of a try whose id seed is `seed`: the seed itself, then the
 /// seed with its last four bytes, as a big-endian number, one higher (what
@@ -207,7 +218,7 @@ fn seeded_ids(seed: u128) -> [[u8; 16]; 2] {
 /// One try of a fixed waiter for 2 permits of the permit-expirable semaphore `name`, whose ids
 /// come from `seed`, with a 30 s lease and no reservation: `expirable_semaphore/acquire` as
 /// the client sends it.
-fn expirable_try_of_two(name: &str, seed: u128) -> redis::Cmd {
+fn expirable_try_of_two(name: &str, seed: u128, resend: bool) -> redis::Cmd {
     let scripts = ferrisson_expirable_semaphore::scripts();
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(source(&scripts, "expirable_semaphore/acquire"))
@@ -216,14 +227,16 @@ fn expirable_try_of_two(name: &str, seed: u128) -> redis::Cmd {
         .arg(format!("{{{name}}}:timeout"))
         .arg(format!("redisson_sc:{{{name}}}"))
         .arg(format!("{{{name}}}:intent"))
-        .arg(expirable_try_latch(name))
+        .arg(undone_key(name))
         .arg(2)
         .arg(30_000)
         .arg("0123456789abcdef0123456789abcdef")
         .arg(0)
         .arg("publish")
         .arg("")
-        .arg(&seed.to_be_bytes()[..]);
+        .arg(&seed.to_be_bytes()[..])
+        .arg(TRY_SEQ)
+        .arg(if resend { "r" } else { "" });
     cmd
 }
 
@@ -251,33 +264,38 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     let id = 0xfedc_ba98_7654_3210_fedc_ba98_7654_3210_u128.to_be_bytes();
 
     let name = unique_name("pconf-undo-first");
-    let latch = format!("{{{name}}}:acquire:{waiter}:0");
     let plain = ferrisson_semaphore::scripts();
     let _: () = con.set(&name, 1).unwrap();
     let undone: i64 = redis::cmd("EVAL")
         .arg(source(&plain, "semaphore/undo_acquire"))
-        .arg(3)
+        .arg(4)
         .arg(&name)
         .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(&latch)
+        .arg(undone_key(&name))
+        .arg(record_key(&name))
         .arg(1)
         .arg("publish")
+        .arg(0)
+        .arg(TRY_SEQ)
         .arg(10_000)
         .query(&mut con)
         .unwrap();
     assert_eq!(undone, 0, "nothing taken yet");
     let reply: Vec<i64> = redis::cmd("EVAL")
         .arg(source(&plain, "semaphore/acquire"))
-        .arg(4)
+        .arg(5)
         .arg(&name)
         .arg(format!("{{{name}}}:intent"))
-        .arg(&latch)
         .arg(format!("{{{name}}}:epoch"))
+        .arg(undone_key(&name))
+        .arg(record_key(&name))
         .arg(1)
         .arg(waiter)
-        .arg(10_000)
         .arg(0)
         .arg("")
+        .arg(0)
+        .arg(TRY_SEQ)
+        .arg(10_000)
         .query(&mut con)
         .unwrap();
     assert_eq!(
@@ -288,7 +306,6 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     assert_eq!(left, 1, "semaphore: the permit stays free");
 
     let name = unique_name("pconf-undo-first-exp");
-    let latch = format!("{{{name}}}:acquire:{waiter}:0");
     let expirable = ferrisson_expirable_semaphore::scripts();
     let _: () = con.set(&name, 1).unwrap();
     let undone: i64 = redis::cmd("EVAL")
@@ -297,10 +314,13 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(&name)
         .arg(format!("{{{name}}}:timeout"))
         .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(&latch)
+        .arg(undone_key(&name))
         .arg("publish")
-        .arg(10_000)
         .arg(&id[..])
+        .arg(1)
+        .arg(0)
+        .arg(TRY_SEQ)
+        .arg(10_000)
         .query(&mut con)
         .unwrap();
     assert_eq!(undone, 0, "nothing taken yet");
@@ -311,7 +331,7 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(format!("{{{name}}}:timeout"))
         .arg(format!("redisson_sc:{{{name}}}"))
         .arg(format!("{{{name}}}:intent"))
-        .arg(&latch)
+        .arg(undone_key(&name))
         .arg(1)
         .arg(30_000)
         .arg(waiter)
@@ -319,6 +339,7 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg("publish")
         .arg("")
         .arg(&id[..])
+        .arg(TRY_SEQ)
         .query(&mut con)
         .unwrap();
     assert_eq!(
@@ -390,8 +411,8 @@ async fn an_expirable_try_resent_after_its_permits_expired_takes_live_ones() {
     let seed = 0x0303_0303_0303_0303_0303_0303_0303_0303_u128;
     let ids = seeded_ids(seed);
     let _: () = con.set(&name, 3).unwrap();
-    let try_call = || expirable_try_of_two(&name, seed);
-    let first: Vec<i64> = try_call().query(&mut con).unwrap();
+    let try_call = |resend| expirable_try_of_two(&name, seed, resend);
+    let first: Vec<i64> = try_call(false).query(&mut con).unwrap();
     assert_eq!(first, vec![1, 1, 0, 0], "taken");
     // The lost call's permits expire before the resend arrives.
     for id in &ids {
@@ -403,7 +424,7 @@ async fn an_expirable_try_resent_after_its_permits_expired_takes_live_ones() {
             .query(&mut con)
             .unwrap();
     }
-    let resent: Vec<i64> = try_call().query(&mut con).unwrap();
+    let resent: Vec<i64> = try_call(true).query(&mut con).unwrap();
     assert_eq!(resent, vec![1, 1, 0, 0], "taken anew");
     let (secs, _): (u64, u64) = redis::cmd("TIME").query(&mut con).unwrap();
     for id in &ids {
@@ -431,7 +452,6 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     let mut con = redis.connection();
     let name = unique_name("pconf-exp-resent");
     let timeouts = format!("{{{name}}}:timeout");
-    let latch = expirable_try_latch(&name);
     let seed = 0x0101_0101_0101_0101_0101_0101_ffff_ffff_u128;
     let ids = seeded_ids(seed);
     assert_eq!(
@@ -441,12 +461,19 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     );
     let scripts = ferrisson_expirable_semaphore::scripts();
     let _: () = con.set(&name, 3).unwrap();
-    let try_call = || expirable_try_of_two(&name, seed);
-    let first: Vec<i64> = try_call().query(&mut con).unwrap();
+    let try_call = |resend| expirable_try_of_two(&name, seed, resend);
+    let first: Vec<i64> = try_call(false).query(&mut con).unwrap();
     assert_eq!(first, vec![1, 1, 0, 0], "taken");
-    let exists: bool = con.exists(&latch).unwrap();
-    assert!(!exists, "no latch written");
-    let resent: Vec<i64> = try_call().query(&mut con).unwrap();
+    let keys: Vec<String> = con.keys(format!("*{name}*")).unwrap();
+    let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut expected = vec![name.as_str(), timeouts.as_str()];
+    expected.sort_unstable();
+    assert_eq!(
+        keys, expected,
+        "nothing written but the count and the permits"
+    );
+    let resent: Vec<i64> = try_call(true).query(&mut con).unwrap();
     assert_eq!(resent[0], 1, "the resend learns its lost call took them");
     let left: i64 = con.get(&name).unwrap();
     assert_eq!(left, 1, "counted once");
@@ -460,11 +487,13 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
             .arg(&name)
             .arg(&timeouts)
             .arg(format!("redisson_sc:{{{name}}}"))
-            .arg(&latch)
+            .arg(undone_key(&name))
             .arg("publish")
-            .arg(10_000)
             .arg(&seed.to_be_bytes()[..])
-            .arg(2);
+            .arg(2)
+            .arg(0)
+            .arg(TRY_SEQ)
+            .arg(10_000);
         cmd
     };
     let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();
@@ -475,7 +504,7 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     assert_eq!(given_back, 2);
     let again: i64 = undo().query(&mut con).unwrap();
     assert_eq!(again, 0, "once");
-    let late: Vec<i64> = try_call().query(&mut con).unwrap();
+    let late: Vec<i64> = try_call(true).query(&mut con).unwrap();
     assert_eq!(late[0], 0, "an undone try takes nothing, even resent");
     let left: i64 = con.get(&name).unwrap();
     assert_eq!(left, 3, "every permit back");

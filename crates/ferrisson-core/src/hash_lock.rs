@@ -49,24 +49,22 @@ pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
 
 /// The keys and script calls of a lock kept in a hash on Redisson's `RLock` layout, shared by
 /// the reentrant lock and the spin lock: the hash `name`, the channel
-/// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}`, the
-/// unlock latches `redisson_unlock_latch:{name}:<request id>` and the client's own
-/// `redisson_unlock_latch:{name}:<client id>` (docs/protocol.md, "\[ext\] Retries").
+/// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}` and the
+/// client's record on the lock (docs/protocol.md, "\[ext\] Retries").
 #[derive(Debug, Clone)]
 pub struct HashLock {
     /// The client the lock runs on.
     pub client: Client,
     /// The hash.
     pub key: std::sync::Arc<str>,
-    /// The release channel, the fencing counter and the prefix of unlock latches, one after
-    /// the other in one allocation ([`channel`](Self::channel), [`token_key`](Self::token_key),
-    /// [`latch_prefix`](Self::latch_prefix)): a handle is often made per task, and a waiter
-    /// keeps its handle for as long as it waits.
+    /// The release channel and the fencing counter, one after the other in one allocation
+    /// ([`channel`](Self::channel), [`token_key`](Self::token_key)): a handle is often made
+    /// per task, and a waiter keeps its handle for as long as it waits.
     names: String,
     /// Where the fencing counter starts in `names`.
     token_at: usize,
-    /// Where the latch prefix starts in `names`.
-    latch_at: usize,
+    /// The client's record on the lock, where its releases record what they did.
+    pub record: crate::record::CallRecord,
     /// Whether acquisitions hand out fencing tokens.
     pub fenced: bool,
 }
@@ -85,14 +83,12 @@ impl HashLock {
         let mut names = prefixed("redisson_lock__channel", &key);
         let token_at = names.len();
         names.push_str(&prefixed("redisson_lock_token", &key));
-        let latch_at = names.len();
-        names.push_str(&prefixed("redisson_unlock_latch", &key));
         names.shrink_to_fit();
         Ok(Self {
             client: client.clone(),
+            record: crate::record::CallRecord::new(client, &key),
             names,
             token_at,
-            latch_at,
             key: key.into(),
             fenced,
         })
@@ -105,14 +101,7 @@ impl HashLock {
 
     /// The fencing counter, `redisson_lock_token:{name}`.
     pub fn token_key(&self) -> &str {
-        self.names
-            .get(self.token_at..self.latch_at)
-            .unwrap_or_default()
-    }
-
-    /// The prefix of unlock latches, `redisson_unlock_latch:{name}`.
-    pub fn latch_prefix(&self) -> &str {
-        self.names.get(self.latch_at..).unwrap_or_default()
+        self.names.get(self.token_at..).unwrap_or_default()
     }
 
     /// The acquire call (`core/hash_lock_acquire`): the fencing counter and the believed
@@ -147,30 +136,23 @@ impl HashLock {
         } else {
             ""
         };
-        // The client's latch ([`Latches::PerClient`](crate::kind::Latches::PerClient)).
-        let call = crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, args.latch.key])
-            .arg(args.owner.as_str())
-            .arg(args.seq)
-            .arg(crate::time::millis(args.latch.ttl))
-            .arg(command)
-            .arg(&args.request_id.hex()[..])
-            .arg(args.renew_lease.map_or(0, crate::time::millis));
-        // Collected into a string that allocates only when a flag is set (never on a free).
-        let flags: String = [
-            (args.retry, 'r'),
-            (args.latch_free, 'l'),
-            (self.fenced && args.successor.is_some(), 'f'),
-        ]
-        .into_iter()
-        .filter_map(|(on, flag)| on.then_some(flag))
-        .collect();
+        let call =
+            crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, self.record.key()])
+                .arg(args.owner.as_str())
+                .arg(command)
+                .arg(args.renew_lease.map_or(0, crate::time::millis));
+        let Some(record) = args.record else {
+            return call;
+        };
         match args.successor {
-            Some((successor, lease)) => call
-                .arg(flags)
-                .arg(successor.as_str())
-                .arg(crate::time::millis(lease)),
-            None if !flags.is_empty() => call.arg(flags),
-            None => call,
+            Some((successor, lease)) => {
+                let fenced = if self.fenced { "f" } else { "" };
+                record
+                    .args_flagged(call, &self.client, args.retry, fenced)
+                    .arg(successor.as_str())
+                    .arg(crate::time::millis(lease))
+            }
+            None => record.args(call, &self.client, args.retry),
         }
     }
 

@@ -57,6 +57,7 @@ mod options;
 mod owner;
 mod permits;
 mod pubsub;
+mod record;
 mod releasing;
 mod replication;
 mod rounds;
@@ -109,8 +110,8 @@ pub mod __engine {
         hash_hold_count,
     };
     pub use crate::kind::{
-        HoldKind, Latch, Latches, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire,
-        read_script_try, release,
+        HoldKind, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire, read_script_try,
+        release,
     };
     pub use crate::lock::{WATCH_RECHECK, scripts};
     pub use crate::object::object_state;
@@ -120,6 +121,7 @@ pub mod __engine {
         pub use crate::permits::*;
     }
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
+    pub use crate::record::{CallRecord, RECORD_PRELUDE, RecordedCall};
     pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{
         LOCK_PRELUDE, PROTOCOL_VERSION, RELEASE_PRELUDE, Script, ScriptCall, TOKEN_PRELUDE,

@@ -366,7 +366,7 @@ where
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 12] {
+pub fn scripts() -> [&'static Script; 13] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
@@ -374,6 +374,7 @@ pub fn scripts() -> [&'static Script; 12] {
         &crate::object::OBJECT_DELETE,
         &crate::script::LOCK_PRELUDE,
         &crate::script::RELEASE_PRELUDE,
+        &crate::record::RECORD_PRELUDE,
         &crate::hash_lock::HASH_LOCK_ACQUIRE,
         &crate::hash_lock::HASH_LOCK_RELEASE,
         &crate::hash_lock::RENEW_HASH,

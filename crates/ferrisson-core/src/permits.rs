@@ -1,5 +1,7 @@
 //! What the two semaphores share: the permit count's changes, and a waiter's reservation.
 
+use std::sync::Arc;
+
 use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, Result};
@@ -146,10 +148,12 @@ pub struct SemaphoreNames {
     pub channel: String,
     /// The oldest waiting call's reservation **\[ext\]**, `suffixed(key, "intent")`.
     pub intent_key: String,
-    /// Acquire latches **\[ext\]**: a try's latch is `{prefix}:{waiter id}:{try}`.
-    pub acquire_latch_prefix: String,
-    /// Release latches, Redisson's unlock latch layout.
-    pub release_latch_prefix: String,
+    /// The client's record of its calls on the semaphore **\[ext\]**, which makes a resent
+    /// acquire or release count once and an abandoned acquire undone once.
+    pub record: crate::record::CallRecord,
+    /// The client's undone marks on the semaphore **\[ext\]**: an acquire undone before it
+    /// ran takes nothing when it does.
+    pub undone_key: String,
 }
 
 impl SemaphoreNames {
@@ -164,8 +168,8 @@ impl SemaphoreNames {
             client: client.clone(),
             channel: crate::keys::prefixed("redisson_sc", &key),
             intent_key: crate::keys::suffixed(&key, "intent"),
-            acquire_latch_prefix: crate::keys::suffixed(&key, "acquire"),
-            release_latch_prefix: crate::keys::prefixed("redisson_unlock_latch", &key),
+            record: crate::record::CallRecord::new(client, &key),
+            undone_key: crate::record::CallRecord::undone_key(client, &key),
             key,
         })
     }
@@ -204,11 +208,6 @@ impl SemaphoreNames {
         }
     }
 
-    /// The latch of try `try_no` of the waiting call `waiter`.
-    pub fn acquire_latch(&self, waiter: &str, try_no: u32) -> String {
-        format!("{}:{waiter}:{try_no}", self.acquire_latch_prefix)
-    }
-
     /// A fresh id of 32 lowercase hex characters, random as a UUID v4: a waiting call's, or
     /// a permit's.
     pub fn random_id() -> String {
@@ -228,8 +227,11 @@ pub struct PermitTry<'a> {
     pub n: u32,
     /// The waiting call's id (who holds the reservation).
     pub waiter: &'a str,
-    /// This try's latch: a retried try with the same latch takes its permits once.
-    pub latch: &'a str,
+    /// This try in the client's record: a resent try takes its permits once, an undone one
+    /// takes none.
+    pub call: &'a crate::record::RecordedCall,
+    /// Whether this call resends one whose reply was lost.
+    pub resend: bool,
     /// How long the reservation the try may take lasts, in ms (0: the try does not reserve).
     pub reservation_ms: u64,
 }
@@ -305,7 +307,9 @@ impl<K: PermitKind> Waiter<'_, K> {
             .tries
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::trace!(attempt = try_no.saturating_add(1), "try");
-        let latch = names.acquire_latch(&self.id, try_no);
+        // The try's slot in the record stays taken until the try is settled: the undo, if it
+        // comes, keeps it until it has run.
+        let recorded = Arc::new(names.record.start(client));
         // Only a call for several permits reserves: one permit at a time is served by the
         // release messages (and hand-offs) without the reservation's heartbeat.
         let reservation_ms = if self.waits && self.n > 1 {
@@ -316,19 +320,21 @@ impl<K: PermitKind> Waiter<'_, K> {
         let args = PermitTry {
             n: self.n,
             waiter: &self.id,
-            latch: &latch,
+            call: &recorded,
+            resend: false,
             reservation_ms,
         };
         let ticket = self.kind.ticket(self.n);
         let undo = crate::guard::CleanupGuard::new(client, || {
-            let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
+            let (kind, ticket, recorded) = (self.kind.clone(), ticket.clone(), recorded.clone());
             let (waiter, n) = (self.id.clone(), self.n);
             async move {
                 let names = kind.names();
                 let args = PermitTry {
                     n,
                     waiter: &waiter,
-                    latch: &latch,
+                    call: &recorded,
+                    resend: true,
                     reservation_ms: 0,
                 };
                 let call = kind.undo_call(&args, &ticket);
@@ -347,11 +353,19 @@ impl<K: PermitKind> Waiter<'_, K> {
                 .await;
             }
         });
-        let call = self.kind.try_call(&args, &ticket);
         let sent_at = tokio::time::Instant::now();
         // Not `eval`: an acquire the replicas did not acknowledge is rolled back below.
-        let reply: Result<(Vec<i64>, Result<()>)> =
-            Box::pin(client.settle(|_| client.eval_once_synced(&call))).await;
+        let reply: Result<(Vec<i64>, Result<()>)> = Box::pin(client.settle(|attempt| {
+            let call = self.kind.try_call(
+                &PermitTry {
+                    resend: attempt > 0,
+                    ..args
+                },
+                &ticket,
+            );
+            async move { client.eval_once_synced(&call).await }
+        }))
+        .await;
         undo.settle(&reply);
         let (reply, synced) = reply?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
@@ -364,14 +378,16 @@ impl<K: PermitKind> Waiter<'_, K> {
             [1, _, _, _, ..] if synced.is_err() => {
                 // Handed out only once the replicas have it: given back now, in a task of its
                 // own, so that a caller leaving meanwhile does not stop it.
-                let (kind, ticket, latch) = (self.kind.clone(), ticket.clone(), latch.clone());
+                let (kind, ticket, recorded) =
+                    (self.kind.clone(), ticket.clone(), recorded.clone());
                 let (waiter, n) = (self.id.clone(), self.n);
                 let undo = tokio::spawn(crate::replication::without_sync(async move {
                     let names = kind.names();
                     let args = PermitTry {
                         n,
                         waiter: &waiter,
-                        latch: &latch,
+                        call: &recorded,
+                        resend: true,
                         reservation_ms: 0,
                     };
                     if let Err(e) = names

@@ -3,10 +3,10 @@
 //!
 //! # Why
 //!
-//! A release that frees a lock does not keep its result in a latch of its own
-//! (`core/hash_lock_release`: it writes its sequence number into the client's one latch for
-//! the lock, which the next free overwrites). A resend after a lost reply that finds its owner
-//! holding the lock must take that hold for its own, unrecorded one, so if the same owner had
+//! A release records its result in the client's record on the lock (`core/release_prelude`),
+//! which Redis loses with the lock in a restart or a failover. A resend after a lost reply that
+//! finds no record and its owner holding the lock must take that hold for its own, so if the
+//! same owner had
 //! taken the lock again in between, the resend would free that new hold and its holder would
 //! go on without it. Hence the rule: while a release of an owner is in flight (sent and not
 //! settled, or being resent in the background), acquire tries of that owner wait
@@ -18,13 +18,6 @@
 //! An owner is the key (not owner and lock): an owner released on one lock and acquiring
 //! another waits too, for as long as the release takes, which keeps the table to one lookup.
 //!
-//! The table also counts releases in flight per lock: a release that frees a lock records
-//! its sequence number in the client's one latch for that lock, and a second release of the
-//! same lock made while the first may still be resent must not overwrite that record (the
-//! resend would then find neither its number nor the owner's hold, and could not tell a free
-//! from a hold lost in a restart). Such a release records itself in its own latch instead
-//! ([`ReleaseMark::overlaps`]).
-
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
@@ -42,8 +35,6 @@ pub(crate) struct Releasing {
 struct Table {
     /// By owner: what its acquire tries wait for.
     owners: FxHashMap<Owner, Pending>,
-    /// By lock key: how many releases of the lock are in flight.
-    keys: FxHashMap<Arc<str>, u32>,
 }
 
 #[derive(Default)]
@@ -63,19 +54,12 @@ impl Releasing {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped.
-    pub(crate) fn start(self: &Arc<Self>, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
-        let mut table = self.table();
-        table.owners.entry(owner.clone()).or_default().count += 1;
-        let on_key = table.keys.entry(key.clone()).or_default();
-        *on_key += 1;
-        let overlaps = *on_key > 1;
-        drop(table);
+    /// Marks a release of `owner` in flight until the mark is dropped.
+    pub(crate) fn start(self: &Arc<Self>, owner: &Owner) -> ReleaseMark {
+        self.table().owners.entry(owner.clone()).or_default().count += 1;
         ReleaseMark {
             releasing: self.clone(),
             owner: owner.clone(),
-            key: key.clone(),
-            overlaps,
         }
     }
 
@@ -119,28 +103,11 @@ impl Releasing {
 pub struct ReleaseMark {
     releasing: Arc<Releasing>,
     owner: Owner,
-    key: Arc<str>,
-    overlaps: bool,
-}
-
-impl ReleaseMark {
-    /// Whether another release of the same lock by this client was in flight when this one
-    /// was made: then a free must record itself in the request's own latch, not overwrite the
-    /// client's (see the module docs).
-    pub fn overlaps(&self) -> bool {
-        self.overlaps
-    }
 }
 
 impl Drop for ReleaseMark {
     fn drop(&mut self) {
         let mut table = self.releasing.table();
-        if let Some(on_key) = table.keys.get_mut(&self.key) {
-            *on_key = on_key.saturating_sub(1);
-            if *on_key == 0 {
-                table.keys.remove(&self.key);
-            }
-        }
         let Some(pending) = table.owners.get_mut(&self.owner) else {
             return;
         };
@@ -172,14 +139,10 @@ mod tests {
         Owner::compose("00000000-0000-4000-8000-000000000000", n)
     }
 
-    fn key(name: &str) -> Arc<str> {
-        Arc::from(name)
-    }
-
     #[tokio::test]
     async fn an_owner_without_releases_in_flight_goes_at_once() {
         let releasing = Arc::new(Releasing::default());
-        let _other = releasing.start(&owner(2), &key("a"));
+        let _other = releasing.start(&owner(2));
         tokio::time::timeout(Duration::from_secs(5), releasing.settled(&owner(1)))
             .await
             .expect("no release of this owner is in flight");
@@ -188,8 +151,8 @@ mod tests {
     #[tokio::test]
     async fn an_acquire_waits_for_every_release_of_its_owner() {
         let releasing = Arc::new(Releasing::default());
-        let first = releasing.start(&owner(1), &key("a"));
-        let second = releasing.start(&owner(1), &key("b"));
+        let first = releasing.start(&owner(1));
+        let second = releasing.start(&owner(1));
         assert_eq!(releasing.in_flight(&owner(1)), 2);
         let waiter = tokio::spawn({
             let releasing = releasing.clone();
@@ -206,23 +169,5 @@ mod tests {
         assert_eq!(releasing.in_flight(&owner(1)), 0);
         let table = releasing.table();
         assert!(table.owners.is_empty(), "settled owners leave the table");
-        assert!(table.keys.is_empty(), "and so do their locks");
-    }
-
-    #[test]
-    fn a_release_made_while_another_of_its_lock_is_in_flight_overlaps() {
-        let releasing = Arc::new(Releasing::default());
-        let first = releasing.start(&owner(1), &key("a"));
-        assert!(!first.overlaps(), "alone on its lock");
-        let elsewhere = releasing.start(&owner(2), &key("b"));
-        assert!(
-            !elsewhere.overlaps(),
-            "another lock's release does not count"
-        );
-        let second = releasing.start(&owner(3), &key("a"));
-        assert!(second.overlaps(), "the first may still be resent");
-        drop(first);
-        drop(second);
-        assert!(!releasing.start(&owner(4), &key("a")).overlaps());
     }
 }

@@ -22,8 +22,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub struct Script {
     name: &'static str,
     source: &'static str,
-    /// A fragment the source starts with (functions it calls), e.g. [`LOCK_PRELUDE`].
-    prelude: Option<&'static Script>,
+    /// The fragments the source starts with, in order (functions it calls), e.g.
+    /// [`LOCK_PRELUDE`].
+    preludes: [Option<&'static Script>; 2],
     /// The prelude and the source, joined once.
     joined: OnceLock<String>,
     compiled: OnceLock<redis::Script>,
@@ -51,12 +52,13 @@ pub static LOCK_PRELUDE: Script = Script::with_prelude(
 );
 
 /// The release functions of the locks kept in a hash (`lua/core/release_prelude.lua`), after
-/// [`LOCK_PRELUDE`]: `release_resent` answers a resent release from the records of the call
-/// it resends, `release_record` records an outcome (a free in the client's latch, anything
-/// else in the request's own).
-pub static RELEASE_PRELUDE: Script = Script::with_prelude(
+/// [`LOCK_PRELUDE`] and the record's ([`RECORD_PRELUDE`](crate::record::RECORD_PRELUDE)):
+/// `release_resent` answers a resent release from the client's record, `release_record`
+/// records an outcome there.
+pub static RELEASE_PRELUDE: Script = Script::with_two_preludes(
     "core/release_prelude",
     &LOCK_PRELUDE,
+    &crate::record::RECORD_PRELUDE,
     include_str!("../lua/release_prelude.lua"),
 );
 
@@ -110,7 +112,7 @@ impl Script {
         Self {
             name,
             source,
-            prelude: None,
+            preludes: [None, None],
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
             batch: OnceLock::new(),
@@ -125,14 +127,43 @@ impl Script {
         prelude: &'static Script,
         source: &'static str,
     ) -> Self {
+        Self::with_preludes(name, [Some(prelude), None], source)
+    }
+
+    /// A script whose source starts with the fragments `first`, then `second` (neither may
+    /// include the other: each is joined whole).
+    pub const fn with_two_preludes(
+        name: &'static str,
+        first: &'static Script,
+        second: &'static Script,
+        source: &'static str,
+    ) -> Self {
+        Self::with_preludes(name, [Some(first), Some(second)], source)
+    }
+
+    const fn with_preludes(
+        name: &'static str,
+        preludes: [Option<&'static Script>; 2],
+        source: &'static str,
+    ) -> Self {
         Self {
             name,
             source,
-            prelude: Some(prelude),
+            preludes,
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
             batch: OnceLock::new(),
         }
+    }
+
+    /// The preludes' sources, joined (empty without any).
+    fn prelude_source(&self) -> String {
+        self.preludes
+            .iter()
+            .flatten()
+            .map(|p| p.source())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Whether the script changes data (every one but the `…/state` reads): replica sync
@@ -149,12 +180,11 @@ impl Script {
 
     /// The Lua source Redis runs: the prelude's, if any, then the script's own.
     pub fn source(&self) -> &str {
-        match self.prelude {
-            None => self.source,
-            Some(prelude) => self
-                .joined
-                .get_or_init(|| format!("{}\n{}", prelude.source(), self.source)),
+        if self.preludes[0].is_none() {
+            return self.source;
         }
+        self.joined
+            .get_or_init(|| format!("{}\n{}", self.prelude_source(), self.source))
     }
 
     /// The SHA1 digest `EVALSHA` uses.
@@ -169,10 +199,7 @@ impl Script {
 
     fn batch(&self) -> &(String, redis::Script) {
         self.batch.get_or_init(|| {
-            let (prelude, own) = match self.prelude {
-                None => ("", self.source),
-                Some(prelude) => (prelude.source(), self.source),
-            };
+            let (prelude, own) = (self.prelude_source(), self.source);
             let source =
                 format!("{prelude}\nlocal function op(KEYS, ARGV)\n{own}\nend\n{BATCH_DRIVER}");
             let compiled = redis::Script::new(&source);

@@ -8,12 +8,11 @@
 -- KEYS[2] permits taken, suffixed(name, "timeout"): ZSET of id (16 raw bytes) -> expiry ms
 -- KEYS[3] channel, prefixed("redisson_sc", name)
 -- KEYS[4] the oldest waiter's reservation, suffixed(name, "intent") [ext]
--- KEYS[5] this try's latch, suffixed(name, "acquire:" .. waiter id .. ":" .. try) [ext]:
---         written only by the try's undo ("undone"), so that a try that arrives after its
---         undo takes nothing (see semaphore/acquire). A try that took its permits needs no
---         record: its ids are its own, fresh per try, so a retry after a lost reply that finds
---         the first of them taken and unexpired knows the lost call took them (no fresh latch
---         key per try to create and expire); one that finds them expired takes permits anew
+-- KEYS[5] the client's undone marks on the semaphore [ext] (core/record_prelude): a try undone
+--         before it got here takes nothing. A try that took its permits needs no record: its
+--         ids are its own, fresh per try, so a resend after a lost reply that finds the first
+--         of them taken and unexpired knows the lost call took them; one that finds them
+--         expired takes permits anew
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] waiter id
@@ -25,6 +24,8 @@
 --         12 bytes, then its last 4 read as a big-endian number plus i (mod 2^32) [ext], so
 --         that a call's arguments (and the client's memory) do not grow with the permits asked
 --         for, and a try that takes nothing makes no ids at all
+-- ARGV[8] the try's sequence number in the client's record (core/record_prelude)
+-- ARGV[9] (optional) flags: "r" this call resends one whose reply was lost
 -- A permit's expiry is stored as now + lease + 1: the server's clock reads whole milliseconds,
 -- so `now` may lie up to a millisecond before the moment the permit was taken, and a permit
 -- counts as expired once its score is <= now (Redisson's rule, kept): without the extra
@@ -39,20 +40,27 @@ local function permit_id(i)
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('exists', KEYS[5]) == 1 then
+local got = redis.call('mget', KEYS[1], KEYS[4], KEYS[5])
+if was_undone(got[3], ARGV[8]) then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
 end
-local taken = redis.call('zscore', KEYS[2], permit_id(0))
-if taken and tonumber(taken) > now then
-  -- A retry: the lost call took this try's permits (they are still held under its ids).
-  return {1, tonumber(redis.call('get', KEYS[1]) or '0') or 0, 0, 0}
+if ARGV[9] and string.find(ARGV[9], 'r', 1, true) then
+  local taken = redis.call('zscore', KEYS[2], permit_id(0))
+  if taken and tonumber(taken) > now then
+    -- The lost call took this try's permits (they are still held under its ids).
+    return {1, tonumber(got[1] or '0') or 0, 0, 0}
+  end
 end
--- (A retry whose lost call's permits have expired since, a lease shorter than the retry
+-- (A resend whose lost call's permits have expired since, a lease shorter than the retry
 -- window, takes permits anew below, under the same ids: the expired ones go back to the count
 -- first, so that the caller is never answered "taken" for permits that are no longer held.)
-local raw_count = redis.call('get', KEYS[1])
+local raw_count = got[1]
 if raw_count and not tonumber(raw_count) then
+  return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
+end
+if not raw_count and redis.call('exists', KEYS[1]) == 1 then
+  -- MGET reads a key of another type as missing.
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
 end
 local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
@@ -76,7 +84,7 @@ end
 local need = tonumber(ARGV[1])
 local reserved = 0
 local mine = false
-local intent = redis.call('get', KEYS[4])
+local intent = got[2]
 if intent then
   local sep = string.find(intent, ':', 1, true)
   if sep and string.sub(intent, 1, sep - 1) == ARGV[3] then

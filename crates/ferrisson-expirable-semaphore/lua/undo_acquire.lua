@@ -6,23 +6,25 @@
 -- KEYS[1] permit count
 -- KEYS[2] permits taken, suffixed(name, "timeout")
 -- KEYS[3] channel, prefixed("redisson_sc", name)
--- KEYS[4] the abandoned try's latch
+-- KEYS[4] the client's undone marks on the semaphore [ext] (core/record_prelude)
 -- ARGV[1] publish command ("publish")
--- ARGV[2] how long the latch is kept, in milliseconds (the client's retry window)
--- ARGV[3] the try's id seed, 16 raw bytes (see expirable_semaphore/acquire)
--- ARGV[4] how many permits the try asked for
+-- ARGV[2] the try's id seed, 16 raw bytes (see expirable_semaphore/acquire)
+-- ARGV[3] how many permits the try asked for
+-- ARGV[4] the try's slot in the client's record (unused: the ids are the record), ARGV[5] its
+--         sequence number, ARGV[6] the record's TTL in milliseconds
 -- returns the number of permits given back. The try took its permits when its ids are taken
--- (see expirable_semaphore/acquire); either way the latch says "undone", so that a try that has
--- not reached Redis yet takes nothing when it does (see semaphore/undo_acquire).
-redis.call('set', KEYS[4], 'undone', 'PX', ARGV[2])
+-- (see expirable_semaphore/acquire); either way the try is marked undone, so that a try (or a
+-- resend of it) that has not reached Redis yet takes nothing when it does (see
+-- semaphore/undo_acquire).
 local removed = 0
-local prefix, base = string.sub(ARGV[3], 1, 12), struct.unpack('>I4', ARGV[3], 13)
+local prefix, base = string.sub(ARGV[2], 1, 12), struct.unpack('>I4', ARGV[2], 13)
 -- The try took all of its permits or none: the first id tells.
 if redis.call('zscore', KEYS[2], prefix .. struct.pack('>I4', base)) then
-  for i = 0, tonumber(ARGV[4]) - 1 do
+  for i = 0, tonumber(ARGV[3]) - 1 do
     removed = removed + redis.call('zrem', KEYS[2], prefix .. struct.pack('>I4', (base + i) % 4294967296))
   end
 end
+mark_undone(KEYS[4], ARGV[5], ARGV[6])
 if removed > 0 then
   redis.call(ARGV[1], KEYS[3], redis.call('incrby', KEYS[1], removed))
 end

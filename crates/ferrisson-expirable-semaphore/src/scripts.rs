@@ -1,21 +1,24 @@
 //! The Lua scripts of the permit-expirable semaphore (`lua/expirable_semaphore/`).
 
-use ferrisson_core::__engine::Script;
+use ferrisson_core::__engine::{RECORD_PRELUDE, Script};
 
-pub(crate) static ACQUIRE: Script = Script::new(
+pub(crate) static ACQUIRE: Script = Script::with_prelude(
     "expirable_semaphore/acquire",
+    &RECORD_PRELUDE,
     include_str!("../lua/acquire.lua"),
 );
-pub(crate) static RELEASE: Script = Script::new(
+pub(crate) static RELEASE: Script = Script::with_prelude(
     "expirable_semaphore/release",
+    &RECORD_PRELUDE,
     include_str!("../lua/release.lua"),
 );
 pub(crate) static RENEW: Script = Script::new(
     "expirable_semaphore/renew",
     include_str!("../lua/renew.lua"),
 );
-pub(crate) static UNDO_ACQUIRE: Script = Script::new(
+pub(crate) static UNDO_ACQUIRE: Script = Script::with_prelude(
     "expirable_semaphore/undo_acquire",
+    &RECORD_PRELUDE,
     include_str!("../lua/undo_acquire.lua"),
 );
 pub(crate) static HAND_OFF: Script = Script::new(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::__engine::keys::{RequestId, suffixed};
+use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
 use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Need, Release,
@@ -312,23 +312,29 @@ enum ReleaseMode {
 
 async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result<i64> {
     let client = &shared.client;
-    let latch = RequestId::random().latch_key(&shared.release_latch_prefix);
-    let mut call = ScriptCall::new(
-        &RELEASE,
-        &[&shared.key, &shared.timeouts, &shared.channel, &latch],
-    )
-    .arg(client.config().publish_command().as_str())
-    .arg(ferrisson_core::__engine::time::millis(
-        client.retry_window(),
-    ))
-    .arg(match mode {
-        ReleaseMode::All => "all",
-        ReleaseMode::Held => "held",
-    });
-    for id in ids {
-        call = call.arg(&raw_id(id)[..]);
-    }
-    client.eval(&call).await
+    let recorded = shared.record.start(client);
+    let call = |attempt: u32| {
+        let call = ScriptCall::new(
+            &RELEASE,
+            &[
+                &shared.key,
+                &shared.timeouts,
+                &shared.channel,
+                shared.record.key(),
+            ],
+        )
+        .arg(client.config().publish_command().as_str())
+        .arg(match mode {
+            ReleaseMode::All => "all",
+            ReleaseMode::Held => "held",
+        });
+        let mut call = recorded.args_flagged(call, client, attempt > 0, "");
+        for id in ids {
+            call = call.arg(&raw_id(id)[..]);
+        }
+        call
+    };
+    client.eval_each(call).await
 }
 
 impl ExpirableSemaphore {
@@ -841,14 +847,14 @@ impl PermitKind for AcquireCall {
     fn try_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        ScriptCall::new(
+        let call = ScriptCall::new(
             &ACQUIRE,
             &[
                 &shared.key,
                 &shared.timeouts,
                 &shared.channel,
                 &shared.intent_key,
-                args.latch,
+                &shared.undone_key,
             ],
         )
         .arg(args.n)
@@ -858,20 +864,27 @@ impl PermitKind for AcquireCall {
         .arg(client.config().publish_command().as_str())
         .arg(self.limit.map(|l| l.to_string()).unwrap_or_default())
         .arg(&seed.to_be_bytes()[..])
+        .arg(args.call.seq);
+        // The ids are the try's record: only its sequence number (for the undone marks) and
+        // a resend's flag go along.
+        if args.resend { call.arg("r") } else { call }
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
-        ScriptCall::new(
+        let call = ScriptCall::new(
             &UNDO_ACQUIRE,
-            &[&shared.key, &shared.timeouts, &shared.channel, args.latch],
+            &[
+                &shared.key,
+                &shared.timeouts,
+                &shared.channel,
+                &shared.undone_key,
+            ],
         )
         .arg(shared.client.config().publish_command().as_str())
-        .arg(ferrisson_core::__engine::time::millis(
-            shared.client.retry_window(),
-        ))
         .arg(&seed.to_be_bytes()[..])
-        .arg(args.n)
+        .arg(args.n);
+        args.call.args(call, &shared.client, false)
     }
 
     fn taken(

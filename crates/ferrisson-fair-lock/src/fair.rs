@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::{
-    ClientEngine, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
+    CallRecord, ClientEngine, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
     Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
 use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
@@ -109,7 +109,7 @@ pub struct FairShared {
     alive: String,
     channel_prefix: String,
     token_key: String,
-    latch_prefix: String,
+    record: CallRecord,
     fenced: bool,
     waiter_timeout: Duration,
 }
@@ -143,7 +143,7 @@ impl FairLock {
             alive: ferrisson_core::__engine::keys::suffixed(&key, "alive"),
             channel_prefix: prefixed("redisson_lock__channel", &key),
             token_key: prefixed("redisson_lock_token", &key),
-            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            record: CallRecord::new(client, &key),
             key: key.into(),
             fenced,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
@@ -338,19 +338,18 @@ impl HoldKind for FairShared {
         Box::pin(async move { self.leave(&owner).await })
     }
 
-    fn latches(&self) -> Latches<'_> {
-        Latches::PerClient(&self.latch_prefix)
+    fn record(&self) -> Option<&CallRecord> {
+        Some(&self.record)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        let latch = args.latch;
         let call = ScriptCall::new(
             &RELEASE,
             &[
                 &self.key,
                 &self.queue,
                 &self.channel_prefix,
-                latch.key,
+                self.record.key(),
                 &self.timeouts,
                 &self.alive,
             ],
@@ -360,15 +359,10 @@ impl HoldKind for FairShared {
                 .map_or(0, ferrisson_core::__engine::time::millis),
         )
         .arg(args.owner.as_str())
-        .arg(ferrisson_core::__engine::time::millis(latch.ttl))
-        .arg(self.client.config().publish_command().as_str())
-        .arg(args.seq)
-        .arg(&args.request_id.hex()[..]);
-        match (args.retry, args.latch_free) {
-            (false, false) => call,
-            (true, false) => call.arg("r"),
-            (false, true) => call.arg("l"),
-            (true, true) => call.arg("rl"),
+        .arg(self.client.config().publish_command().as_str());
+        match args.record {
+            Some(record) => record.args(call, &self.client, args.retry),
+            None => call,
         }
     }
 }

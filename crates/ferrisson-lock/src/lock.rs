@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::borrow::Cow;
 
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, ObjectKeys, Owner, Result};
@@ -305,8 +305,8 @@ impl HoldKind for LockShared {
         self.0.try_call(args)
     }
 
-    fn latches(&self) -> Latches<'_> {
-        Latches::PerClient(self.0.latch_prefix())
+    fn record(&self) -> Option<&ferrisson_core::__engine::CallRecord> {
+        Some(&self.0.record)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

@@ -3,23 +3,27 @@
 -- protocol: 1
 -- Release one read hold. The lock's TTL becomes the longest lease left among the remaining
 -- read holds (readers of a dead client drop out meanwhile [ext]); when no hold is left the
--- lock is deleted and "0" published (wake one waiter: a writer may now enter). A retry with
--- the same request id gets the first result.
+-- lock is deleted and "0" published (wake one waiter: a writer may now enter). A resend after a
+-- lost reply gets the first result, from the client's record on the lock (core/record_prelude).
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_rwlock", name)
 -- KEYS[3] the owner's hold-lease prefix, suffixed(name, owner) .. ":rwlock_timeout"
--- KEYS[4] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- KEYS[4] the client's record on the lock [ext], suffixed(name, "record") .. ":" .. client id
 -- KEYS[5] writer intent, prefixed("redisson_rwlock_writer", name): when a writer waits, the
 --         last release publishes "1" instead [ext], so that the writer is woken even where
 --         readers queued behind it are the longest-waiting local waiters
 -- ARGV[1] owner
 -- ARGV[2] publish command ("publish")
--- ARGV[3] how long the latch keeps the result, in milliseconds
--- ARGV[4] the hold-lease key base, as for rwlock/write_acquire
+-- ARGV[3] the hold-lease key base, as for rwlock/write_acquire
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
+--         TTL in milliseconds, ARGV[7] (optional) flags: "r" a resend, "e" set the record's TTL
 -- returns -1 = the owner holds no read hold, 0 = holds remain, 1 = released (lock free)
-local done = redis.call('get', KEYS[4])
-if done then
-  return tonumber(done)
+local flags = ARGV[7] or ''
+if flags ~= '' and string.find(flags, 'r', 1, true) then
+  local state, result = record_state(KEYS[4], ARGV[4], ARGV[5])
+  if state == 'ran' then
+    return tonumber(result)
+  end
 end
 local code = -1
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
@@ -38,7 +42,7 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
       local n = tonumber(redis.call('hget', KEYS[1], field)) or 0
       local alive = false
       for i = 1, n do
-        local ttl = redis.call('pttl', ARGV[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
+        local ttl = redis.call('pttl', ARGV[3] .. ':' .. field .. ':rwlock_timeout:' .. i)
         if ttl > 0 then
           alive = true
           longest = math.max(longest, ttl)
@@ -63,5 +67,5 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
     end
   end
 end
-redis.call('set', KEYS[4], code, 'PX', ARGV[3])
+record_mark(KEYS[4], ARGV[4], ARGV[5], code, ARGV[6], flags)
 return code

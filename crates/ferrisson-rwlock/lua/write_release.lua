@@ -3,19 +3,23 @@
 -- protocol: 1
 -- Release one write hold. When the last goes, the lock is deleted, or passes to read mode if
 -- the writer still holds read holds (downgrade); either way "1" is published (wake every
--- waiter: readers may enter) [ext: Redisson publishes nothing on a downgrade]. A retry with the
--- same request id gets the first result.
+-- waiter: readers may enter) [ext: Redisson publishes nothing on a downgrade]. A resend after a
+-- lost reply gets the first result, from the client's record on the lock (core/record_prelude).
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_rwlock", name)
--- KEYS[3] unlock latch, prefixed("redisson_unlock_latch", name) .. ":" .. request id
+-- KEYS[3] the client's record on the lock [ext], suffixed(name, "record") .. ":" .. client id
 -- ARGV[1] the owner's writer field, "<owner>:write"
 -- ARGV[2] lease in milliseconds to set while write holds remain, or "0" to leave the TTL alone
 -- ARGV[3] publish command ("publish")
--- ARGV[4] how long the latch keeps the result, in milliseconds
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
+--         TTL in milliseconds, ARGV[7] (optional) flags: "r" a resend, "e" set the record's TTL
 -- returns -1 = the owner holds no write hold, 0 = write holds remain, 1 = write lock released
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
+local flags = ARGV[7] or ''
+if flags ~= '' and string.find(flags, 'r', 1, true) then
+  local state, result = record_state(KEYS[3], ARGV[4], ARGV[5])
+  if state == 'ran' then
+    return tonumber(result)
+  end
 end
 local code = -1
 if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
@@ -35,5 +39,5 @@ if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS
     code = 1
   end
 end
-redis.call('set', KEYS[3], code, 'PX', ARGV[4])
+record_mark(KEYS[3], ARGV[4], ARGV[5], code, ARGV[6], flags)
 return code

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::{prefixed, suffixed};
 use ferrisson_core::__engine::{
-    ClientEngine, FORCE_RELEASE_HASH, HoldKind, Latches, LockHandle, LockKind, LockType,
+    CallRecord, ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockType,
     ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
 use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result, SyncObject};
@@ -101,7 +101,8 @@ pub struct RwShared {
     key: Arc<str>,
     channel: String,
     token_key: String,
-    latch_prefix: String,
+    /// The client's record on the lock, where releases of either side record what they did.
+    record: CallRecord,
     /// `prefixed("redisson_rwlock_writer", key)`: set while a writer waits \[ext\].
     intent_key: String,
     /// `suffixed(key, "")` without its trailing `:`: read hold `i` of owner `o` has its lease
@@ -144,7 +145,7 @@ impl ReadWriteLock {
             client: client.clone(),
             channel: prefixed("redisson_rwlock", &key),
             token_key: prefixed("redisson_lock_token", &key),
-            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            record: CallRecord::new(client, &key),
             intent_key: prefixed("redisson_rwlock_writer", &key),
             hold_base,
             key: key.into(),
@@ -498,25 +499,22 @@ impl HoldKind for Side {
         })
     }
 
-    fn latches(&self) -> Latches<'_> {
-        Latches::PerRequest(&self.shared.latch_prefix)
+    fn record(&self) -> Option<&CallRecord> {
+        Some(&self.shared.record)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
-        let latch = args.latch;
-        let window = ferrisson_core::__engine::time::millis(latch.ttl);
         let publish = shared.client.config().publish_command();
-        let latch = latch.key;
-        if self.write {
-            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, latch])
+        let record = shared.record.key();
+        let call = if self.write {
+            ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, record])
                 .arg(writer(args.owner))
                 .arg(
                     args.renew_lease
                         .map_or(0, ferrisson_core::__engine::time::millis),
                 )
                 .arg(publish.as_str())
-                .arg(window)
         } else {
             let prefix = self.hold_prefix(args.owner);
             ScriptCall::new(
@@ -525,14 +523,17 @@ impl HoldKind for Side {
                     &shared.key,
                     &shared.channel,
                     &prefix,
-                    latch,
+                    record,
                     &shared.intent_key,
                 ],
             )
             .arg(args.owner.as_str())
             .arg(publish.as_str())
-            .arg(window)
             .arg(&shared.hold_base)
+        };
+        match args.record {
+            Some(recorded) => recorded.args(call, &shared.client, args.retry),
+            None => call,
         }
     }
 

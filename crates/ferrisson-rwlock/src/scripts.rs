@@ -1,6 +1,6 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::__engine::{LOCK_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, RECORD_PRELUDE, Script};
 
 pub(crate) static READ_ACQUIRE: Script = Script::with_prelude(
     "rwlock/read_acquire",
@@ -12,12 +12,14 @@ pub(crate) static WRITE_ACQUIRE: Script = Script::with_prelude(
     &LOCK_PRELUDE,
     include_str!("../lua/write_acquire.lua"),
 );
-pub(crate) static READ_RELEASE: Script = Script::new(
+pub(crate) static READ_RELEASE: Script = Script::with_prelude(
     "rwlock/read_release",
+    &RECORD_PRELUDE,
     include_str!("../lua/read_release.lua"),
 );
-pub(crate) static WRITE_RELEASE: Script = Script::new(
+pub(crate) static WRITE_RELEASE: Script = Script::with_prelude(
     "rwlock/write_release",
+    &RECORD_PRELUDE,
     include_str!("../lua/write_release.lua"),
 );
 pub(crate) static WRITE_LEAVE: Script =

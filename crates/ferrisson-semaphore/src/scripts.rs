@@ -1,13 +1,20 @@
 //! The Lua scripts of the semaphore (`lua/semaphore/`).
 
-use ferrisson_core::__engine::Script;
+use ferrisson_core::__engine::{RECORD_PRELUDE, Script};
 
-pub(crate) static ACQUIRE: Script =
-    Script::new("semaphore/acquire", include_str!("../lua/acquire.lua"));
-pub(crate) static RELEASE: Script =
-    Script::new("semaphore/release", include_str!("../lua/release.lua"));
-pub(crate) static UNDO_ACQUIRE: Script = Script::new(
+pub(crate) static ACQUIRE: Script = Script::with_prelude(
+    "semaphore/acquire",
+    &RECORD_PRELUDE,
+    include_str!("../lua/acquire.lua"),
+);
+pub(crate) static RELEASE: Script = Script::with_prelude(
+    "semaphore/release",
+    &RECORD_PRELUDE,
+    include_str!("../lua/release.lua"),
+);
+pub(crate) static UNDO_ACQUIRE: Script = Script::with_prelude(
     "semaphore/undo_acquire",
+    &RECORD_PRELUDE,
     include_str!("../lua/undo_acquire.lua"),
 );
 pub(crate) static DRAIN: Script = Script::new("semaphore/drain", include_str!("../lua/drain.lua"));

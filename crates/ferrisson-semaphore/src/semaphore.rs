@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson_core::__engine::keys::RequestId;
 use ferrisson_core::__engine::permits::{
     CountChange, PermitKind, PermitTry, SemaphoreNames, read_permits, take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, Need, ScriptCall, spawn_cleanup,
-    wait_without_lease,
+    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, Need, RecordedCall, ScriptCall,
+    spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 
@@ -470,19 +469,22 @@ impl Semaphore {
         epoch: Option<i64>,
         if_exists: bool,
     ) -> Result<Option<i64>> {
-        let request_id = RequestId::random();
+        // The release's slot in the record stays taken until it is settled, resend included.
+        let recorded = Arc::new(self.shared.record.start(&self.shared.client));
         let resend = CleanupGuard::new(&self.shared.client, || {
-            let semaphore = self.clone();
+            let (semaphore, recorded) = (self.clone(), recorded.clone());
             async move {
                 if let Err(e) = semaphore
-                    .release_call(n, epoch, if_exists, request_id)
+                    .release_call(n, epoch, if_exists, &recorded, true)
                     .await
                 {
                     tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
                 }
             }
         });
-        let result = self.release_call(n, epoch, if_exists, request_id).await;
+        let result = self
+            .release_call(n, epoch, if_exists, &recorded, false)
+            .await;
         resend.settle(&result);
         result
     }
@@ -525,31 +527,36 @@ impl Semaphore {
         n
     }
 
-    /// One release script call: the count after, `None` when `if_exists` and no count is set
-    /// (nothing changed).
+    /// One release script call (settled, its resends marked as such; `resend`: the first one
+    /// too): the count after, `None` when `if_exists` and no count is set (nothing changed).
     async fn release_call(
         &self,
         n: u32,
         epoch: Option<i64>,
         if_exists: bool,
-        request_id: RequestId,
+        recorded: &RecordedCall,
+        resend: bool,
     ) -> Result<Option<i64>> {
         let shared = &self.shared;
         let client = &shared.client;
-        let latch = request_id.latch_key(&shared.release_latch_prefix);
-        let call = ScriptCall::new(
-            &RELEASE,
-            &[&shared.key, &shared.channel, &latch, &self.epoch_key],
-        )
-        .arg(n)
-        .arg(client.config().publish_command().as_str())
-        .arg(ferrisson_core::__engine::time::millis(
-            client.retry_window(),
-        ))
-        .arg(self.limit_arg())
-        .arg(epoch.map(|e| e.to_string()).unwrap_or_default())
-        .arg(if if_exists { "1" } else { "0" });
-        client.eval(&call).await
+        let call = |attempt: u32| {
+            let call = ScriptCall::new(
+                &RELEASE,
+                &[
+                    &shared.key,
+                    &shared.channel,
+                    &self.epoch_key,
+                    shared.record.key(),
+                ],
+            )
+            .arg(n)
+            .arg(client.config().publish_command().as_str())
+            .arg(self.limit_arg())
+            .arg(epoch.map(|e| e.to_string()).unwrap_or_default())
+            .arg(if if_exists { "1" } else { "0" });
+            recorded.args(call, client, resend || attempt > 0)
+        };
+        client.eval_each(call).await
     }
 
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.
@@ -598,27 +605,37 @@ impl PermitKind for Semaphore {
 
     fn try_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
         let shared = &self.shared;
-        ScriptCall::new(
+        let call = ScriptCall::new(
             &ACQUIRE,
-            &[&shared.key, &shared.intent_key, args.latch, &self.epoch_key],
+            &[
+                &shared.key,
+                &shared.intent_key,
+                &self.epoch_key,
+                &shared.undone_key,
+                shared.record.key(),
+            ],
         )
         .arg(args.n)
         .arg(args.waiter)
-        .arg(ferrisson_core::__engine::time::millis(
-            shared.client.retry_window(),
-        ))
         .arg(args.reservation_ms)
-        .arg(self.limit_arg())
+        .arg(self.limit_arg());
+        args.call.args(call, &shared.client, args.resend)
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
         let shared = &self.shared;
-        ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key, &shared.channel, args.latch])
-            .arg(args.n)
-            .arg(shared.client.config().publish_command().as_str())
-            .arg(ferrisson_core::__engine::time::millis(
-                shared.client.retry_window(),
-            ))
+        let call = ScriptCall::new(
+            &UNDO_ACQUIRE,
+            &[
+                &shared.key,
+                &shared.channel,
+                &shared.undone_key,
+                shared.record.key(),
+            ],
+        )
+        .arg(args.n)
+        .arg(shared.client.config().publish_command().as_str());
+        args.call.args(call, &shared.client, false)
     }
 
     fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, Latches, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
+    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
     ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
@@ -206,8 +206,8 @@ impl HoldKind for SpinShared {
         self.lock.try_call(args)
     }
 
-    fn latches(&self) -> Latches<'_> {
-        Latches::PerClient(self.lock.latch_prefix())
+    fn record(&self) -> Option<&ferrisson_core::__engine::CallRecord> {
+        Some(&self.lock.record)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

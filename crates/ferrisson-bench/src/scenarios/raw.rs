@@ -24,10 +24,11 @@ struct RawCycle {
     owner: String,
     acquire: String,
     release: String,
-    /// How long a release latch is kept: the library's retry window with default settings.
-    latch_ms: u64,
-    /// The client's latch for releases that free the key, as the library's.
-    client_latch: String,
+    /// The TTL of the client's record on the key: twice the library's retry window with
+    /// default settings.
+    record_ms: u64,
+    /// The client's record on the key, as the library's (one release at a time: slot 0).
+    record: String,
     /// Release sequence numbers, as the library numbers its releases.
     seq: std::sync::atomic::AtomicU64,
 }
@@ -45,22 +46,21 @@ impl RawCycle {
         cmd
     }
 
-    /// The library's release call, with a fresh request id, as the library makes (an id
-    /// reused from an earlier round would find that round's latch and skip the release): the
-    /// key, the client's latch, then owner, sequence number, latch TTL, publish command,
-    /// request id and the lease set while holds remain; no flags, no successor.
+    /// The library's release call, as the library makes it: the key, the client's record,
+    /// then owner, publish command, the lease set while holds remain, the record's slot, a
+    /// fresh sequence number and the record's TTL; no flags, no successor.
     fn release_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.release)
             .arg(2)
             .arg(&self.key)
-            .arg(&self.client_latch)
+            .arg(&self.record)
             .arg(&self.owner)
-            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-            .arg(self.latch_ms)
             .arg("publish")
-            .arg(&RequestId::random().hex()[..])
-            .arg(30_000);
+            .arg(30_000)
+            .arg(0)
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            .arg(self.record_ms);
         cmd
     }
 }
@@ -511,7 +511,7 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
         .map_err(|e| e.to_string())?;
     let (acquire, release) = load_scripts(&mut con).await?;
     let defaults = ferrisson::ClientConfig::new(url);
-    let latch_ms = defaults
+    let record_ms = 2 * defaults
         .retry()
         .window(defaults.response_timeout())
         .as_millis() as u64;
@@ -520,14 +520,13 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
             let key = format!("bench:raw:{variant}:{i}");
             RawCycle {
                 con: con.clone(),
-                client_latch: RequestId::random()
-                    .latch_key(&format!("redisson_unlock_latch:{{{key}}}")),
+                record: RequestId::random().latch_key(&format!("{{{key}}}:record")),
                 seq: std::sync::atomic::AtomicU64::new(1),
                 key,
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
                 acquire: acquire.clone(),
                 release: release.clone(),
-                latch_ms,
+                record_ms,
             }
         })
         .collect())

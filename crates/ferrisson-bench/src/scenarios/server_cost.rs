@@ -130,6 +130,16 @@ struct Slice {
     extra_keys: u64,
 }
 
+/// One kind's slices: CPU ratios to the PING pair, CPU per pair, commands per pair, and the
+/// most keys left beyond the objects.
+#[derive(Default)]
+struct KindSlices {
+    ratios: Vec<f64>,
+    cpu: Vec<f64>,
+    commands: Vec<f64>,
+    extra: u64,
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -146,8 +156,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     };
     let mut ping_cpu = Vec::new();
     let mut ping_commands = Vec::new();
-    let mut per_kind: Vec<(Vec<f64>, Vec<f64>, Vec<f64>, u64)> =
-        KINDS.iter().map(|_| Default::default()).collect();
+    let mut per_kind: Vec<KindSlices> = KINDS.iter().map(|_| KindSlices::default()).collect();
     for r in 0..repeats {
         // Each kind next to a PING slice of its own, the order turning each repeat.
         for (k, kind) in KINDS.iter().enumerate() {
@@ -168,12 +177,14 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ping_cpu.push(ping.cpu_us);
             ping_commands.push(ping.commands);
             let entry = &mut per_kind[k];
-            entry.0.push(ours.cpu_us / ping.cpu_us.max(1e-9));
-            entry.1.push(ours.cpu_us);
-            entry.2.push(ours.commands);
+            entry.ratios.push(ours.cpu_us / ping.cpu_us.max(1e-9));
+            entry.cpu.push(ours.cpu_us);
+            entry.commands.push(ours.commands);
             // Each object leaves its own keys (the count, the lock's hash is gone after the
             // release): count what lives beyond one key per task.
-            entry.3 = entry.3.max(ours.extra_keys.saturating_sub(TASKS as u64));
+            entry.extra = entry
+                .extra
+                .max(ours.extra_keys.saturating_sub(TASKS as u64));
         }
         ctx.probe.flushall().await?;
     }
@@ -194,7 +205,13 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         median(ping_commands),
         "cmd",
     );
-    for (kind, (ratios, cpu, commands, extra)) in KINDS.iter().zip(per_kind) {
+    for (kind, slices) in KINDS.iter().zip(per_kind) {
+        let KindSlices {
+            ratios,
+            cpu,
+            commands,
+            extra,
+        } = slices;
         let v = variant(kind);
         records.push(
             SCENARIO,

@@ -399,18 +399,18 @@ impl Client {
         self.inner.watchdog.state(script, key, owner)
     }
 
-    /// A release sequence number: larger than every one this client handed out before.
+    /// A sequence number for a call in a record (`crate::record`): larger than every one
+    /// this client handed out before.
     pub(crate) fn next_release_seq(&self) -> u64 {
         use std::sync::atomic::Ordering;
         self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Marks a release of `owner` on the lock `key` in flight until the mark is dropped:
-    /// `owner`'s acquire tries wait for it ([`releases_settled`](Self::releases_settled)), and
-    /// a release of `key` made meanwhile overlaps (`ReleaseMark::overlaps`) it. Hold the mark
-    /// for as long as the release may be sent again.
-    pub(crate) fn release_started(&self, owner: &Owner, key: &Arc<str>) -> ReleaseMark {
-        self.inner.releasing.start(owner, key)
+    /// Marks a release of `owner` in flight until the mark is dropped: `owner`'s acquire
+    /// tries wait for it ([`releases_settled`](Self::releases_settled)). Hold the mark for as
+    /// long as the release may be sent again.
+    pub(crate) fn release_started(&self, owner: &Owner) -> ReleaseMark {
+        self.inner.releasing.start(owner)
     }
 
     /// Waits until no release of `owner` is in flight: an acquire try must not run before a

@@ -18,7 +18,6 @@ use crate::client::ClientEngine;
 use crate::config::Backoff;
 use crate::error::{Error, Result};
 use crate::guard::{CleanupGuard, HoldGuard};
-use crate::keys::RequestId;
 use crate::options::AcquireOptions;
 use crate::owner::Owner;
 use crate::pubsub::{Need, WakePolicy};
@@ -57,54 +56,17 @@ pub struct ReleaseArgs<'a> {
     /// A local waiter to hand the lock to, with the lease it takes it for (only for kinds that
     /// [hand off](HoldKind::hands_off)).
     pub successor: Option<(&'a Owner, Duration)>,
-    /// The release's unlock latch, the engine's for the kind's [`Latches`]: the key the script
-    /// records what this release did under, the same for its retries (empty for
-    /// [`Latches::None`]), and how long that record must last.
-    pub latch: Latch<'a>,
-    /// The release's request id, the same for its retries (the per-request latch's key is made
-    /// of it; a kind whose frees go to the client's latch names its own latch with it when
-    /// [`latch_free`](Self::latch_free) says so).
-    pub request_id: RequestId,
-    /// The release's sequence number (`Client::next_release_seq`), the same for its
-    /// retries: what a kind with [`Latches::PerClient`] writes in the client's latch when the
-    /// release frees the lock (other kinds ignore it).
-    pub seq: u64,
-    /// Whether a free records itself in its own latch instead of the client's latch: another
-    /// release of this lock by the client was in flight when this one was made
-    /// (`ReleaseMark::overlaps`), and its record there must stand until it has settled.
-    pub latch_free: bool,
-    /// Whether this call resends one whose reply was lost (with the same latch).
+    /// The release in the client's record on the lock ([`HoldKind::record`]): its slot and
+    /// sequence number, the same for its resends, under which the script records what it did
+    /// (`None` for a kind without a record).
+    pub record: Option<&'a crate::record::RecordedCall>,
+    /// Whether this call resends one whose reply was lost (with the same record slot).
     pub retry: bool,
     /// Whether waiters of this client wait on the kind's channel (only looked up for kinds that
     /// [hand off](HoldKind::hands_off)): a release that publishes only when a waiter marked
     /// itself must publish for them, who may not have (they queued behind each other without a
     /// try).
     pub local_waiters: bool,
-}
-
-/// Where a kind's release scripts record what a release did, so that a resend after a lost
-/// reply finds it ([`HoldKind::latches`]); the engine makes the keys ([`ReleaseArgs::latch`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Latches<'a> {
-    /// No latch: a resend reads the outcome from the lock's own state (the lean mutex).
-    None,
-    /// Every release records its outcome under a key of its own, `<prefix>:<request id>`
-    /// (Redisson's `redisson_unlock_latch:{name}:<request id>`).
-    PerRequest(&'a str),
-    /// A release that frees the lock records its sequence number in one key per client and
-    /// lock, `<prefix>:<the client id in 32 hex digits>`; any other outcome (and a free while
-    /// another release of the lock by the client is in flight) in its own key as
-    /// [`PerRequest`](Self::PerRequest) does, named by the script from the request id.
-    PerClient(&'a str),
-}
-
-/// One release's unlock latch ([`ReleaseArgs::latch`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Latch<'a> {
-    /// The key.
-    pub key: &'a str,
-    /// How long a record there must last: the client's retry window (a resend comes within it).
-    pub ttl: Duration,
 }
 
 /// An acquire reply as the engine reads it ([`HoldKind::read_try`]).
@@ -152,10 +114,6 @@ impl TryReply {
 pub enum ReleaseReply {
     /// The owner held nothing (code `-1`).
     NotOwner,
-    /// To a [retry](ReleaseArgs::retry) only: the owner holds nothing and what the lost call
-    /// recorded was overwritten, so the outcome cannot be told (code `-2`; the engine's release
-    /// marks rule it out, and it is reported as not held).
-    Overwritten,
     /// One hold was released and others remain (code `0`).
     StillHeld,
     /// The lock was freed (code `1`), its release message reaching `subscribers` (0 when the
@@ -185,7 +143,6 @@ impl ReleaseReply {
         };
         Some(match code {
             -1 => ReleaseReply::NotOwner,
-            -2 => ReleaseReply::Overwritten,
             0 => ReleaseReply::StillHeld,
             1 => ReleaseReply::Freed {
                 subscribers: u64::try_from(subscribers).unwrap_or(0),
@@ -221,8 +178,8 @@ pub struct Waiting<'a> {
 ///
 /// The contract is in the types: a try call's reply is read into a [`TryReply`]
 /// ([`read_try`](Self::read_try)), a release call's into a [`ReleaseReply`]
-/// ([`read_release`](Self::read_release)), and a release records what it did in the latch the
-/// engine supplies for the kind's [`Latches`] ([`ReleaseArgs::latch`]).
+/// ([`read_release`](Self::read_release)), and a release records what it did in the client's
+/// record on the lock ([`record`](Self::record), [`ReleaseArgs::record`]).
 pub trait HoldKind: Send + Sync + 'static {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
@@ -283,9 +240,11 @@ pub trait HoldKind: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// Where the kind's releases record what they did ([`Latches::None`] by default).
-    fn latches(&self) -> Latches<'_> {
-        Latches::None
+    /// The client's record on the lock, where its releases record what they did, so that a
+    /// resend after a lost reply counts once (none by default: a resend reads the outcome from
+    /// the lock's own state, as the lean mutex's does).
+    fn record(&self) -> Option<&crate::record::CallRecord> {
+        None
     }
 
     /// One release script call.

@@ -4,7 +4,6 @@ use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, Result};
 use crate::guard::{CleanupGuard, HoldGuard, Release, Released};
-use crate::keys::RequestId;
 use crate::owner::Owner;
 use crate::pubsub::MAX_HANDOFF_STREAK;
 use crate::releasing::ReleaseMark;
@@ -21,8 +20,8 @@ use super::*;
 /// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
 /// it). Retried with one request id, so a retry after a lost reply cannot release twice.
 /// While the release may still be sent, acquire tries of `owner` wait
-/// (`Client::releases_settled`), and another release of the lock records a free in its
-/// own latch ([`ReleaseArgs::latch_free`]), so that a resend always finds what its lost call
+/// (`Client::releases_settled`); the release keeps its slot in the client's record on the
+/// lock ([`ReleaseArgs::record`]) until then, so that a resend always finds what its lost call
 /// recorded.
 ///
 /// # Cancel safety
@@ -43,7 +42,7 @@ pub fn release<'a, K: HoldKind>(
     // In flight from the call on (not from the first poll: an acquire of the owner made right
     // after this call waits for it), until the outcome is known, the background resend
     // included (it takes the mark along).
-    let mark = kind.client().release_started(owner, kind.lock_key());
+    let mark = kind.client().release_started(owner);
     release_marked(kind, owner, renew_lease, handoff, mark)
 }
 
@@ -87,7 +86,7 @@ fn release_to_new_owner<K: HoldKind>(
 ) -> BoxFuture<'static, Result<(Released, Option<HoldGuard>)>> {
     let renew_lease =
         (end.renewed && kind.renews_on_release()).then(|| kind.client().config().lease());
-    let mark = kind.client().release_started(&owner, kind.lock_key());
+    let mark = kind.client().release_started(&owner);
     Box::pin(async move {
         let direct = (end.lost.is_none() && end.last_hold && kind.hands_off())
             .then(|| successor(kind.client(), kind.client().new_owner(), lease));
@@ -141,21 +140,13 @@ async fn release_inner<K: HoldKind>(
             Some(successor(client, owner, need.lease))
         })
     });
-    // Random, as a UUID v4 is: the latch key must not collide with another release's.
-    let request_id = RequestId::random();
     let local_waiters = channel
         .as_deref()
         .is_some_and(|channel| client.hub().has_waiters(channel));
     let stamp = Stamp {
         local_waiters,
-        latch: match kind.latches() {
-            Latches::None => None,
-            Latches::PerRequest(prefix) => Some(request_id.latch_key(prefix)),
-            Latches::PerClient(prefix) => Some(client.client_latch(prefix)),
-        },
-        request_id,
-        seq: client.next_release_seq(),
-        latch_free: mark.overlaps(),
+        // The release's slot stays taken until the release has settled, resends included.
+        record: kind.record().map(|record| Arc::new(record.start(client))),
     };
     // Dropped while the call may have run (or left unknown), the release is sent again with
     // the same request id (counted once), and a hand-off to a waiter that was never told is
@@ -207,12 +198,6 @@ async fn release_inner<K: HoldKind>(
     }
     match reply? {
         ReleaseReply::NotOwner => Ok((Released::NotOwner, None)),
-        // A resend that found the hold gone and its record overwritten, which the marks rule
-        // out: it cannot vouch for a free, so it reports none.
-        ReleaseReply::Overwritten => {
-            tracing::warn!(key = %kind.lock_key(), %owner, "a resent release found the hold gone and its record overwritten: reported as not held");
-            Ok((Released::NotOwner, None))
-        }
         ReleaseReply::StillHeld => Ok((Released::StillHeld, None)),
         ReleaseReply::Freed { .. } => Ok((Released::Freed, None)),
         ReleaseReply::HandedOff { token } => {
@@ -254,22 +239,18 @@ pub(super) fn release_boxed<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
 ) -> BoxFuture<'static, Result<Released>> {
-    let mark = kind.client().release_started(owner, kind.lock_key());
+    let mark = kind.client().release_started(owner);
     let (kind, owner) = (kind.clone(), owner.clone());
     Box::pin(async move { release_marked(&kind, &owner, None, false, mark).await })
 }
 
-/// What identifies one release and its resends to the script: the latch key (the engine's, for
-/// the kind's [`Latches`]), the request id, the sequence number (for the client's latch) and
-/// whether a free is latched per request.
+/// What identifies one release and its resends to the script: its slot and sequence number in
+/// the client's record on the lock.
 #[derive(Debug, Clone)]
 struct Stamp {
     /// Whether waiters of the client wait on the kind's channel ([`ReleaseArgs::local_waiters`]).
     local_waiters: bool,
-    latch: Option<String>,
-    request_id: RequestId,
-    seq: u64,
-    latch_free: bool,
+    record: Option<Arc<crate::record::RecordedCall>>,
 }
 
 /// One release script call (settled, its retries marked as such; `resend`: the first one too)
@@ -282,19 +263,12 @@ async fn release_call<K: HoldKind>(
     stamp: &Stamp,
     resend: bool,
 ) -> Result<ReleaseReply> {
-    let latch = Latch {
-        key: stamp.latch.as_deref().unwrap_or_default(),
-        ttl: kind.client().retry_window(),
-    };
     let call = |retry| {
         kind.release_call(&ReleaseArgs {
             owner,
             renew_lease,
             successor,
-            latch,
-            request_id: stamp.request_id,
-            seq: stamp.seq,
-            latch_free: stamp.latch_free,
+            record: stamp.record.as_deref(),
             retry,
             local_waiters: stamp.local_waiters,
         })
@@ -322,7 +296,7 @@ impl<K: HoldKind> Release for K {
             (end.renewed && self.renews_on_release()).then(|| self.client().config().lease());
         // Only the last local hold of a live lock can go straight to a local waiter.
         let handoff = end.lost.is_none() && end.last_hold;
-        let mark = self.client().release_started(&owner, self.lock_key());
+        let mark = self.client().release_started(&owner);
         Box::pin(async move { release_marked(&self, &owner, renew_lease, handoff, mark).await })
     }
 

@@ -1,0 +1,186 @@
+//! A client's record of its calls on one object **\[ext\]** (`lua/core/record_prelude.lua`):
+//! which of them ran, in one key per client and object, so that a call resent after a lost
+//! reply counts once and a call whose caller left is undone once, without a fresh latch key
+//! per call (creating and expiring those cost Redis more than the calls' own work).
+//!
+//! A call takes a *slot* (a field of the record's hash) and a sequence number the client never
+//! hands out twice; the slot goes back to the client only once the call's outcome is settled
+//! (answered, or resent and undone), so a slot's value names one call at a time. The record
+//! has as many fields as the client ever had calls in flight at once on the object.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use crate::client::{Client, ClientEngine};
+use crate::script::{Script, ScriptCall};
+
+/// The record functions (`lua/core/record_prelude.lua`): `record_state`, `record_mark`,
+/// `was_undone`, `mark_undone`.
+pub static RECORD_PRELUDE: Script = Script::new(
+    "core/record_prelude",
+    include_str!("../lua/record_prelude.lua"),
+);
+
+/// The slots of one object's record, shared by every handle of the object on one client.
+#[derive(Debug, Default)]
+struct Slots {
+    free: Mutex<Vec<u32>>,
+    next: AtomicU32,
+    /// When a call last asked Redis to set the record's TTL.
+    refreshed: Mutex<Option<Instant>>,
+}
+
+/// A client's slot pools, by record key.
+#[derive(Debug, Default)]
+struct Pools(Mutex<HashMap<String, Weak<Slots>>>);
+
+/// One client's record on one object.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    key: String,
+    slots: Arc<Slots>,
+}
+
+/// A call recorded in a [`CallRecord`]: its slot and sequence number. The slot goes back when
+/// this is dropped: keep it for as long as the call may be sent again or undone.
+#[derive(Debug)]
+pub struct RecordedCall {
+    slots: Arc<Slots>,
+    /// The slot (the record's field).
+    pub slot: u32,
+    /// The call's sequence number.
+    pub seq: u64,
+    /// Whether the call asks Redis to set the record's TTL (flag `e`).
+    pub refresh: bool,
+}
+
+impl Drop for RecordedCall {
+    fn drop(&mut self) {
+        self.slots
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(self.slot);
+    }
+}
+
+impl CallRecord {
+    /// `client`'s record on the object at `object_key`: `suffixed(key, "record")`, `:` and
+    /// the client id.
+    pub fn new(client: &Client, object_key: &str) -> Self {
+        let key = client.client_latch(&crate::keys::suffixed(object_key, "record"));
+        let pools = client.local_state::<Pools>();
+        let mut pools = pools.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let slots = match pools.get(&key).and_then(Weak::upgrade) {
+            Some(slots) => slots,
+            None => {
+                // Forget the pools of objects no handle uses any more.
+                pools.retain(|_, slots| slots.strong_count() > 0);
+                let slots = Arc::new(Slots::default());
+                pools.insert(key.clone(), Arc::downgrade(&slots));
+                slots
+            }
+        };
+        Self { key, slots }
+    }
+
+    /// The record's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The key of `client`'s undone marks on the object at `object_key`:
+    /// `suffixed(key, "undone")`, `:` and the client id.
+    pub fn undone_key(client: &Client, object_key: &str) -> String {
+        client.client_latch(&crate::keys::suffixed(object_key, "undone"))
+    }
+
+    /// How long the record and the marks live after a call sets their TTL: twice the retry
+    /// window, so that a call that asked at most half of it before lasts past every resend.
+    pub fn ttl(client: &Client) -> Duration {
+        client.retry_window().saturating_mul(2)
+    }
+
+    /// Starts a call: a free slot, a fresh sequence number, and whether the call refreshes
+    /// the record's TTL (when no call did in the last half retry window).
+    pub fn start(&self, client: &Client) -> RecordedCall {
+        let slot = self
+            .slots
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| self.slots.next.fetch_add(1, Ordering::Relaxed));
+        let refresh = {
+            let mut refreshed = self
+                .slots
+                .refreshed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            let due = refreshed
+                .is_none_or(|at| now.saturating_duration_since(at) >= client.retry_window() / 2);
+            if due {
+                *refreshed = Some(now);
+            }
+            due
+        };
+        RecordedCall {
+            slots: self.slots.clone(),
+            slot,
+            seq: client.next_release_seq(),
+            refresh,
+        }
+    }
+}
+
+impl RecordedCall {
+    /// `call` with the record's arguments after its own: the slot, the sequence number, the
+    /// TTL in milliseconds, and the flags (`r`: a resend, `e`: set the record's TTL), left out
+    /// when there are none.
+    pub fn args(&self, call: ScriptCall, client: &Client, resend: bool) -> ScriptCall {
+        let flags = self.flags(resend);
+        let call = self.args_without_flags(call, client);
+        if flags.is_empty() {
+            call
+        } else {
+            call.arg(flags)
+        }
+    }
+
+    /// As [`args`](Self::args), the flags always given, the kind's own `extra` ones after the
+    /// record's (`""` for none), so that more arguments can follow.
+    pub fn args_flagged(
+        &self,
+        call: ScriptCall,
+        client: &Client,
+        resend: bool,
+        extra: &str,
+    ) -> ScriptCall {
+        let flags = self.flags(resend);
+        let call = self.args_without_flags(call, client);
+        if extra.is_empty() {
+            call.arg(flags)
+        } else {
+            call.arg(format!("{flags}{extra}"))
+        }
+    }
+
+    fn args_without_flags(&self, call: ScriptCall, client: &Client) -> ScriptCall {
+        call.arg(self.slot)
+            .arg(self.seq)
+            .arg(crate::time::millis(CallRecord::ttl(client)))
+    }
+
+    /// The flags of the call: `r` a resend, `e` set the record's TTL.
+    pub fn flags(&self, resend: bool) -> &'static str {
+        match (resend, self.refresh) {
+            (false, false) => "",
+            (true, false) => "r",
+            (false, true) => "e",
+            (true, true) => "re",
+        }
+    }
+}

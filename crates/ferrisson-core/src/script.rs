@@ -97,6 +97,89 @@ end
 return out
 "#;
 
+/// The top-level functions of prelude text (`local function NAME(` up to a line `end` at the
+/// start of a line), as (name, text); comments between them are left out.
+fn prelude_functions(prelude: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let mut offset = 0;
+    for line in prelude.split_inclusive('\n') {
+        if start.is_none()
+            && let Some(rest) = line.strip_prefix("local function ")
+            && let Some(name) = rest.split('(').next()
+        {
+            start = Some((offset, name.trim()));
+        }
+        offset += line.len();
+        if line.trim_end() == "end"
+            && let Some((from, name)) = start.take()
+            && let Some(text) = prelude.get(from..offset)
+        {
+            out.push((name, text));
+        }
+    }
+    out
+}
+
+/// Lua code without its comments (`--` outside a string, to the end of the line).
+fn without_comments(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    for line in code.lines() {
+        let mut quote = None;
+        let mut prev = '\0';
+        let mut end = line.len();
+        for (i, c) in line.char_indices() {
+            match quote {
+                Some(q) if c == q && prev != '\\' => quote = None,
+                Some(_) => {}
+                None if c == '\'' || c == '"' => quote = Some(c),
+                None if c == '-' && prev == '-' => {
+                    end = i - 1;
+                    break;
+                }
+                None => {}
+            }
+            prev = c;
+        }
+        out.push_str(&line[..end]);
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether `code` calls the function `name` (`name(` not preceded by a name character).
+fn calls(code: &str, name: &str) -> bool {
+    let pattern = format!("{name}(");
+    code.match_indices(&pattern).any(|(at, _)| {
+        !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == ':')
+    })
+}
+
+/// The functions of `prelude` that `body` calls, directly or through one another, in the
+/// prelude's order.
+fn used_functions(prelude: &str, body: &str) -> String {
+    let functions = prelude_functions(prelude);
+    let mut used = vec![false; functions.len()];
+    let mut pending = vec![without_comments(body)];
+    while let Some(code) = pending.pop() {
+        for (i, (name, text)) in functions.iter().enumerate() {
+            if !used[i] && calls(&code, name) {
+                used[i] = true;
+                pending.push(without_comments(text));
+            }
+        }
+    }
+    functions
+        .iter()
+        .zip(used)
+        .filter(|(_, used)| *used)
+        .map(|((_, text), _)| *text)
+        .collect()
+}
+
 /// What a script's header says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScriptHeader {
@@ -156,14 +239,24 @@ impl Script {
         }
     }
 
-    /// The preludes' sources, joined (empty without any).
+    /// The preludes' functions this script calls, directly or through one another, in the
+    /// preludes' order (empty without any): Lua makes a closure of every function a script
+    /// defines, on every run, so a script carries only those it uses.
     fn prelude_source(&self) -> String {
-        self.preludes
-            .iter()
-            .flatten()
-            .map(|p| p.source())
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut whole = String::new();
+        for prelude in self.preludes.iter().flatten() {
+            prelude.raw_into(&mut whole);
+        }
+        used_functions(&whole, self.source)
+    }
+
+    /// The whole chain's text, the preludes' before the script's own, unfiltered.
+    fn raw_into(&self, out: &mut String) {
+        for prelude in self.preludes.iter().flatten() {
+            prelude.raw_into(out);
+        }
+        out.push_str(self.source);
+        out.push('\n');
     }
 
     /// Whether the script changes data (every one but the `…/state` reads): replica sync
@@ -430,5 +523,40 @@ impl ScriptCall {
             }
         }
         cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PRELUDE: &str = "-- a header\nlocal function a(x)\n  return x\nend\n\n-- b calls a\nlocal function b(x)\n  return a(x) + 1\nend\nlocal function c()\n  return 3\nend\n";
+
+    #[test]
+    fn a_script_carries_the_prelude_functions_it_calls_and_theirs() {
+        let kept = used_functions(PRELUDE, "-- c() is not called here\nreturn b(1)");
+        assert_eq!(
+            kept,
+            "local function a(x)\n  return x\nend\nlocal function b(x)\n  return a(x) + 1\nend\n"
+        );
+        assert_eq!(used_functions(PRELUDE, "return x.c() + y:b()"), "");
+        assert_eq!(
+            used_functions(PRELUDE, "return c() -- and a()"),
+            "local function c()\n  return 3\nend\n"
+        );
+    }
+
+    #[test]
+    fn every_registered_script_keeps_what_it_calls() {
+        for script in crate::lock::scripts() {
+            let source = script.source();
+            for (name, _) in prelude_functions(source) {
+                assert!(
+                    source.matches(&format!("local function {name}(")).count() == 1,
+                    "{}: {name} defined twice",
+                    script.name()
+                );
+            }
+        }
     }
 }

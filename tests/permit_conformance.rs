@@ -196,11 +196,6 @@ fn undone_key(name: &str) -> String {
     format!("{{{name}}}:undone:{CLIENT}")
 }
 
-/// The record of [`CLIENT`] on the semaphore `name`.
-fn record_key(name: &str) -> String {
-    format!("{{{name}}}:record:{CLIENT}")
-}
-
 /// The sequence number of the try [`expirable_try_of_two`] makes.
 const TRY_SEQ: u64 = 7;
 
@@ -222,19 +217,13 @@ fn expirable_try_of_two(name: &str, seed: u128, resend: bool) -> redis::Cmd {
     let scripts = ferrisson_expirable_semaphore::scripts();
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(source(&scripts, "expirable_semaphore/acquire"))
-        .arg(5)
+        .arg(1)
         .arg(name)
-        .arg(format!("{{{name}}}:timeout"))
-        .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(format!("{{{name}}}:intent"))
-        .arg(undone_key(name))
         .arg(2)
         .arg(30_000)
-        .arg("0123456789abcdef0123456789abcdef")
-        .arg(0)
         .arg("publish")
-        .arg("")
         .arg(&seed.to_be_bytes()[..])
+        .arg(CLIENT)
         .arg(TRY_SEQ)
         .arg(if resend { "r" } else { "" });
     cmd
@@ -259,7 +248,6 @@ fn source(scripts: &[&'static ferrisson_core::__engine::Script], name: &str) -> 
 async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     let redis = TestRedis::any();
     let mut con = redis.connection();
-    let waiter = "0123456789abcdef0123456789abcdef";
     // A permit id as the expirable semaphore's scripts take it: 16 raw bytes.
     let id = 0xfedc_ba98_7654_3210_fedc_ba98_7654_3210_u128.to_be_bytes();
 
@@ -268,34 +256,26 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     let _: () = con.set(&name, 1).unwrap();
     let undone: i64 = redis::cmd("EVAL")
         .arg(source(&plain, "semaphore/undo_acquire"))
-        .arg(4)
+        .arg(1)
         .arg(&name)
-        .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(undone_key(&name))
-        .arg(record_key(&name))
         .arg(1)
         .arg("publish")
+        .arg(CLIENT)
         .arg(0)
         .arg(TRY_SEQ)
-        .arg(10_000)
+        .arg("e10000")
         .query(&mut con)
         .unwrap();
     assert_eq!(undone, 0, "nothing taken yet");
     let reply: Vec<i64> = redis::cmd("EVAL")
         .arg(source(&plain, "semaphore/acquire"))
-        .arg(5)
-        .arg(&name)
-        .arg(format!("{{{name}}}:intent"))
-        .arg(format!("{{{name}}}:epoch"))
-        .arg(undone_key(&name))
-        .arg(record_key(&name))
         .arg(1)
-        .arg(waiter)
-        .arg(0)
-        .arg("")
+        .arg(&name)
+        .arg(1)
+        .arg(CLIENT)
         .arg(0)
         .arg(TRY_SEQ)
-        .arg(10_000)
+        .arg("")
         .query(&mut con)
         .unwrap();
     assert_eq!(
@@ -320,26 +300,21 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
         .arg(1)
         .arg(0)
         .arg(TRY_SEQ)
-        .arg(10_000)
+        .arg("e10000")
         .query(&mut con)
         .unwrap();
     assert_eq!(undone, 0, "nothing taken yet");
     let reply: Vec<i64> = redis::cmd("EVAL")
         .arg(source(&expirable, "expirable_semaphore/acquire"))
-        .arg(5)
+        .arg(1)
         .arg(&name)
-        .arg(format!("{{{name}}}:timeout"))
-        .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(format!("{{{name}}}:intent"))
-        .arg(undone_key(&name))
         .arg(1)
         .arg(30_000)
-        .arg(waiter)
-        .arg(0)
         .arg("publish")
-        .arg("")
         .arg(&id[..])
+        .arg(CLIENT)
         .arg(TRY_SEQ)
+        .arg("")
         .query(&mut con)
         .unwrap();
     assert_eq!(
@@ -493,7 +468,7 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
             .arg(2)
             .arg(0)
             .arg(TRY_SEQ)
-            .arg(10_000);
+            .arg("e10000");
         cmd
     };
     let members: Vec<Vec<u8>> = con.zrange(&timeouts, 0, -1).unwrap();

@@ -14,12 +14,11 @@
 -- ARGV[2] publish command ("publish", "spublish"), or "" to publish nothing (the spin lock,
 --         whose waiters poll, as Redisson's RSpinLock)
 -- ARGV[3] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
--- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
---         TTL in milliseconds
--- ARGV[7] (optional) flags, any of: "r" this call resends one whose reply was lost, "e" set
---         the record's TTL, "f" the lock is fenced (a hand-off issues the successor a token)
--- ARGV[8] (a hand-off only) successor owner to hand the lock to when the last hold goes
--- ARGV[9] (a hand-off only) the successor's lease in milliseconds
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number
+-- ARGV[6] (optional) flags, any of: "r" this call resends one whose reply was lost, "e<ms>"
+--         set the record's TTL, "f" the lock is fenced (a hand-off issues the successor a token)
+-- ARGV[7] (a hand-off only) successor owner to hand the lock to when the last hold goes
+-- ARGV[8] (a hand-off only) the successor's lease in milliseconds
 -- returns a code, or {code, token, subscribers}: code -1 = the owner holds nothing, 0 = holds
 --         remain, 1 = released (and "0" published), 2 = handed to the successor; token = the
 --         successor's fencing token on a fenced hand-off, else 0; subscribers = how many
@@ -27,7 +26,7 @@
 --         releasing client's turns between clients, docs/architecture.md), else 0. The code
 --         alone when token and subscribers are 0.
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-local flags = ARGV[7] or ''
+local flags = ARGV[6] or ''
 local function flag(f)
   return flags ~= '' and string.find(flags, f, 1, true)
 end
@@ -45,22 +44,22 @@ if held > 1 then
   if ARGV[3] ~= '0' then
     redis.call('pexpire', KEYS[1], ARGV[3])
   end
-  release_record(KEYS[2], ARGV[4], ARGV[5], ARGV[6], flags, 0, 0)
+  release_record(KEYS[2], ARGV[4], ARGV[5], flags, 0, 0)
   return 0
 end
-if ARGV[8] then
+if ARGV[7] then
   redis.call('hdel', KEYS[1], ARGV[1])
-  redis.call('hincrby', KEYS[1], ARGV[8], 1)
-  redis.call('pexpire', KEYS[1], ARGV[9])
+  redis.call('hincrby', KEYS[1], ARGV[7], 1)
+  redis.call('pexpire', KEYS[1], ARGV[8])
   local token = 0
   if flag('f') then
     token = next_token(prefixed('redisson_lock_token', KEYS[1]))
   end
-  release_record(KEYS[2], ARGV[4], ARGV[5], ARGV[6], flags, 2, token)
+  release_record(KEYS[2], ARGV[4], ARGV[5], flags, 2, token)
   return {2, token, 0}
 end
 redis.call('del', KEYS[1])
-release_record(KEYS[2], ARGV[4], ARGV[5], ARGV[6], flags, 1, 0)
+release_record(KEYS[2], ARGV[4], ARGV[5], flags, 1, 0)
 local subscribers = 0
 if ARGV[2] ~= '' then
   subscribers = redis.call(ARGV[2], prefixed('redisson_lock__channel', KEYS[1]), '0')

@@ -27,7 +27,7 @@ local function release_resent(record, slot, seq)
   return {tonumber(string.sub(result, 1, sep - 1)), tonumber(string.sub(result, sep + 1))}
 end
 
--- release_record(record, slot, seq, ttl, flags, code, token) records a release's outcome.
-local function release_record(record, slot, seq, ttl, flags, code, token)
-  record_mark(record, slot, seq, code .. ':' .. string.format('%.0f', token), ttl, flags)
+-- release_record(record, slot, seq, flags, code, token) records a release's outcome.
+local function release_record(record, slot, seq, flags, code, token)
+  record_mark(record, slot, seq, code .. ':' .. string.format('%.0f', token), flags)
 end

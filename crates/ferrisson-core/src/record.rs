@@ -91,6 +91,14 @@ impl CallRecord {
         &self.key
     }
 
+    /// The client's id in 32 hex digits, which ends the record's key: the permit scripts
+    /// derive the record and the undone marks from the object's name and it.
+    pub fn client_hex(&self) -> &str {
+        self.key
+            .get(self.key.len().saturating_sub(32)..)
+            .unwrap_or_default()
+    }
+
     /// The key of `client`'s undone marks on the object at `object_key`:
     /// `suffixed(key, "undone")`, `:` and the client id.
     pub fn undone_key(client: &Client, object_key: &str) -> String {
@@ -103,16 +111,17 @@ impl CallRecord {
         client.retry_window().saturating_mul(2)
     }
 
-    /// Starts a call: a free slot, a fresh sequence number, and whether the call refreshes
-    /// the record's TTL (when no call did in the last half retry window).
+    /// Starts a call: a free slot, a fresh sequence number, and whether the call sets the
+    /// record's TTL (on a slot the client never used, and when no call did in the last half
+    /// retry window).
     pub fn start(&self, client: &Client) -> RecordedCall {
-        let slot = self
+        let reused = self
             .slots
             .free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_else(|| self.slots.next.fetch_add(1, Ordering::Relaxed));
+            .pop();
+        let slot = reused.unwrap_or_else(|| self.slots.next.fetch_add(1, Ordering::Relaxed));
         let refresh = {
             let mut refreshed = self
                 .slots
@@ -125,7 +134,7 @@ impl CallRecord {
             if due {
                 *refreshed = Some(now);
             }
-            due
+            due || reused.is_none()
         };
         RecordedCall {
             slots: self.slots.clone(),
@@ -137,12 +146,11 @@ impl CallRecord {
 }
 
 impl RecordedCall {
-    /// `call` with the record's arguments after its own: the slot, the sequence number, the
-    /// TTL in milliseconds, and the flags (`r`: a resend, `e`: set the record's TTL), left out
-    /// when there are none.
+    /// `call` with the record's arguments after its own: the slot and the sequence number,
+    /// then the flags ([`flags`](Self::flags)) when there are any.
     pub fn args(&self, call: ScriptCall, client: &Client, resend: bool) -> ScriptCall {
-        let flags = self.flags(resend);
-        let call = self.args_without_flags(call, client);
+        let call = call.arg(self.slot).arg(self.seq);
+        let flags = self.flags(client, resend, false, "");
         if flags.is_empty() {
             call
         } else {
@@ -150,8 +158,8 @@ impl RecordedCall {
         }
     }
 
-    /// As [`args`](Self::args), the flags always given, the kind's own `extra` ones after the
-    /// record's (`""` for none), so that more arguments can follow.
+    /// As [`args`](Self::args), the flags always given (`""` for none), the kind's own
+    /// `extra` ones after the record's, so that more arguments can follow.
     pub fn args_flagged(
         &self,
         call: ScriptCall,
@@ -159,28 +167,31 @@ impl RecordedCall {
         resend: bool,
         extra: &str,
     ) -> ScriptCall {
-        let flags = self.flags(resend);
-        let call = self.args_without_flags(call, client);
-        if extra.is_empty() {
-            call.arg(flags)
-        } else {
-            call.arg(format!("{flags}{extra}"))
-        }
-    }
-
-    fn args_without_flags(&self, call: ScriptCall, client: &Client) -> ScriptCall {
         call.arg(self.slot)
             .arg(self.seq)
-            .arg(crate::time::millis(CallRecord::ttl(client)))
+            .arg(self.flags(client, resend, false, extra))
     }
 
-    /// The flags of the call: `r` a resend, `e` set the record's TTL.
-    pub fn flags(&self, resend: bool) -> &'static str {
-        match (resend, self.refresh) {
-            (false, false) => "",
-            (true, false) => "r",
-            (false, true) => "e",
-            (true, true) => "re",
+    /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
+    /// which the undone marks take too.
+    pub fn undo_args(&self, call: ScriptCall, client: &Client) -> ScriptCall {
+        call.arg(self.slot)
+            .arg(self.seq)
+            .arg(self.flags(client, false, true, ""))
+    }
+
+    /// The call's flags: `r` a resend, `e<ms>` set the record's TTL (when the call refreshes
+    /// it, or `ttl`), then `extra`.
+    pub fn flags(&self, client: &Client, resend: bool, ttl: bool, extra: &str) -> String {
+        let mut flags = String::new();
+        if resend {
+            flags.push('r');
         }
+        if self.refresh || ttl {
+            flags.push('e');
+            flags.push_str(&crate::time::millis(CallRecord::ttl(client)).to_string());
+        }
+        flags.push_str(extra);
+        flags
     }
 }

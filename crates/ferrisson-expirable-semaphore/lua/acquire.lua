@@ -4,28 +4,31 @@
 -- Take n permits of a permit-expirable semaphore (Redisson RPermitExpirableSemaphore layout),
 -- each under its own id and lease, after returning expired permits to the count. The oldest
 -- waiting call's reservation is honoured as by semaphore/acquire [ext].
--- KEYS[1] permit count
--- KEYS[2] permits taken, suffixed(name, "timeout"): ZSET of id (16 raw bytes) -> expiry ms
--- KEYS[3] channel, prefixed("redisson_sc", name)
--- KEYS[4] the oldest waiter's reservation, suffixed(name, "intent") [ext]
--- KEYS[5] the client's undone marks on the semaphore [ext] (core/record_prelude): a try undone
+-- KEYS[1] permit count. Derived from it, in its slot (core/record_prelude's tagged; each
+--         argument costs Redis about 0.2 us per call): the permits taken, suffixed(name,
+--         "timeout"), a ZSET of id (16 raw bytes) -> expiry ms; the channel
+--         prefixed("redisson_sc", name); the oldest waiter's reservation, suffixed(name,
+--         "intent") [ext]; the client's undone marks [ext] (core/record_prelude): a try undone
 --         before it got here takes nothing. A try that took its permits needs no record: its
 --         ids are its own, fresh per try, so a resend after a lost reply that finds the first
 --         of them taken and unexpired knows the lost call took them; one that finds them
 --         expired takes permits anew
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
--- ARGV[3] waiter id
--- ARGV[4] how long this waiter's reservation lasts unless renewed, in ms; "0": no reservation
--- ARGV[5] publish command ("publish")
--- ARGV[6] the semaphore's configured limit [ext], or "" for none: a missing count (never set,
---         or lost with Redis data) is restored to the limit less the permits still held
--- ARGV[7] the try's id seed, 16 raw bytes: permit i (0-based) of the try has the seed's first
+-- ARGV[3] publish command ("publish")
+-- ARGV[4] the try's id seed, 16 raw bytes: permit i (0-based) of the try has the seed's first
 --         12 bytes, then its last 4 read as a big-endian number plus i (mod 2^32) [ext], so
 --         that a call's arguments (and the client's memory) do not grow with the permits asked
 --         for, and a try that takes nothing makes no ids at all
--- ARGV[8] the try's sequence number in the client's record (core/record_prelude)
--- ARGV[9] (optional) flags: "r" this call resends one whose reply was lost
+-- ARGV[5] the client id, 32 hex digits (its undone marks)
+-- ARGV[6] the try's sequence number in the client's record (core/record_prelude)
+-- ARGV[7] flags: "r" this call resends one whose reply was lost ("": none)
+-- ARGV[8] (optional) the semaphore's configured limit [ext], or "" for none: a missing count
+--         (never set, or lost with Redis data) is restored to the limit less the permits still
+--         held
+-- ARGV[9] (optional) how long this waiter's reservation lasts unless renewed, in ms; absent or
+--         "0": no reservation
+-- ARGV[10] (with ARGV[9]) waiter id
 -- A permit's expiry is stored as now + lease + 1: the server's clock reads whole milliseconds,
 -- so `now` may lie up to a millisecond before the moment the permit was taken, and a permit
 -- counts as expired once its score is <= now (Redisson's rule, kept): without the extra
@@ -35,18 +38,22 @@
 --         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
 --         no limit given
 local function permit_id(i)
-  local base = struct.unpack('>I4', ARGV[7], 13)
-  return string.sub(ARGV[7], 1, 12) .. struct.pack('>I4', (base + i) % 4294967296)
+  local first = struct.unpack('>I4', ARGV[4], 13)
+  return string.sub(ARGV[4], 1, 12) .. struct.pack('>I4', (first + i) % 4294967296)
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local got = redis.call('mget', KEYS[1], KEYS[4], KEYS[5])
-if was_undone(got[3], ARGV[8]) then
+local base = tagged(KEYS[1])
+local timeouts, channel, intent_key = base .. ':timeout', 'redisson_sc:' .. base, base .. ':intent'
+local limit = ARGV[8] or ''
+local reservation = ARGV[9] or '0'
+local got = redis.call('mget', KEYS[1], intent_key, base .. ':undone:' .. ARGV[5])
+if was_undone(got[3], ARGV[6]) then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
 end
-if ARGV[9] and string.find(ARGV[9], 'r', 1, true) then
-  local taken = redis.call('zscore', KEYS[2], permit_id(0))
+if string.find(ARGV[7], 'r', 1, true) then
+  local taken = redis.call('zscore', timeouts, permit_id(0))
   if taken and tonumber(taken) > now then
     -- The lost call took this try's permits (they are still held under its ids).
     return {1, tonumber(got[1] or '0') or 0, 0, 0}
@@ -63,22 +70,22 @@ if not raw_count and redis.call('exists', KEYS[1]) == 1 then
   -- MGET reads a key of another type as missing.
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')
 end
-local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+local expired = redis.call('zremrangebyscore', timeouts, '-inf', now)
 local value
 if raw_count then
   value = tonumber(raw_count)
-elseif ARGV[6] == '' then
+elseif limit == '' then
   return {2, 0, 0, -1}
 else
   -- The expired permits are gone from the set already: the limit less the live ones is free.
-  value = tonumber(ARGV[6]) - redis.call('zcard', KEYS[2])
+  value = tonumber(limit) - redis.call('zcard', timeouts)
   redis.call('set', KEYS[1], value)
   expired = 0
 end
 if expired > 0 then
   value = redis.call('incrby', KEYS[1], expired)
   if value > 0 then
-    redis.call(ARGV[5], KEYS[3], value)
+    redis.call(ARGV[3], channel, value)
   end
 end
 local need = tonumber(ARGV[1])
@@ -87,7 +94,7 @@ local mine = false
 local intent = got[2]
 if intent then
   local sep = string.find(intent, ':', 1, true)
-  if sep and string.sub(intent, 1, sep - 1) == ARGV[3] then
+  if sep and string.sub(intent, 1, sep - 1) == ARGV[10] then
     mine = true
   elseif sep then
     reserved = tonumber(string.sub(intent, sep + 1)) or 0
@@ -97,24 +104,24 @@ if value - reserved >= need then
   redis.call('decrby', KEYS[1], need)
   local expiry = now + tonumber(ARGV[2]) + 1
   for i = 0, need - 1 do
-    redis.call('zadd', KEYS[2], expiry, permit_id(i))
+    redis.call('zadd', timeouts, expiry, permit_id(i))
   end
   if mine then
-    redis.call('del', KEYS[4])
+    redis.call('del', intent_key)
   end
   return {1, value - need, 0, 0}
 end
 local hint = -1
-local nearest = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+local nearest = redis.call('zrange', timeouts, 0, 0, 'WITHSCORES')
 if nearest[2] and tonumber(nearest[2]) < 922337203685477 then
   hint = math.max(tonumber(nearest[2]) - now, 1)
 end
-if ARGV[4] ~= '0' and (mine or not intent) then
-  redis.call('set', KEYS[4], ARGV[3] .. ':' .. need, 'PX', ARGV[4])
+if reservation ~= '0' and (mine or not intent) then
+  redis.call('set', intent_key, ARGV[10] .. ':' .. need, 'PX', reservation)
   return {0, value, 1, hint}
 end
 if reserved > 0 and value >= need then
-  local ends = redis.call('pttl', KEYS[4])
+  local ends = redis.call('pttl', intent_key)
   if hint < 0 or ends < hint then
     hint = ends
   end

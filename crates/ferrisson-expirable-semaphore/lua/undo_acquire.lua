@@ -11,7 +11,7 @@
 -- ARGV[2] the try's id seed, 16 raw bytes (see expirable_semaphore/acquire)
 -- ARGV[3] how many permits the try asked for
 -- ARGV[4] the try's slot in the client's record (unused: the ids are the record), ARGV[5] its
---         sequence number, ARGV[6] the record's TTL in milliseconds
+--         sequence number, ARGV[6] flags ("e<ms>": how long the undone mark is kept)
 -- returns the number of permits given back. The try took its permits when its ids are taken
 -- (see expirable_semaphore/acquire); either way the try is marked undone, so that a try (or a
 -- resend of it) that has not reached Redis yet takes nothing when it does (see

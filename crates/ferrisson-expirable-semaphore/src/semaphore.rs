@@ -314,20 +314,13 @@ async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result
     let client = &shared.client;
     let recorded = shared.record.start(client);
     let call = |attempt: u32| {
-        let call = ScriptCall::new(
-            &RELEASE,
-            &[
-                &shared.key,
-                &shared.timeouts,
-                &shared.channel,
-                shared.record.key(),
-            ],
-        )
-        .arg(client.config().publish_command().as_str())
-        .arg(match mode {
-            ReleaseMode::All => "all",
-            ReleaseMode::Held => "held",
-        });
+        let call = ScriptCall::new(&RELEASE, &[&shared.key])
+            .arg(client.config().publish_command().as_str())
+            .arg(match mode {
+                ReleaseMode::All => "all",
+                ReleaseMode::Held => "held",
+            })
+            .arg(shared.record.client_hex());
         let mut call = recorded.args_flagged(call, client, attempt > 0, "");
         for id in ids {
             call = call.arg(&raw_id(id)[..]);
@@ -847,27 +840,23 @@ impl PermitKind for AcquireCall {
     fn try_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        let call = ScriptCall::new(
-            &ACQUIRE,
-            &[
-                &shared.key,
-                &shared.timeouts,
-                &shared.channel,
-                &shared.intent_key,
-                &shared.undone_key,
-            ],
-        )
-        .arg(args.n)
-        .arg(ferrisson_core::__engine::time::millis(self.lease()))
-        .arg(args.waiter)
-        .arg(args.reservation_ms)
-        .arg(client.config().publish_command().as_str())
-        .arg(self.limit.map(|l| l.to_string()).unwrap_or_default())
-        .arg(&seed.to_be_bytes()[..])
-        .arg(args.call.seq);
         // The ids are the try's record: only its sequence number (for the undone marks) and
-        // a resend's flag go along.
-        if args.resend { call.arg("r") } else { call }
+        // a resend's flag go along; the rest only when needed (each argument costs Redis on
+        // every call).
+        let call = ScriptCall::new(&ACQUIRE, &[&shared.key])
+            .arg(args.n)
+            .arg(ferrisson_core::__engine::time::millis(self.lease()))
+            .arg(client.config().publish_command().as_str())
+            .arg(&seed.to_be_bytes()[..])
+            .arg(shared.record.client_hex())
+            .arg(args.call.seq)
+            .arg(if args.resend { "r" } else { "" });
+        let limit = || self.limit.map(|l| l.to_string()).unwrap_or_default();
+        match (self.limit, args.reservation_ms) {
+            (None, 0) => call,
+            (_, 0) => call.arg(limit()),
+            (_, ms) => call.arg(limit()).arg(ms).arg(args.waiter),
+        }
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
@@ -884,7 +873,7 @@ impl PermitKind for AcquireCall {
         .arg(shared.client.config().publish_command().as_str())
         .arg(&seed.to_be_bytes()[..])
         .arg(args.n);
-        args.call.args(call, &shared.client, false)
+        args.call.undo_args(call, &shared.client)
     }
 
     fn taken(

@@ -14,17 +14,16 @@
 -- ARGV[1] lease in milliseconds to set while holds remain, or "0" to leave the TTL alone
 -- ARGV[2] owner
 -- ARGV[3] publish command ("publish")
--- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
---         TTL in milliseconds
--- ARGV[7] (optional) flags, any of: "r" this call resends one whose reply was lost, "e" set
---         the record's TTL
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number
+-- ARGV[6] (optional) flags, any of: "r" this call resends one whose reply was lost, "e<ms>"
+--         set the record's TTL
 -- returns -1 = the owner holds nothing, 0 = holds remain, 1 = released (the first live waiter
 --         woken: dead ones at the head are dropped first, as Redisson's unlock does; and "0"
 --         published on KEYS[3] itself [ext], for the lock's watchers, Lock::wait_unlocked: a
 --         fair lock's waiters, Redisson's and ours, each listen on their own channel); a
 --         resend answered from the record replies {code, 0}
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
-local flags = ARGV[7] or ''
+local flags = ARGV[6] or ''
 if flags ~= '' and string.find(flags, 'r', 1, true) then
   local done = release_resent(KEYS[4], ARGV[4], ARGV[5])
   if done then
@@ -49,5 +48,5 @@ else
   end
   redis.call(ARGV[3], KEYS[3], '0')
 end
-release_record(KEYS[4], ARGV[4], ARGV[5], ARGV[6], flags, code, 0)
+release_record(KEYS[4], ARGV[4], ARGV[5], flags, code, 0)
 return code

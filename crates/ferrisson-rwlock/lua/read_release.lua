@@ -15,10 +15,10 @@
 -- ARGV[1] owner
 -- ARGV[2] publish command ("publish")
 -- ARGV[3] the hold-lease key base, as for rwlock/write_acquire
--- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
---         TTL in milliseconds, ARGV[7] (optional) flags: "r" a resend, "e" set the record's TTL
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] (optional)
+--         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no read hold, 0 = holds remain, 1 = released (lock free)
-local flags = ARGV[7] or ''
+local flags = ARGV[6] or ''
 if flags ~= '' and string.find(flags, 'r', 1, true) then
   local state, result = record_state(KEYS[4], ARGV[4], ARGV[5])
   if state == 'ran' then
@@ -67,5 +67,5 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
     end
   end
 end
-record_mark(KEYS[4], ARGV[4], ARGV[5], code, ARGV[6], flags)
+record_mark(KEYS[4], ARGV[4], ARGV[5], code, flags)
 return code

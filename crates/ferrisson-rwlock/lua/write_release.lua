@@ -11,10 +11,10 @@
 -- ARGV[1] the owner's writer field, "<owner>:write"
 -- ARGV[2] lease in milliseconds to set while write holds remain, or "0" to leave the TTL alone
 -- ARGV[3] publish command ("publish")
--- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] the record's
---         TTL in milliseconds, ARGV[7] (optional) flags: "r" a resend, "e" set the record's TTL
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number, ARGV[6] (optional)
+--         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no write hold, 0 = write holds remain, 1 = write lock released
-local flags = ARGV[7] or ''
+local flags = ARGV[6] or ''
 if flags ~= '' and string.find(flags, 'r', 1, true) then
   local state, result = record_state(KEYS[3], ARGV[4], ARGV[5])
   if state == 'ran' then
@@ -39,5 +39,5 @@ if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS
     code = 1
   end
 end
-record_mark(KEYS[3], ARGV[4], ARGV[5], code, ARGV[6], flags)
+record_mark(KEYS[3], ARGV[4], ARGV[5], code, flags)
 return code

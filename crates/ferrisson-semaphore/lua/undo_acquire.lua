@@ -6,23 +6,23 @@
 -- out of order: one resent with EVAL after NOSCRIPT comes after calls sent behind it, one left
 -- on a connection the client gave up on may be read after this) is marked undone, and takes
 -- nothing when it does (core/record_prelude).
--- KEYS[1] permit count
--- KEYS[2] channel, prefixed("redisson_sc", name)
--- KEYS[3] the client's undone marks on the semaphore [ext]
--- KEYS[4] the client's record on the semaphore [ext]
+-- KEYS[1] permit count. Derived from it, in its slot: the channel prefixed("redisson_sc",
+--         name), the client's record and undone marks [ext]
 -- ARGV[1] permits the try asked for
 -- ARGV[2] publish command ("publish")
--- ARGV[3] the try's slot, ARGV[4] its sequence number, ARGV[5] the record's TTL in
---         milliseconds, ARGV[6] (optional) flags (see semaphore/acquire)
+-- ARGV[3] the client id, 32 hex digits
+-- ARGV[4] the try's slot, ARGV[5] its sequence number, ARGV[6] flags ("e<ms>": the TTL of the
+--         record and the marks)
 -- returns 1 when permits were given back, 0 when the try had taken none.
-local state = record_state(KEYS[4], ARGV[3], ARGV[4])
+local record, undone = record_keys(KEYS[1], ARGV[3])
+local state = record_state(record, ARGV[4], ARGV[5])
 if state == 'ran' then
-  record_mark(KEYS[4], ARGV[3], ARGV[4], '-', ARGV[5], ARGV[6] or '')
+  record_mark(record, ARGV[4], ARGV[5], '-', ARGV[6])
   local value = redis.call('incrby', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], KEYS[2], value)
+  redis.call(ARGV[2], 'redisson_sc:' .. tagged(KEYS[1]), value)
   return 1
 end
 if not state then
-  mark_undone(KEYS[3], ARGV[4], ARGV[5])
+  mark_undone(undone, ARGV[5], ARGV[6])
 end
 return 0

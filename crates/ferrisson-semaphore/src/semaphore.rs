@@ -540,21 +540,21 @@ impl Semaphore {
         let shared = &self.shared;
         let client = &shared.client;
         let call = |attempt: u32| {
-            let call = ScriptCall::new(
-                &RELEASE,
-                &[
-                    &shared.key,
-                    &shared.channel,
-                    &self.epoch_key,
-                    shared.record.key(),
-                ],
-            )
-            .arg(n)
-            .arg(client.config().publish_command().as_str())
-            .arg(self.limit_arg())
-            .arg(epoch.map(|e| e.to_string()).unwrap_or_default())
-            .arg(if if_exists { "1" } else { "0" });
-            recorded.args(call, client, resend || attempt > 0)
+            let call = ScriptCall::new(&RELEASE, &[&shared.key])
+                .arg(n)
+                .arg(client.config().publish_command().as_str())
+                .arg(shared.record.client_hex());
+            let call = recorded.args_flagged(call, client, resend || attempt > 0, "");
+            // The rest only when it differs from the defaults (no limit, epoch "0", not
+            // releaseIfExists): each argument costs Redis on every call.
+            let epoch = epoch.map(|e| e.to_string()).unwrap_or_default();
+            if if_exists {
+                call.arg(self.limit_arg()).arg(epoch).arg("1")
+            } else if self.limit.is_some() || epoch != "0" {
+                call.arg(self.limit_arg()).arg(epoch)
+            } else {
+                call
+            }
         };
         client.eval_each(call).await
     }
@@ -605,37 +605,31 @@ impl PermitKind for Semaphore {
 
     fn try_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
         let shared = &self.shared;
-        let call = ScriptCall::new(
-            &ACQUIRE,
-            &[
-                &shared.key,
-                &shared.intent_key,
-                &self.epoch_key,
-                &shared.undone_key,
-                shared.record.key(),
-            ],
-        )
-        .arg(args.n)
-        .arg(args.waiter)
-        .arg(args.reservation_ms)
-        .arg(self.limit_arg());
-        args.call.args(call, &shared.client, args.resend)
+        let call = ScriptCall::new(&ACQUIRE, &[&shared.key]).arg(args.n);
+        let call = args.call.args_flagged(
+            call.arg(shared.record.client_hex()),
+            &shared.client,
+            args.resend,
+            "",
+        );
+        // The rest only when needed: each argument costs Redis on every call.
+        match (self.limit, args.reservation_ms) {
+            (None, 0) => call,
+            (limit, 0) => call.arg(limit.map(|l| l.to_string()).unwrap_or_default()),
+            (limit, ms) => call
+                .arg(limit.map(|l| l.to_string()).unwrap_or_default())
+                .arg(ms)
+                .arg(args.waiter),
+        }
     }
 
     fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
         let shared = &self.shared;
-        let call = ScriptCall::new(
-            &UNDO_ACQUIRE,
-            &[
-                &shared.key,
-                &shared.channel,
-                &shared.undone_key,
-                shared.record.key(),
-            ],
-        )
-        .arg(args.n)
-        .arg(shared.client.config().publish_command().as_str());
-        args.call.args(call, &shared.client, false)
+        let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key])
+            .arg(args.n)
+            .arg(shared.client.config().publish_command().as_str())
+            .arg(shared.record.client_hex());
+        args.call.undo_args(call, &shared.client)
     }
 
     fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {

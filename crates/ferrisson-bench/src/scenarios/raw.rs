@@ -24,9 +24,6 @@ struct RawCycle {
     owner: String,
     acquire: String,
     release: String,
-    /// The TTL of the client's record on the key: twice the library's retry window with
-    /// default settings.
-    record_ms: u64,
     /// The client's record on the key, as the library's (one release at a time: slot 0).
     record: String,
     /// Release sequence numbers, as the library numbers its releases.
@@ -47,8 +44,9 @@ impl RawCycle {
     }
 
     /// The library's release call, as the library makes it: the key, the client's record,
-    /// then owner, publish command, the lease set while holds remain, the record's slot, a
-    /// fresh sequence number and the record's TTL; no flags, no successor.
+    /// then owner, publish command, the lease set while holds remain, the record's slot and a
+    /// fresh sequence number; no flags (the library's set the record's TTL once per half
+    /// retry window), no successor.
     fn release_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.release)
@@ -59,8 +57,7 @@ impl RawCycle {
             .arg("publish")
             .arg(30_000)
             .arg(0)
-            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-            .arg(self.record_ms);
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         cmd
     }
 }
@@ -510,11 +507,6 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
         .await
         .map_err(|e| e.to_string())?;
     let (acquire, release) = load_scripts(&mut con).await?;
-    let defaults = ferrisson::ClientConfig::new(url);
-    let record_ms = 2 * defaults
-        .retry()
-        .window(defaults.response_timeout())
-        .as_millis() as u64;
     Ok((0..tasks)
         .map(|i| {
             let key = format!("bench:raw:{variant}:{i}");
@@ -526,7 +518,6 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),
                 acquire: acquire.clone(),
                 release: release.clone(),
-                record_ms,
             }
         })
         .collect())

@@ -41,7 +41,7 @@ pub fn live_heap_bytes() -> i64 {
 }
 
 const USAGE: &str = "usage: ferrisson-bench [--quick] [--json FILE] [--svg FILE] \
-[--scenario raw|server-cost|uncontended|contended|waiters|semaphore|latch|peers|cluster|redlock|rate-limiter]... [--no-external-peers]
+[--scenario raw|server-cost|uncontended|contended|processes|waiters|semaphore|latch|peers|cluster|redlock|rate-limiter]... [--no-external-peers]
        ferrisson-bench --from-json FILE [--svg FILE]   (print the table and draw the chart of an earlier run)";
 
 struct Args {
@@ -90,6 +90,24 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    // A worker of the `processes` scenario: one client of a contended workload.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("--worker") {
+        let runtime = match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("cannot start a runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        return match runtime.block_on(scenarios::processes::worker(&raw[1..])) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("worker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {

@@ -50,6 +50,7 @@ acquire_hold!(
     ferrisson::FairLock,
     ferrisson::ReadLock,
     ferrisson::SpinLock,
+    ferrisson::WriteLock,
     ferrisson::Mutex
 );
 

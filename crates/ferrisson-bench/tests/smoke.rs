@@ -50,6 +50,7 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
     }
     for scenario in [
         "raw",
+        "server-cost",
         "uncontended",
         "contended",
         "waiters",
@@ -91,6 +92,10 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
         ("waiters", "idle_commands_per_sec"),
         ("waiters", "handoff_us"),
         ("latch", "wake_p99_us"),
+        ("server-cost", "server_cpu_per_pair_in_ping_pairs"),
+        ("server-cost", "commands_per_pair"),
+        ("contended", "process_share_min"),
+        ("contended", "ratio_to_in_process"),
     ] {
         assert!(
             find(scenario, metric),

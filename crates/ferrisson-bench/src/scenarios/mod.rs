@@ -10,6 +10,7 @@ pub mod contended;
 pub mod external;
 pub mod latch;
 pub mod lock_kinds;
+pub mod processes;
 pub mod rate_limiter;
 pub mod raw;
 pub mod redlock;
@@ -62,11 +63,12 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 12] = [
     "raw",
     "server-cost",
     "uncontended",
     "contended",
+    "processes",
     "waiters",
     "semaphore",
     "latch",
@@ -85,6 +87,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
             contended::run(ctx, records).await?;
             lock_kinds::run(ctx, records).await
         }
+        "processes" => processes::run(ctx, records).await,
         "waiters" => waiters::run(ctx, records).await,
         "semaphore" => semaphore::run(ctx, records).await,
         "latch" => latch::run(ctx, records).await,

@@ -311,26 +311,32 @@ impl HoldKind for FairShared {
         // even after missing two, and a dead one is dropped at most a waiter timeout after its
         // last call (the deadline, plus at most one heartbeat until another waiter calls).
         let waiter_deadline = self.waiter_timeout - self.heartbeat();
-        ScriptCall::new(
-            &ACQUIRE,
-            &[
-                &self.key,
-                &self.queue,
-                &self.timeouts,
-                &self.token_key,
-                &self.channel_prefix,
-                &self.alive,
-            ],
-        )
-        .arg(ferrisson_core::__engine::time::millis(args.lease))
-        .arg(args.owner.as_str())
-        .arg(ferrisson_core::__engine::time::millis(waiter_deadline))
-        .arg(if args.wait { "wait" } else { "try" })
-        .arg(args.believed)
-        .arg(if args.retry { "1" } else { "0" })
-        .arg(if self.fenced { "1" } else { "0" })
-        .arg(self.client.config().publish_command().as_str())
-        .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT))
+        let publish = self.client.config().publish_command().as_str();
+        let flags: String = [
+            (args.wait, 'w'),
+            (self.fenced, 'f'),
+            (publish == "spublish", 's'),
+            (args.retry, 'r'),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
+        // The other keys are derived in the script from the lock's, and the two waiting
+        // times travel as one argument: each argument costs Redis on every call.
+        let call = ScriptCall::new(&ACQUIRE, &[&self.key])
+            .arg(ferrisson_core::__engine::time::millis(args.lease))
+            .arg(args.owner.as_str())
+            .arg(flags)
+            .arg(format!(
+                "{}:{}",
+                ferrisson_core::__engine::time::millis(waiter_deadline),
+                ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT)
+            ));
+        if args.retry {
+            call.arg(args.believed)
+        } else {
+            call
+        }
     }
 
     /// Leaves the queue.
@@ -343,23 +349,13 @@ impl HoldKind for FairShared {
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        let call = ScriptCall::new(
-            &RELEASE,
-            &[
-                &self.key,
-                &self.queue,
-                &self.channel_prefix,
-                self.record.key(),
-                &self.timeouts,
-                &self.alive,
-            ],
-        )
-        .arg(
-            args.renew_lease
-                .map_or(0, ferrisson_core::__engine::time::millis),
-        )
-        .arg(args.owner.as_str())
-        .arg(self.client.config().publish_command().as_str());
+        let call = ScriptCall::new(&RELEASE, &[&self.key, self.record.key()])
+            .arg(
+                args.renew_lease
+                    .map_or(0, ferrisson_core::__engine::time::millis),
+            )
+            .arg(args.owner.as_str())
+            .arg(self.client.config().publish_command().as_str());
         match args.record {
             Some(record) => record.args(call, &self.client, args.retry),
             None => call,

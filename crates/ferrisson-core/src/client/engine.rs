@@ -299,11 +299,8 @@ impl ClientEngine for Client {
 
 /// The engine calls only core makes.
 impl Client {
-    /// The client's own unlock latch under `prefix` (`<prefix>:<the client id in 32 hex
-    /// digits>`): one key per client and lock, where a release that frees the lock records its
-    /// sequence number (`next_release_seq`) for a retry to find ([`Latches::PerClient`]).
-    ///
-    /// [`Latches::PerClient`]: crate::kind::Latches::PerClient
+    /// The client's own key under `prefix` (`<prefix>:<the client id in 32 hex digits>`): its
+    /// record on an object, its undone marks (`crate::record`).
     pub(crate) fn client_latch(&self, prefix: &str) -> String {
         self.inner.latch_id.latch_key(prefix)
     }

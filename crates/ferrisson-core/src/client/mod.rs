@@ -30,7 +30,7 @@ pub(crate) struct Inner {
     hub: Hub,
     watchdog: Watchdog,
     releasing: Arc<crate::releasing::Releasing>,
-    /// The request id of the client's own unlock latches ([`ClientEngine::client_latch`]).
+    /// The client's id as its own keys carry it (records, undone marks: `Client::client_latch`).
     latch_id: crate::keys::RequestId,
     /// The last release sequence number handed out (`Client::next_release_seq`).
     release_seq: std::sync::atomic::AtomicU64,

@@ -191,11 +191,6 @@ conformance!(Semaphore => semaphore, ExpirableSemaphore => expirable_semaphore);
 /// The client id the script-level tests below play.
 const CLIENT: &str = "0123456789abcdef0123456789abcdef";
 
-/// The undone marks of [`CLIENT`] on the semaphore `name`.
-fn undone_key(name: &str) -> String {
-    format!("{{{name}}}:undone:{CLIENT}")
-}
-
 /// The sequence number of the try [`expirable_try_of_two`] makes.
 const TRY_SEQ: u64 = 7;
 
@@ -290,14 +285,12 @@ async fn a_try_that_arrives_after_its_undo_takes_nothing() {
     let _: () = con.set(&name, 1).unwrap();
     let undone: i64 = redis::cmd("EVAL")
         .arg(source(&expirable, "expirable_semaphore/undo_acquire"))
-        .arg(4)
+        .arg(1)
         .arg(&name)
-        .arg(format!("{{{name}}}:timeout"))
-        .arg(format!("redisson_sc:{{{name}}}"))
-        .arg(undone_key(&name))
         .arg("publish")
         .arg(&id[..])
         .arg(1)
+        .arg(CLIENT)
         .arg(0)
         .arg(TRY_SEQ)
         .arg("e10000")
@@ -458,14 +451,12 @@ async fn an_expirable_try_resent_after_a_lost_reply_takes_once() {
     let undo = || {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(source(&scripts, "expirable_semaphore/undo_acquire"))
-            .arg(4)
+            .arg(1)
             .arg(&name)
-            .arg(&timeouts)
-            .arg(format!("redisson_sc:{{{name}}}"))
-            .arg(undone_key(&name))
             .arg("publish")
             .arg(&seed.to_be_bytes()[..])
             .arg(2)
+            .arg(CLIENT)
             .arg(0)
             .arg(TRY_SEQ)
             .arg("e10000");

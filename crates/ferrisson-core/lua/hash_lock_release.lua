@@ -30,11 +30,9 @@ local flags = ARGV[6] or ''
 local function flag(f)
   return flags ~= '' and string.find(flags, f, 1, true)
 end
-if flag('r') then
-  local done = release_resent(KEYS[2], ARGV[4], ARGV[5])
-  if done then
-    return done
-  end
+local done = release_resent(KEYS[2], ARGV[4], ARGV[5], flags)
+if done then
+  return done
 end
 if not held then
   return -1

@@ -15,7 +15,7 @@
 -- sequence number the client never hands out twice, so a slot names the call whose number it
 -- holds and no other. A call sets the record's TTL when its flags say so ("e<ms>": on a slot
 -- the client never used, and at least every half TTL while it calls); a field new without it
--- (the record was lost or expired since) gets 60 s. So the record outlives every call that may
+-- (the record was lost or expired since) gets 10 min. So the record outlives every call that may
 -- be resent and goes once the client stops calling.
 --
 -- A client's undone marks on an object [ext], suffixed(name, "undone") .. ":" .. the client id:
@@ -70,7 +70,8 @@ end
 -- record_mark(record, slot, seq, result, flags) records that call seq ran with `result` (a
 -- string, "" for none, or an integer); `result` "-" records it undone. The TTL is set when the
 -- flags carry one, and when the field is new without (the record was lost or expired since
--- the client last set it: 60 s then, until the client's next "e").
+-- the client last set it: 10 min then, well past the client's next "e", which comes within half
+-- its TTL while it calls).
 local function record_mark(record, slot, seq, result, flags)
   if type(result) == 'number' then
     -- '%.0f': Lua's default number format would round a 16-digit integer.
@@ -82,7 +83,7 @@ local function record_mark(record, slot, seq, result, flags)
   end
   local ttl = record_ttl(flags)
   if redis.call('hset', record, slot, value) == 1 and not ttl then
-    ttl = 60000
+    ttl = 600000
   end
   if ttl then
     redis.call('pexpire', record, ttl)
@@ -95,14 +96,16 @@ local function was_undone(marks, seq)
 end
 
 -- mark_undone(undone, seq, flags) marks call seq undone, dropping the marks older than the
--- TTL the flags carry (60 s when they carry none).
+-- TTL the flags carry (10 min when they carry none). A mark's time is the server's clock in
+-- whole milliseconds, up to one behind the moment it was made: a mark is dropped only once the
+-- clock has passed its time + TTL, never before a full TTL has gone by.
 local function mark_undone(undone, seq, flags)
-  local ttl = record_ttl(flags) or 60000
+  local ttl = record_ttl(flags) or 600000
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local kept = {}
   for mark, at in string.gmatch(redis.call('get', undone) or '', ';(%d+)@(%d+);') do
-    if tonumber(at) > now - tonumber(ttl) then
+    if tonumber(at) + tonumber(ttl) >= now then
       kept[#kept + 1] = ';' .. mark .. '@' .. at .. ';'
     end
   end

@@ -11,11 +11,14 @@
 -- per release (Redisson's redisson_unlock_latch:{name}:<request id>), created and expired,
 -- which cost Redis more than the release itself.
 --
--- release_resent(record, slot, seq) is what a resend (flag "r") answers from the record of the
--- call it resends: {code, token}; nil when the record does not name the call (it did not run,
--- or Redis lost it with the lock in a restart or failover: the resend runs now, and finds what
--- is left).
-local function release_resent(record, slot, seq)
+-- release_resent(record, slot, seq, flags) is what a resend (flag "r") answers from the record
+-- of the call it resends: {code, token}; nil for a first call, and when the record does not
+-- name the call (it did not run, or Redis lost it with the lock in a restart or failover: the
+-- resend runs now, and finds what is left).
+local function release_resent(record, slot, seq, flags)
+  if not string.find(flags, 'r', 1, true) then
+    return nil
+  end
   local state, result = record_state(record, slot, seq)
   if state ~= 'ran' then
     return nil

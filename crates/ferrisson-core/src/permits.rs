@@ -151,9 +151,6 @@ pub struct SemaphoreNames {
     /// The client's record of its calls on the semaphore **\[ext\]**, which makes a resent
     /// acquire or release count once and an abandoned acquire undone once.
     pub record: crate::record::CallRecord,
-    /// The client's undone marks on the semaphore **\[ext\]**: an acquire undone before it
-    /// ran takes nothing when it does.
-    pub undone_key: String,
 }
 
 impl SemaphoreNames {
@@ -169,7 +166,6 @@ impl SemaphoreNames {
             channel: crate::keys::prefixed("redisson_sc", &key),
             intent_key: crate::keys::suffixed(&key, "intent"),
             record: crate::record::CallRecord::new(client, &key),
-            undone_key: crate::record::CallRecord::undone_key(client, &key),
             key,
         })
     }

@@ -9,7 +9,6 @@
 //! has as many fields as the client ever had calls in flight at once on the object.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,11 +24,16 @@ pub static RECORD_PRELUDE: Script = Script::new(
 
 /// The slots of one object's record, shared by every handle of the object on one client.
 #[derive(Debug, Default)]
-struct Slots {
-    free: Mutex<Vec<u32>>,
-    next: AtomicU32,
+struct Slots(Mutex<SlotState>);
+
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Slots whose calls have settled.
+    free: Vec<u32>,
+    /// The next slot never used.
+    next: u32,
     /// When a call last asked Redis to set the record's TTL.
-    refreshed: Mutex<Option<Instant>>,
+    refreshed: Option<Instant>,
 }
 
 /// A client's slot pools, by record key.
@@ -59,9 +63,10 @@ pub struct RecordedCall {
 impl Drop for RecordedCall {
     fn drop(&mut self) {
         self.slots
-            .free
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .free
             .push(self.slot);
     }
 }
@@ -99,12 +104,6 @@ impl CallRecord {
             .unwrap_or_default()
     }
 
-    /// The key of `client`'s undone marks on the object at `object_key`:
-    /// `suffixed(key, "undone")`, `:` and the client id.
-    pub fn undone_key(client: &Client, object_key: &str) -> String {
-        client.client_latch(&crate::keys::suffixed(object_key, "undone"))
-    }
-
     /// How long the record and the marks live after a call sets their TTL: twice the retry
     /// window, so that a call that asked at most half of it before lasts past every resend.
     pub fn ttl(client: &Client) -> Duration {
@@ -115,31 +114,29 @@ impl CallRecord {
     /// record's TTL (on a slot the client never used, and when no call did in the last half
     /// retry window).
     pub fn start(&self, client: &Client) -> RecordedCall {
-        let reused = self
-            .slots
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let slot = reused.unwrap_or_else(|| self.slots.next.fetch_add(1, Ordering::Relaxed));
-        let refresh = {
-            let mut refreshed = self
-                .slots
+        let now = Instant::now();
+        let (slot, refresh) = {
+            let mut state = self.slots.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let (slot, fresh) = match state.free.pop() {
+                Some(slot) => (slot, false),
+                None => {
+                    let slot = state.next;
+                    state.next = slot.saturating_add(1);
+                    (slot, true)
+                }
+            };
+            let due = state
                 .refreshed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let now = Instant::now();
-            let due = refreshed
                 .is_none_or(|at| now.saturating_duration_since(at) >= client.retry_window() / 2);
             if due {
-                *refreshed = Some(now);
+                state.refreshed = Some(now);
             }
-            due || reused.is_none()
+            (slot, due || fresh)
         };
         RecordedCall {
             slots: self.slots.clone(),
             slot,
-            seq: client.next_release_seq(),
+            seq: client.next_seq(),
             refresh,
         }
     }

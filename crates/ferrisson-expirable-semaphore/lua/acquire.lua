@@ -47,7 +47,8 @@ local base = tagged(KEYS[1])
 local timeouts, channel, intent_key = base .. ':timeout', 'redisson_sc:' .. base, base .. ':intent'
 local limit = ARGV[8] or ''
 local reservation = ARGV[9] or '0'
-local got = redis.call('mget', KEYS[1], intent_key, base .. ':undone:' .. ARGV[5])
+local _, undone = record_keys(KEYS[1], ARGV[5])
+local got = redis.call('mget', KEYS[1], intent_key, undone)
 if was_undone(got[3], ARGV[6]) then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}

@@ -17,7 +17,7 @@
 --         (unknown, released or expired; nothing was released); for "held", how many were
 --         released
 local base = tagged(KEYS[1])
-local timeouts, record = base .. ':timeout', base .. ':record:' .. ARGV[3]
+local timeouts, record = base .. ':timeout', record_keys(KEYS[1], ARGV[3])
 if string.find(ARGV[6], 'r', 1, true) then
   local state, result = record_state(record, ARGV[4], ARGV[5])
   if state == 'ran' then

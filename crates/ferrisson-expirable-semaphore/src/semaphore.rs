@@ -861,18 +861,11 @@ impl PermitKind for AcquireCall {
 
     fn undo_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
         let shared = &self.shared;
-        let call = ScriptCall::new(
-            &UNDO_ACQUIRE,
-            &[
-                &shared.key,
-                &shared.timeouts,
-                &shared.channel,
-                &shared.undone_key,
-            ],
-        )
-        .arg(shared.client.config().publish_command().as_str())
-        .arg(&seed.to_be_bytes()[..])
-        .arg(args.n);
+        let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key])
+            .arg(shared.client.config().publish_command().as_str())
+            .arg(&seed.to_be_bytes()[..])
+            .arg(args.n)
+            .arg(shared.record.client_hex());
         args.call.undo_args(call, &shared.client)
     }
 

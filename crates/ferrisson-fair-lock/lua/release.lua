@@ -24,11 +24,9 @@
 --         resend answered from the record replies {code, 0}
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 local flags = ARGV[6] or ''
-if flags ~= '' and string.find(flags, 'r', 1, true) then
-  local done = release_resent(KEYS[2], ARGV[4], ARGV[5])
-  if done then
-    return done
-  end
+local done = release_resent(KEYS[2], ARGV[4], ARGV[5], flags)
+if done then
+  return done
 end
 if not held then
   return -1

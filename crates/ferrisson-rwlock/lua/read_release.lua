@@ -4,7 +4,7 @@
 -- Release one read hold. The lock's TTL becomes the longest lease left among the remaining
 -- read holds (readers of a dead client drop out meanwhile [ext]); when no hold is left the
 -- lock is deleted and "0" published (wake one waiter: a writer may now enter). A resend after a
--- lost reply gets the first result, from the client's record on the lock (core/record_prelude).
+-- lost reply gets the first result, from the client's record on the lock (core/release_prelude).
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_rwlock", name)
 -- KEYS[3] the owner's hold-lease prefix, suffixed(name, owner) .. ":rwlock_timeout"
@@ -19,11 +19,9 @@
 --         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no read hold, 0 = holds remain, 1 = released (lock free)
 local flags = ARGV[6] or ''
-if flags ~= '' and string.find(flags, 'r', 1, true) then
-  local state, result = record_state(KEYS[4], ARGV[4], ARGV[5])
-  if state == 'ran' then
-    return tonumber(result)
-  end
+local done = release_resent(KEYS[4], ARGV[4], ARGV[5], flags)
+if done then
+  return done
 end
 local code = -1
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
@@ -67,5 +65,5 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
     end
   end
 end
-record_mark(KEYS[4], ARGV[4], ARGV[5], code, flags)
+release_record(KEYS[4], ARGV[4], ARGV[5], flags, code, 0)
 return code

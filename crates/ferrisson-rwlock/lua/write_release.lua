@@ -4,7 +4,7 @@
 -- Release one write hold. When the last goes, the lock is deleted, or passes to read mode if
 -- the writer still holds read holds (downgrade); either way "1" is published (wake every
 -- waiter: readers may enter) [ext: Redisson publishes nothing on a downgrade]. A resend after a
--- lost reply gets the first result, from the client's record on the lock (core/record_prelude).
+-- lost reply gets the first result, from the client's record on the lock (core/release_prelude).
 -- KEYS[1] lock hash
 -- KEYS[2] release channel, prefixed("redisson_rwlock", name)
 -- KEYS[3] the client's record on the lock [ext], suffixed(name, "record") .. ":" .. client id
@@ -15,11 +15,9 @@
 --         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no write hold, 0 = write holds remain, 1 = write lock released
 local flags = ARGV[6] or ''
-if flags ~= '' and string.find(flags, 'r', 1, true) then
-  local state, result = record_state(KEYS[3], ARGV[4], ARGV[5])
-  if state == 'ran' then
-    return tonumber(result)
-  end
+local done = release_resent(KEYS[3], ARGV[4], ARGV[5], flags)
+if done then
+  return done
 end
 local code = -1
 if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
@@ -39,5 +37,5 @@ if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS
     code = 1
   end
 end
-record_mark(KEYS[3], ARGV[4], ARGV[5], code, flags)
+release_record(KEYS[3], ARGV[4], ARGV[5], flags, code, 0)
 return code

@@ -1,6 +1,6 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::__engine::{LOCK_PRELUDE, RECORD_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, RELEASE_PRELUDE, Script};
 
 pub(crate) static READ_ACQUIRE: Script = Script::with_prelude(
     "rwlock/read_acquire",
@@ -14,12 +14,12 @@ pub(crate) static WRITE_ACQUIRE: Script = Script::with_prelude(
 );
 pub(crate) static READ_RELEASE: Script = Script::with_prelude(
     "rwlock/read_release",
-    &RECORD_PRELUDE,
+    &RELEASE_PRELUDE,
     include_str!("../lua/read_release.lua"),
 );
 pub(crate) static WRITE_RELEASE: Script = Script::with_prelude(
     "rwlock/write_release",
-    &RECORD_PRELUDE,
+    &RELEASE_PRELUDE,
     include_str!("../lua/write_release.lua"),
 );
 pub(crate) static WRITE_LEAVE: Script =

@@ -30,8 +30,8 @@
 --         (-1: none stands in the way)}; {2, 0, 0, -1} when no count is set and no limit given
 local base = tagged(KEYS[1])
 local intent_key, epoch_key = base .. ':intent', base .. ':epoch'
-local record = base .. ':record:' .. ARGV[2]
-local got = redis.call('mget', KEYS[1], intent_key, epoch_key, base .. ':undone:' .. ARGV[2])
+local record, undone = record_keys(KEYS[1], ARGV[2])
+local got = redis.call('mget', KEYS[1], intent_key, epoch_key, undone)
 local flags = ARGV[5]
 local limit = ARGV[6] or ''
 local reservation = ARGV[7] or '0'

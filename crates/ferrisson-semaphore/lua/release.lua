@@ -24,7 +24,7 @@
 -- returns the count after the release; nil when ARGV[9] is "1" and no count is set (nothing
 --         changed)
 local base = tagged(KEYS[1])
-local record = base .. ':record:' .. ARGV[3]
+local record = record_keys(KEYS[1], ARGV[3])
 local flags = ARGV[6]
 local limit = ARGV[7] or ''
 local epoch = ARGV[8] or '0'

@@ -63,9 +63,6 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 #[derive(Clone)]
 pub struct Semaphore {
     shared: Arc<Shared>,
-    /// The count's epoch **\[ext\]**, `suffixed(key, "epoch")`: when a lost count was last
-    /// restored.
-    epoch_key: Arc<str>,
     /// The configured limit ([`with_limit`](Self::with_limit)).
     limit: Option<u32>,
 }
@@ -156,7 +153,6 @@ impl Semaphore {
     pub fn new(client: &Client, name: &str) -> Result<Self> {
         let names = SemaphoreNames::new(client, name)?;
         Ok(Self {
-            epoch_key: ferrisson_core::__engine::keys::suffixed(&names.key, "epoch").into(),
             shared: Arc::new(names),
             limit: None,
         })
@@ -196,7 +192,6 @@ impl Semaphore {
         positive(limit, "a semaphore's limit")?;
         Ok(Self {
             shared: self.shared.clone(),
-            epoch_key: self.epoch_key.clone(),
             limit: Some(limit),
         })
     }

@@ -63,16 +63,16 @@ pub async fn worker(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// One round across processes: each client's acquisitions.
+/// One round across processes: each client's acquisitions (each worker runs for the phase,
+/// once its client has connected).
 async fn across_processes(
     ctx: &Ctx,
     kind: &str,
     name: &str,
     hold: Duration,
-) -> Result<(Vec<u64>, Duration), String> {
+) -> Result<Vec<u64>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let phase = ctx.phase();
-    let started = std::time::Instant::now();
     let mut children = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
         let child = tokio::process::Command::new(&exe)
@@ -109,8 +109,7 @@ async fn across_processes(
             .ok_or_else(|| format!("a {kind} worker printed no count: {out:?}"))?;
         counts.push(count);
     }
-    // The workers start within milliseconds of each other and each runs for the phase.
-    Ok((counts, started.elapsed().min(phase + phase / 4).max(phase)))
+    Ok(counts)
 }
 
 /// The same workload in this process: acquisitions per second.
@@ -137,7 +136,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             let (mut ratios, mut rates, mut share_min, mut share_max) =
                 (Vec::new(), Vec::new(), f64::MAX, 0.0_f64);
             for round in 0..rounds {
-                let ((counts, elapsed), here) = workload::in_turn(
+                let (counts, here) = workload::in_turn(
                     round % 2 == 0,
                     across_processes(ctx, kind, &name, hold),
                     in_process(ctx, kind, &name, hold),
@@ -149,7 +148,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                     share_min = share_min.min(*c as f64 / fair.max(1e-9));
                     share_max = share_max.max(*c as f64 / fair.max(1e-9));
                 }
-                let rate = total as f64 / elapsed.as_secs_f64().max(1e-9);
+                let rate = total as f64 / ctx.phase().as_secs_f64().max(1e-9);
                 rates.push(rate);
                 ratios.push(rate / here.max(1e-9));
                 ctx.probe.flushall().await?;

@@ -180,8 +180,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             entry.ratios.push(ours.cpu_us / ping.cpu_us.max(1e-9));
             entry.cpu.push(ours.cpu_us);
             entry.commands.push(ours.commands);
-            // Each object leaves its own keys (the count, the lock's hash is gone after the
-            // release): count what lives beyond one key per task.
+            // Each task's object keeps one retry record of this client (its count, for the
+            // semaphores, was there before the slice): count what lives beyond that.
             entry.extra = entry
                 .extra
                 .max(ours.extra_keys.saturating_sub(TASKS as u64));

@@ -398,9 +398,9 @@ impl Client {
 
     /// A sequence number for a call in a record (`crate::record`): larger than every one
     /// this client handed out before.
-    pub(crate) fn next_release_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         use std::sync::atomic::Ordering;
-        self.inner.release_seq.fetch_add(1, Ordering::Relaxed) + 1
+        self.inner.call_seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Marks a release of `owner` in flight until the mark is dropped: `owner`'s acquire

@@ -32,8 +32,8 @@ pub(crate) struct Inner {
     releasing: Arc<crate::releasing::Releasing>,
     /// The client's id as its own keys carry it (records, undone marks: `Client::client_latch`).
     latch_id: crate::keys::RequestId,
-    /// The last release sequence number handed out (`Client::next_release_seq`).
-    release_seq: std::sync::atomic::AtomicU64,
+    /// The last sequence number handed out to a call in a record (`Client::next_seq`).
+    call_seq: std::sync::atomic::AtomicU64,
     /// What [`Client::shutdown`] waits for: the cleanups of dropped guards and abandoned calls
     /// (releases, undos, queue exits), and the acquisitions in flight, which a shutdown ends.
     tasks: tokio_util::task::TaskTracker,
@@ -257,7 +257,7 @@ impl Client {
                 watchdog,
                 releasing: Arc::default(),
                 latch_id: crate::keys::RequestId::of_client(&uuid),
-                release_seq: std::sync::atomic::AtomicU64::new(0),
+                call_seq: std::sync::atomic::AtomicU64::new(0),
                 local: std::sync::Mutex::default(),
                 tasks: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),

@@ -78,7 +78,7 @@ impl Backoff {
 /// How calls that failed on a broken connection are retried.
 ///
 /// Every call the synchronizers make is idempotent (acquires carry the hold count the client
-/// believes it has, releases carry a request id), so a call whose reply was lost can be sent
+/// believes it has, releases are recorded in the client's record on the object), so a call whose reply was lost can be sent
 /// again safely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

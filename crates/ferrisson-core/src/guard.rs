@@ -243,7 +243,7 @@ impl HoldGuard {
     /// # Cancel safety
     ///
     /// Dropping this future does not undo the unlock: a release that may have been sent is
-    /// sent again in the background with the same request id (Redis counts it once), and one
+    /// sent again in the background with the same record slot and number (Redis counts it once), and one
     /// that was not sent yet is sent then.
     ///
     /// # Errors

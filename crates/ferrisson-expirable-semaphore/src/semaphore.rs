@@ -190,7 +190,7 @@ impl PermitRelease {
     /// hand it to, release it publicly.
     ///
     /// Cancel safe, and so is a failed call: the call is sent again in the background with the
-    /// same request id (Redis runs it once), and a permit handed to nobody is released.
+    /// same record slot and number (Redis runs it once), and a permit handed to nobody is released.
     async fn hand_off(&self) -> Result<Option<Released>> {
         let shared = &self.shared;
         let client = &shared.client;
@@ -298,7 +298,7 @@ fn check_id(id: &str) -> Result<()> {
     }
 }
 
-/// Releases permits by id, all or nothing, retried with one request id; the count after, or
+/// Releases permits by id, all or nothing, resent under one record slot and number; the count after, or
 /// `-i` when the `i`-th id was not held.
 /// Which permits of a list a release gives back.
 #[derive(Debug, Clone, Copy)]
@@ -566,7 +566,7 @@ impl ExpirableSemaphore {
     ///
     /// # Cancel safety
     ///
-    /// One script call, retried after a lost reply under one request id (counted once); a
+    /// One script call, resent after a lost reply under one record slot and number (counted once); a
     /// dropped call may or may not have released the permits.
     ///
     /// # Errors

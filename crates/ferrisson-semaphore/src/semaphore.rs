@@ -105,7 +105,7 @@ impl Permits {
     /// # Cancel safety
     ///
     /// Dropping this future does not lose the release: one that may have been sent is sent
-    /// again in the background with the same request id (Redis counts it once).
+    /// again in the background with the same record slot and number (Redis counts it once).
     ///
     /// # Errors
     ///
@@ -412,7 +412,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// Dropping this future does not lose the release: one that may have been sent is sent
-    /// again in the background with the same request id (Redis counts it once).
+    /// again in the background with the same record slot and number (Redis counts it once).
     ///
     /// # Errors
     ///
@@ -429,7 +429,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`release`](Self::release): a call that may have been sent is sent again in the
-    /// background with the same request id (Redis counts it once).
+    /// background with the same record slot and number (Redis counts it once).
     ///
     /// # Errors
     ///
@@ -456,8 +456,8 @@ impl Semaphore {
     }
 
     /// Sends the release of `n` permits ([`release_call`](Self::release_call)) under a new
-    /// request id, and sends it again in the background under the same id when the caller
-    /// drops the call, or its outcome stays unknown (Redis counts it once).
+    /// slot and number of the client's record, and sends it again in the background under the
+    /// same when the caller drops the call, or its outcome stays unknown (Redis counts it once).
     async fn release_sent(
         &self,
         n: u32,

@@ -52,7 +52,7 @@ pub trait ClientEngine: sealed::Sealed {
     /// not acknowledge: the change stands on the primary). Retried per
     /// the client's [`RetryPolicy`](crate::RetryPolicy) when the connection broke, and on for
     /// the retry window while a lost reply leaves it unknown whether the call ran. Only for
-    /// scripts that are idempotent with the same arguments (latched by a request id, or
+    /// scripts that are idempotent with the same arguments (recorded in the client's record, or
     /// carrying the state the client believes in).
     ///
     /// # Errors

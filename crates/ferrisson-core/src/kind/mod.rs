@@ -1,5 +1,5 @@
 //! The engine every lock kind runs on: one acquire (try, wait, give up, settle a lost reply,
-//! hand the hold to the watchdog) and one release (request id, resend, local hand-off), written
+//! hand the hold to the watchdog) and one release (its record, resend, local hand-off), written
 //! once. A kind plugs in through [`HoldKind`]: its scripts and how to call them, where and how
 //! its waiters wait, what a waiter that gives up must undo.
 

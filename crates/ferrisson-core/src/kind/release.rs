@@ -1,4 +1,4 @@
-//! The release every lock kind runs on: request id, resend after a lost reply, local hand-off.
+//! The release every lock kind runs on: its record, resend after a lost reply, local hand-off.
 
 use crate::client::Client;
 use crate::client::ClientEngine;
@@ -18,7 +18,8 @@ use super::*;
 
 /// Releases one hold of `owner`, handing the lock to a local waiter when `handoff` allows and
 /// the kind [hands off](HoldKind::hands_off) (then it builds that waiter's guard and delivers
-/// it). Retried with one request id, so a retry after a lost reply cannot release twice.
+/// it). Resent under one slot and sequence number of the client's record, so a resend after a
+/// lost reply cannot release twice.
 /// While the release may still be sent, acquire tries of `owner` wait
 /// (`Client::releases_settled`); the release keeps its slot in the client's record on the
 /// lock ([`ReleaseArgs::record`]) until then, so that a resend always finds what its lost call
@@ -27,7 +28,7 @@ use super::*;
 /// # Cancel safety
 ///
 /// Dropped while the call is in flight (or left unknown), it sends the release again in the
-/// background with the same request id, and undoes a hand-off it could not deliver.
+/// background with the same record slot and number, and undoes a hand-off it could not deliver.
 ///
 /// # Errors
 ///
@@ -73,7 +74,7 @@ fn release_marked<'a, K: HoldKind>(
 /// # Cancel safety
 ///
 /// As [`release`]'s: dropped while the call may have run, it is sent again in the background
-/// with the same request id, and a hand-off whose guard was never returned is undone.
+/// with the same record slot and number, and a hand-off whose guard was never returned is undone.
 ///
 /// # Errors
 ///
@@ -149,7 +150,7 @@ async fn release_inner<K: HoldKind>(
         record: kind.record().map(|record| Arc::new(record.start(client))),
     };
     // Dropped while the call may have run (or left unknown), the release is sent again with
-    // the same request id (counted once), and a hand-off to a waiter that was never told is
+    // the same record slot and number (counted once), and a hand-off to a waiter that was never told is
     // undone.
     let resend = CleanupGuard::new(client, || {
         let (kind, owner) = (kind.clone(), owner.clone());

@@ -118,7 +118,7 @@ impl Client {
                 .open()
                 .await
                 .map_err(|e| connect_error(e, &address))?;
-            let Connection::Sentinel(primary) = &conn else {
+            let Some(primary) = conn.sentinel() else {
                 return Err(Error::Protocol(
                     "a Sentinel opener made another connection".into(),
                 ));

@@ -14,6 +14,8 @@ use ferrisson::{AcquireOptions, Error, Lock, LossReason};
 use ferrisson_spin_lock::{Backoff, SpinLock};
 use redis::Commands;
 
+const SOON: Duration = Duration::from_secs(10);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_several_clients_exclude_each_other_without_pub_sub() {
     let redis = TestRedis::any();
@@ -175,4 +177,136 @@ async fn a_redisson_spin_lock_holder_excludes_ours_and_reads_our_hold() {
     guard.unlock().await.unwrap();
     let exists: bool = con.exists(&name).unwrap();
     assert!(!exists);
+}
+
+/// The server's clock, ms.
+fn server_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// The waiter holding the spin lock `name`'s reservation, and since when (server ms).
+fn reservation(con: &mut redis::Connection, name: &str) -> Option<(u64, String)> {
+    let value: Option<String> = con.get(format!("{{{name}}}:next")).unwrap();
+    let value = value?;
+    let mut parts = value.splitn(3, '|');
+    let (_since, at, owner) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((at.parse().unwrap(), owner.to_owned()))
+}
+
+/// A waiter that has waited holds the next-in-line reservation; once it has stood for the
+/// patience, a free lock goes to that waiter only: a try of anyone else fails though nobody
+/// holds the lock, until the waiter has taken it (and given it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standing_reservation_hands_a_free_lock_to_the_longest_waiter() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let name = unique_name("spin-next");
+    let (a, b, c) = (
+        client(&redis.url()).await,
+        client(&redis.url()).await,
+        client(&redis.url()).await,
+    );
+    let held = SpinLock::new(&a, &name).unwrap().lock().await.unwrap();
+    // A slow poller: 1 s between tries, so that the lock stays free for a while after the
+    // release, and a patience of 4 pauses (4 s).
+    let slow = Backoff {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(1),
+    };
+    let waiter = SpinLock::new(&b, &name)
+        .unwrap()
+        .with_backoff(slow)
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    eventually(SOON, "the waiter reserves the lock", || {
+        let found = reservation(&mut redis.connection(), &name).is_some();
+        async move { found }
+    })
+    .await;
+    let (at, owner) = reservation(&mut con, &name).unwrap();
+    eventually(SOON, "the reservation binds", || {
+        let now = server_ms(&mut redis.connection());
+        async move { now >= at + 4000 }
+    })
+    .await;
+    held.unlock().await.unwrap();
+    let other = SpinLock::new(&c, &name).unwrap();
+    assert!(
+        other.try_lock().await.unwrap().is_none(),
+        "the free lock is the reservation's waiter's ({owner})"
+    );
+    let guard = tokio::time::timeout(SOON, waiting).await.unwrap().unwrap();
+    assert!(
+        reservation(&mut con, &name).is_none(),
+        "taken with the lock"
+    );
+    guard.unlock().await.unwrap();
+    other
+        .try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// A young reservation does not hold a free lock up (the lock goes to whoever comes until the
+/// reservation has stood for its patience), and one whose waiter left ends by itself (it is
+/// only ever set with a TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_young_reservation_does_not_bind_and_a_left_one_ends_by_itself() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let name = unique_name("spin-left");
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let held = SpinLock::new(&a, &name).unwrap().lock().await.unwrap();
+    // Tries 1 s apart: a reservation of 4 s and a patience of 4 s.
+    let slow = Backoff {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(1),
+    };
+    let waiter = SpinLock::new(&b, &name)
+        .unwrap()
+        .with_backoff(slow)
+        .unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await });
+    eventually(SOON, "the waiter reserves the lock", || {
+        let found = reservation(&mut redis.connection(), &name).is_some();
+        async move { found }
+    })
+    .await;
+    let ttl: i64 = con.pttl(format!("{{{name}}}:next")).unwrap();
+    assert!(
+        ttl > 0 && ttl <= 4000,
+        "the reservation carries its TTL: {ttl}"
+    );
+    held.unlock().await.unwrap();
+    // The caller's patience decides (four of its minimum pauses): the same 4 s here.
+    let got = SpinLock::new(&a, &name)
+        .unwrap()
+        .with_backoff(slow)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap();
+    let holders: std::collections::HashMap<String, String> = con.hgetall(&name).unwrap();
+    let now = server_ms(&mut con);
+    let young = reservation(&mut con, &name);
+    got.unwrap_or_else(|| {
+        panic!(
+            "a young reservation does not bind: holders {holders:?}, reservation {young:?} at {now}"
+        )
+    })
+    .unlock()
+    .await
+    .unwrap();
+    waiting.abort();
+    let _ = waiting.await;
+    eventually(SOON, "the left reservation ends", || {
+        let found = reservation(&mut redis.connection(), &name).is_some();
+        async move { !found }
+    })
+    .await;
 }

@@ -2,9 +2,9 @@
 -- operation: core/hash_lock_acquire
 -- protocol: 1
 -- Take or re-enter a lock kept in a hash (Redisson's RLock and RSpinLock layout), optionally
--- with a fencing token: the reentrant lock's and the spin lock's acquire. The call carries only
--- what its path needs (each argument costs Redis about 0.14 us per call): the optional parts are
--- told by their presence.
+-- with a fencing token: the reentrant lock's acquire (the spin lock's, spin_lock/acquire, is
+-- this one with a reservation). The call carries only what its path needs (each argument costs
+-- Redis about 0.14 us per call): the optional parts are told by their presence.
 -- KEYS[1] lock hash (field = owner, value = hold count)
 -- KEYS[2] (a fenced lock only) fencing counter, prefixed("redisson_lock_token", name), issued by
 --         next_token (core/lock_prelude); its presence makes the lock fenced

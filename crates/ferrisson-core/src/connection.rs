@@ -81,6 +81,9 @@ struct Scripts {
     /// so that calls reach Redis in the order they were made (a cancelled acquire's clean-up,
     /// queued behind it, must run after it).
     busy: AtomicBool,
+    /// Set when the server refused a load outright (no `SCRIPT LOAD` right): the connection
+    /// relies on the `NOSCRIPT` fallback from then on.
+    refused: AtomicBool,
     /// Loads tried so far: a call that waited for one does not try again after it failed
     /// (during an outage, calls would take turns timing out), it falls back on `NOSCRIPT`.
     attempts: AtomicU64,
@@ -95,6 +98,7 @@ impl Connection {
                 loaded: AtomicUsize::new(0),
                 loading: tokio::sync::Mutex::new(()),
                 busy: AtomicBool::new(false),
+                refused: AtomicBool::new(false),
                 attempts: AtomicU64::new(0),
             }),
         }
@@ -119,6 +123,9 @@ impl Connection {
     /// Cancel safe: a dropped load leaves the connection stale, so the next call loads.
     pub(crate) async fn ready_for(&self, script: &'static Script, batch: bool) {
         script.note_sent(batch);
+        if self.scripts.refused.load(Ordering::Relaxed) {
+            return;
+        }
         if !self.scripts.stale.load(Ordering::Acquire)
             && !self.scripts.busy.load(Ordering::Acquire)
             && self.scripts.loaded.load(Ordering::Acquire) >= crate::script::sent_count()
@@ -173,6 +180,13 @@ impl Connection {
                         "scripts loaded on the (re)connected server"
                     );
                     crate::metrics::scripts_loaded(sources.len());
+                }
+                Some(e) if matches!(e.code(), Some("NOPERM" | "ERR")) => {
+                    // Refused, not lost (a user without the `SCRIPT LOAD` right, a server that
+                    // lacks the command): asking again would cost every call a round trip.
+                    // (A server still loading its data answers `LOADING`, and is asked again.)
+                    self.scripts.refused.store(true, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "the server refused SCRIPT LOAD: scripts are sent with EVAL when the server lacks them (grant +script|load, docs/deployment.md)");
                 }
                 Some(e) => {
                     // Left stale (`loading`): the next call tries again, and this one falls

@@ -24,10 +24,7 @@ pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 #[doc(hidden)]
-/// Every script this crate runs (all of them `ferrisson_core`'s hash-lock scripts).
+/// Every script this crate runs (its acquire, and `ferrisson_core`'s hash-lock release).
 pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
-    [
-        &ferrisson_core::__engine::HASH_LOCK_ACQUIRE,
-        &ferrisson_core::__engine::HASH_LOCK_RELEASE,
-    ]
+    [&spin::ACQUIRE, &ferrisson_core::__engine::HASH_LOCK_RELEASE]
 }

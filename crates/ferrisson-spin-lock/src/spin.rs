@@ -4,12 +4,30 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
-    ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
+    HashLock, HoldKind, LOCK_PRELUDE, LockHandle, LockKind, LockType, RECORD_PRELUDE, RENEW_HASH,
+    ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
 #[cfg(doc)]
 use ferrisson_core::{HoldGuard, Lock};
+
+/// The spin lock's acquire (`lua/spin_lock/acquire.lua`): the reentrant lock's, and the
+/// next-in-line reservation that makes it fair across clients.
+pub static ACQUIRE: Script = Script::with_two_preludes(
+    "spin_lock/acquire",
+    &LOCK_PRELUDE,
+    &RECORD_PRELUDE,
+    include_str!("../lua/acquire.lua"),
+);
+
+/// The shortest a reservation lasts after its waiter's last try, whatever the backoff: above
+/// any round trip, short enough that a waiter gone for good holds a free lock up only briefly.
+const MIN_RESERVATION: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a reservation stands before it binds, in the backoff's minimum pauses: until then
+/// the lock goes to whoever comes (a busy lock keeps its pace), after that to the waiter that
+/// has waited longest.
+const PATIENCE_PAUSES: u32 = 4;
 
 /// A reentrant distributed lock whose waiters poll instead of listening: Redisson's
 /// `RSpinLock`, on the same Redis layout (a hash `name` of owner → hold count, with a TTL).
@@ -23,6 +41,16 @@ use ferrisson_core::{HoldGuard, Lock};
 ///   [`with_backoff`](Self::with_backoff)), never sleeping past the holder's lease or its own
 ///   deadline. A waiter costs Redis one script call per pause; a release is noticed within one
 ///   pause. Local waiters are not handed the lock: every acquisition is a try.
+/// - **Fair across clients** (our extension): a waiting try that fails reserves the lock for
+///   its caller when no one who has waited longer holds the reservation
+///   (`suffixed(name, "next")`, ending by itself 100 ms, or four of the backoff's minimum
+///   pauses, after its waiter's last try). Once the reservation has stood for four of the
+///   backoff's minimum pauses, a free lock goes to its waiter only, who tries again at its
+///   shortest pause and later at a quarter of the time since, so a release is taken within a
+///   fraction of the hold it ends. Without it, the releasing client took the lock straight
+///   back while the others slept through their backoff (one process of four got 0.05 of its
+///   share). Redisson's `RSpinLock` ignores the reservation (a mixed fleet is as fair as
+///   Redisson's own).
 /// - **Interop.** Redisson's `RSpinLock` on the same name excludes and is excluded by it.
 ///
 /// ```
@@ -57,7 +85,8 @@ use ferrisson_core::{HoldGuard, Lock};
 /// # Keys
 ///
 /// The reentrant lock's (the hash and the fencing counter); a delete publishes nothing, as no
-/// spin-lock waiter listens (they poll).
+/// spin-lock waiter listens (they poll). The reservation, `suffixed(name, "next")`, always
+/// carries its own short TTL and is left to it.
 #[derive(Clone, Debug)]
 pub struct SpinLock(LockHandle<SpinShared>);
 
@@ -203,7 +232,31 @@ impl HoldKind for SpinShared {
     }
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        self.lock.try_call(args)
+        use ferrisson_core::__engine::time::millis;
+        let lock = &self.lock;
+        let keys: &[&str] = if lock.fenced {
+            &[&lock.key, lock.token_key()]
+        } else {
+            &[&lock.key]
+        };
+        let reservation = MIN_RESERVATION.max(self.backoff.min.saturating_mul(4));
+        // Any wait at all counts (0 means a first try, which never takes the reservation).
+        let waited = if args.waited.is_zero() {
+            0
+        } else {
+            millis(args.waited).max(1)
+        };
+        let call = ScriptCall::new(&ACQUIRE, keys)
+            .arg(millis(args.lease))
+            .arg(args.owner.as_str())
+            .arg(waited)
+            .arg(millis(reservation))
+            .arg(millis(self.backoff.min.saturating_mul(PATIENCE_PAUSES)));
+        if args.retry {
+            call.arg(args.believed)
+        } else {
+            call
+        }
     }
 
     fn record(&self) -> Option<&ferrisson_core::__engine::CallRecord> {

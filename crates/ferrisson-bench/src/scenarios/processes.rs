@@ -1,10 +1,13 @@
 //! Contention across processes (#35): the `contended` workload with each of its 4 clients in a
 //! process of its own (this binary, run with `--worker`), as services are deployed, for the
-//! reentrant lock, the spin lock, the read-write lock's writers and the lean `Mutex`, at 0 and
-//! 1 ms holds. Reported per kind and hold: acquisitions/s, each client's share of the
-//! acquisitions against its fair share (`process_share_min`, `process_share_max`: 1 is fair)
-//! and the throughput against the same workload in one process
-//! (`ratio_to_in_process`, medians of alternating rounds).
+//! reentrant lock, the spin lock, the read-write lock's writers, the lean `Mutex` and `RedLock`
+//! over 3 servers (of reentrant locks, and of mutexes), at 0 and 1 ms holds; and, outside quick
+//! mode, the RedLocks again with 20 ms holds while one of the 3 servers is down (a process once
+//! waited 30 s there while the others took turns). Reported per kind and hold: acquisitions/s, each client's
+//! share of the acquisitions against its fair share (`process_share_min`,
+//! `process_share_max`: 1 is fair), the longest acquire (`max_wait_ms`) and the throughput
+//! against the same workload in one process (`ratio_to_in_process`, medians of alternating
+//! rounds).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,7 +20,17 @@ use crate::record::Records;
 use crate::workload::{self, Cycle, HoldCycle};
 
 /// The kinds run across processes, by the name a worker takes.
-const KINDS: [&str; 4] = ["reentrant-lock", "spin-lock", "write-lock", "mutex"];
+const KINDS: [&str; 6] = [
+    "reentrant-lock",
+    "spin-lock",
+    "write-lock",
+    "mutex",
+    "redlock",
+    "redlock-mutex",
+];
+
+/// The RedLocks' long holds while one of their servers is down.
+const OUTAGE_HOLD: Duration = Duration::from_millis(20);
 
 /// The library name of a kind's records (the `contended` scenario's names).
 fn library(kind: &str) -> &'static str {
@@ -25,12 +38,30 @@ fn library(kind: &str) -> &'static str {
         "reentrant-lock" => "ferrisson",
         "spin-lock" => "ferrisson-spin-lock",
         "write-lock" => "ferrisson-write-lock",
+        "redlock" => "ferrisson-redlock",
+        "redlock-mutex" => "ferrisson-redlock-mutex",
         _ => "ferrisson-mutex",
     }
 }
 
-/// `CONTENDED_TASKS` cycles of `kind` on `name`, over one client of `url`.
+/// `CONTENDED_TASKS` cycles of `kind` on `name`, over one client of `url` (a RedLock: one client
+/// of each of the comma-separated URLs).
 async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, String> {
+    if let Some(mutexes) = match kind {
+        "redlock" => Some(false),
+        "redlock-mutex" => Some(true),
+        _ => None,
+    } {
+        let urls: Vec<String> = url.split(',').map(str::to_owned).collect();
+        let clients = super::redlock::clients(&urls).await?;
+        let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(CONTENDED_TASKS);
+        for _ in 0..CONTENDED_TASKS {
+            cycles.push(Box::new(super::redlock::Ours(super::redlock::red_lock(
+                &clients, name, mutexes,
+            )?)));
+        }
+        return Ok(cycles);
+    }
     let client = Client::connect(url).await.map_err(|e| e.to_string())?;
     let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(CONTENDED_TASKS);
     for _ in 0..CONTENDED_TASKS {
@@ -48,40 +79,69 @@ async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn 
     Ok(cycles)
 }
 
-/// The worker process: `--worker KIND URL NAME HOLD_US PHASE_MS`. Runs one client's tasks until
-/// the phase ends and prints `acquisitions <n>`.
+/// A server the RedLocks run without: stopped once the clients have connected, started again
+/// after the phase.
+type Outage = Option<std::sync::Arc<std::sync::Mutex<ferrisson_testkit::RedisServer>>>;
+
+fn set_down(outage: &Outage, down: bool) {
+    if let Some(server) = outage {
+        let mut server = server.lock().unwrap_or_else(|e| e.into_inner());
+        tokio::task::block_in_place(|| if down { server.stop() } else { server.start() });
+    }
+}
+
+/// Wall-clock milliseconds (the coordinator and its workers share the machine's clock).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// How long workers get to start and connect before their phase begins.
+const WORKER_START: Duration = Duration::from_millis(1500);
+
+/// The worker process: `--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS`. Connects, waits
+/// for the start, runs one client's tasks until the phase ends and prints `acquisitions <n>`
+/// and `max_wait_us <µs>`.
 pub async fn worker(args: &[String]) -> Result<(), String> {
-    let [kind, url, name, hold_us, phase_ms] = args else {
-        return Err("--worker KIND URL NAME HOLD_US PHASE_MS".into());
+    let [kind, url, name, hold_us, phase_ms, start_ms] = args else {
+        return Err("--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS".into());
     };
     let parse = |s: &str| s.parse::<u64>().map_err(|e| format!("{s}: {e}"));
     let hold = Duration::from_micros(parse(hold_us)?);
     let phase = Duration::from_millis(parse(phase_ms)?);
+    let start = parse(start_ms)?;
     let cycles = client_cycles(url, kind, name).await?;
-    let result = workload::run(cycles, phase, hold).await?;
+    tokio::time::sleep(Duration::from_millis(start.saturating_sub(now_ms()))).await;
+    let mut result = workload::run(cycles, phase, hold).await?;
     println!("acquisitions {}", result.total());
+    println!("max_wait_us {:.0}", result.waits.percentile(100.0));
     Ok(())
 }
 
-/// One round across processes: each client's acquisitions (each worker runs for the phase,
-/// once its client has connected).
+/// One round across processes: each client's acquisitions and longest acquire in µs (each
+/// worker runs for the phase, once its client has connected).
 async fn across_processes(
     ctx: &Ctx,
+    url: &str,
     kind: &str,
     name: &str,
     hold: Duration,
-) -> Result<Vec<u64>, String> {
+    outage: &Outage,
+) -> Result<Vec<(u64, f64)>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let phase = ctx.phase();
+    let start = now_ms() + u64::try_from(WORKER_START.as_millis()).unwrap_or(0);
     let mut children = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
         let child = tokio::process::Command::new(&exe)
             .arg("--worker")
             .arg(kind)
-            .arg(&ctx.url)
+            .arg(url)
             .arg(name)
             .arg(hold.as_micros().to_string())
             .arg(phase.as_millis().to_string())
+            .arg(start.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -89,6 +149,19 @@ async fn across_processes(
             .map_err(|e| format!("starting a worker: {e}"))?;
         children.push(child);
     }
+    // Every worker has connected well before its phase starts.
+    tokio::time::sleep(WORKER_START / 2).await;
+    set_down(outage, true);
+    let counts = collect(children, kind).await;
+    set_down(outage, false);
+    counts
+}
+
+/// Each worker's acquisitions and longest acquire, once it has ended.
+async fn collect(
+    children: Vec<tokio::process::Child>,
+    kind: &str,
+) -> Result<Vec<(u64, f64)>, String> {
     let mut counts = Vec::new();
     for mut child in children {
         let mut out = String::new();
@@ -107,18 +180,33 @@ async fn across_processes(
             .find_map(|l| l.strip_prefix("acquisitions "))
             .and_then(|n| n.trim().parse::<u64>().ok())
             .ok_or_else(|| format!("a {kind} worker printed no count: {out:?}"))?;
-        counts.push(count);
+        let max_wait = out
+            .lines()
+            .find_map(|l| l.strip_prefix("max_wait_us "))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        counts.push((count, max_wait));
     }
     Ok(counts)
 }
 
 /// The same workload in this process: acquisitions per second.
-async fn in_process(ctx: &Ctx, kind: &str, name: &str, hold: Duration) -> Result<f64, String> {
+async fn in_process(
+    ctx: &Ctx,
+    url: &str,
+    kind: &str,
+    name: &str,
+    hold: Duration,
+    outage: &Outage,
+) -> Result<f64, String> {
     let mut cycles = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
-        cycles.extend(client_cycles(&ctx.url, kind, name).await?);
+        cycles.extend(client_cycles(url, kind, name).await?);
     }
-    Ok(workload::run(cycles, ctx.phase(), hold).await?.per_sec())
+    set_down(outage, true);
+    let rate = workload::run(cycles, ctx.phase(), hold).await;
+    set_down(outage, false);
+    Ok(rate?.per_sec())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -127,46 +215,95 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
-    // One round in quick mode: the smoke test runs every scenario once, inside CI's budget.
-    let rounds = if ctx.quick { 1 } else { 3 };
+    // The RedLocks' three servers; the last is the one taken down.
+    let mut servers = tokio::task::spawn_blocking(|| {
+        (0..3)
+            .map(|_| ferrisson_testkit::RedisServer::try_spawn())
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let red_urls = servers
+        .iter()
+        .map(ferrisson_testkit::RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let down: Outage = servers
+        .pop()
+        .map(|s| std::sync::Arc::new(std::sync::Mutex::new(s)));
     for kind in KINDS {
+        let red = kind.starts_with("redlock");
+        let url = if red {
+            red_urls.as_str()
+        } else {
+            ctx.url.as_str()
+        };
         for hold in HOLDS {
             let variant = format!("{},processes={CONTENDED_CLIENTS}", hold_variant(hold));
-            let name = format!("bench:processes:{kind}:{}", hold_variant(hold));
-            let (mut ratios, mut rates, mut share_min, mut share_max) =
-                (Vec::new(), Vec::new(), f64::MAX, 0.0_f64);
-            for round in 0..rounds {
-                let (counts, here) = workload::in_turn(
-                    round % 2 == 0,
-                    across_processes(ctx, kind, &name, hold),
-                    in_process(ctx, kind, &name, hold),
-                )
-                .await?;
-                let total: u64 = counts.iter().sum();
-                let fair = total as f64 / counts.len().max(1) as f64;
-                for c in &counts {
-                    share_min = share_min.min(*c as f64 / fair.max(1e-9));
-                    share_max = share_max.max(*c as f64 / fair.max(1e-9));
-                }
-                let rate = total as f64 / ctx.phase().as_secs_f64().max(1e-9);
-                rates.push(rate);
-                ratios.push(rate / here.max(1e-9));
-                ctx.probe.flushall().await?;
-            }
-            let lib = library(kind);
-            let s = "contended";
-            records.push(
-                s,
-                &variant,
-                lib,
-                "acquisitions_per_sec",
-                median(rates),
-                "acq/s",
+            measure(ctx, records, (url, kind), hold, &variant, &None).await?;
+        }
+        // Not in quick mode: with one server down a RedLock acquire can take minutes (see
+        // docs/benchmarks.md), far past the smoke test's budget.
+        if red && !ctx.quick {
+            // One of the three down: every round needs both others.
+            let variant = format!(
+                "{},processes={CONTENDED_CLIENTS},one server down",
+                hold_variant(OUTAGE_HOLD)
             );
-            records.push(s, &variant, lib, "process_share_min", share_min, "x");
-            records.push(s, &variant, lib, "process_share_max", share_max, "x");
-            records.push(s, &variant, lib, "ratio_to_in_process", median(ratios), "x");
+            measure(ctx, records, (url, kind), OUTAGE_HOLD, &variant, &down).await?;
         }
     }
+    Ok(())
+}
+
+/// Rounds of `kind` with `hold`, across processes and in this one, recorded under `variant`.
+async fn measure(
+    ctx: &Ctx,
+    records: &mut Records,
+    (url, kind): (&str, &str),
+    hold: Duration,
+    variant: &str,
+    outage: &Outage,
+) -> Result<(), String> {
+    // One round in quick mode: the smoke test runs every scenario once, inside CI's budget.
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let name = format!("bench:processes:{kind}:{variant}");
+    let (mut ratios, mut rates, mut share_min, mut share_max, mut max_wait) =
+        (Vec::new(), Vec::new(), f64::MAX, 0.0_f64, 0.0_f64);
+    for round in 0..rounds {
+        let (counts, here) = workload::in_turn(
+            round % 2 == 0,
+            across_processes(ctx, url, kind, &name, hold, outage),
+            in_process(ctx, url, kind, &name, hold, outage),
+        )
+        .await?;
+        let total: u64 = counts.iter().map(|(n, _)| n).sum();
+        let fair = total as f64 / counts.len().max(1) as f64;
+        for (n, wait) in &counts {
+            share_min = share_min.min(*n as f64 / fair.max(1e-9));
+            share_max = share_max.max(*n as f64 / fair.max(1e-9));
+            max_wait = max_wait.max(*wait / 1000.0);
+        }
+        let rate = total as f64 / ctx.phase().as_secs_f64().max(1e-9);
+        rates.push(rate);
+        ratios.push(rate / here.max(1e-9));
+        if !kind.starts_with("redlock") {
+            ctx.probe.flushall().await?;
+        }
+    }
+    let lib = library(kind);
+    let s = "contended";
+    records.push(
+        s,
+        variant,
+        lib,
+        "acquisitions_per_sec",
+        median(rates),
+        "acq/s",
+    );
+    records.push(s, variant, lib, "process_share_min", share_min, "x");
+    records.push(s, variant, lib, "process_share_max", share_max, "x");
+    records.push(s, variant, lib, "max_wait_ms", max_wait, "ms");
+    records.push(s, variant, lib, "ratio_to_in_process", median(ratios), "x");
     Ok(())
 }

@@ -17,7 +17,7 @@ use super::{Ctx, raw};
 use crate::record::Records;
 use crate::workload::{self, BoxFuture, Cycle};
 
-struct Ours(RedLock);
+pub(super) struct Ours(pub(super) RedLock);
 
 impl Cycle for Ours {
     fn cycle(&self, hold: Duration) -> BoxFuture<'_, Result<Duration, String>> {
@@ -34,7 +34,7 @@ impl Cycle for Ours {
 
 /// A RedLock over `name` on every client's server: of lean mutexes when `mutexes`, else of
 /// reentrant locks.
-fn red_lock(clients: &[Client], name: &str, mutexes: bool) -> Result<RedLock, String> {
+pub(super) fn red_lock(clients: &[Client], name: &str, mutexes: bool) -> Result<RedLock, String> {
     let locks = clients
         .iter()
         .map(|c| {
@@ -49,7 +49,7 @@ fn red_lock(clients: &[Client], name: &str, mutexes: bool) -> Result<RedLock, St
     RedLock::new(locks).map_err(|e| e.to_string())
 }
 
-async fn clients(urls: &[String]) -> Result<Vec<Client>, String> {
+pub(super) async fn clients(urls: &[String]) -> Result<Vec<Client>, String> {
     let mut clients = Vec::new();
     for url in urls {
         clients.push(Client::connect(url).await.map_err(|e| e.to_string())?);

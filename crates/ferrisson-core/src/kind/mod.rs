@@ -44,6 +44,9 @@ pub struct TryArgs<'a> {
     /// fails leaves it waiting for a release message (false for the first try of a call,
     /// unless its channel was live: a call subscribes only once that try fails).
     pub subscribed: bool,
+    /// How long the caller has waited so far: zero for a first try, and for a kind whose
+    /// waiters do not poll ([`Waiting::spin`]), which the engine does not time.
+    pub waited: Duration,
 }
 
 /// The arguments of one release script call ([`HoldKind::release_call`]).
@@ -429,7 +432,7 @@ fn acquire_as<'a, K: HoldKind>(
                 let tried = crate::wait::first_try(
                     client,
                     deadline,
-                    Box::pin(try_once(kind, &owner, lease, waits, false)),
+                    Box::pin(try_once(kind, &owner, lease, waits, false, Duration::ZERO)),
                 );
                 match tried.await? {
                     Attempt::Acquired(guard) => {
@@ -451,7 +454,7 @@ fn acquire_as<'a, K: HoldKind>(
         progress.waited.store(true, Ordering::Relaxed);
         let outcome = wait_on(client, &subscription, &spec, first, || {
             progress.tried();
-            Box::pin(try_once(kind, &owner, lease, true, true))
+            Box::pin(try_once(kind, &owner, lease, true, true, Duration::ZERO))
         })
         .await?;
         drop(subscription);
@@ -480,20 +483,31 @@ async fn spin<K: HoldKind>(
     progress: &Progress,
 ) -> Result<Option<HoldGuard>> {
     use crate::wait::Poll;
+    let started = Instant::now();
     crate::wait::poll_wait(kind.client(), deadline, |n| async move {
         progress.tried();
-        Ok(match try_once(kind, owner, lease, waits, false).await? {
-            Attempt::Acquired(guard) => Poll::Ready(guard),
-            Attempt::Held(_) if !waits => Poll::GiveUp,
-            Attempt::Held(ttl) => {
-                let pause = backoff.delay(n);
-                Poll::After(match u64::try_from(ttl) {
-                    // The holder's lease ends sooner: look then.
-                    Ok(ms) => pause.min(Duration::from_millis(ms.max(1))),
-                    Err(_) => pause,
-                })
-            }
-        })
+        let waited = if n == 0 {
+            Duration::ZERO
+        } else {
+            started.elapsed()
+        };
+        Ok(
+            match try_once(kind, owner, lease, waits, false, waited).await? {
+                Attempt::Acquired(guard) => Poll::Ready(guard),
+                Attempt::Held(_) if !waits => Poll::GiveUp,
+                // The lock is this waiter's next (a spin lock's reservation), or about to be free:
+                // look again at the shortest pause.
+                Attempt::Held(0) => Poll::After(backoff.min),
+                Attempt::Held(ttl) => {
+                    let pause = backoff.delay(n);
+                    Poll::After(match u64::try_from(ttl) {
+                        // The holder's lease ends sooner, or the kind asks for an earlier look.
+                        Ok(ms) => pause.min(Duration::from_millis(ms)),
+                        Err(_) => pause,
+                    })
+                }
+            },
+        )
     })
     .await
 }
@@ -510,6 +524,7 @@ async fn try_once<K: HoldKind>(
     lease: Option<Duration>,
     wait: bool,
     subscribed: bool,
+    waited: Duration,
 ) -> Result<Attempt> {
     let abandoned = CleanupGuard::new(kind.client(), || {
         // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
@@ -525,7 +540,14 @@ async fn try_once<K: HoldKind>(
     // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
     // small for as long as it waits.
     let result = crate::permits::retry_unreplicated(kind.client(), || {
-        Box::pin(try_call(kind, owner.clone(), lease, wait, subscribed))
+        Box::pin(try_call(
+            kind,
+            owner.clone(),
+            lease,
+            wait,
+            subscribed,
+            waited,
+        ))
     })
     .await;
     abandoned.settle(&result);
@@ -538,6 +560,7 @@ async fn try_call<K: HoldKind>(
     lease: Option<Duration>,
     wait: bool,
     subscribed: bool,
+    waited: Duration,
 ) -> Result<Attempt> {
     let client = kind.client();
     let field = kind.hold_field(&owner);
@@ -569,6 +592,7 @@ async fn try_call<K: HoldKind>(
                 retry: n > 0,
                 wait,
                 subscribed,
+                waited,
             });
             async move { client.eval_once_synced(&call).await }
         })

@@ -1,0 +1,187 @@
+//! Fairness across processes (#35): four clients, each in a process of its own (this test
+//! binary, started again as `fairness_worker`), with four tasks each, contend for one lock
+//! for a fixed stretch of time, with no hold and with 1 ms holds. No client may get less than a
+//! quarter of its fair share: the reentrant lock's clients take turns (a client hands the lock
+//! on locally only for a streak, then lets a release reach the others), the spin lock's waiters
+//! reserve the lock in the order they have waited, the write lock and the lean `Mutex` take
+//! turns as the reentrant lock does. (The throughput against one process is the bench's
+//! `processes` scenario: timing claims are not tested here.)
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use ferrisson::{HoldGuard, Lock, Mutex as LeanMutex, ReadWriteLock, ReentrantLock, SpinLock};
+
+const PROCESSES: usize = 4;
+const TASKS: usize = 4;
+/// How long the workers contend, once all have started.
+const PHASE: Duration = Duration::from_millis(1500);
+/// The time the workers get to start and connect before the phase.
+const START: Duration = Duration::from_millis(1500);
+
+/// Wall-clock milliseconds: all processes run on this machine, so they share the clock.
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+/// The worker process: does nothing unless started by a test with its settings in the
+/// environment. Prints `acquisitions <n>`: the holds its tasks took inside the phase.
+#[test]
+#[ignore = "a worker process of the fairness tests, started by them"]
+fn fairness_worker() {
+    let Ok(kind) = std::env::var("FAIR_KIND") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let count = runtime.block_on(worker(&kind));
+    println!("acquisitions {count}");
+}
+
+async fn lock_once(kind: &str, client: &ferrisson::Client, name: &str) -> HoldGuard {
+    match kind {
+        "reentrant" => ReentrantLock::new(client, name).unwrap().lock().await,
+        "spin" => SpinLock::new(client, name).unwrap().lock().await,
+        "write" => {
+            ReadWriteLock::new(client, name)
+                .unwrap()
+                .write_lock()
+                .lock()
+                .await
+        }
+        "mutex" => LeanMutex::new(client, name).unwrap().lock().await,
+        other => panic!("unknown kind {other}"),
+    }
+    .unwrap()
+}
+
+async fn worker(kind: &str) -> u64 {
+    let (url, name) = (env("FAIR_URL"), env("FAIR_NAME"));
+    let hold = Duration::from_micros(env("FAIR_HOLD_US").parse().unwrap());
+    let start: u64 = env("FAIR_START_MS").parse().unwrap();
+    let until: u64 = env("FAIR_UNTIL_MS").parse().unwrap();
+    let client = client(&url).await;
+    let count = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (client, name, kind, count) =
+            (client.clone(), name.clone(), kind.to_owned(), count.clone());
+        tasks.push(tokio::spawn(async move {
+            let wait = start.saturating_sub(now_ms());
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            while now_ms() < until {
+                let guard = lock_once(&kind, &client, &name).await;
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                let inside = now_ms() < until;
+                guard.unlock().await.unwrap();
+                if inside {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    count.load(Ordering::Relaxed)
+}
+
+/// Each process's acquisitions in one phase of `kind` with `hold`.
+fn run(url: &str, kind: &str, hold: Duration) -> Vec<u64> {
+    let name = unique_name(&format!("fair-{kind}"));
+    let start = now_ms() + u64::try_from(START.as_millis()).unwrap();
+    let until = start + u64::try_from(PHASE.as_millis()).unwrap();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["fairness_worker", "--exact", "--ignored", "--nocapture"])
+                .args(["--test-threads", "1"])
+                .env("FAIR_KIND", kind)
+                .env("FAIR_URL", url)
+                .env("FAIR_NAME", &name)
+                .env("FAIR_HOLD_US", hold.as_micros().to_string())
+                .env("FAIR_START_MS", start.to_string())
+                .env("FAIR_UNTIL_MS", until.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "a {kind} worker failed");
+            let text = String::from_utf8_lossy(&out.stdout);
+            // libtest prints the test's name on the same line.
+            text.split("acquisitions ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("a {kind} worker printed no count: {text}"))
+        })
+        .collect()
+}
+
+/// Both holds of `kind`: every process gets at least a quarter of its fair share.
+fn every_process_gets_its_share(kind: &str) {
+    let server = RedisServer::spawn();
+    for hold in [Duration::ZERO, Duration::from_millis(1)] {
+        let counts = run(&server.url(), kind, hold);
+        let total: u64 = counts.iter().sum();
+        assert!(
+            total >= 40,
+            "{kind}, hold {hold:?}: hardly any holds: {counts:?}"
+        );
+        let fair = total as f64 / PROCESSES as f64;
+        for &count in &counts {
+            assert!(
+                count as f64 >= 0.25 * fair,
+                "{kind}, hold {hold:?}: a process got {count} of a fair {fair:.0}: {counts:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reentrant_lock_clients_in_separate_processes_take_turns() {
+    every_process_gets_its_share("reentrant");
+}
+
+#[test]
+fn spin_lock_clients_in_separate_processes_take_turns() {
+    every_process_gets_its_share("spin");
+}
+
+#[test]
+fn write_lock_clients_in_separate_processes_take_turns() {
+    every_process_gets_its_share("write");
+}
+
+#[test]
+fn mutex_clients_in_separate_processes_take_turns() {
+    every_process_gets_its_share("mutex");
+}

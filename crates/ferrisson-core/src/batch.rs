@@ -161,12 +161,6 @@ async fn send(conn: &Connection, mut calls: Vec<Pending>) {
     if calls.is_empty() {
         return;
     }
-    conn.ready_for(calls[0].call.script(), true).await;
-    // The wait for a load may have outlasted some callers.
-    calls.retain(|p| !p.reply.is_closed());
-    if calls.is_empty() {
-        return;
-    }
     let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
     let result = conn
         .query_raw(&ScriptCall::batch_command(&refs, false))

@@ -262,9 +262,6 @@ impl Replication {
             return Ok((lane.eval(call).await?, Ok(Synced::NotNeeded)));
         }
         let wait = self.wait_command(wanted, settings);
-        if !call.is_plain() {
-            lane.ready_for(call.script(), false).await;
-        }
         let mut pipe = redis::pipe();
         pipe.add_command(call.command().clone())
             .add_command(wait.clone());

@@ -16,11 +16,11 @@ async fn coalescing(url: &str) -> Client {
         .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }
 
-/// The probe's source, with a last line of its own.
-macro_rules! probe_source {
-    ($last:literal) => {
-        concat!(
-            r#"-- operation: test/probe
+/// A probe whose argument picks its outcome: a count, nil, an error reply, a Lua runtime error,
+/// or (`incr` on a hash) a wrong-type error raised by `redis.call`.
+static PROBE: Script = Script::new(
+    "test/probe",
+    r#"-- operation: test/probe
 -- protocol: 1
 if ARGV[1] == 'nil' then
   return nil
@@ -32,22 +32,7 @@ elseif ARGV[1] == 'lua' then
 end
 return redis.call('incr', KEYS[1])
 "#,
-            $last
-        )
-    };
-}
-
-/// A probe whose argument picks its outcome: a count, nil, an error reply, a Lua runtime error,
-/// or (`incr` on a hash) a wrong-type error raised by `redis.call`.
-static PROBE: Script = Script::new("test/probe", probe_source!(""));
-
-/// Probes no other test sends (a process loads every script it has sent on a new connection,
-/// and `cargo test` runs the tests in one process): one per case that needs a script the
-/// process never sent.
-static UNSENT: [Script; 2] = [
-    Script::new("test/probe", probe_source!("-- unsent 1\n")),
-    Script::new("test/probe", probe_source!("-- unsent 2\n")),
-];
+);
 
 /// Reads a key: a script of another shape than [`PROBE`].
 static READER: Script = Script::new(
@@ -241,18 +226,12 @@ async fn calls_queued_together_run_in_the_order_they_were_made() {
 /// nobody for a lease).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_caller_left_is_not_resent_after_noscript() {
-    // A probe the process never sent (each case its own: the process loads every script it
-    // has sent on a new connection), which the connection loads before the call, and one it
-    // has sent, which the server lost without the client seeing it (`NOSCRIPT`).
-    for (coalesce, probe) in [(true, &UNSENT[0]), (false, &UNSENT[1])] {
-        caller_left_before_noscript(coalesce, probe, false).await;
-    }
     for coalesce in [true, false] {
-        caller_left_before_noscript(coalesce, &PROBE, true).await;
+        caller_left_before_noscript(coalesce).await;
     }
 }
 
-async fn caller_left_before_noscript(coalesce: bool, probe: &'static Script, sent: bool) {
+async fn caller_left_before_noscript(coalesce: bool) {
     let server = RedisServer::spawn();
     let proxy = ferrisson_testkit::FaultProxy::start(server.port());
     let client = Client::with_config(ClientConfig::new(proxy.url()).with_coalesce_calls(coalesce))
@@ -264,21 +243,14 @@ async fn caller_left_before_noscript(coalesce: bool, probe: &'static Script, sen
         let client = client.clone();
         async move { client.eval::<Option<i64>>(&call).await.unwrap() }
     };
-    if sent {
-        let other = format!("{key}-other");
-        let call = ScriptCall::new(probe, &[&other]).arg("incr");
-        client.eval::<i64>(&call).await.unwrap();
-        assert_eq!(read().await, None);
-    }
     // The server knows the reader only (the probe is flushed), and every reply takes a while.
     server.flush_scripts();
     assert_eq!(read().await, None);
     let mut con = server.connection();
     let before = command_calls(&mut con);
     proxy.delay_replies(std::time::Duration::from_millis(400));
-    // The probe's `SCRIPT LOAD` or EVALSHA reaches Redis at once; its caller leaves before the
-    // reply (the load's, or NOSCRIPT) is back.
-    let probe = ScriptCall::new(probe, &[&key]).arg("incr");
+    // The probe's EVALSHA reaches Redis at once; its caller leaves before NOSCRIPT is back.
+    let probe = ScriptCall::new(&PROBE, &[&key]).arg("incr");
     let left = tokio::time::timeout(
         std::time::Duration::from_millis(200),
         client.eval::<i64>(&probe),

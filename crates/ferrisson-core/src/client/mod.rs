@@ -118,7 +118,7 @@ impl Client {
                 .open()
                 .await
                 .map_err(|e| connect_error(e, &address))?;
-            let Some(primary) = conn.sentinel() else {
+            let Connection::Sentinel(primary) = &conn else {
                 return Err(Error::Protocol(
                     "a Sentinel opener made another connection".into(),
                 ));

@@ -14,7 +14,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::*;
 use ferrisson::{Client, Lock};
@@ -100,16 +100,6 @@ fn redisson_script(now_arg: usize, body: &str) -> redis::Script {
 /// Redisson's lease when the watchdog keeps the lock.
 const REDISSON_LEASE_MS: u64 = 30_000;
 
-fn client_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
-
 struct Keys {
     lock: String,
     queue: String,
@@ -150,7 +140,7 @@ async fn redisson_lock_and_unlock(
             .arg(REDISSON_LEASE_MS)
             .arg(&owner)
             .arg(u64::try_from(REDISSON_THREAD_WAIT.as_millis()).unwrap())
-            .arg(client_ms());
+            .arg(wall_ms());
         let mut con = con.clone();
         async move {
             let ttl: Option<i64> = invocation.invoke_async(&mut con).await.unwrap();
@@ -180,7 +170,7 @@ async fn redisson_lock_and_unlock(
         .key(&keys.channel)
         .arg(REDISSON_LEASE_MS)
         .arg(&owner)
-        .arg(client_ms())
+        .arg(wall_ms())
         .invoke_async(&mut con)
         .await
         .unwrap();
@@ -298,7 +288,7 @@ fn queue_of(con: &mut redis::Connection, keys: &Keys) -> Vec<String> {
 /// leaves it: a Redisson-arithmetic timeout far ahead (ten minutes), a liveness deadline past.
 fn plant_dead_waiter(con: &mut redis::Connection, name: &str, owner: &str) {
     let keys = Keys::of(name);
-    let now = client_ms();
+    let now = wall_ms();
     let _: () = redis::pipe()
         .cmd("RPUSH")
         .arg(&keys.queue)

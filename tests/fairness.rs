@@ -13,7 +13,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::*;
 use ferrisson::{HoldGuard, Lock, Mutex as LeanMutex, ReadWriteLock, ReentrantLock, SpinLock};
@@ -24,17 +24,6 @@ const TASKS: usize = 4;
 const PHASE: Duration = Duration::from_millis(1500);
 /// The time the workers get to start and connect before the phase.
 const START: Duration = Duration::from_millis(1500);
-
-/// Wall-clock milliseconds: all processes run on this machine, so they share the clock.
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
@@ -86,14 +75,14 @@ async fn worker(kind: &str) -> u64 {
         let (client, name, kind, count) =
             (client.clone(), name.clone(), kind.to_owned(), count.clone());
         tasks.push(tokio::spawn(async move {
-            let wait = start.saturating_sub(now_ms());
+            let wait = start.saturating_sub(wall_ms());
             tokio::time::sleep(Duration::from_millis(wait)).await;
-            while now_ms() < until {
+            while wall_ms() < until {
                 let guard = lock_once(&kind, &client, &name).await;
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
-                let inside = now_ms() < until;
+                let inside = wall_ms() < until;
                 guard.unlock().await.unwrap();
                 if inside {
                     count.fetch_add(1, Ordering::Relaxed);
@@ -110,7 +99,7 @@ async fn worker(kind: &str) -> u64 {
 /// Each process's acquisitions in one phase of `kind` with `hold`.
 fn run(url: &str, kind: &str, hold: Duration) -> Vec<u64> {
     let name = unique_name(&format!("fair-{kind}"));
-    let start = now_ms() + u64::try_from(START.as_millis()).unwrap();
+    let start = wall_ms() + u64::try_from(START.as_millis()).unwrap();
     let until = start + u64::try_from(PHASE.as_millis()).unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {

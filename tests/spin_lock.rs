@@ -194,6 +194,21 @@ fn reservation(con: &mut redis::Connection, name: &str) -> Option<(u64, String)>
     Some((at.parse().unwrap(), owner.to_owned()))
 }
 
+/// Tries 1 s apart: a reservation of 4 s (four minimum pauses), and a patience of 4 s.
+const SLOW: Backoff = Backoff {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(1),
+};
+
+/// Waits until a waiter holds the spin lock `name`'s reservation.
+async fn until_reserved(redis: &TestRedis, name: &str) {
+    eventually(SOON, "the waiter reserves the lock", || {
+        let found = reservation(&mut redis.connection(), name).is_some();
+        async move { found }
+    })
+    .await;
+}
+
 /// A waiter that has waited holds the next-in-line reservation; once it has stood for the
 /// patience, a free lock goes to that waiter only: a try of anyone else fails though nobody
 /// holds the lock, until the waiter has taken it (and given it back).
@@ -208,22 +223,13 @@ async fn a_standing_reservation_hands_a_free_lock_to_the_longest_waiter() {
         client(&redis.url()).await,
     );
     let held = SpinLock::new(&a, &name).unwrap().lock().await.unwrap();
-    // A slow poller: 1 s between tries, so that the lock stays free for a while after the
-    // release, and a patience of 4 pauses (4 s).
-    let slow = Backoff {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(1),
-    };
+    // A slow poller, so that the lock stays free for a while after the release.
     let waiter = SpinLock::new(&b, &name)
         .unwrap()
-        .with_backoff(slow)
+        .with_backoff(SLOW)
         .unwrap();
     let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
-    eventually(SOON, "the waiter reserves the lock", || {
-        let found = reservation(&mut redis.connection(), &name).is_some();
-        async move { found }
-    })
-    .await;
+    until_reserved(&redis, &name).await;
     let (at, owner) = reservation(&mut con, &name).unwrap();
     eventually(SOON, "the reservation binds", || {
         let now = server_ms(&mut redis.connection());
@@ -262,21 +268,12 @@ async fn a_young_reservation_does_not_bind_and_a_left_one_ends_by_itself() {
     let name = unique_name("spin-left");
     let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
     let held = SpinLock::new(&a, &name).unwrap().lock().await.unwrap();
-    // Tries 1 s apart: a reservation of 4 s and a patience of 4 s.
-    let slow = Backoff {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(1),
-    };
     let waiter = SpinLock::new(&b, &name)
         .unwrap()
-        .with_backoff(slow)
+        .with_backoff(SLOW)
         .unwrap();
     let waiting = tokio::spawn(async move { waiter.lock().await });
-    eventually(SOON, "the waiter reserves the lock", || {
-        let found = reservation(&mut redis.connection(), &name).is_some();
-        async move { found }
-    })
-    .await;
+    until_reserved(&redis, &name).await;
     let ttl: i64 = con.pttl(format!("{{{name}}}:next")).unwrap();
     assert!(
         ttl > 0 && ttl <= 4000,
@@ -286,7 +283,7 @@ async fn a_young_reservation_does_not_bind_and_a_left_one_ends_by_itself() {
     // The caller's patience decides (four of its minimum pauses): the same 4 s here.
     let got = SpinLock::new(&a, &name)
         .unwrap()
-        .with_backoff(slow)
+        .with_backoff(SLOW)
         .unwrap()
         .try_lock()
         .await

@@ -124,3 +124,14 @@ pub async fn wait_queue_length(lock: &ferrisson_fair_lock::FairLock, n: usize) {
     )
     .await;
 }
+
+/// Wall-clock milliseconds since the Unix epoch (processes on this machine share the clock).
+pub fn wall_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}

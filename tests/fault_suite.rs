@@ -127,11 +127,15 @@ async fn work_and_end(log: &mut Log, guard: &HoldGuard, side: &str) -> bool {
     let token = guard.token().unwrap_or(0);
     log.event(format_args!("acq {side} {token} {}", now_us()));
     let work = Duration::from_millis(2 + log.below(13));
-    let lost = tokio::select! {
+    let told = tokio::select! {
         reason = guard.lost() => Some(reason),
-        () = tokio::time::sleep(work) => guard.loss_reason(),
+        () = tokio::time::sleep(work) => None,
     };
+    // The clock is read before the hold is asked about: a worker frozen between a "still
+    // held" answer and its log line must not log the end of its hold after the freeze (its
+    // belief was last checked before it).
     let now = now_us();
+    let lost = told.or_else(|| guard.loss_reason());
     match lost {
         None => {
             log.event(format_args!("end {side} {token} {now} released"));

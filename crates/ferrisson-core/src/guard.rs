@@ -20,8 +20,12 @@ pub enum Released {
     NotOwner,
     /// Holds of the owner remain.
     StillHeld,
-    /// The lock is free; a waiter was woken.
-    Freed,
+    /// The lock is free; a waiter was woken. `subscribers`: how many subscriber connections
+    /// its release message reached (0: it published nothing, or the count is not known).
+    Freed {
+        /// Subscriber connections the release message reached.
+        subscribers: u64,
+    },
     /// The lock went straight to a local waiter.
     HandedOff,
 }
@@ -252,14 +256,34 @@ impl HoldGuard {
     /// error included: the lock was not held continuously), [`Error::NotOwner`] when Redis
     /// says this owner holds nothing, [`Error::Unreachable`] when Redis could not be reached
     /// (the hold then ends with its lease: the watchdog no longer renews it).
-    pub async fn unlock(mut self) -> Result<()> {
+    pub async fn unlock(self) -> Result<()> {
+        self.unlock_reaching().await.map(|_| ())
+    }
+
+    /// As [`unlock`](Self::unlock), saying how many subscriber connections the release
+    /// message reached (0 when the lock stayed held, went to a local waiter or published
+    /// nothing): a RedLock's unlock tells from it whether other processes wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`unlock`](Self::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`unlock`](Self::unlock).
+    #[doc(hidden)]
+    pub async fn unlock_reaching(mut self) -> Result<u64> {
         let Some(lease) = self.lease.take() else {
-            return Ok(());
+            return Ok(0);
         };
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
         let released = self.lock.clone().release(self.owner.clone(), end).await;
-        self.outcome(released, end.lost)
+        let reached = match &released {
+            Ok(Released::Freed { subscribers }) => *subscribers,
+            _ => 0,
+        };
+        self.outcome(released, end.lost).map(|()| reached)
     }
 
     /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been

@@ -54,6 +54,13 @@ pub trait LockKind: HoldKind {
             Ok(state.exists.then(|| state.ttl()))
         }
     }
+
+    /// What a watcher ([`Lock::wait_unlocked`]) looks at before each sleep: what
+    /// [`held_for`](Self::held_for) says, after asking for the next release's message where a
+    /// kind's releases publish only when someone said it waits (the lean mutex's waiter mark).
+    fn watch_look(&self) -> impl Future<Output = Result<Option<Option<Duration>>>> + Send {
+        self.held_for()
+    }
 }
 
 /// A handle to a lock of kind `K`: the kind's state, shared by every clone, and the owner the
@@ -188,7 +195,7 @@ impl<T: LockType> Lock for T {
 fn watch<K: LockKind>(kind: &K, fail_fast: bool) -> impl Future<Output = Result<()>> + Send + '_ {
     until_unlocked(
         kind.client(),
-        || kind.held_for(),
+        || kind.watch_look(),
         kind.release_channel(),
         kind.watch_recheck(),
         fail_fast,

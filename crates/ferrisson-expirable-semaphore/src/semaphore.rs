@@ -177,7 +177,7 @@ impl Release for PermitRelease {
             Ok(if count < 0 {
                 Released::NotOwner
             } else {
-                Released::Freed
+                Released::Freed { subscribers: 0 }
             })
         })
     }

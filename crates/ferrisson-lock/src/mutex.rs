@@ -299,4 +299,19 @@ impl LockKind for MutexKind {
         // Other Redlock clients' releases publish nothing.
         Some(FOREIGN_RELEASE_RECHECK.max)
     }
+
+    async fn watch_look(&self) -> Result<Option<Option<Duration>>> {
+        // A watcher marks that someone waits, as a waiter's failed try does, so that the next
+        // release publishes: otherwise it would learn of it only at its re-check (a RedLock's
+        // rounds never wait on an instance, so they never mark). Sent before the look on the
+        // same connection: one round trip.
+        let mut mark = redis::cmd("SET");
+        mark.arg(&self.channel)
+            .arg("1")
+            .arg("PX")
+            .arg(millis(WAITER_MARK));
+        let (marked, held) = futures::join!(self.client.query::<()>(&mark), self.held_for());
+        marked?;
+        held
+    }
 }

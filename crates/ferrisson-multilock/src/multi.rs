@@ -90,6 +90,16 @@ struct Group {
     gate: Option<Arc<Gate>>,
 }
 
+/// The span of the random pause of a RedLock waiter woken by a release before its round
+/// ([`red_pause`]): wide enough that the rivals the same message woke (one per process) rarely
+/// start within one round trip of each other and split the instances.
+const WOKEN_SPREAD: Duration = Duration::from_millis(1);
+
+/// How long after freeing a RedLock that other processes wait for a process's fresh
+/// acquisitions queue rather than try at once: long enough for the waiters its release woke to
+/// hear it, pause ([`WOKEN_SPREAD`]) and send their round.
+const YIELD: Duration = Duration::from_millis(3);
+
 /// The most RedLock acquisitions one process hands the lock to in a row before a release
 /// frees it for the other processes' waiters (as [`ferrisson_core::__engine::MAX_HANDOFF_STREAK`]
 /// for one lock).
@@ -111,6 +121,9 @@ struct Gate {
     /// instances reachable), so that the waiters queued behind the turn count their outage
     /// limit from then too, not from their own first round.
     outage_since: std::sync::Mutex<Option<Instant>>,
+    /// Until when this process's fresh acquisitions queue instead of trying at once, after a
+    /// release of its that other processes' waiters heard ([`Gate::freed`]).
+    yield_until: std::sync::Mutex<Option<Instant>>,
 }
 
 /// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
@@ -129,6 +142,7 @@ impl Gate {
             streak: std::sync::atomic::AtomicU32::new(0),
             next_id: std::sync::atomic::AtomicU64::new(1),
             outage_since: std::sync::Mutex::new(None),
+            yield_until: std::sync::Mutex::new(None),
         }
     }
 
@@ -161,6 +175,33 @@ impl Gate {
             },
             rx,
         )
+    }
+
+    /// Whether acquisitions of this process wait (for a hand-off or their turn).
+    fn has_waiters(&self) -> bool {
+        self.queue().iter().any(|w| !w.tx.is_closed())
+    }
+
+    /// Whether this process freed the lock for others a moment ago ([`YIELD`]).
+    fn yielding(&self) -> bool {
+        self.yield_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// A release that freed the lock reached `reached` subscriber connections on one instance
+    /// at most: when that is more than this process's own watcher, other processes wait, and
+    /// this process's fresh acquisitions let the ones that message woke go first.
+    fn freed(&self, reached: u64) {
+        let own = u64::from(self.turn.available_permits() == 0);
+        if reached > own {
+            *self
+                .yield_until
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some(ferrisson_core::__engine::time::later(Instant::now(), YIELD));
+        }
     }
 
     /// The oldest waiter still waiting, when the streak allows another hand-off (else the
@@ -591,8 +632,13 @@ impl MultiGuard {
         let lease = waiter.as_ref().map(|w| w.lease);
         let ended = end_all(guards, lease, quorum).await;
         let released = ended.released;
-        if let Some(waiter) = waiter {
-            deliver(waiter, ended.passed, quorum, gate, started).await;
+        match waiter {
+            Some(waiter) => deliver(waiter, ended.passed, quorum, gate, started).await,
+            None => {
+                if let Some(gate) = &gate {
+                    gate.freed(ended.reached);
+                }
+            }
         }
         if let Some(reason) = lost {
             if !ended.failures.is_empty() {
@@ -627,6 +673,8 @@ struct Ended {
     passed: Vec<HoldGuard>,
     /// Each instance that did not release in time, and why.
     failures: Vec<String>,
+    /// The most subscriber connections one instance's release message reached.
+    reached: u64,
 }
 
 /// Ends every hold of `guards` at once: released, or (`lease` given: a waiter's) handed on to
@@ -653,6 +701,7 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
         released: 0,
         passed: Vec::new(),
         failures: Vec::new(),
+        reached: 0,
     };
     let mut reached = false;
     loop {
@@ -666,9 +715,10 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
             .map(std::mem::take)
             .unwrap_or_default();
         match outcome {
-            Ok(passed) => {
+            Ok((passed, reached)) => {
                 ended.released += 1;
                 ended.passed.extend(passed);
+                ended.reached = ended.reached.max(reached);
             }
             Err(e) => ended.failures.push(format!("`{key}`: {e}")),
         }
@@ -703,19 +753,19 @@ fn end_one(
     i: usize,
     guard: HoldGuard,
     lease: Option<Option<Duration>>,
-) -> impl std::future::Future<Output = (usize, Result<Option<HoldGuard>>)> {
+) -> impl std::future::Future<Output = (usize, Result<(Option<HoldGuard>, u64)>)> {
     let key = guard.key().to_owned();
     let client = guard.client().clone();
-    let (tx, rx) = tokio::sync::oneshot::channel::<Result<Option<HoldGuard>>>();
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<(Option<HoldGuard>, u64)>>();
     let spawned = client.spawn_cleanup(async move {
         let result = match lease {
-            Some(lease) => guard.hand_off(lease).await,
-            None => guard.unlock().await.map(|()| None),
+            Some(lease) => guard.hand_off(lease).await.map(|passed| (passed, 0)),
+            None => guard.unlock_reaching().await.map(|reached| (None, reached)),
         };
         // Not waited for any more: nobody else will hear of it.
         match tx.send(result) {
-            Ok(()) | Err(Ok(None)) => {}
-            Err(Ok(Some(late))) => {
+            Ok(()) | Err(Ok((None, _))) => {}
+            Err(Ok((Some(late), _))) => {
                 if let Err(e) = late.unlock().await {
                     tracing::debug!(%key, error = %e, "releasing a hold passed on too late");
                 }
@@ -872,6 +922,22 @@ impl Rounds for Acquisition<'_> {
     ) -> Result<Option<MultiGuard>> {
         let group = self.group;
         self.refused = None;
+        if n == 0
+            && !self.once
+            && group
+                .gate
+                .as_ref()
+                .is_some_and(|g| g.has_waiters() || g.yielding())
+        {
+            // Acquisitions of this process wait already, or this process has just freed the
+            // lock while other processes wait: this one queues behind them without a round (no
+            // barging: a round sent at once would beat the waiters the release woke, which
+            // pause before theirs, and a process whose tasks take the lock again at once would
+            // keep it from every other process). When its turn comes, it watches the first
+            // instance as a refused round would have it do.
+            self.refused = Some(0);
+            return Ok(None);
+        }
         let taken = if group.red {
             red_round(group, self.options, &mut self.refused).await?
         } else {
@@ -988,9 +1054,8 @@ async fn wait_for_round<'g>(
 /// held it, by index; one is enough, a holder releases every instance at once, and each watch
 /// costs its instance a look and a subscription) is seen free (its release message, or its
 /// holder's lease running out: [`Lock::wait_unlocked`], which never polls where releases
-/// publish), then answers a short random pause (up to 2 ms per round so far, at most 20 ms)
-/// that spreads the rivals the same release woke, so that they do not split the instances
-/// between them. When there is nothing to watch (the round failed on instances that are down
+/// publish), then answers a short random pause (below [`WOKEN_SPREAD`]) that spreads the
+/// rivals the same release woke, so that they do not split the instances between them. When there is nothing to watch (the round failed on instances that are down
 /// or slow) or the watch fails, it answers the blind pause of [`jitter`]; it never waits past
 /// `deadline`.
 async fn red_pause(
@@ -1016,7 +1081,10 @@ async fn red_pause(
         None => freed.await,
     };
     if freed {
-        random_below(Duration::from_millis(2 * u64::from(round.min(10))))
+        // The same span whatever the round: the turn-holders of other processes, woken by the
+        // same message, have the same chance (a span growing with the rounds would favour the
+        // youngest waiter, often the releasing process's next one).
+        random_below(WOKEN_SPREAD)
     } else {
         jitter(round)
     }

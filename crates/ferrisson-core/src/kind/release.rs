@@ -200,7 +200,7 @@ async fn release_inner<K: HoldKind>(
     match reply? {
         ReleaseReply::NotOwner => Ok((Released::NotOwner, None)),
         ReleaseReply::StillHeld => Ok((Released::StillHeld, None)),
-        ReleaseReply::Freed { .. } => Ok((Released::Freed, None)),
+        ReleaseReply::Freed { subscribers } => Ok((Released::Freed { subscribers }, None)),
         ReleaseReply::HandedOff { token } => {
             let Some((successor_owner, lease, renew)) = successor else {
                 return Err(Error::Protocol(format!(

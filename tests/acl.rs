@@ -43,10 +43,14 @@ fn documented_acl() -> Vec<String> {
 }
 
 async fn restricted_client(server: &RedisServer) -> Client {
+    client_with_rights(server, documented_acl()).await
+}
+
+async fn client_with_rights(server: &RedisServer, rights: Vec<String>) -> Client {
     let mut admin = server.connection();
     let mut setuser = redis::cmd("ACL");
     setuser.arg("SETUSER");
-    for arg in documented_acl() {
+    for arg in rights {
         setuser.arg(arg);
     }
     let _: () = setuser.query(&mut admin).unwrap();
@@ -161,6 +165,16 @@ async fn every_synchronizer_works_with_only_the_documented_rights() {
         .await
         .unwrap();
 
+    // No call was refused along the way (a refusal the client absorbs, such as a `SCRIPT LOAD`
+    // it falls back from, would show here), and the scripts were loaded, not sent with `EVAL`.
+    let mut admin = server.connection();
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut admin)
+        .unwrap();
+    assert!(!errors.contains("errorstat_NOPERM"), "{errors}");
+    assert!(!errors.contains("errorstat_NOSCRIPT"), "{errors}");
+
     // The rights are really that narrow: no key outside the namespace, no admin command.
     let mut restricted = redis::Client::open(format!(
         "redis://ferrisson:{PASSWORD}@127.0.0.1:{}",
@@ -175,4 +189,32 @@ async fn every_synchronizer_works_with_only_the_documented_rights() {
     assert_eq!(outside.unwrap_err().code(), Some("NOPERM"));
     let flush: redis::RedisResult<()> = redis::cmd("FLUSHALL").query(&mut restricted);
     assert_eq!(flush.unwrap_err().code(), Some("NOPERM"));
+}
+
+/// Without the right to `SCRIPT LOAD`, the client asks once, then sends a script the server
+/// lacks with `EVAL` (every call would otherwise pay a refused load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_script_load_the_client_asks_once_and_falls_back_on_eval() {
+    let server = RedisServer::spawn();
+    let rights = documented_acl()
+        .into_iter()
+        .filter(|r| r != "+script|load")
+        .collect();
+    let client = client_with_rights(&server, rights).await;
+    for round in 0..3 {
+        let lock = ReentrantLock::new(&client, &unique_name(&format!("no-load-{round}"))).unwrap();
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        let semaphore = Semaphore::new(&client, &unique_name(&format!("no-load-{round}"))).unwrap();
+        semaphore.try_set_permits(1).await.unwrap();
+        semaphore.acquire().await.unwrap().release().await.unwrap();
+    }
+    let mut admin = server.connection();
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut admin)
+        .unwrap();
+    assert!(
+        errors.contains("errorstat_NOPERM:count=1\r"),
+        "one refused load: {errors}"
+    );
 }

@@ -108,6 +108,18 @@ async fn every_lock_kind_excludes_across_clients_on_every_primary() {
             assert_eq!(most, 1, "{kind}: never two holders");
         }
     }
+    // Every script reached every primary with `SCRIPT LOAD` before its first call there.
+    for port in cluster.primary_ports() {
+        let mut con = cluster.node(port).connection();
+        let info: String = redis::cmd("INFO")
+            .arg("errorstats")
+            .query(&mut con)
+            .unwrap();
+        assert!(
+            !info.contains("errorstat_NOSCRIPT"),
+            "primary {port} answered NOSCRIPT: {info}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::*;
+use std::time::Duration;
+
+const SOON: Duration = Duration::from_secs(10);
 use ferrisson::ReentrantLock;
 use ferrisson_core::__engine::{PROTOCOL_VERSION, Script};
 
@@ -90,4 +93,76 @@ async fn locks_keep_working_across_a_script_flush() {
     server.flush_scripts();
     guard.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
+}
+
+/// How many `NOSCRIPT` errors the server has answered since it started.
+fn noscript_errors(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("errorstat_NOSCRIPT:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// A lock, a fair lock and a semaphore, each acquired and released once.
+async fn use_three_kinds(client: &ferrisson::Client, tag: &str) {
+    let lock = ReentrantLock::new(client, &format!("{tag}-lock")).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let fair = ferrisson::FairLock::new(client, &format!("{tag}-fair")).unwrap();
+    fair.lock().await.unwrap().unlock().await.unwrap();
+    let semaphore = ferrisson::Semaphore::new(client, &format!("{tag}-semaphore")).unwrap();
+    semaphore.try_set_permits(1).await.unwrap();
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_before_the_first_call_after_a_restart() {
+    let mut server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let tag = unique_name("reconnect");
+    use_three_kinds(&client, &tag).await;
+    let mut con = server.connection();
+    assert_eq!(
+        noscript_errors(&mut con),
+        0,
+        "a script first sent is loaded before its first call"
+    );
+    server.restart();
+    // The first command after the restart meets the dead connection; the client reconnects.
+    let probe = ReentrantLock::new(&client, &format!("{tag}-probe")).unwrap();
+    eventually(SOON, "the client reaches the restarted server", || {
+        let probe = probe.clone();
+        async move { probe.is_locked().await.is_ok() }
+    })
+    .await;
+    use_three_kinds(&client, &format!("{tag}-again")).await;
+    let mut con = server.connection();
+    assert_eq!(
+        noscript_errors(&mut con),
+        0,
+        "every script was loaded before its first call on the new connection"
+    );
+    let calls = command_calls(&mut con);
+    assert_eq!(
+        calls.get("eval").copied().unwrap_or(0),
+        0,
+        "no EVAL fallback"
+    );
+    assert!(calls.get("script|load").copied().unwrap_or(0) >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_script_flush_one_noscript_reloads_every_script() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let tag = unique_name("flushed");
+    use_three_kinds(&client, &tag).await;
+    let mut con = server.connection();
+    let before = noscript_errors(&mut con);
+    server.flush_scripts();
+    use_three_kinds(&client, &format!("{tag}-again")).await;
+    assert_eq!(
+        noscript_errors(&mut con) - before,
+        1,
+        "the first call meets NOSCRIPT; the scripts are loaded before the next"
+    );
 }

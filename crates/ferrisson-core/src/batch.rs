@@ -30,6 +30,25 @@ const MAX_CALLS: usize = 128;
 struct Pending {
     call: ScriptCall,
     reply: oneshot::Sender<RedisResult<Value>>,
+    /// The latest moment the call may be sent ([`crate::connection::sending_by`]).
+    by: Option<tokio::time::Instant>,
+}
+
+impl Pending {
+    /// Whether the call is still to be sent: its caller waits for it, and it is in time. A
+    /// call too late is answered so, and not sent.
+    fn keep(&mut self) -> bool {
+        if self.reply.is_closed() {
+            return false;
+        }
+        if crate::connection::too_late(self.by) {
+            let (tx, _) = oneshot::channel();
+            let reply = std::mem::replace(&mut self.reply, tx);
+            let _ = reply.send(Err(crate::connection::not_sent_in_time()));
+            return false;
+        }
+        true
+    }
 }
 
 /// The handle to a client's dispatcher: cheap to clone; the dispatcher ends once every handle
@@ -62,6 +81,7 @@ impl Batcher {
         let pending = Pending {
             call: call.clone(),
             reply,
+            by: crate::connection::send_by(),
         };
         if tx.send(pending).is_err() {
             return self.conn.eval(call).await;
@@ -148,11 +168,11 @@ async fn send(conn: &Connection, mut calls: Vec<Pending>) {
     // `NOSCRIPT` makes it go again as `EVAL`, is not sent: it has not run, and the caller's
     // clean-up (an undo queued behind it) may have run already, which the call must not
     // follow.
-    calls.retain(|p| !p.reply.is_closed());
+    calls.retain_mut(Pending::keep);
     if calls.len() == 1 {
         if let Some(pending) = calls.pop() {
             let result = conn
-                .eval_if_wanted(&pending.call, || !pending.reply.is_closed())
+                .eval_if_wanted(&pending.call, || !pending.reply.is_closed(), pending.by)
                 .await;
             let _ = pending.reply.send(result);
         }
@@ -161,14 +181,29 @@ async fn send(conn: &Connection, mut calls: Vec<Pending>) {
     if calls.is_empty() {
         return;
     }
+    let mut loads = conn.loads_for(calls[0].call.script(), true);
+    if conn.is_cluster() {
+        // A cluster's loads are waited for (`Connection::query_loaded`): callers may leave,
+        // and calls may run out of time, meanwhile.
+        conn.await_loads(std::mem::take(&mut loads)).await;
+        calls.retain_mut(Pending::keep);
+        if calls.is_empty() {
+            return;
+        }
+    }
     let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
     let result = conn
-        .query_raw(&ScriptCall::batch_command(&refs, false))
+        .query_loaded(
+            loads,
+            &ScriptCall::batch_command(&refs, false),
+            true,
+            || true,
+        )
         .await;
     drop(refs);
     let result = match result {
         Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            calls.retain(|p| !p.reply.is_closed());
+            calls.retain_mut(Pending::keep);
             if calls.is_empty() {
                 return;
             }
@@ -228,4 +263,36 @@ fn protocol_error(message: String) -> redis::RedisError {
         "unexpected batch reply",
         message,
     ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    static TEST: Script = Script::new("test/keep", "-- operation: test/keep\nreturn 1\n");
+
+    fn pending(
+        by: Option<tokio::time::Instant>,
+    ) -> (Pending, oneshot::Receiver<RedisResult<Value>>) {
+        let (reply, answer) = oneshot::channel();
+        let call = ScriptCall::new(&TEST, &["k"]);
+        (Pending { call, reply, by }, answer)
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_send_deadline_is_answered_not_sent() {
+        let now = tokio::time::Instant::now();
+        let (mut late, answer) = pending(Some(now));
+        assert!(!late.keep(), "a call at its deadline is not sent");
+        let error = answer.await.unwrap().unwrap_err();
+        assert!(error.to_string().contains("not sent"), "{error}");
+        let (mut timely, _answer) = pending(Some(now + std::time::Duration::from_secs(60)));
+        assert!(timely.keep());
+        let (mut unbounded, _answer) = pending(None);
+        assert!(unbounded.keep());
+        let (mut left, answer) = pending(None);
+        drop(answer);
+        assert!(!left.keep(), "a call whose caller left is not sent");
+    }
 }

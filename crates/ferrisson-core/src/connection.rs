@@ -1,19 +1,38 @@
 //! The command connection (standalone, cluster or sentinel) and how to open another one.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::top_level_error;
-use crate::script::ScriptCall;
+use crate::script::{Script, ScriptCall};
 
-/// The command connection, shaped so that cluster and sentinel deployments become more
-/// variants here without any change in the synchronizer crates, which only ever call
+/// The command connection: the link to the deployment, and what the server is known to lack.
+///
+/// Scripts are loaded on every (re)connect, before the first call on it: a connection
+/// starts [stale](Scripts::stale), and becomes stale again when a command on it fails in a way
+/// that may mean the link was lost (the connection then reconnects, possibly to a restarted
+/// or failed-over server, which has no scripts) or when a call meets `NOSCRIPT` anyway (a
+/// `SCRIPT FLUSH`, a reconnect the client did not see). The next script call on a stale
+/// connection goes out right behind `SCRIPT LOAD` of every script this process has sent
+/// ([`crate::script::sent_sources`]), in the same write: no call waits for a load, so calls
+/// reach Redis in the order they were made, and the loads cost no round trip of their own.
+/// `NOSCRIPT`, answered by `EVAL`, stays the fallback (on a cluster, whose loads go to every
+/// node apart from the call, a call can still overtake them).
+#[derive(Clone)]
+pub(crate) struct Connection {
+    link: Link,
+    scripts: Arc<Scripts>,
+}
+
+/// The link under a [`Connection`], shaped so that cluster and sentinel deployments become
+/// more variants here without any change in the synchronizer crates, which only ever call
 /// [`Client::eval`] and [`Client::query`].
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub(crate) enum Link {
     /// One multiplexed connection to a standalone server, reconnecting by itself.
     Standalone(ConnectionManager),
     /// A Redis Cluster: commands are routed to the primary of their keys' slot.
@@ -22,26 +41,223 @@ pub(crate) enum Connection {
     Sentinel(Arc<crate::sentinel::SentinelPrimary>),
 }
 
+/// Whether a connection's server may lack scripts.
+struct Scripts {
+    /// Set at the start and after a failure that may have been a lost link: the next script
+    /// call loads every sent script first.
+    stale: AtomicBool,
+    /// How many of the scripts this process has sent ([`crate::script::sent_count`]) the
+    /// server was given since the connection was last stale: a script first sent later is
+    /// loaded before its first call too.
+    loaded: AtomicUsize,
+    /// Set when the server refused a load outright (no `SCRIPT LOAD` right): the connection
+    /// relies on the `NOSCRIPT` fallback from then on.
+    refused: AtomicBool,
+}
+
 impl Connection {
-    /// `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server), `SCRIPT LOAD` and again.
-    pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
-        self.eval_if_wanted(call, || true).await
+    pub(crate) fn new(link: Link) -> Self {
+        Self {
+            link,
+            scripts: Arc::new(Scripts {
+                stale: AtomicBool::new(true),
+                loaded: AtomicUsize::new(0),
+                refused: AtomicBool::new(false),
+            }),
+        }
     }
 
-    /// As [`eval`](Self::eval), but after `NOSCRIPT` the source is sent only if `wanted()`
+    /// The followed primary, on a Sentinel set-up.
+    pub(crate) fn sentinel(&self) -> Option<&Arc<crate::sentinel::SentinelPrimary>> {
+        match &self.link {
+            Link::Sentinel(primary) => Some(primary),
+            _ => None,
+        }
+    }
+
+    /// Notes that `script` (its batch form when `batch` is set) is about to be sent, and says
+    /// which sources the server must be given first: every script sent so far when it may lack
+    /// them (the connection is stale), else those first sent since the last load, usually
+    /// none. The caller sends them right before its call ([`query_loaded`](Self::query_loaded)).
+    pub(crate) fn loads_for(&self, script: &'static Script, batch: bool) -> Vec<&'static str> {
+        script.note_sent(batch);
+        if self.scripts.refused.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let count = crate::script::sent_count();
+        if !self.scripts.stale.load(Ordering::Acquire)
+            && self.scripts.loaded.load(Ordering::Acquire) >= count
+        {
+            return Vec::new();
+        }
+        let from = if self.scripts.stale.swap(false, Ordering::AcqRel) {
+            0
+        } else {
+            self.scripts.loaded.load(Ordering::Acquire)
+        };
+        let sources = crate::script::sent_sources(from);
+        self.scripts
+            .loaded
+            .fetch_max(from + sources.len(), Ordering::AcqRel);
+        sources
+    }
+
+    /// `cmd` (`raw`: answered as [`query_raw`](Self::query_raw) does, else as
+    /// [`query`](Self::query)) right behind `SCRIPT LOAD` of each of `sources`, in one
+    /// pipeline: the server runs the loads first, and the loads cost no round trip of their
+    /// own. A load the server refuses outright (`NOPERM`, or `ERR` from a server without the
+    /// command) stops the loading for good; one that fails otherwise leaves the connection
+    /// stale, so the next call loads again.
+    ///
+    /// On a cluster, whose loads go to every node apart from the call, the call waits for
+    /// them instead ([`await_loads`](Self::await_loads)), and is not sent if `wanted()` then
+    /// says its caller has gone (other calls may overtake it meanwhile; a call whose caller
+    /// left must not follow its clean-up).
+    pub(crate) async fn query_loaded(
+        &self,
+        sources: Vec<&'static str>,
+        cmd: &redis::Cmd,
+        raw: bool,
+        wanted: impl Fn() -> bool,
+    ) -> redis::RedisResult<Value> {
+        if !sources.is_empty() {
+            if self.is_cluster() {
+                self.await_loads(sources).await;
+                if !wanted() {
+                    return Err(caller_gone());
+                }
+            } else {
+                let count = sources.len();
+                let mut pipe = load_pipeline(&sources);
+                pipe.add_command(cmd.clone());
+                let replies = self.pipeline_at(&pipe, count + 1, "").await?;
+                let (failed, mut rest) = split_loads(replies, count);
+                self.loaded(count, failed);
+                let reply = rest.pop().ok_or_else(|| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::UnexpectedReturnType,
+                        "a pipeline of script loads and a call came back short",
+                    ))
+                })?;
+                return if raw {
+                    top_level_error(reply)
+                } else {
+                    reply.extract_error()
+                };
+            }
+        }
+        if raw {
+            self.query_raw(cmd).await
+        } else {
+            self.query(cmd).await
+        }
+    }
+
+    /// `SCRIPT LOAD` of each of `sources` (on a cluster, to every node), waited for.
+    pub(crate) async fn await_loads(&self, sources: Vec<&'static str>) {
+        if sources.is_empty() {
+            return;
+        }
+        let count = sources.len();
+        // Boxed: the loads' future (every link's command future) stays out of the type of
+        // every call's future.
+        let loads: futures::future::BoxFuture<'_, Option<redis::RedisError>> =
+            Box::pin(self.load(sources));
+        let failed = loads.await;
+        self.loaded(count, failed);
+    }
+
+    /// Notes how a load of `count` scripts went ([`query_loaded`](Self::query_loaded)).
+    pub(crate) fn loaded(&self, count: usize, failed: Option<redis::RedisError>) {
+        match failed {
+            None => {
+                tracing::debug!(
+                    scripts = count,
+                    "scripts loaded on the (re)connected server"
+                );
+                crate::metrics::scripts_loaded(count);
+            }
+            Some(e) if matches!(e.code(), Some("NOPERM" | "ERR")) => {
+                // Refused, not lost (a user without the `SCRIPT LOAD` right, a server that
+                // lacks the command): asking again would cost every (re)connect a refusal.
+                // (A server still loading its data answers `LOADING`, and is asked again.)
+                self.scripts.refused.store(true, Ordering::Relaxed);
+                tracing::warn!(error = %e, "the server refused SCRIPT LOAD: scripts are sent with EVAL when the server lacks them (grant +script|load, docs/deployment.md)");
+            }
+            Some(e) => {
+                // `query_raw` has marked the connection stale: the next call loads again.
+                tracing::debug!(error = %e, "loading the scripts failed; the next call tries again");
+            }
+        }
+    }
+
+    /// `SCRIPT LOAD` of each of `sources` (on a cluster, to every node), handed to the
+    /// connection in order: the first error, if any.
+    async fn load(&self, sources: Vec<&'static str>) -> Option<redis::RedisError> {
+        let loads = sources.into_iter().map(|source| async move {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(source);
+            self.query_raw(&cmd).await
+        });
+        futures::future::join_all(loads)
+            .await
+            .into_iter()
+            .find_map(Result::err)
+    }
+
+    /// Marks the server as possibly lacking scripts when `result` failed in a way that may
+    /// mean a lost link, or a reply said `NOSCRIPT`.
+    fn observe<T>(&self, result: &redis::RedisResult<T>) {
+        if let Err(e) = result
+            && (e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || e.is_timeout()
+                || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+        {
+            self.mark_stale();
+        }
+    }
+
+    /// The server may lack scripts: the next script call loads them first.
+    pub(crate) fn mark_stale(&self) {
+        self.scripts.stale.store(true, Ordering::Release);
+    }
+
+    /// `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server), `SCRIPT LOAD` and again.
+    pub(crate) async fn eval(&self, call: &ScriptCall) -> redis::RedisResult<Value> {
+        self.eval_if_wanted(call, || true, send_by()).await
+    }
+
+    /// As [`eval`](Self::eval), but after `NOSCRIPT` the call is sent again only if `wanted()`
     /// still says so: a call whose caller has gone is not resent (it did not run, and the
-    /// caller's clean-up, sent meanwhile, may have run already: the resent call would run
-    /// after it).
+    /// caller's clean-up, sent meanwhile, may have run already: the call would run after it).
+    /// Nor is it sent after `by` ([`sending_by`]).
     pub(crate) async fn eval_if_wanted(
         &self,
         call: &ScriptCall,
         wanted: impl Fn() -> bool,
+        by: Option<tokio::time::Instant>,
     ) -> redis::RedisResult<Value> {
-        match self.query(call.command()).await {
+        let loads = if call.is_plain() {
+            Vec::new()
+        } else {
+            self.loads_for(call.script(), false)
+        };
+        if too_late(by) {
+            return Err(not_sent_in_time());
+        }
+        match self
+            .query_loaded(loads, call.command(), false, &wanted)
+            .await
+        {
             Err(e)
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && wanted() =>
             {
+                if too_late(by) {
+                    return Err(not_sent_in_time());
+                }
                 tracing::info!(
                     script = call.script().name(),
                     "the server lacks the script (restarted, failed over or flushed): sending it with EVAL"
@@ -62,12 +278,12 @@ impl Connection {
         count: usize,
         key: &str,
     ) -> redis::RedisResult<Vec<Value>> {
-        match self {
-            Connection::Standalone(manager) => {
+        let result = match &self.link {
+            Link::Standalone(manager) => {
                 let mut manager = manager.clone();
                 manager.send_packed_commands(pipe, 0, count).await
             }
-            Connection::Cluster(cluster) => {
+            Link::Cluster(cluster) => {
                 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
                 let route = Route::new(crate::keys::hash_slot(key), SlotAddr::Master);
                 let mut cluster = cluster.clone();
@@ -80,13 +296,22 @@ impl Connection {
                     )
                     .await
             }
-            Connection::Sentinel(primary) => primary.pipeline(pipe, count).await,
+            Link::Sentinel(primary) => primary.pipeline(pipe, count).await,
+        };
+        self.observe(&result);
+        if let Ok(replies) = &result
+            && replies
+                .iter()
+                .any(|r| matches!(r, Value::ServerError(e) if e.code() == "NOSCRIPT"))
+        {
+            self.mark_stale();
         }
+        result
     }
 
     /// Whether commands go to a Redis Cluster (whose scripts may only touch one slot).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self.link, Link::Cluster(_))
     }
 
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
@@ -96,22 +321,95 @@ impl Connection {
     /// As [`query`](Self::query), but error replies nested in the reply stay values (a
     /// batch's replies, one per call): only an error reply as the whole reply is an `Err`.
     pub(crate) async fn query_raw(&self, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
-        match self {
-            Connection::Standalone(manager) => {
+        let result = match &self.link {
+            Link::Standalone(manager) => {
                 // The inherent method, not the boxed `ConnectionLike` one: one allocation and
                 // one indirect call less per command.
                 let mut manager = manager.clone();
-                top_level_error(manager.send_packed_command(cmd).await?)
+                manager
+                    .send_packed_command(cmd)
+                    .await
+                    .and_then(top_level_error)
             }
-            Connection::Cluster(cluster) => {
+            Link::Cluster(cluster) => {
                 let mut cluster = cluster.clone();
                 top_level_error(
                     redis::aio::ConnectionLike::req_packed_command(&mut cluster, cmd).await?,
                 )
             }
-            Connection::Sentinel(primary) => primary.query(cmd).await,
-        }
+            Link::Sentinel(primary) => primary.query(cmd).await,
+        };
+        self.observe(&result);
+        result
     }
+}
+
+tokio::task_local! {
+    /// The latest moment a call that changes state may still be sent, for the calls of a task
+    /// inside [`sending_by`]: the settle loop's attempts (`Client::settle`) carry it, so that
+    /// no attempt reaches Redis after the records that resolve a lost reply may have expired,
+    /// however long a wait for the scripts to load held it up.
+    static SEND_BY: tokio::time::Instant;
+}
+
+/// Runs `attempt`, whose calls are not sent after `by` (when given).
+pub(crate) async fn sending_by<F: std::future::Future>(
+    by: Option<tokio::time::Instant>,
+    attempt: F,
+) -> F::Output {
+    match by {
+        Some(by) => SEND_BY.scope(by, attempt).await,
+        None => attempt.await,
+    }
+}
+
+/// The send deadline of the calls the current task makes ([`sending_by`]), if any.
+pub(crate) fn send_by() -> Option<tokio::time::Instant> {
+    SEND_BY.try_with(|by| *by).ok()
+}
+
+/// Whether a call with send deadline `by` is too late to be sent.
+pub(crate) fn too_late(by: Option<tokio::time::Instant>) -> bool {
+    by.is_some_and(|by| tokio::time::Instant::now() >= by)
+}
+
+/// The error of a call not sent because its send deadline had passed ([`sending_by`]); the
+/// settle loop takes it as an outcome that stayed unknown (earlier attempts may have run).
+pub(crate) fn not_sent_in_time() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "not sent: the time within which a lost reply can be resolved had passed while it waited",
+    ))
+}
+
+/// A pipeline of `SCRIPT LOAD` of each of `sources`, for a call to follow.
+pub(crate) fn load_pipeline(sources: &[&'static str]) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for source in sources {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
+    }
+    pipe
+}
+
+/// The replies of a pipeline that starts with `count` loads ([`load_pipeline`]): the first
+/// load error, if any, and the replies after the loads.
+pub(crate) fn split_loads(
+    mut replies: Vec<Value>,
+    count: usize,
+) -> (Option<redis::RedisError>, Vec<Value>) {
+    let rest = replies.split_off(count.min(replies.len()));
+    let failed = replies
+        .into_iter()
+        .find_map(|reply| reply.extract_error().err());
+    (failed, rest)
+}
+
+/// The error of a call not sent because its caller had gone (nobody reads it).
+pub(crate) fn caller_gone() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::Interrupted,
+        "the caller left before the call was sent",
+    ))
 }
 
 /// How to open one more command connection to the same deployment (replica sync's lanes).
@@ -128,16 +426,16 @@ pub(crate) enum Opener {
 
 impl Opener {
     pub(crate) async fn open(&self) -> redis::RedisResult<Connection> {
-        Ok(match self {
-            Opener::Standalone(client, config) => Connection::Standalone(
+        Ok(Connection::new(match self {
+            Opener::Standalone(client, config) => Link::Standalone(
                 ConnectionManager::new_with_config(client.clone(), config.clone()).await?,
             ),
             Opener::Cluster(builder) => {
-                Connection::Cluster(builder().build()?.get_async_connection().await?)
+                Link::Cluster(builder().build()?.get_async_connection().await?)
             }
-            Opener::Sentinel(spec, config, timeout) => Connection::Sentinel(Arc::new(
+            Opener::Sentinel(spec, config, timeout) => Link::Sentinel(Arc::new(
                 crate::sentinel::SentinelPrimary::connect(spec, config.clone(), *timeout).await?,
             )),
-        })
+        }))
     }
 }

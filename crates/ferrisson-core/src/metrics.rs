@@ -13,6 +13,7 @@
 //! | `ferrisson_renewals_total` | counter: renewal script calls (each renews a batch) | |
 //! | `ferrisson_renewal_failures_total` | counter: renewal calls that failed or timed out | |
 //! | `ferrisson_script_reloads_total` | counter: scripts sent again after `NOSCRIPT` | `script` |
+//! | `ferrisson_script_loads_total` | counter: `SCRIPT LOAD` rounds on a (re)connected server (every script the process has sent) | |
 //! | `ferrisson_subscribed_channels` | gauge: channels the client's subscriber connection keeps | |
 //! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
 //!
@@ -140,6 +141,13 @@ pub(crate) fn renewed(failed: bool) {
 pub(crate) fn script_reloaded(script: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!("ferrisson_script_reloads_total", "script" => script).increment(1);
+}
+
+/// A (re)connected server was given the `n` scripts this process had sent.
+#[allow(unused_variables)]
+pub(crate) fn scripts_loaded(n: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_script_loads_total").increment(1);
 }
 
 /// A channel was subscribed (`1.0`) or given up (`-1.0`).

@@ -262,15 +262,36 @@ impl Replication {
             return Ok((lane.eval(call).await?, Ok(Synced::NotNeeded)));
         }
         let wait = self.wait_command(wanted, settings);
-        let mut pipe = redis::pipe();
+        let mut loads = if call.is_plain() {
+            Vec::new()
+        } else {
+            lane.loads_for(call.script(), false)
+        };
+        if lane.is_cluster() {
+            // A cluster's loads go to every node, waited for (`Connection::query_loaded`).
+            lane.await_loads(std::mem::take(&mut loads)).await;
+        }
+        let by = crate::connection::send_by();
+        if crate::connection::too_late(by) {
+            return Err(crate::connection::not_sent_in_time());
+        }
+        // The loads, if any, go first in the same pipeline.
+        let mut pipe = crate::connection::load_pipeline(&loads);
         pipe.add_command(call.command().clone())
             .add_command(wait.clone());
-        let mut replies = lane.pipeline_at(&pipe, 2, key).await?;
+        let replies = lane.pipeline_at(&pipe, loads.len() + 2, key).await?;
+        let (failed, mut replies) = crate::connection::split_loads(replies, loads.len());
+        if !loads.is_empty() {
+            lane.loaded(loads.len(), failed);
+        }
         if replies.first().is_some_and(is_noscript) {
             tracing::debug!(
                 script = call.script().name(),
                 "the server lacks the script: sending it with EVAL"
             );
+            if crate::connection::too_late(by) {
+                return Err(crate::connection::not_sent_in_time());
+            }
             let mut pipe = redis::pipe();
             pipe.add_command(call.eval_command()).add_command(wait);
             replies = lane.pipeline_at(&pipe, 2, key).await?;

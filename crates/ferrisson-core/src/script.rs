@@ -10,7 +10,8 @@
 //! (`-- operation: lock/acquire`, `-- protocol: 1`); [`Script::header`] reads them so that
 //! tests can check every file against the registry and against [`PROTOCOL_VERSION`].
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 
@@ -30,6 +31,33 @@ pub struct Script {
     compiled: OnceLock<redis::Script>,
     /// The batch form's source and digest ([`batch_source`](Self::batch_source)).
     batch: OnceLock<(String, redis::Script)>,
+    /// Which forms of the script this process has sent ([`SENT_PLAIN`], [`SENT_BATCH`]).
+    sent: AtomicU8,
+}
+
+/// The plain form of a script has been sent ([`Script::note_sent`]).
+const SENT_PLAIN: u8 = 1;
+/// The batch form of a script has been sent.
+const SENT_BATCH: u8 = 2;
+
+/// The sources of every script (and batch form) this process has sent, in the order first
+/// sent: what a connection gives a server that may lack them, before its first call on it
+/// ([`sent_sources`]).
+static SENT: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// How many sources [`SENT`] holds (it only grows).
+static SENT_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The sources of the scripts this process has sent so far ([`Script::note_sent`]), from the
+/// `from`th noted on, in the order they were noted.
+pub(crate) fn sent_sources(from: usize) -> Vec<&'static str> {
+    let sent = SENT.lock().unwrap_or_else(|e| e.into_inner());
+    sent.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+}
+
+/// How many scripts (and batch forms) this process has sent so far.
+pub(crate) fn sent_count() -> usize {
+    SENT_COUNT.load(Ordering::Acquire)
 }
 
 /// The fencing function (`lua/core/token_prelude.lua`): `next_token(key)` issues fencing tokens
@@ -199,6 +227,7 @@ impl Script {
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
             batch: OnceLock::new(),
+            sent: AtomicU8::new(0),
         }
     }
 
@@ -236,6 +265,7 @@ impl Script {
             joined: OnceLock::new(),
             compiled: OnceLock::new(),
             batch: OnceLock::new(),
+            sent: AtomicU8::new(0),
         }
     }
 
@@ -311,6 +341,25 @@ impl Script {
     /// The SHA1 digest of the batch form.
     pub(crate) fn batch_sha1(&self) -> &str {
         self.batch().1.get_hash()
+    }
+
+    /// Notes that the script (its batch form when `batch` is set) is about to be sent, so
+    /// that a server that may lack it gets it before its next call ([`sent_sources`]). One
+    /// atomic read once noted.
+    pub(crate) fn note_sent(&'static self, batch: bool) {
+        let bit = if batch { SENT_BATCH } else { SENT_PLAIN };
+        if self.sent.load(Ordering::Acquire) & bit != 0 {
+            return;
+        }
+        let mut sent = SENT.lock().unwrap_or_else(|e| e.into_inner());
+        if self.sent.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            sent.push(if batch {
+                self.batch_source()
+            } else {
+                self.source()
+            });
+            SENT_COUNT.store(sent.len(), Ordering::Release);
+        }
     }
 
     /// Reads the `operation` and `protocol` lines of the header (the leading `--` comments).

@@ -16,11 +16,11 @@ async fn coalescing(url: &str) -> Client {
         .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }
 
-/// A probe whose argument picks its outcome: a count, nil, an error reply, a Lua runtime error,
-/// or (`incr` on a hash) a wrong-type error raised by `redis.call`.
-static PROBE: Script = Script::new(
-    "test/probe",
-    r#"-- operation: test/probe
+/// The probe's source, with a last line of its own.
+macro_rules! probe_source {
+    ($last:literal) => {
+        concat!(
+            r#"-- operation: test/probe
 -- protocol: 1
 if ARGV[1] == 'nil' then
   return nil
@@ -32,16 +32,22 @@ elseif ARGV[1] == 'lua' then
 end
 return redis.call('incr', KEYS[1])
 "#,
-);
+            $last
+        )
+    };
+}
+
+/// A probe whose argument picks its outcome: a count, nil, an error reply, a Lua runtime error,
+/// or (`incr` on a hash) a wrong-type error raised by `redis.call`.
+static PROBE: Script = Script::new("test/probe", probe_source!(""));
 
 /// Reads a key: a script of another shape than [`PROBE`].
-static READER: Script = Script::new(
-    "test/reader",
-    r#"-- operation: test/reader
+static READER: Script = Script::new("test/reader", READER_SOURCE);
+
+const READER_SOURCE: &str = r#"-- operation: test/reader
 -- protocol: 1
 return redis.call('get', KEYS[1])
-"#,
-);
+"#;
 
 /// What a probe call came to, in a form two runs can be compared by.
 fn outcome(result: Result<Option<i64>, Error>) -> String {
@@ -226,12 +232,15 @@ async fn calls_queued_together_run_in_the_order_they_were_made() {
 /// nobody for a lease).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_caller_left_is_not_resent_after_noscript() {
+    // A probe the process has sent, which the server lost without the client seeing it
+    // (`NOSCRIPT`). (A script the process never sent goes out behind its `SCRIPT LOAD` in the
+    // same write: it runs like any call sent, whenever its caller leaves.)
     for coalesce in [true, false] {
-        caller_left_before_noscript(coalesce).await;
+        caller_left_before_noscript(coalesce, &PROBE).await;
     }
 }
 
-async fn caller_left_before_noscript(coalesce: bool) {
+async fn caller_left_before_noscript(coalesce: bool, probe: &'static Script) {
     let server = RedisServer::spawn();
     let proxy = ferrisson_testkit::FaultProxy::start(server.port());
     let client = Client::with_config(ClientConfig::new(proxy.url()).with_coalesce_calls(coalesce))
@@ -243,14 +252,24 @@ async fn caller_left_before_noscript(coalesce: bool) {
         let client = client.clone();
         async move { client.eval::<Option<i64>>(&call).await.unwrap() }
     };
-    // The server knows the reader only (the probe is flushed), and every reply takes a while.
-    server.flush_scripts();
+    let other = format!("{key}-other");
+    let call = ScriptCall::new(probe, &[&other]).arg("incr");
+    client.eval::<i64>(&call).await.unwrap();
     assert_eq!(read().await, None);
+    // The server knows the reader only (the probe is flushed behind the client's back: it
+    // goes out without a load), and every reply takes a while.
+    server.flush_scripts();
     let mut con = server.connection();
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(READER_SOURCE)
+        .query(&mut con)
+        .unwrap();
     let before = command_calls(&mut con);
     proxy.delay_replies(std::time::Duration::from_millis(400));
-    // The probe's EVALSHA reaches Redis at once; its caller leaves before NOSCRIPT is back.
-    let probe = ScriptCall::new(&PROBE, &[&key]).arg("incr");
+    // The probe's EVALSHA reaches Redis at once; its caller leaves before the NOSCRIPT reply
+    // is back.
+    let probe = ScriptCall::new(probe, &[&key]).arg("incr");
     let left = tokio::time::timeout(
         std::time::Duration::from_millis(200),
         client.eval::<i64>(&probe),

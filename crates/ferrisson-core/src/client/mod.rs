@@ -118,7 +118,7 @@ impl Client {
                 .open()
                 .await
                 .map_err(|e| connect_error(e, &address))?;
-            let Connection::Sentinel(primary) = &conn else {
+            let Some(primary) = conn.sentinel() else {
                 return Err(Error::Protocol(
                     "a Sentinel opener made another connection".into(),
                 ));
@@ -398,10 +398,16 @@ impl Client {
     {
         let policy = self.inner.config.retry;
         let started = tokio::time::Instant::now();
+        // A call that changes state is not sent after the window (a wait for the scripts to
+        // load can hold an attempt up): a later resend could find the records that resolve it
+        // expired, and run twice.
+        let by = settle.map(|window| crate::time::later(started, window));
         let mut maybe_ran = false;
         let mut n: u32 = 0;
         loop {
-            match attempt(n).await {
+            // (The first attempt has nothing to resolve: it goes whenever it can.)
+            let by = by.filter(|_| n > 0);
+            match crate::connection::sending_by(by, attempt(n)).await {
                 Err(e) if e.is_connection_error() => {
                     maybe_ran |= !e.is_refused_connection();
                     let pause = policy.pause(n.saturating_add(1));

@@ -590,3 +590,159 @@ async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
         assert_eq!(entries, 1, "`{single}`: taken once");
     }
 }
+
+/// Runs `call` with the first request naming `key` held back by the proxy (the client sees its
+/// connection fail with nothing heard, and resends on a new one), checks that one was held, and
+/// returns the call's result; the held copy is still on its way ([`deliver_late`]).
+async fn with_late_copy<T>(
+    proxy: &FaultProxy,
+    key: &str,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    let held = proxy.requests_held();
+    proxy.hold_next_request(key);
+    let result = call.await;
+    proxy.hold_no_request();
+    assert_eq!(
+        proxy.requests_held(),
+        held + 1,
+        "the proxy held back no request of the call"
+    );
+    result
+}
+
+/// Lets the held copy reach Redis, and waits until Redis has answered it (it ran).
+async fn deliver_late(proxy: &FaultProxy) {
+    let replies = proxy.late_replies();
+    proxy.deliver_held();
+    eventually(Duration::from_secs(10), "the late copy ran", || async {
+        proxy.late_replies() > replies
+    })
+    .await;
+}
+
+/// A copy of a semaphore call that reaches Redis after the client resent the call on a new
+/// connection, and after the call returned, changes nothing: a release gives its permits back
+/// once (also after more calls of the client, which must not reuse its record slot), an
+/// acquire takes them once, and a try that took nothing takes nothing later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_calls_reaching_redis_after_their_resend_count_once() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("late-sem");
+    let counted = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(3).await.unwrap();
+    let client = lossy_client(&proxy).await;
+    let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
+
+    // A release, its first copy late.
+    let permits = semaphore.acquire().await.unwrap();
+    with_late_copy(&proxy, &name, permits.release())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 3);
+    // More calls meanwhile, which must not take the late copy's slot in the record.
+    for _ in 0..3 {
+        semaphore.acquire().await.unwrap().release().await.unwrap();
+    }
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a release gave its permit back a second time"
+    );
+
+    // An acquire, its first copy late.
+    let permits = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 2);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took its permit a second time"
+    );
+    permits.release().await.unwrap();
+
+    // A try in vain, its first copy late: it arrives once permits are free again.
+    let all = counted.acquire_many(3).await.unwrap();
+    let none = with_late_copy(&proxy, &name, semaphore.try_acquire())
+        .await
+        .unwrap();
+    assert!(none.is_none(), "a try took a permit while none was free");
+    all.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a try in vain took a permit nobody holds"
+    );
+}
+
+/// The same for the permit-expirable semaphore: a late copy of an acquire takes nothing while
+/// its permits are held, and a late copy of a release gives back nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expirable_semaphore_calls_reaching_redis_after_their_resend_count_once() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("late-xsem");
+    let counted = ferrisson::ExpirableSemaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(3).await.unwrap();
+    let client = lossy_client(&proxy).await;
+    let semaphore = ferrisson::ExpirableSemaphore::new(&client, &name).unwrap();
+
+    let permit = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 2);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took its permit a second time"
+    );
+
+    with_late_copy(&proxy, &name, permit.release())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 3);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a release gave its permit back a second time"
+    );
+    assert_eq!(counted.acquired_permits().await.unwrap(), 0);
+}
+
+/// A late copy of a reentrant hold's unlock, reaching Redis after its resend ran, takes no
+/// second hold off the owner: the owner, bound to its handle, still holds once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_an_unlock_releases_once() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let name = unique_name("late-lock");
+    let client = lossy_client(&proxy).await;
+    let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+    let owner = client.new_owner();
+    let bound = lock.owned_by(owner.clone());
+    let first = bound.lock().await.unwrap();
+    let second = bound.lock().await.unwrap();
+    with_late_copy(&proxy, &name, second.unlock())
+        .await
+        .unwrap();
+    let seen = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+    assert_eq!(seen.hold_count_of(&owner).await.unwrap(), 1);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        seen.hold_count_of(&owner).await.unwrap(),
+        1,
+        "a late copy of an unlock took a second hold off its owner"
+    );
+    first.unlock().await.unwrap();
+    assert!(!seen.is_locked().await.unwrap());
+}

@@ -30,7 +30,7 @@ local flags = ARGV[6] or ''
 local function flag(f)
   return flags ~= '' and string.find(flags, f, 1, true)
 end
-local done = release_resent(KEYS[2], ARGV[4], ARGV[5], flags)
+local done = release_recorded(KEYS[2], ARGV[4], ARGV[5])
 if done then
   return done
 end

@@ -11,14 +11,13 @@
 -- per release (Redisson's redisson_unlock_latch:{name}:<request id>), created and expired,
 -- which cost Redis more than the release itself.
 --
--- release_resent(record, slot, seq, flags) is what a resend (flag "r") answers from the record
--- of the call it resends: {code, token}; nil for a first call, and when the record does not
--- name the call (it did not run, or Redis lost it with the lock in a restart or failover: the
--- resend runs now, and finds what is left).
-local function release_resent(record, slot, seq, flags)
-  if not string.find(flags, 'r', 1, true) then
-    return nil
-  end
+-- release_recorded(record, slot, seq) is what the record says a copy of this release did
+-- already: {code, token}; nil when the record does not name the call (it did not run, or Redis
+-- lost it with the lock in a restart or failover: the release runs now, and finds what is
+-- left). Every copy asks, not only a resend (flag "r"): a copy left on a connection the client
+-- gave up on can reach Redis after a resend ran, and would release a second time (a reentrant
+-- hold one count lower, or an owner's next hold freed).
+local function release_recorded(record, slot, seq)
   local state, result = record_state(record, slot, seq)
   if state ~= 'ran' then
     return nil

@@ -7,8 +7,14 @@
 //! hands out twice; the slot goes back to the client only once the call's outcome is settled
 //! (answered, or resent and undone), so a slot's value names one call at a time. The record
 //! has as many fields as the client ever had calls in flight at once on the object.
+//!
+//! A call sent more than once (resent after a lost reply, or undone) may have a copy still on
+//! its way on a connection the client gave up on, which Redis can run after the resend did:
+//! every copy reads its slot and does nothing once the slot names its call, so such a slot goes
+//! back only after [`CallRecord::ttl`] (the record's own TTL), when no copy can still arrive.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -30,6 +36,8 @@ struct Slots(Mutex<SlotState>);
 struct SlotState {
     /// Slots whose calls have settled.
     free: Vec<u32>,
+    /// Slots of calls sent more than once, and when they may be used again.
+    resting: VecDeque<(Instant, u32)>,
     /// The next slot never used.
     next: u32,
     /// When a call last asked Redis to set the record's TTL.
@@ -58,16 +66,23 @@ pub struct RecordedCall {
     pub seq: u64,
     /// Whether the call asks Redis to set the record's TTL (flag `e`).
     pub refresh: bool,
+    /// Whether the call was sent again or undone: a copy of it may still reach Redis.
+    resent: AtomicBool,
+    /// How long such a slot rests before another call uses it: the record's TTL.
+    rest: Duration,
 }
 
 impl Drop for RecordedCall {
     fn drop(&mut self) {
-        self.slots
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .free
-            .push(self.slot);
+        let mut state = self.slots.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.resent.load(Ordering::Relaxed) {
+            // No instant that far ahead: the slot is never used again.
+            if let Some(until) = Instant::now().checked_add(self.rest) {
+                state.resting.push_back((until, self.slot));
+            }
+        } else {
+            state.free.push(self.slot);
+        }
     }
 }
 
@@ -117,6 +132,13 @@ impl CallRecord {
         let now = Instant::now();
         let (slot, refresh) = {
             let mut state = self.slots.0.lock().unwrap_or_else(PoisonError::into_inner);
+            while let Some(&(until, slot)) = state.resting.front() {
+                if until > now {
+                    break;
+                }
+                state.resting.pop_front();
+                state.free.push(slot);
+            }
             let (slot, fresh) = match state.free.pop() {
                 Some(slot) => (slot, false),
                 None => {
@@ -138,6 +160,8 @@ impl CallRecord {
             slot,
             seq: client.next_seq(),
             refresh,
+            resent: AtomicBool::new(false),
+            rest: CallRecord::ttl(client),
         }
     }
 }
@@ -172,9 +196,16 @@ impl RecordedCall {
     /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
     /// which the undone marks take too.
     pub fn undo_args(&self, call: ScriptCall, client: &Client) -> ScriptCall {
+        self.sent_again();
         call.arg(self.slot)
             .arg(self.seq)
             .arg(self.flags(client, false, true, ""))
+    }
+
+    /// Notes that the call is sent again (or undone): a copy sent before may still reach
+    /// Redis after this one, so the slot rests before another call uses it.
+    fn sent_again(&self) {
+        self.resent.store(true, Ordering::Relaxed);
     }
 
     /// The call's flags: `r` a resend, `e<ms>` set the record's TTL (when the call refreshes
@@ -182,6 +213,7 @@ impl RecordedCall {
     pub fn flags(&self, client: &Client, resend: bool, ttl: bool, extra: &str) -> String {
         let mut flags = String::new();
         if resend {
+            self.sent_again();
             flags.push('r');
         }
         if self.refresh || ttl {

@@ -81,8 +81,8 @@ pub static LOCK_PRELUDE: Script = Script::with_prelude(
 
 /// The release functions of the locks kept in a hash (`lua/core/release_prelude.lua`), after
 /// [`LOCK_PRELUDE`] and the record's ([`RECORD_PRELUDE`](crate::record::RECORD_PRELUDE)):
-/// `release_resent` answers a resent release from the client's record, `release_record`
-/// records an outcome there.
+/// `release_recorded` answers a copy of a release that ran already from the client's record,
+/// `release_record` records an outcome there.
 pub static RELEASE_PRELUDE: Script = Script::with_two_preludes(
     "core/release_prelude",
     &LOCK_PRELUDE,

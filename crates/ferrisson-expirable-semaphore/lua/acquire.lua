@@ -53,12 +53,12 @@ if was_undone(got[3], ARGV[6]) then
   -- Abandoned, and undone before it got here: nobody waits for these permits.
   return {0, 0, 0, -1}
 end
-if string.find(ARGV[7], 'r', 1, true) then
-  local taken = redis.call('zscore', timeouts, permit_id(0))
-  if taken and tonumber(taken) > now then
-    -- The lost call took this try's permits (they are still held under its ids).
-    return {1, tonumber(got[1] or '0') or 0, 0, 0}
-  end
+-- Every copy of the try asks, the first send too (a copy left on a connection the client gave
+-- up on can reach Redis after a resend ran): another copy took this try's permits, which are
+-- still held under its ids.
+local taken = redis.call('zscore', timeouts, permit_id(0))
+if taken and tonumber(taken) > now then
+  return {1, tonumber(got[1] or '0') or 0, 0, 0}
 end
 -- (A resend whose lost call's permits have expired since, a lease shorter than the retry
 -- window, takes permits anew below, under the same ids: the expired ones go back to the count

@@ -24,7 +24,7 @@
 --         resend answered from the record replies {code, 0}
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 local flags = ARGV[6] or ''
-local done = release_resent(KEYS[2], ARGV[4], ARGV[5], flags)
+local done = release_recorded(KEYS[2], ARGV[4], ARGV[5])
 if done then
   return done
 end

@@ -19,7 +19,7 @@
 --         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no read hold, 0 = holds remain, 1 = released (lock free)
 local flags = ARGV[6] or ''
-local done = release_resent(KEYS[4], ARGV[4], ARGV[5], flags)
+local done = release_recorded(KEYS[4], ARGV[4], ARGV[5])
 if done then
   return done
 end

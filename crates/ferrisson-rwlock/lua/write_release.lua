@@ -15,7 +15,7 @@
 --         flags: "r" a resend, "e<ms>" set the record's TTL
 -- returns -1 = the owner holds no write hold, 0 = write holds remain, 1 = write lock released
 local flags = ARGV[6] or ''
-local done = release_resent(KEYS[3], ARGV[4], ARGV[5], flags)
+local done = release_recorded(KEYS[3], ARGV[4], ARGV[5])
 if done then
   return done
 end

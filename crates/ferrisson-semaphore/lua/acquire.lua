@@ -36,18 +36,19 @@ local flags = ARGV[5]
 local limit = ARGV[6] or ''
 local reservation = ARGV[7] or '0'
 local epoch = tonumber(got[3] or '0') or 0
-if was_undone(got[4], ARGV[4]) then
-  -- Abandoned, and undone before it got here: nobody waits for these permits.
+-- Every copy of the call reads its slot, not only a resend: a copy left on a connection the
+-- client gave up on can reach Redis after a resend ran (core/record_prelude).
+local state = record_state(record, ARGV[3], ARGV[4])
+if state == 'ran' then
+  return {1, tonumber(got[1] or '0') or 0, 0, 0, epoch}
+elseif state == 'undone' or was_undone(got[4], ARGV[4]) then
+  -- Abandoned and undone before it got here, or a copy that ran took nothing: nobody waits
+  -- for these permits.
   return {0, 0, 0, -1}
 end
-if flags ~= '' and string.find(flags, 'r', 1, true) then
-  local state = record_state(record, ARGV[3], ARGV[4])
-  if state == 'ran' then
-    return {1, tonumber(got[1] or '0') or 0, 0, 0, epoch}
-  elseif state == 'undone' then
-    return {0, 0, 0, -1}
-  end
-end
+-- A resend that takes nothing records so: a copy of the call that reaches Redis after the
+-- client moved on then takes nothing either.
+local resend = flags ~= '' and string.find(flags, 'r', 1, true) ~= nil
 local raw = got[1]
 local value = 0
 if raw then
@@ -87,6 +88,9 @@ if value - reserved >= need then
   end
   record_mark(record, ARGV[3], ARGV[4], '', flags)
   return {1, value - need, 0, 0, epoch}
+end
+if resend then
+  record_mark(record, ARGV[3], ARGV[4], '-', flags)
 end
 if reservation ~= '0' and (mine or not intent) then
   redis.call('set', intent_key, ARGV[8] .. ':' .. need, 'PX', reservation)

@@ -28,14 +28,14 @@ local record = record_keys(KEYS[1], ARGV[3])
 local flags = ARGV[6]
 local limit = ARGV[7] or ''
 local epoch = ARGV[8] or '0'
-if flags ~= '' and string.find(flags, 'r', 1, true) then
-  local state, result = record_state(record, ARGV[4], ARGV[5])
-  if state == 'ran' then
-    if result == '' then
-      return nil
-    end
-    return tonumber(result)
+-- Every copy of the release reads its slot, not only a resend: a copy left on a connection the
+-- client gave up on can reach Redis after a resend ran, and would give the permits back twice.
+local state, result = record_state(record, ARGV[4], ARGV[5])
+if state == 'ran' then
+  if result == '' then
+    return nil
   end
+  return tonumber(result)
 end
 local function wrong()
   return redis.error_reply('WRONGTYPE the semaphore key does not hold a permit count')

@@ -4,6 +4,11 @@
 //! A reply is "lost" the only way a stream protocol can lose one: the proxy reads the server's
 //! bytes and, instead of passing them on, closes both sides of the connection. The command ran
 //! on the server; the client sees a broken connection and must find out what happened.
+//!
+//! A request can also be *held*: the proxy keeps it back and cuts the client's side of its
+//! connection, as a link that fails right after the request left would; the request reaches
+//! the server later, when the test says so ([`FaultProxy::deliver_held`]), after whatever the
+//! client sent on a new connection meanwhile.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -26,6 +31,15 @@ struct Faults {
     lost: AtomicU64,
     /// Connections accepted so far.
     accepted: AtomicU64,
+    /// What the next request read to hold back contains ([`FaultProxy::hold_next_request`]).
+    hold_next: Mutex<Option<Vec<u8>>>,
+    /// Requests held so far.
+    held: AtomicU64,
+    /// How many times the held requests were let go: a request held while this was `g`
+    /// reaches the server once it is above `g`.
+    delivered: AtomicU64,
+    /// Replies the server sent to held requests after their late delivery.
+    late_replies: AtomicU64,
     stopping: AtomicBool,
     /// Both ends of every live connection, by connection number, to cut them.
     open: Mutex<std::collections::HashMap<u64, Vec<TcpStream>>>,
@@ -39,6 +53,19 @@ impl Faults {
         x ^= x << 17;
         self.rng.store(x, Ordering::Relaxed);
         (x % u64::from(MILLION)) as u32
+    }
+
+    /// Whether this request read is to be held back.
+    fn take_hold(&self, read: &[u8]) -> bool {
+        let mut next = self.hold_next.lock().unwrap_or_else(|p| p.into_inner());
+        let wanted = next.as_ref().is_some_and(|marker| {
+            read.windows(marker.len().max(1))
+                .any(|w| w == marker.as_slice())
+        });
+        if wanted {
+            *next = None;
+        }
+        wanted
     }
 
     fn cut_all(&self) {
@@ -131,6 +158,45 @@ impl FaultProxy {
         self.faults.lost.load(Ordering::Relaxed)
     }
 
+    /// Holds back the next request read (on whatever connection) that contains `marker` (a key
+    /// name, say): it is kept from the server and the client's side of its connection is cut,
+    /// so the client sees the link fail with its request gone and nothing heard; the request
+    /// reaches the server at the next [`deliver_held`](Self::deliver_held), on its own
+    /// connection, late. A read holds all the requests it carries (a pipeline's).
+    pub fn hold_next_request(&self, marker: &str) {
+        *self
+            .faults
+            .hold_next
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(marker.as_bytes().to_vec());
+    }
+
+    /// Holds back no request any more (the one [`hold_next_request`](Self::hold_next_request)
+    /// asked for, if none came).
+    pub fn hold_no_request(&self) {
+        *self
+            .faults
+            .hold_next
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// How many requests were held back so far.
+    pub fn requests_held(&self) -> u64 {
+        self.faults.held.load(Ordering::Acquire)
+    }
+
+    /// Lets the requests held so far reach the server.
+    pub fn deliver_held(&self) {
+        self.faults.delivered.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many replies the server sent to held requests after their delivery: once it has
+    /// replied, a held request has run.
+    pub fn late_replies(&self) -> u64 {
+        self.faults.late_replies.load(Ordering::Acquire)
+    }
+
     /// How many connections the proxy accepted so far.
     pub fn connections_accepted(&self) -> u64 {
         self.faults.accepted.load(Ordering::Relaxed)
@@ -162,10 +228,37 @@ fn pipe(number: u64, client: TcpStream, server: TcpStream, faults: Arc<Faults>) 
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(number, ends);
-    // Requests: passed through untouched.
+    // Requests: passed through, unless one is held back.
+    let late = Arc::new(AtomicBool::new(false));
     let (mut from, mut to) = (client_in, server);
+    let (requests, marked) = (faults.clone(), late.clone());
     std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from, &mut to);
+        let faults = requests;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if faults.take_hold(&buf[..n]) {
+                // The client's side fails now; the request reaches the server later, and
+                // the server's side stays open for its reply (the reply thread ends it).
+                let _ = from.shutdown(Shutdown::Both);
+                let round = faults.delivered.load(Ordering::Acquire);
+                faults.held.fetch_add(1, Ordering::AcqRel);
+                while faults.delivered.load(Ordering::Acquire) == round
+                    && !faults.stopping.load(Ordering::Acquire)
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                marked.store(true, Ordering::Release);
+                let _ = to.write_all(&buf[..n]);
+                return;
+            }
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
     });
@@ -178,6 +271,9 @@ fn pipe(number: u64, client: TcpStream, server: TcpStream, faults: Arc<Faults>) 
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if late.load(Ordering::Acquire) {
+                faults.late_replies.fetch_add(1, Ordering::AcqRel);
+            }
             let delay = faults.delay_us.load(Ordering::Relaxed);
             if delay > 0 {
                 std::thread::sleep(Duration::from_micros(delay));

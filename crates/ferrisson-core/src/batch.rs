@@ -181,24 +181,15 @@ async fn send(conn: &Connection, mut calls: Vec<Pending>) {
     if calls.is_empty() {
         return;
     }
-    let mut loads = conn.loads_for(calls[0].call.script(), true);
-    if conn.is_cluster() {
-        // A cluster's loads are waited for (`Connection::query_loaded`): callers may leave,
-        // and calls may run out of time, meanwhile.
-        conn.await_loads(std::mem::take(&mut loads)).await;
-        calls.retain_mut(Pending::keep);
-        if calls.is_empty() {
-            return;
-        }
+    let loads = conn.loads_before(calls[0].call.script(), true).await;
+    // A cluster's loads were waited for: callers may have left, and calls run out of time.
+    calls.retain_mut(Pending::keep);
+    if calls.is_empty() {
+        return;
     }
     let refs: Vec<&ScriptCall> = calls.iter().map(|p| &p.call).collect();
     let result = conn
-        .query_loaded(
-            loads,
-            &ScriptCall::batch_command(&refs, false),
-            true,
-            || true,
-        )
+        .query_loaded(loads, &ScriptCall::batch_command(&refs, false), true)
         .await;
     drop(refs);
     let result = match result {

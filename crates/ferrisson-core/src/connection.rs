@@ -79,7 +79,7 @@ impl Connection {
     /// which sources the server must be given first: every script sent so far when it may lack
     /// them (the connection is stale), else those first sent since the last load, usually
     /// none. The caller sends them right before its call ([`query_loaded`](Self::query_loaded)).
-    pub(crate) fn loads_for(&self, script: &'static Script, batch: bool) -> Vec<&'static str> {
+    fn loads_for(&self, script: &'static Script, batch: bool) -> Vec<&'static str> {
         script.note_sent(batch);
         if self.scripts.refused.load(Ordering::Relaxed) {
             return Vec::new();
@@ -102,59 +102,86 @@ impl Connection {
         sources
     }
 
+    /// As [`loads_for`](Self::loads_for), the loads to send in the call's own pipeline
+    /// ([`query_loaded`](Self::query_loaded), [`pipeline_loaded`](Self::pipeline_loaded)); on
+    /// a cluster, whose loads go to every node apart from the call, they are sent and waited
+    /// for here instead, and none is left for the call. Callers may leave, and calls may run
+    /// out of time, meanwhile: a caller checks before it sends.
+    pub(crate) async fn loads_before(
+        &self,
+        script: &'static Script,
+        batch: bool,
+    ) -> Vec<&'static str> {
+        let loads = self.loads_for(script, batch);
+        if self.is_cluster() {
+            self.await_loads(loads).await;
+            return Vec::new();
+        }
+        loads
+    }
+
     /// `cmd` (`raw`: answered as [`query_raw`](Self::query_raw) does, else as
-    /// [`query`](Self::query)) right behind `SCRIPT LOAD` of each of `sources`, in one
-    /// pipeline: the server runs the loads first, and the loads cost no round trip of their
-    /// own. A load the server refuses outright (`NOPERM`, or `ERR` from a server without the
-    /// command) stops the loading for good; one that fails otherwise leaves the connection
-    /// stale, so the next call loads again.
-    ///
-    /// On a cluster, whose loads go to every node apart from the call, the call waits for
-    /// them instead ([`await_loads`](Self::await_loads)), and is not sent if `wanted()` then
-    /// says its caller has gone (other calls may overtake it meanwhile; a call whose caller
-    /// left must not follow its clean-up).
+    /// [`query`](Self::query)) right behind `SCRIPT LOAD` of each of `sources`
+    /// ([`loads_before`](Self::loads_before)), in one pipeline
+    /// ([`pipeline_loaded`](Self::pipeline_loaded)).
     pub(crate) async fn query_loaded(
         &self,
         sources: Vec<&'static str>,
         cmd: &redis::Cmd,
         raw: bool,
-        wanted: impl Fn() -> bool,
     ) -> redis::RedisResult<Value> {
-        if !sources.is_empty() {
-            if self.is_cluster() {
-                self.await_loads(sources).await;
-                if !wanted() {
-                    return Err(caller_gone());
-                }
+        if sources.is_empty() {
+            return if raw {
+                self.query_raw(cmd).await
             } else {
-                let count = sources.len();
-                let mut pipe = load_pipeline(&sources);
-                pipe.add_command(cmd.clone());
-                let replies = self.pipeline_at(&pipe, count + 1, "").await?;
-                let (failed, mut rest) = split_loads(replies, count);
-                self.loaded(count, failed);
-                let reply = rest.pop().ok_or_else(|| {
-                    redis::RedisError::from((
-                        redis::ErrorKind::UnexpectedReturnType,
-                        "a pipeline of script loads and a call came back short",
-                    ))
-                })?;
-                return if raw {
-                    top_level_error(reply)
-                } else {
-                    reply.extract_error()
-                };
-            }
+                self.query(cmd).await
+            };
         }
+        let reply = self
+            .pipeline_loaded(&sources, &[cmd], "")
+            .await?
+            .pop()
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "a pipeline of script loads and a call came back short",
+                ))
+            })?;
         if raw {
-            self.query_raw(cmd).await
+            top_level_error(reply)
         } else {
-            self.query(cmd).await
+            reply.extract_error()
         }
     }
 
+    /// `cmds` right behind `SCRIPT LOAD` of each of `sources`, in one pipeline on one
+    /// connection to the node serving `key` ([`pipeline_at`](Self::pipeline_at)): the server
+    /// runs the loads first, and the loads cost no round trip of their own. Returns the
+    /// replies to `cmds`, each as it came. A load the server refuses outright (`NOPERM`, or
+    /// `ERR` from a server without the command) stops the loading for good; one that fails
+    /// otherwise leaves the connection stale, so the next call loads again.
+    pub(crate) async fn pipeline_loaded(
+        &self,
+        sources: &[&'static str],
+        cmds: &[&redis::Cmd],
+        key: &str,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let mut pipe = load_pipeline(sources);
+        for cmd in cmds {
+            pipe.add_command((*cmd).clone());
+        }
+        let replies = self
+            .pipeline_at(&pipe, sources.len() + cmds.len(), key)
+            .await?;
+        let (failed, rest) = split_loads(replies, sources.len());
+        if !sources.is_empty() {
+            self.loaded(sources.len(), failed);
+        }
+        Ok(rest)
+    }
+
     /// `SCRIPT LOAD` of each of `sources` (on a cluster, to every node), waited for.
-    pub(crate) async fn await_loads(&self, sources: Vec<&'static str>) {
+    async fn await_loads(&self, sources: Vec<&'static str>) {
         if sources.is_empty() {
             return;
         }
@@ -168,7 +195,7 @@ impl Connection {
     }
 
     /// Notes how a load of `count` scripts went ([`query_loaded`](Self::query_loaded)).
-    pub(crate) fn loaded(&self, count: usize, failed: Option<redis::RedisError>) {
+    fn loaded(&self, count: usize, failed: Option<redis::RedisError>) {
         match failed {
             None => {
                 tracing::debug!(
@@ -242,15 +269,15 @@ impl Connection {
         let loads = if call.is_plain() {
             Vec::new()
         } else {
-            self.loads_for(call.script(), false)
+            self.loads_before(call.script(), false).await
         };
         if too_late(by) {
             return Err(not_sent_in_time());
         }
-        match self
-            .query_loaded(loads, call.command(), false, &wanted)
-            .await
-        {
+        if !wanted() {
+            return Err(caller_gone());
+        }
+        match self.query_loaded(loads, call.command(), false).await {
             Err(e)
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && wanted() =>
@@ -383,7 +410,7 @@ pub(crate) fn not_sent_in_time() -> redis::RedisError {
 }
 
 /// A pipeline of `SCRIPT LOAD` of each of `sources`, for a call to follow.
-pub(crate) fn load_pipeline(sources: &[&'static str]) -> redis::Pipeline {
+fn load_pipeline(sources: &[&'static str]) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     for source in sources {
         pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
@@ -393,10 +420,7 @@ pub(crate) fn load_pipeline(sources: &[&'static str]) -> redis::Pipeline {
 
 /// The replies of a pipeline that starts with `count` loads ([`load_pipeline`]): the first
 /// load error, if any, and the replies after the loads.
-pub(crate) fn split_loads(
-    mut replies: Vec<Value>,
-    count: usize,
-) -> (Option<redis::RedisError>, Vec<Value>) {
+fn split_loads(mut replies: Vec<Value>, count: usize) -> (Option<redis::RedisError>, Vec<Value>) {
     let rest = replies.split_off(count.min(replies.len()));
     let failed = replies
         .into_iter()

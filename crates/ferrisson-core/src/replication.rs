@@ -262,28 +262,19 @@ impl Replication {
             return Ok((lane.eval(call).await?, Ok(Synced::NotNeeded)));
         }
         let wait = self.wait_command(wanted, settings);
-        let mut loads = if call.is_plain() {
+        let loads = if call.is_plain() {
             Vec::new()
         } else {
-            lane.loads_for(call.script(), false)
+            lane.loads_before(call.script(), false).await
         };
-        if lane.is_cluster() {
-            // A cluster's loads go to every node, waited for (`Connection::query_loaded`).
-            lane.await_loads(std::mem::take(&mut loads)).await;
-        }
         let by = crate::connection::send_by();
         if crate::connection::too_late(by) {
             return Err(crate::connection::not_sent_in_time());
         }
         // The loads, if any, go first in the same pipeline.
-        let mut pipe = crate::connection::load_pipeline(&loads);
-        pipe.add_command(call.command().clone())
-            .add_command(wait.clone());
-        let replies = lane.pipeline_at(&pipe, loads.len() + 2, key).await?;
-        let (failed, mut replies) = crate::connection::split_loads(replies, loads.len());
-        if !loads.is_empty() {
-            lane.loaded(loads.len(), failed);
-        }
+        let mut replies = lane
+            .pipeline_loaded(&loads, &[call.command(), &wait], key)
+            .await?;
         if replies.first().is_some_and(is_noscript) {
             tracing::debug!(
                 script = call.script().name(),

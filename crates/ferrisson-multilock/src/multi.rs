@@ -124,6 +124,9 @@ struct Gate {
     /// Until when this process's fresh acquisitions queue instead of trying at once, after a
     /// release of its that other processes' waiters heard ([`Gate::freed`]).
     yield_until: std::sync::Mutex<Option<Instant>>,
+    /// The instance (by index) the turn-holder of this process watches for a release, if it
+    /// watches one ([`red_pause`]): a release message it reached there is this process's own.
+    watching: std::sync::Mutex<Option<usize>>,
 }
 
 /// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
@@ -143,7 +146,14 @@ impl Gate {
             next_id: std::sync::atomic::AtomicU64::new(1),
             outage_since: std::sync::Mutex::new(None),
             yield_until: std::sync::Mutex::new(None),
+            watching: std::sync::Mutex::new(None),
         }
+    }
+
+    fn watching(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
+        self.watching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn outage(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -190,12 +200,18 @@ impl Gate {
             .is_some_and(|until| Instant::now() < until)
     }
 
-    /// A release that freed the lock reached `reached` subscriber connections on one instance
-    /// at most: when that is more than this process's own watcher, other processes wait, and
-    /// this process's fresh acquisitions let the ones that message woke go first.
-    fn freed(&self, reached: u64) {
-        let own = u64::from(self.turn.available_permits() == 0);
-        if reached > own {
+    /// A release that freed the lock reached, on each instance (by index), that many
+    /// subscriber connections: when one reached more than this process's own watcher (on the
+    /// instance it watches), other processes wait, and this process's fresh acquisitions let
+    /// the ones that message woke go first.
+    fn freed(&self, reached: &[(usize, u64)]) {
+        let watched = *self.watching();
+        let others = reached
+            .iter()
+            .map(|&(i, n)| n.saturating_sub(u64::from(watched == Some(i))))
+            .max()
+            .unwrap_or(0);
+        if others > 0 {
             *self
                 .yield_until
                 .lock()
@@ -636,7 +652,7 @@ impl MultiGuard {
             Some(waiter) => deliver(waiter, ended.passed, quorum, gate, started).await,
             None => {
                 if let Some(gate) = &gate {
-                    gate.freed(ended.reached);
+                    gate.freed(&ended.reached);
                 }
             }
         }
@@ -673,8 +689,8 @@ struct Ended {
     passed: Vec<HoldGuard>,
     /// Each instance that did not release in time, and why.
     failures: Vec<String>,
-    /// The most subscriber connections one instance's release message reached.
-    reached: u64,
+    /// The subscriber connections each instance's release message reached, by index.
+    reached: Vec<(usize, u64)>,
 }
 
 /// Ends every hold of `guards` at once: released, or (`lease` given: a waiter's) handed on to
@@ -701,7 +717,7 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
         released: 0,
         passed: Vec::new(),
         failures: Vec::new(),
-        reached: 0,
+        reached: Vec::new(),
     };
     let mut reached = false;
     loop {
@@ -718,7 +734,7 @@ async fn end_all(guards: Vec<HoldGuard>, lease: Option<Option<Duration>>, quorum
             Ok((passed, reached)) => {
                 ended.released += 1;
                 ended.passed.extend(passed);
-                ended.reached = ended.reached.max(reached);
+                ended.reached.push((i, reached));
             }
             Err(e) => ended.failures.push(format!("`{key}`: {e}")),
         }
@@ -1065,9 +1081,10 @@ async fn red_pause(
     deadline: Option<Instant>,
 ) -> Duration {
     let freed = async {
-        let Some(lock) = refused.and_then(|i| group.locks.get(i)) else {
+        let Some((i, lock)) = refused.and_then(|i| group.locks.get(i).map(|l| (i, l))) else {
             return false;
         };
+        let _watching = group.gate.as_deref().map(|gate| Watching::start(gate, i));
         match lock.wait_unlocked_any().await {
             Ok(()) => true,
             Err(e) => {
@@ -1087,6 +1104,23 @@ async fn red_pause(
         random_below(WOKEN_SPREAD)
     } else {
         jitter(round)
+    }
+}
+
+/// This process's turn-holder watching instance `i` of its RedLock ([`Gate::freed`]), until
+/// dropped.
+struct Watching<'g>(&'g Gate);
+
+impl<'g> Watching<'g> {
+    fn start(gate: &'g Gate, i: usize) -> Self {
+        *gate.watching() = Some(i);
+        Self(gate)
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        *self.0.watching() = None;
     }
 }
 

@@ -274,20 +274,19 @@ async fn redlocks_of_three_processes_never_both_hold_and_tokens_grow() {
     released_everywhere(&instances, &name).await;
 }
 
-/// A slow instance shortens a RedLock's validity by the time the round waited for it: the
-/// guard comes back with the lease less that time and the drift allowance left, no more.
+/// Slow instances that the quorum needs shorten a RedLock's validity by the time the round
+/// waited for them: the guard comes back with the lease less that time and the drift
+/// allowance left, no more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
     const SLOW: Duration = Duration::from_millis(300);
     let instances = Instances::spawn(3);
+    let slow = ferrisson_testkit::FaultProxy::start(instances.servers[1].port());
     let proxy = ferrisson_testkit::FaultProxy::start(instances.servers[2].port());
-    // The third instance through the proxy, with room in its response timeout for the delay.
+    // Two instances through a proxy each (a quorum needs one of them), with room in their
+    // response timeout for the delay.
     let mut clients = Vec::new();
-    for url in [
-        instances.servers[0].url(),
-        instances.servers[1].url(),
-        proxy.url(),
-    ] {
+    for url in [instances.servers[0].url(), slow.url(), proxy.url()] {
         clients.push(
             instance_client(url, Duration::from_secs(30), Duration::from_millis(1_000)).await,
         );
@@ -296,6 +295,7 @@ async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
     let lock = red_lock(&clients, &name, false);
     // The scripts cached and the connections up before the instance turns slow.
     lock.lock().await.unwrap().unlock().await.unwrap();
+    slow.delay_replies(SLOW);
     proxy.delay_replies(SLOW);
     let lease = Duration::from_secs(10);
     let started = tokio::time::Instant::now();
@@ -327,8 +327,51 @@ async fn a_slow_instance_shortens_the_redlock_validity_by_the_time_it_took() {
         left >= least,
         "{left:?} of validity left, at least {least:?} expected"
     );
+    slow.delay_replies(Duration::ZERO);
     proxy.delay_replies(Duration::ZERO);
     guard.unlock().await.unwrap();
+    released_everywhere(&instances, &name).await;
+}
+
+/// A slow instance beyond the quorum is not waited for: the round returns once a quorum
+/// granted and the others had twice that time (at least 10 ms), with the quorum's holds, and
+/// the slow instance's late grant is given up (the lock is not left held there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_instance_beyond_the_quorum_is_not_waited_for() {
+    const SLOW: Duration = Duration::from_millis(1_000);
+    let instances = Instances::spawn(3);
+    let proxy = ferrisson_testkit::FaultProxy::start(instances.servers[2].port());
+    let mut clients = Vec::new();
+    for url in [
+        instances.servers[0].url(),
+        instances.servers[1].url(),
+        proxy.url(),
+    ] {
+        clients.push(
+            instance_client(url, Duration::from_secs(30), Duration::from_millis(3_000)).await,
+        );
+    }
+    let name = unique_name("redlock-beyond");
+    let lock = red_lock(&clients, &name, false);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    proxy.delay_replies(SLOW);
+    let started = tokio::time::Instant::now();
+    let guard = lock.lock().await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(guard.holds().len(), 2, "the quorum's holds");
+    assert!(
+        took < SLOW,
+        "the round waited {took:?} for the slow instance"
+    );
+    // The slow instance's grant, when it comes, is undone.
+    eventually(
+        Duration::from_secs(10),
+        "the slow instance not left held",
+        || async { !held_on(&instances.servers[2], &name) },
+    )
+    .await;
+    guard.unlock().await.unwrap();
+    proxy.delay_replies(Duration::ZERO);
     released_everywhere(&instances, &name).await;
 }
 

@@ -1202,7 +1202,25 @@ async fn red_round(
     let mut granted: Vec<HoldGuard> = Vec::with_capacity(group.locks.len());
     let mut answered = 0usize;
     let mut failure = None;
-    for outcome in futures::future::join_all(attempts).await {
+    // Once the round is decided (a quorum granted, or no quorum possible any more), the
+    // instances still out get twice the time the decision took (at least 10 ms), as
+    // `end_all` gives them, not their response timeout: one that is down, or frozen, must
+    // not hold up every round. Those dropped then undo what they may take (an acquisition's
+    // cancel safety), and a hold they would have added is not needed.
+    let started = Instant::now();
+    let mut pending: FuturesUnordered<_> = attempts.collect();
+    let mut grace: Option<Instant> = None;
+    loop {
+        let next = match grace {
+            Some(until) => match tokio::time::timeout_at(until, pending.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => pending.next().await,
+        };
+        let Some(outcome) = next else {
+            break;
+        };
         match outcome {
             Instance::Granted(guard) => {
                 answered += 1;
@@ -1210,7 +1228,9 @@ async fn red_round(
             }
             Instance::Refused(held) => {
                 answered += 1;
-                refused.get_or_insert(held);
+                // The first in the instances' order, whatever order they answered in: the
+                // watchers of every process watch the same instance.
+                *refused = Some(refused.map_or(held, |r| r.min(held)));
             }
             // A connection error weighs more than another failure: it is what the wait's
             // outage rule waits out.
@@ -1223,7 +1243,19 @@ async fn red_round(
                 }
             }
         }
+        if grace.is_none()
+            && (granted.len() >= group.quorum || granted.len() + pending.len() < group.quorum)
+        {
+            grace = Some(ferrisson_core::__engine::time::later(
+                Instant::now(),
+                started
+                    .elapsed()
+                    .saturating_mul(2)
+                    .max(Duration::from_millis(10)),
+            ));
+        }
     }
+    drop(pending);
     if granted.len() >= group.quorum {
         return Ok(Some(granted));
     }

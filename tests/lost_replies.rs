@@ -591,6 +591,32 @@ async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
     }
 }
 
+/// A server, a proxy in front of it, a client straight to it and one through the proxy (with
+/// [`lossy_client`]'s settings), and a fresh object name: the set-up of the late-copy tests.
+struct Late {
+    _server: RedisServer,
+    proxy: FaultProxy,
+    direct: Client,
+    client: Client,
+    name: String,
+}
+
+impl Late {
+    async fn start(prefix: &str) -> Self {
+        let server = RedisServer::spawn();
+        let proxy = FaultProxy::start(server.port());
+        let direct = common::client(&server.url()).await;
+        let client = lossy_client(&proxy).await;
+        Self {
+            _server: server,
+            proxy,
+            direct,
+            client,
+            name: unique_name(prefix),
+        }
+    }
+}
+
 /// Runs `call` with the first request naming `key` held back by the proxy (the client sees its
 /// connection fail with nothing heard, and resends on a new one), checks that one was held, and
 /// returns the call's result; the held copy is still on its way ([`deliver_late`]).
@@ -627,13 +653,15 @@ async fn deliver_late(proxy: &FaultProxy) {
 /// acquire takes them once, and a try that took nothing takes nothing later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_calls_reaching_redis_after_their_resend_count_once() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let name = unique_name("late-sem");
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-sem").await;
     let counted = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
     counted.try_set_permits(3).await.unwrap();
-    let client = lossy_client(&proxy).await;
     let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
 
     // A release, its first copy late.
@@ -685,13 +713,15 @@ async fn semaphore_calls_reaching_redis_after_their_resend_count_once() {
 /// its permits are held, and a late copy of a release gives back nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expirable_semaphore_calls_reaching_redis_after_their_resend_count_once() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let name = unique_name("late-xsem");
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-xsem").await;
     let counted = ferrisson::ExpirableSemaphore::new(&direct, &name).unwrap();
     counted.try_set_permits(3).await.unwrap();
-    let client = lossy_client(&proxy).await;
     let semaphore = ferrisson::ExpirableSemaphore::new(&client, &name).unwrap();
 
     let permit = with_late_copy(&proxy, &name, semaphore.acquire())
@@ -722,11 +752,13 @@ async fn expirable_semaphore_calls_reaching_redis_after_their_resend_count_once(
 /// second hold off the owner: the owner, bound to its handle, still holds once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_copy_of_an_unlock_releases_once() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(server.port());
-    let direct = common::client(&server.url()).await;
-    let name = unique_name("late-lock");
-    let client = lossy_client(&proxy).await;
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-lock").await;
     let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
     let owner = client.new_owner();
     let bound = lock.owned_by(owner.clone());

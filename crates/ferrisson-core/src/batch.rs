@@ -41,10 +41,10 @@ impl Pending {
         if self.reply.is_closed() {
             return false;
         }
-        if crate::connection::too_late(self.by) {
+        if let Err(late) = crate::connection::in_time(self.by) {
             let (tx, _) = oneshot::channel();
             let reply = std::mem::replace(&mut self.reply, tx);
-            let _ = reply.send(Err(crate::connection::not_sent_in_time()));
+            let _ = reply.send(Err(late));
             return false;
         }
         true

@@ -271,9 +271,7 @@ impl Connection {
         } else {
             self.loads_before(call.script(), false).await
         };
-        if too_late(by) {
-            return Err(not_sent_in_time());
-        }
+        in_time(by)?;
         if !wanted() {
             return Err(caller_gone());
         }
@@ -282,9 +280,7 @@ impl Connection {
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && wanted() =>
             {
-                if too_late(by) {
-                    return Err(not_sent_in_time());
-                }
+                in_time(by)?;
                 tracing::info!(
                     script = call.script().name(),
                     "the server lacks the script (restarted, failed over or flushed): sending it with EVAL"
@@ -396,13 +392,22 @@ pub(crate) fn send_by() -> Option<tokio::time::Instant> {
 }
 
 /// Whether a call with send deadline `by` is too late to be sent.
-pub(crate) fn too_late(by: Option<tokio::time::Instant>) -> bool {
+fn too_late(by: Option<tokio::time::Instant>) -> bool {
     by.is_some_and(|by| tokio::time::Instant::now() >= by)
+}
+
+/// `Ok` while a call with send deadline `by` may still be sent, else [`not_sent_in_time`].
+pub(crate) fn in_time(by: Option<tokio::time::Instant>) -> redis::RedisResult<()> {
+    if too_late(by) {
+        Err(not_sent_in_time())
+    } else {
+        Ok(())
+    }
 }
 
 /// The error of a call not sent because its send deadline had passed ([`sending_by`]); the
 /// settle loop takes it as an outcome that stayed unknown (earlier attempts may have run).
-pub(crate) fn not_sent_in_time() -> redis::RedisError {
+fn not_sent_in_time() -> redis::RedisError {
     redis::RedisError::from(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         "not sent: the time within which a lost reply can be resolved had passed while it waited",

@@ -268,9 +268,7 @@ impl Replication {
             lane.loads_before(call.script(), false).await
         };
         let by = crate::connection::send_by();
-        if crate::connection::too_late(by) {
-            return Err(crate::connection::not_sent_in_time());
-        }
+        crate::connection::in_time(by)?;
         // The loads, if any, go first in the same pipeline.
         let mut replies = lane
             .pipeline_loaded(&loads, &[call.command(), &wait], key)
@@ -280,9 +278,7 @@ impl Replication {
                 script = call.script().name(),
                 "the server lacks the script: sending it with EVAL"
             );
-            if crate::connection::too_late(by) {
-                return Err(crate::connection::not_sent_in_time());
-            }
+            crate::connection::in_time(by)?;
             let mut pipe = redis::pipe();
             pipe.add_command(call.eval_command()).add_command(wait);
             replies = lane.pipeline_at(&pipe, 2, key).await?;

@@ -10,9 +10,9 @@
 --         prefixed("redisson_sc", name); the oldest waiter's reservation, suffixed(name,
 --         "intent") [ext]; the client's undone marks [ext] (core/record_prelude): a try undone
 --         before it got here takes nothing. A try that took its permits needs no record: its
---         ids are its own, fresh per try, so a resend after a lost reply that finds the first
---         of them taken and unexpired knows the lost call took them; one that finds them
---         expired takes permits anew
+--         ids are its own, fresh per try, so any copy of the try (a resend, or a late first
+--         send) that finds the first of them taken and unexpired knows another copy took
+--         them; one that finds them expired takes permits anew
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] publish command ("publish")

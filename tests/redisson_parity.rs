@@ -471,6 +471,32 @@ async fn a_count_set_with_a_ttl_expires_and_a_late_release_does_not_revive_it() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expirable_acquire_carries_the_counts_ttl_onto_the_permit_set() {
+    // Redisson's acquire copies the count's TTL onto `{name}:timeout`: after an `expire`, the
+    // permit set an acquire makes goes with the count instead of staying without a TTL.
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let name = unique_name("ttl-expirable");
+    let semaphore = ExpirableSemaphore::new(&client, &name).unwrap();
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    assert!(semaphore.expire(Duration::from_secs(3)).await.unwrap());
+    let permit = semaphore.acquire().await.unwrap();
+    let timeouts = format!("{{{}}}:timeout", semaphore.key());
+    let mut con = redis.connection();
+    let left = pttl(&mut con, &timeouts);
+    assert!(
+        (1..=3000).contains(&left),
+        "the permit set's TTL is the count's: {left} ms"
+    );
+    assert!(pttl(&mut con, semaphore.key()) > 0);
+    permit.release().await.unwrap();
+    // Without a TTL on the count, the set keeps none either.
+    assert!(semaphore.clear_expire().await.unwrap());
+    let _permit = semaphore.acquire().await.unwrap();
+    assert_eq!(pttl(&mut con, &timeouts), -1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_release_many_releases_the_held_ids_and_counts_them() {
     let redis = TestRedis::any();
     let client = client(&redis.url()).await;

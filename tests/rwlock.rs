@@ -147,6 +147,44 @@ async fn a_writer_downgrades_and_a_reader_cannot_upgrade() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_side_is_locked_while_the_writer_also_reads() {
+    // Redisson's `RReadLock.isLocked`: read mode, or write mode with a read hold beside the
+    // writer's.
+    let redis = TestRedis::any();
+    let name = unique_name("read-side-locked");
+    let a = client(&redis.url()).await;
+    let lock = ReadWriteLock::new(&a, &name)
+        .unwrap()
+        .owned_by(a.new_owner());
+    let (read_side, write_side) = (lock.read_lock(), lock.write_lock());
+
+    let write = write_side.lock().await.unwrap();
+    assert!(write_side.is_locked().await.unwrap());
+    assert!(
+        !read_side.is_locked().await.unwrap(),
+        "only the writer holds"
+    );
+    let read = read_side.lock().await.unwrap();
+    assert_eq!(lock.mode().await.unwrap(), Some(Mode::Write));
+    assert!(read_side.is_locked().await.unwrap(), "the writer reads too");
+    assert!(write_side.is_locked().await.unwrap());
+    read.unlock().await.unwrap();
+    assert!(
+        !read_side.is_locked().await.unwrap(),
+        "the read hold is gone"
+    );
+    let read = read_side.lock().await.unwrap();
+    write.unlock().await.unwrap();
+    assert!(
+        read_side.is_locked().await.unwrap(),
+        "downgraded: read mode"
+    );
+    assert!(!write_side.is_locked().await.unwrap());
+    read.unlock().await.unwrap();
+    assert!(!read_side.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_readers_hold_expires_while_a_live_reader_keeps_its_own() {
     let redis = TestRedis::any();
     let name = unique_name("crashed-reader");

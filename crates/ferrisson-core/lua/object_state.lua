@@ -8,14 +8,16 @@
 -- KEYS[1] the main key
 -- ARGV[1] what it must hold, as for core/object_expire
 -- ARGV[2] a hash field to read ("" for none)
--- returns {1 when it exists else 0, PTTL (-1: no expiry, -2: missing), the field's value or ""};
---         WRONGTYPE error for a foreign key
+-- returns {1 when it exists else 0, PTTL (-1: no expiry, -2: missing), the field's value or "",
+--         the hash's number of fields when a field is asked for (else 0)}; WRONGTYPE error for a
+--         foreign key
 local foreign = foreign_object(KEYS[1], ARGV[1])
 if foreign then
   return foreign
 end
-local field = ''
+local field, fields = '', 0
 if ARGV[2] ~= '' then
   field = redis.call('hget', KEYS[1], ARGV[2]) or ''
+  fields = redis.call('hlen', KEYS[1])
 end
-return {redis.call('exists', KEYS[1]), redis.call('pttl', KEYS[1]), field}
+return {redis.call('exists', KEYS[1]), redis.call('pttl', KEYS[1]), field, fields}

@@ -240,6 +240,8 @@ pub struct ObjectState {
     pub ttl_ms: i64,
     /// The hash field asked for (empty when absent or not asked).
     pub field: String,
+    /// How many fields the hash has, when a field was asked for (else 0).
+    pub fields: u64,
 }
 
 impl ObjectState {
@@ -260,11 +262,13 @@ pub async fn object_state(keys: &ObjectKeys<'_>, field: &str) -> Result<ObjectSt
     let call = ScriptCall::new(&OBJECT_STATE, &[keys.main()])
         .arg(keys.shape.as_arg())
         .arg(field);
-    let (exists, ttl_ms, field): (i64, i64, String) = keys.client.eval_read(&call).await?;
+    let (exists, ttl_ms, field, fields): (i64, i64, String, u64) =
+        keys.client.eval_read(&call).await?;
     Ok(ObjectState {
         exists: exists == 1,
         ttl_ms,
         field,
+        fields,
     })
 }
 

@@ -107,6 +107,12 @@ if value - reserved >= need then
   for i = 0, need - 1 do
     redis.call('zadd', timeouts, expiry, permit_id(i))
   end
+  -- The count's expiry (an `expire` on the semaphore) covers the permit set too, as Redisson's
+  -- acquire carries it over: the set made or grown here must not outlive the count.
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl > 0 then
+    redis.call('pexpire', timeouts, ttl)
+  end
   if mine then
     redis.call('del', intent_key)
   end

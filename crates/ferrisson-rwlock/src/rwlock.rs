@@ -237,6 +237,13 @@ impl ReadWriteLock {
 impl RwShared {
     /// Which side holds the lock, if any, and the lock's TTL, in one read.
     async fn mode_and_ttl(&self) -> Result<(Option<Mode>, Option<std::time::Duration>)> {
+        let (mode, ttl, _) = self.mode_ttl_fields().await?;
+        Ok((mode, ttl))
+    }
+
+    /// Which side holds the lock, if any, the lock's TTL and how many fields its hash has, in
+    /// one read.
+    async fn mode_ttl_fields(&self) -> Result<(Option<Mode>, Option<std::time::Duration>, u64)> {
         let state = ferrisson_core::__engine::object_state(&self.object_keys(), "mode").await?;
         let mode = match state.field.as_str() {
             "" => None,
@@ -249,7 +256,7 @@ impl RwShared {
                 )));
             }
         };
-        Ok((mode, state.ttl()))
+        Ok((mode, state.ttl(), state.fields))
     }
 
     /// The lock's keys: the hash and the waiting writer's intent (an expiry and a delete cover
@@ -364,12 +371,18 @@ impl LockKind for Side {
         Some(&self.shared.channel)
     }
 
-    /// Whether the lock is held on this side: by readers (read side) or by a writer (write
-    /// side), as Redisson's `RReadLock` / `RWriteLock` `isLocked`, and the lock's TTL, in one
-    /// read. Whether it is held at all: [`ReadWriteLock::is_locked`].
+    /// Whether the lock is held on this side: by readers (read side: in read mode, or in write
+    /// mode when the writer holds a read too, its hash then having a field besides `mode` and
+    /// the writer's) or by a writer (write side), as Redisson's `RReadLock` / `RWriteLock`
+    /// `isLocked`, and the lock's TTL, in one read. Whether it is held at all:
+    /// [`ReadWriteLock::is_locked`].
     async fn held_for(&self) -> Result<Option<Option<std::time::Duration>>> {
-        let (mode, ttl) = self.shared.mode_and_ttl().await?;
-        Ok((mode == Some(self.mode())).then_some(ttl))
+        let (mode, ttl, fields) = self.shared.mode_ttl_fields().await?;
+        let held = match (mode, self.write) {
+            (Some(Mode::Write), false) => fields > 2,
+            (mode, _) => mode == Some(self.mode()),
+        };
+        Ok(held.then_some(ttl))
     }
 }
 

@@ -591,6 +591,55 @@ async fn a_rate_limiters_acquire_through_lost_replies_counts_once() {
     }
 }
 
+/// A rate limiter's release whose reply was lost is resent and gives its permits back once:
+/// after 200 single releases of 500 permits taken, the window holds exactly 300 and 700 are
+/// left, however many replies were lost (a resend that released again would leave fewer in the
+/// window and more left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limiters_release_through_lost_replies_counts_once() {
+    use ferrisson_rate_limiter::{RateLimiter, RateType};
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = Client::connect(&server.url()).await.unwrap();
+    let lossy = lossy_client(&proxy).await;
+    let name = unique_name("lossy-rate-release");
+    let steady = RateLimiter::new(&direct, &name).unwrap();
+    steady
+        .set_rate(RateType::Overall, 1_000, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(steady.try_acquire(100).await.unwrap());
+    }
+    proxy.lose_replies(LOSS);
+    let limiter = RateLimiter::new(&lossy, &name).unwrap();
+    let mut unknown = 0;
+    for _ in 0..200 {
+        match limiter.release(1).await {
+            Ok(()) => {}
+            Err(e) if e.is_connection_error() => unknown += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    proxy.lose_replies(0.0);
+    assert!(proxy.replies_lost() >= 20, "the proxy lost replies");
+    // Releases whose outcome stayed unknown are resent in the background.
+    eventually(
+        Duration::from_secs(30),
+        "every release settled at 700 left",
+        || async { steady.available_permits().await.unwrap() == 700 },
+    )
+    .await;
+    let mut con = server.connection();
+    let members: Vec<Vec<u8>> =
+        redis::Commands::zrange(&mut con, format!("{{{name}}}:permits"), 0, -1).unwrap();
+    let in_window: u32 = members
+        .iter()
+        .map(|m| u32::from_le_bytes(m[m.len() - 4..].try_into().unwrap()))
+        .sum();
+    assert_eq!(in_window, 300, "{unknown} outcomes were unknown");
+}
+
 /// A server, a proxy in front of it, a client straight to it and one through the proxy (with
 /// [`lossy_client`]'s settings), and a fresh object name: the set-up of the late-copy tests.
 struct Late {

@@ -17,10 +17,16 @@
 mod limiter;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
-pub use limiter::{RateLimiter, RateType};
+pub use limiter::{RateArgs, RateLimiter, RateType};
 
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
-    [&limiter::TRY_ACQUIRE, &limiter::SET_RATE]
+pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 5] {
+    [
+        &limiter::PRELUDE,
+        &limiter::TRY_ACQUIRE,
+        &limiter::SET_RATE,
+        &limiter::RELEASE,
+        &limiter::AVAILABLE,
+    ]
 }

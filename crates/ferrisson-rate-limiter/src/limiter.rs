@@ -5,19 +5,34 @@ use std::time::Duration;
 
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    ClientEngine, Instant, LOCK_PRELUDE, Poll, Script, ScriptCall, poll_wait, wait_without_lease,
+    CallRecord, CleanupGuard, ClientEngine, Instant, Poll, RECORD_PRELUDE, RecordedCall, Script,
+    ScriptCall, poll_wait, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 
+/// The rate limiter's shared functions (`lua/rate_limiter/prelude.lua`).
+pub(crate) static PRELUDE: Script =
+    Script::new("rate_limiter/prelude", include_str!("../lua/prelude.lua"));
 pub(crate) static TRY_ACQUIRE: Script = Script::with_prelude(
     "rate_limiter/try_acquire",
-    &LOCK_PRELUDE,
+    &PRELUDE,
     include_str!("../lua/try_acquire.lua"),
 );
 pub(crate) static SET_RATE: Script = Script::with_prelude(
     "rate_limiter/set_rate",
-    &LOCK_PRELUDE,
+    &PRELUDE,
     include_str!("../lua/set_rate.lua"),
+);
+pub(crate) static RELEASE: Script = Script::with_two_preludes(
+    "rate_limiter/release",
+    &PRELUDE,
+    &RECORD_PRELUDE,
+    include_str!("../lua/release.lua"),
+);
+pub(crate) static AVAILABLE: Script = Script::with_prelude(
+    "rate_limiter/available",
+    &PRELUDE,
+    include_str!("../lua/available.lua"),
 );
 
 /// Whom a rate applies to (Redisson's `RateType`).
@@ -38,6 +53,48 @@ impl RateType {
     }
 }
 
+/// A rate to set ([`RateLimiter::set_rate_with`], [`RateLimiter::try_set_rate_with`],
+/// [`RateLimiter::update_rate`]; Redisson's `RateLimiterArgs`): whom it applies to, `rate`
+/// permits per `interval`, a keep-alive, and whether the window's state is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateArgs {
+    kind: RateType,
+    rate: u64,
+    interval: Duration,
+    keep_alive: Duration,
+    keep_state: bool,
+}
+
+impl RateArgs {
+    /// `rate` permits per `interval` for `kind`, no keep-alive, the window started afresh.
+    pub fn new(kind: RateType, rate: u64, interval: Duration) -> Self {
+        Self {
+            kind,
+            rate,
+            interval,
+            keep_alive: Duration::ZERO,
+            keep_state: false,
+        }
+    }
+
+    /// A keep-alive (zero: none, the default): every acquire and release makes the limiter's
+    /// keys live this long again, so that a limiter nobody uses goes away by itself (Redisson's
+    /// `keepAliveTime`). It must be at least the interval: a permit outlives no key.
+    pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Whether a set or update keeps the window's state (Redisson's `keepState`): the permits
+    /// given in the last interval stay given, and the permits left are the new rate less
+    /// them. Without (the default), the window starts afresh. A changed [`RateType`] always
+    /// starts afresh.
+    pub fn keep_state(mut self, keep_state: bool) -> Self {
+        self.keep_state = keep_state;
+        self
+    }
+}
+
 /// `rate` permits per `interval`, in a sliding window, for all clients or for each (Redisson's
 /// `RRateLimiter`, on its Redis layout: the hash `name` with `rate`, `interval` and `type`,
 /// `{name}:value` and `{name}:permits`, with `:<client id>` for per-client rates).
@@ -51,7 +108,12 @@ impl RateType {
 /// - **Bad input is an error.** More permits than the rate ever gives, a rate of zero, an
 ///   interval below a millisecond: [`Error::InvalidArgument`]. A limiter whose rate was never
 ///   set (or was lost with Redis data): [`Error::NotSetUp`]. Zero permits: granted at once.
-/// - **Retries count once.** A call retried after a lost reply finds the permits it took.
+/// - **Retries count once.** A call retried after a lost reply finds the permits it took; a
+///   release resent after a lost reply gives them back once.
+/// - **A keep-alive** ([`RateArgs::keep_alive`]) lets a limiter nobody uses expire: each
+///   acquire and release makes its keys live that long again, as Redisson's do.
+/// - **Giving permits back** ([`release`](Self::release)): a call that took permits and did
+///   not use them returns them to the window, as Redisson's `release` does.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -85,6 +147,8 @@ struct Shared {
     client_value: String,
     permits: String,
     client_permits: String,
+    /// The client's record on the limiter: a release resent after a lost reply counts once.
+    record: CallRecord,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -113,6 +177,7 @@ impl RateLimiter {
                 client: client.clone(),
                 client_value: format!("{value}:{}", client.id()),
                 client_permits: format!("{permits}:{}", client.id()),
+                record: CallRecord::new(client, &key),
                 value,
                 permits,
                 key,
@@ -125,13 +190,29 @@ impl RateLimiter {
         &self.shared.key
     }
 
-    async fn set(
-        &self,
-        kind: RateType,
-        rate: u64,
-        interval: Duration,
-        only_if_unset: bool,
-    ) -> Result<bool> {
+    /// The five keys every script takes: settings, overall value, this client's value,
+    /// overall permits, this client's permits.
+    fn keys(&self) -> [&str; 5] {
+        let s = &self.shared;
+        [
+            &s.key,
+            &s.value,
+            &s.client_value,
+            &s.permits,
+            &s.client_permits,
+        ]
+    }
+
+    /// Sets the rate: `mode` "try" (only if none is set), "set" (in any case) or "update"
+    /// (only if one is set); returns whether it did.
+    async fn set(&self, args: RateArgs, mode: &str) -> Result<bool> {
+        let RateArgs {
+            kind,
+            rate,
+            interval,
+            keep_alive,
+            keep_state,
+        } = args;
         if rate == 0 {
             return Err(Error::InvalidArgument("a rate must be at least 1".into()));
         }
@@ -141,14 +222,20 @@ impl RateLimiter {
                 "a rate's interval must be at least 1 ms and at most 2^50 ms, got {interval:?}"
             )));
         }
-        let s = &self.shared;
-        let call = ScriptCall::new(&SET_RATE, &[&s.key, &s.value, &s.permits])
+        let keep_ms = ferrisson_core::__engine::time::millis(keep_alive);
+        if !keep_alive.is_zero() && (keep_alive < interval || keep_ms > MAX_INTERVAL_MS) {
+            return Err(Error::InvalidArgument(format!(
+                "a keep-alive must be zero (none) or at least the interval ({interval:?}) and at most 2^50 ms, got {keep_alive:?}"
+            )));
+        }
+        let call = ScriptCall::new(&SET_RATE, &self.keys())
             .arg(rate)
             .arg(ms)
             .arg(kind.code())
-            .arg(if only_if_unset { "1" } else { "0" })
-            .arg(&*SETTINGS.as_arg());
-        let set: i64 = s.client.eval(&call).await?;
+            .arg(keep_ms)
+            .arg(mode)
+            .arg(if keep_state { "1" } else { "0" });
+        let set: i64 = self.shared.client.eval(&call).await?;
         Ok(set == 1)
     }
 
@@ -164,16 +251,132 @@ impl RateLimiter {
         rate: u64,
         interval: Duration,
     ) -> Result<bool> {
-        self.set(kind, rate, interval, true).await
+        self.try_set_rate_with(RateArgs::new(kind, rate, interval))
+            .await
     }
 
-    /// Sets the rate, replacing any, and starts the window afresh (Redisson's `setRate`).
+    /// Sets the rate unless one is set, with a keep-alive (Redisson's `trySetRate` with
+    /// `keepAliveTime`); returns whether it did. There is no state to keep.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_rate`](Self::try_set_rate), and [`Error::InvalidArgument`] for a
+    /// keep-alive shorter than the interval.
+    pub async fn try_set_rate_with(&self, args: RateArgs) -> Result<bool> {
+        self.set(args, "try").await
+    }
+
+    /// Sets the rate, replacing any, and starts the window afresh (Redisson's `setRate`): the
+    /// window the rate applies to, overall or this client's, and both when the type changes.
+    /// Other clients' per-client windows start afresh as their permits come back.
     ///
     /// # Errors
     ///
     /// As [`try_set_rate`](Self::try_set_rate).
     pub async fn set_rate(&self, kind: RateType, rate: u64, interval: Duration) -> Result<()> {
-        self.set(kind, rate, interval, false).await.map(|_| ())
+        self.set_rate_with(RateArgs::new(kind, rate, interval))
+            .await
+    }
+
+    /// Sets the rate, replacing any (Redisson's `setRate(RateLimiterArgs)`): the window starts
+    /// afresh unless [`RateArgs::keep_state`] (then the permits given in the last interval stay
+    /// given) or the type changes (then it always does).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_rate_with`](Self::try_set_rate_with).
+    pub async fn set_rate_with(&self, args: RateArgs) -> Result<()> {
+        self.set(args, "set").await.map(drop)
+    }
+
+    /// Changes the rate of a limiter that has one (Redisson's `updateRate`); returns whether
+    /// it had one (when not, nothing is written). The window as for
+    /// [`set_rate_with`](Self::set_rate_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_rate_with`](Self::try_set_rate_with).
+    pub async fn update_rate(&self, args: RateArgs) -> Result<bool> {
+        self.set(args, "update").await
+    }
+
+    /// The permits the window has left right now, for this client's window under a
+    /// per-client rate (Redisson's `availablePermits`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSetUp`] when no rate is set, [`Error::WrongType`], [`Error::Redis`].
+    pub async fn available_permits(&self) -> Result<u64> {
+        let call = ScriptCall::new(&AVAILABLE, &self.keys());
+        let reply: Vec<i64> = self.shared.client.eval(&call).await?;
+        match reply.as_slice() {
+            [1, left] => Ok(u64::try_from(*left).unwrap_or(0)),
+            [2, _] => Err(self.not_set_up()),
+            other => Err(self.protocol(other)),
+        }
+    }
+
+    /// Gives `permits` back to the window (Redisson's `release`): the permits given longest
+    /// ago leave it, and as many are left again, up to the rate. For a call that took permits
+    /// and did not use them. Zero permits: nothing is sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// A release whose caller drops it, or whose reply is lost, is sent again in the
+    /// background under the same record slot and number: Redis gives the permits back once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSetUp`] when no rate is set, [`Error::WrongType`], [`Error::Redis`].
+    pub async fn release(&self, permits: u32) -> Result<()> {
+        if permits == 0 {
+            return Ok(());
+        }
+        let s = &self.shared;
+        // The release's slot in the record stays taken until it is settled, resend included.
+        let recorded = Arc::new(s.record.start(&s.client));
+        let resend = CleanupGuard::new(&s.client, || {
+            let (limiter, recorded) = (self.clone(), recorded.clone());
+            async move {
+                if let Err(e) = limiter.release_call(permits, &recorded, true).await {
+                    tracing::warn!(key = %limiter.shared.key, permits, error = %e, "resending an abandoned release failed");
+                }
+            }
+        });
+        let result = self.release_call(permits, &recorded, false).await;
+        resend.settle(&result);
+        result
+    }
+
+    /// One release script call (its resends marked as such; `resend`: the first one too).
+    async fn release_call(&self, n: u32, recorded: &RecordedCall, resend: bool) -> Result<()> {
+        let s = &self.shared;
+        let call = |attempt: u32| {
+            let call = ScriptCall::new(&RELEASE, &self.keys())
+                .arg(n)
+                .arg(s.record.client_hex());
+            recorded.args_flagged(call, &s.client, resend || attempt > 0, "")
+        };
+        let reply: i64 = s.client.eval_each(call).await?;
+        match reply {
+            1 => Ok(()),
+            2 => Err(self.not_set_up()),
+            other => Err(self.protocol(&[other])),
+        }
+    }
+
+    fn not_set_up(&self) -> Error {
+        Error::NotSetUp(format!(
+            "rate limiter `{}` has no rate (never set, expired, or lost with Redis data): set it with try_set_rate",
+            self.shared.key
+        ))
+    }
+
+    fn protocol(&self, reply: &[i64]) -> Error {
+        Error::Protocol(format!(
+            "a rate limiter script of `{}` replied {reply:?}",
+            self.shared.key
+        ))
     }
 
     /// The rate set: whom it applies to, the permits and the interval (`None`: none set).
@@ -269,51 +472,34 @@ impl RateLimiter {
         Ok(taken.is_some())
     }
 
-    /// One acquire script call (retried after a lost reply, which then finds what the lost
+    /// One acquire script call (resent after a lost reply, which then finds what the lost
     /// run took): `None` when taken, `Some(ms)` when the permits come back in `ms`.
     async fn try_once(&self, permits: u32) -> Result<Option<u64>> {
         let s = &self.shared;
-        // New random bytes per try; its retries after a lost reply keep them.
+        // New random bytes per try; its copies (a resend after a lost reply) keep them.
         let random = uuid::Uuid::new_v4().as_u64_pair().0.to_le_bytes();
-        let call = |retry: bool| {
-            ScriptCall::new(
-                &TRY_ACQUIRE,
-                &[
-                    &s.key,
-                    &s.value,
-                    &s.client_value,
-                    &s.permits,
-                    &s.client_permits,
-                ],
-            )
+        let call = ScriptCall::new(&TRY_ACQUIRE, &self.keys())
             .arg(permits)
-            .arg(&random[..])
-            .arg(if retry { "1" } else { "0" })
-        };
-        let reply: Vec<i64> = s.client.eval_each(|n| call(n > 0)).await?;
+            .arg(&random[..]);
+        let reply: Vec<i64> = s.client.eval_each(|_| call.clone()).await?;
         match reply.as_slice() {
             [1, _] => Ok(None),
             [0, ms] => Ok(Some(u64::try_from(*ms).unwrap_or(1).max(1))),
-            [2, _] => Err(Error::NotSetUp(format!(
-                "rate limiter `{}` has no rate (never set, or lost with Redis data): set it with try_set_rate",
-                s.key
-            ))),
+            [2, _] => Err(self.not_set_up()),
             [3, rate] => Err(Error::InvalidArgument(format!(
                 "{permits} permits asked of `{}`, whose rate gives at most {rate} per interval",
                 s.key
             ))),
-            other => Err(Error::Protocol(format!(
-                "the rate limiter script of `{}` replied {other:?}",
-                s.key
-            ))),
+            other => Err(self.protocol(other)),
         }
     }
 }
 
-/// The fields of the settings hash (Redisson's `RRateLimiter` layout; `keepAliveTime` in newer
-/// Redisson), each a number: what a key must hold to be taken for a limiter's settings. The
-/// scripts that check it take it as an argument, but `try_acquire.lua`, which reads the settings
-/// on every call, keeps the same list as a table instead of parsing an argument each time.
+/// The fields of the settings hash (Redisson's `RRateLimiter` layout, with `keepAliveTime`),
+/// each a number: what a key must hold to be taken for a limiter's settings. The object scripts
+/// (expire, delete) take it as an argument; the limiter's own scripts, which read the settings
+/// on every call, keep the same list as a table (`limiter_settings` in
+/// `lua/rate_limiter/prelude.lua`) instead of parsing an argument each time.
 const SETTINGS: ferrisson_core::KeyShape =
     ferrisson_core::KeyShape::NumberHash("rate,interval,type,keepAliveTime");
 

@@ -428,9 +428,119 @@ async fn a_ferrisson_waiter_that_leaves_moves_redisson_waiters_behind_it_up() {
         .arg(&redisson)
         .query(&mut con)
         .unwrap();
+    // Redisson's acquireFailed: the leaver's own wait (a tryLock's, here 2 s) comes off the
+    // timeouts behind it.
     assert_eq!(
-        timeout, ahead_timeout,
-        "moved up a place: its timeout a wait closer"
+        timeout,
+        ahead_timeout + wait - 2000.0,
+        "moved up a place: its timeout the leaver's wait closer"
     );
     held.unlock().await.unwrap();
+}
+
+/// A waiter's score in the queue's timeouts.
+fn timeout_of(con: &mut redis::Connection, keys: &Keys, waiter: &str) -> Option<i64> {
+    redis::cmd("ZSCORE")
+        .arg(&keys.timeouts)
+        .arg(waiter)
+        .query(con)
+        .unwrap()
+}
+
+/// The queue's waiters, head first.
+fn queued(con: &mut redis::Connection, keys: &Keys) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(&keys.queue)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_with_a_wait_queues_with_its_wait_as_redissons_try_lock_does() {
+    // Redisson's tryLock(wait, …) steps the queue's timeouts by its wait, not by the thread
+    // wait time: F1 (a ferrisson try with a 1.5 s wait), R1 (Redisson's, 500 ms), F2 (1.5 s)
+    // behind a holder get the lock's TTL + 1.5 s, + 500 ms, + 1.5 s; each ferrisson try that
+    // gives up brings the timeouts behind it closer by its own wait.
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("fair-try-wait");
+    let keys = Keys::of(&name);
+    let client = client(&url).await;
+    let holder = FairLock::new(&client, &name).unwrap().lock().await.unwrap();
+    let mut con = server.connection();
+    let wait = Duration::from_millis(1500);
+    let try_lock = |client: Client| {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let lock = FairLock::new(&client, &name).unwrap();
+            let got = lock
+                .try_lock_with(ferrisson::AcquireOptions::new().with_wait(wait))
+                .await
+                .unwrap();
+            assert!(got.is_none(), "the holder keeps the lock");
+        })
+    };
+    let queued_as = |con: &mut redis::Connection, n: usize| {
+        let waiters = queued(con, &keys);
+        assert_eq!(waiters.len(), n, "{waiters:?}");
+        waiters[n - 1].clone()
+    };
+    let f1_task = try_lock(common::client(&url).await);
+    eventually(Duration::from_secs(5), "F1 queues", || {
+        let len = queued(&mut con, &keys).len();
+        async move { len == 1 }
+    })
+    .await;
+    let f1 = queued_as(&mut con, 1);
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+    let now = s * 1000 + us / 1000;
+    let pttl: i64 = redis::cmd("PTTL").arg(&name).query(&mut con).unwrap();
+    let t1 = timeout_of(&mut con, &keys, &f1).unwrap();
+    let ahead = t1 - now - pttl;
+    assert!(
+        (1000..=1600).contains(&ahead),
+        "F1's timeout is the lock's TTL + its wait: {ahead} ms past the TTL"
+    );
+    // Redisson's tryLock with a 500 ms wait.
+    let r1 = format!("redisson-{}:1", uuid_like(1));
+    let ttl: Option<i64> = redisson_script(4, REDISSON_ACQUIRE)
+        .key(&keys.lock)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .arg(REDISSON_LEASE_MS)
+        .arg(&r1)
+        .arg(500)
+        .arg(wall_ms())
+        .invoke(&mut con)
+        .unwrap();
+    assert!(ttl.is_some(), "Redisson's try queues");
+    let f2_task = try_lock(common::client(&url).await);
+    eventually(Duration::from_secs(5), "F2 queues", || {
+        let len = queued(&mut con, &keys).len();
+        async move { len == 3 }
+    })
+    .await;
+    let f2 = queued_as(&mut con, 3);
+    let (t1, tr, t2) = (
+        timeout_of(&mut con, &keys, &f1),
+        timeout_of(&mut con, &keys, &r1).unwrap(),
+        timeout_of(&mut con, &keys, &f2).unwrap(),
+    );
+    if let Some(t1) = t1 {
+        assert_eq!(tr - t1, 500, "R1 steps by its 500 ms wait");
+    }
+    assert_eq!(t2 - tr, 1500, "F2 steps by its 1.5 s wait");
+    // Both ferrisson tries give up; F1 leaving brought R1 (and F2) a 1.5 s closer.
+    join_within(
+        Duration::from_secs(10),
+        "both tries give up",
+        vec![f1_task, f2_task],
+    )
+    .await;
+    assert_eq!(queued(&mut con, &keys), std::slice::from_ref(&r1));
+    let left = timeout_of(&mut con, &keys, &r1).unwrap();
+    assert_eq!(tr - left, 1500, "F1 left from ahead of R1");
+    holder.unlock().await.unwrap();
 }

@@ -23,10 +23,12 @@
 --         try), "f" a fenced lock, "s" publish with SPUBLISH (else PUBLISH), "r" this call
 --         retries one whose reply was lost (then ARGV[5] is the hold count the client believes
 --         the owner has)
--- ARGV[4] "<liveness>:<wait>": the liveness deadline in milliseconds from now (a queued
---         ferrisson waiter that has not called again by then is dead, and is dropped when it
---         reaches the head [ext]) and Redisson's thread wait time in milliseconds
---         (RedissonFairLock's, 300000 by default)
+-- ARGV[4] "<liveness>:<wait>", or "<liveness>:<wait>:t" for a try with a wait: the liveness
+--         deadline in milliseconds from now (a queued ferrisson waiter that has not called
+--         again by then is dead, and is dropped when it reaches the head [ext]) and the step of
+--         Redisson's queue arithmetic in milliseconds: a try's wait (Redisson's tryLock with a
+--         wait uses it), else Redisson's thread wait time (RedissonFairLock's, 300000 by
+--         default)
 -- ARGV[5] (with "r") the hold count the client believes the owner has
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
 --         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
@@ -68,8 +70,8 @@ if held > 0 then
   return {1, held, token_of(true)}
 end
 local now = server_ms()
-local sep = string.find(ARGV[4], ':', 1, true)
-local liveness, wait = tonumber(string.sub(ARGV[4], 1, sep - 1)), tonumber(string.sub(ARGV[4], sep + 1))
+local liveness, wait, limited = string.match(ARGV[4], '^(%d+):(%d+)(:?t?)$')
+liveness, wait, limited = tonumber(liveness), tonumber(wait), limited == ':t'
 local queue, timeouts = prefixed('redisson_lock_queue', KEYS[1]), prefixed('redisson_lock_timeout', KEYS[1])
 local alive = tagged(KEYS[1]) .. ':alive'
 -- Drop dead waiters at the head (never the caller: it is alive, it is calling).
@@ -96,7 +98,12 @@ if flag('w') then
   local pttl = math.max(redis.call('pttl', KEYS[1]), 0)
   local place = redis.call('lpos', queue, owner)
   local timeout
-  if place then
+  if place and limited then
+    -- Queued by a try with a wait, which leaves the queue once its wait is over: its timeout
+    -- stays Redisson's, kept at least its wait ahead (Redisson's acquisitions ahead take their
+    -- waits off it), so that it never looks dead before it leaves.
+    timeout = math.max(tonumber(redis.call('zscore', timeouts, owner)) or 0, now + wait)
+  elseif place then
     -- Queued: a timeout Redisson's arithmetic would give this place now, or later. Redisson's
     -- acquisitions ahead take a wait off per place gained, so a live waiter never looks dead.
     timeout = math.max(tonumber(redis.call('zscore', timeouts, owner)) or 0,

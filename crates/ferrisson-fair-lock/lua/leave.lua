@@ -10,8 +10,9 @@
 -- KEYS[5] liveness deadlines of ferrisson waiters [ext], suffixed(name, "alive")
 -- ARGV[1] owner
 -- ARGV[2] publish command ("publish")
--- ARGV[3] Redisson's thread wait time in milliseconds (fair_lock/acquire's ARGV[9]): what a
---         place in the queue adds to the timeouts behind it
+-- ARGV[3] the leaver's step of Redisson's arithmetic in milliseconds (fair_lock/acquire's W:
+--         its try's wait, else Redisson's thread wait time): what its place in the queue added
+--         to the timeouts behind it
 -- returns 1 when the owner was queued, 0 when it was not
 local place = redis.call('lpos', KEYS[2], ARGV[1])
 local was_head = place == 0

@@ -23,9 +23,27 @@ use ferrisson_core::{HoldGuard, Lock};
 pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Redisson's `RedissonFairLock` thread wait time (its default): the step of the waiter
-/// timeouts it chains in `redisson_lock_timeout:{name}`. ferrisson keeps those timeouts with the
-/// same arithmetic, so that Redisson and ferrisson waiters can share one queue.
+/// timeouts it chains in `redisson_lock_timeout:{name}` (a `tryLock` with a wait steps by its
+/// wait instead). ferrisson keeps those timeouts with the same arithmetic, so that Redisson and
+/// ferrisson waiters can share one queue.
 pub const REDISSON_THREAD_WAIT: Duration = Duration::from_secs(300);
+
+/// The step of Redisson's queue arithmetic for a call (Redisson's `RedissonFairLock`): a
+/// `tryLock` with a wait uses its wait, every other call [`REDISSON_THREAD_WAIT`]. A waiter's
+/// timeout in the queue is the last waiter's (or now + the lock's TTL) plus this step, and an
+/// acquisition from the queue, or a waiter leaving it, brings the timeouts behind closer by it.
+fn thread_wait(wait_limit: Option<Duration>) -> Duration {
+    match wait_limit {
+        // Capped where the queue's scores (doubles, epoch ms) still count whole milliseconds.
+        Some(wait) if limited(wait_limit) => wait.min(Duration::from_millis(1 << 50)),
+        _ => REDISSON_THREAD_WAIT,
+    }
+}
+
+/// Whether a call is a try with a wait (which leaves the queue once its wait is over).
+fn limited(wait_limit: Option<Duration>) -> bool {
+    wait_limit.is_some_and(|wait| !wait.is_zero())
+}
 
 /// The shortest waiter timeout accepted.
 const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(100);
@@ -255,7 +273,7 @@ impl FairShared {
 
     /// Leaves the queue (idempotent, so retried: a resend finds the owner gone and moves
     /// nobody up).
-    async fn leave(&self, owner: &Owner) -> Result<()> {
+    async fn leave(&self, owner: &Owner, wait_limit: Option<Duration>) -> Result<()> {
         let call = ScriptCall::new(
             &LEAVE,
             &[
@@ -268,7 +286,9 @@ impl FairShared {
         )
         .arg(owner.as_str())
         .arg(self.client.config().publish_command().as_str())
-        .arg(ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT));
+        .arg(ferrisson_core::__engine::time::millis(thread_wait(
+            wait_limit,
+        )));
         let _: i64 = self.client.eval(&call).await?;
         Ok(())
     }
@@ -328,9 +348,10 @@ impl HoldKind for FairShared {
             .arg(args.owner.as_str())
             .arg(flags)
             .arg(format!(
-                "{}:{}",
+                "{}:{}{}",
                 ferrisson_core::__engine::time::millis(waiter_deadline),
-                ferrisson_core::__engine::time::millis(REDISSON_THREAD_WAIT)
+                ferrisson_core::__engine::time::millis(thread_wait(args.wait_limit)),
+                if limited(args.wait_limit) { ":t" } else { "" }
             ));
         if args.retry {
             call.arg(args.believed)
@@ -340,8 +361,12 @@ impl HoldKind for FairShared {
     }
 
     /// Leaves the queue.
-    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
-        Box::pin(async move { self.leave(&owner).await })
+    fn give_up(
+        self: Arc<Self>,
+        owner: Owner,
+        wait_limit: Option<Duration>,
+    ) -> BoxFuture<'static, Result<()>> {
+        Box::pin(async move { self.leave(&owner, wait_limit).await })
     }
 
     fn record(&self) -> Option<&CallRecord> {

@@ -40,6 +40,9 @@ pub struct TryArgs<'a> {
     /// Whether the caller waits when the hold cannot be taken now (and may queue or announce
     /// itself for that).
     pub wait: bool,
+    /// The caller's whole wait when it waits (`None`: as long as it takes); a fair lock's
+    /// queue arithmetic uses it as Redisson's does.
+    pub wait_limit: Option<Duration>,
     /// Whether the caller waits subscribed to the kind's channel already, so that a try that
     /// fails leaves it waiting for a release message (false for the first try of a call,
     /// unless its channel was live: a call subscribes only once that try fails).
@@ -238,8 +241,13 @@ pub trait HoldKind: Send + Sync + 'static {
 
     /// What a waiting call that ends without the hold undoes (leave the queue, withdraw an
     /// intent); nothing by default. Idempotent: it may run for a call that never queued.
-    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
-        let _ = owner;
+    /// `wait_limit`: the call's whole wait, as in [`TryArgs::wait_limit`].
+    fn give_up(
+        self: Arc<Self>,
+        owner: Owner,
+        wait_limit: Option<Duration>,
+    ) -> BoxFuture<'static, Result<()>> {
+        let _ = (owner, wait_limit);
         Box::pin(async { Ok(()) })
     }
 
@@ -357,7 +365,8 @@ fn acquire_as<'a, K: HoldKind>(
 ) -> impl std::future::Future<Output = Result<Option<HoldGuard>>> + 'a {
     let lease = options.lease();
     let deadline = options.wait().and_then(crate::time::deadline_after);
-    let waits = options.wait() != Some(Duration::ZERO);
+    let wait = options.wait();
+    let waits = wait != Some(Duration::ZERO);
     async move {
         let client = kind.client();
         // Locals, not captures: what only the first steps use is not kept through the wait.
@@ -383,7 +392,7 @@ fn acquire_as<'a, K: HoldKind>(
             CleanupGuard::new(client, || {
                 let (kind, owner) = (kind.clone(), owner.clone());
                 async move {
-                    if let Err(e) = kind.clone().give_up(owner.clone()).await {
+                    if let Err(e) = kind.clone().give_up(owner.clone(), wait).await {
                         tracing::warn!(
                             key = %kind.lock_key(),
                             %owner,
@@ -396,10 +405,8 @@ fn acquire_as<'a, K: HoldKind>(
         });
         if let Some(backoff) = polls {
             progress.waited.store(waits, Ordering::Relaxed);
-            let outcome = Box::pin(spin(
-                kind, &owner, lease, waits, deadline, backoff, progress,
-            ))
-            .await;
+            let outcome =
+                Box::pin(spin(kind, &owner, lease, wait, deadline, backoff, progress)).await;
             if let Some(give_up) = give_up {
                 give_up.disarm();
             }
@@ -432,7 +439,7 @@ fn acquire_as<'a, K: HoldKind>(
                 let tried = crate::wait::first_try(
                     client,
                     deadline,
-                    Box::pin(try_once(kind, &owner, lease, waits, false, Duration::ZERO)),
+                    Box::pin(try_once(kind, &owner, lease, wait, false, Duration::ZERO)),
                 );
                 match tried.await? {
                     Attempt::Acquired(guard) => {
@@ -454,7 +461,7 @@ fn acquire_as<'a, K: HoldKind>(
         progress.waited.store(true, Ordering::Relaxed);
         let outcome = wait_on(client, &subscription, &spec, first, || {
             progress.tried();
-            Box::pin(try_once(kind, &owner, lease, true, true, Duration::ZERO))
+            Box::pin(try_once(kind, &owner, lease, wait, true, Duration::ZERO))
         })
         .await?;
         drop(subscription);
@@ -462,7 +469,7 @@ fn acquire_as<'a, K: HoldKind>(
             give_up.disarm();
             if outcome.is_none() {
                 // Out of time: give up now, so that the caller is gone when it returns.
-                kind.clone().give_up(owner.clone()).await?;
+                kind.clone().give_up(owner.clone(), wait).await?;
             }
         }
         Ok(outcome)
@@ -477,7 +484,7 @@ async fn spin<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
     lease: Option<Duration>,
-    waits: bool,
+    wait: Option<Duration>,
     deadline: Option<Instant>,
     backoff: Backoff,
     progress: &Progress,
@@ -492,9 +499,9 @@ async fn spin<K: HoldKind>(
             started.elapsed()
         };
         Ok(
-            match try_once(kind, owner, lease, waits, false, waited).await? {
+            match try_once(kind, owner, lease, wait, false, waited).await? {
                 Attempt::Acquired(guard) => Poll::Ready(guard),
-                Attempt::Held(_) if !waits => Poll::GiveUp,
+                Attempt::Held(_) if wait == Some(Duration::ZERO) => Poll::GiveUp,
                 // The lock is this waiter's next (a spin lock's reservation), or about to be free:
                 // look again at the shortest pause.
                 Attempt::Held(0) => Poll::After(backoff.min),
@@ -522,7 +529,7 @@ async fn try_once<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
     lease: Option<Duration>,
-    wait: bool,
+    wait: Option<Duration>,
     subscribed: bool,
     waited: Duration,
 ) -> Result<Attempt> {
@@ -558,7 +565,7 @@ async fn try_call<K: HoldKind>(
     kind: &Arc<K>,
     owner: Owner,
     lease: Option<Duration>,
-    wait: bool,
+    wait: Option<Duration>,
     subscribed: bool,
     waited: Duration,
 ) -> Result<Attempt> {
@@ -590,7 +597,8 @@ async fn try_call<K: HoldKind>(
                     0
                 },
                 retry: n > 0,
-                wait,
+                wait: wait != Some(Duration::ZERO),
+                wait_limit: wait,
                 subscribed,
                 waited,
             });

@@ -784,3 +784,158 @@ async fn wait_unlocked_waits_through_a_redis_restart() {
     server.restart();
     common::join_within(Duration::from_secs(20), "the watch ends", vec![watcher]).await;
 }
+
+/// Whether a key may outlive every hold and be left without a TTL, as the layout says: the
+/// fencing counters (which must outlive every hold) and a semaphore's epoch (kept as a counter
+/// that permits taken before a delete are checked against).
+fn kept_by_layout(key: &str) -> bool {
+    key.starts_with("redisson_lock_token:")
+        || key.starts_with("ferrisson_mutex_token:")
+        || key.ends_with(":epoch")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_left_without_a_ttl_once_everything_is_released_or_deleted() {
+    use ferrisson::Mutex;
+    let server = common::RedisServer::spawn();
+    let (client, other) = (client(&server.url()).await, client(&server.url()).await);
+    let soon = AcquireOptions::new().with_wait(SOON);
+
+    // Every lock kind: held, waited for by a second client, released.
+    let name = unique_name("ttl-lock");
+    let lock = ReentrantLock::new(&client, &name).unwrap();
+    let guard = lock.lock().await.unwrap();
+    let waiter = ReentrantLock::new(&other, &name).unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap().unlock().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
+
+    let fenced = FencedLock::new(&client, &unique_name("ttl-fenced")).unwrap();
+    fenced.lock().await.unwrap().unlock().await.unwrap();
+
+    let name = unique_name("ttl-fair");
+    let fair = FairLock::new(&client, &name).unwrap();
+    let guard = fair.lock().await.unwrap();
+    let waiter = FairLock::new(&other, &name).unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap().unlock().await });
+    eventually(SOON, "the fair waiter queues", || {
+        let fair = fair.clone();
+        async move { fair.queue_length().await.unwrap() == 1 }
+    })
+    .await;
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    // A waiter that gives up.
+    let guard = fair.lock().await.unwrap();
+    let waiter = FairLock::new(&other, &name).unwrap();
+    assert!(
+        waiter
+            .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(100)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    guard.unlock().await.unwrap();
+
+    let spin = SpinLock::new(&client, &unique_name("ttl-spin")).unwrap();
+    spin.lock().await.unwrap().unlock().await.unwrap();
+
+    let name = unique_name("ttl-rw");
+    let rw = ReadWriteLock::new(&client, &name).unwrap();
+    let read = rw.read_lock().lock().await.unwrap();
+    let writer = ReadWriteLock::new(&other, &name).unwrap();
+    let writing = tokio::spawn(async move {
+        writer
+            .write_lock()
+            .try_lock_with(soon)
+            .await
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    read.unlock().await.unwrap();
+    writing.await.unwrap().unwrap();
+
+    let name = unique_name("ttl-mutex");
+    let mutex = Mutex::new(&client, &name).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let waiter = Mutex::new(&other, &name).unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap().unlock().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
+
+    // Every permit kind, the latch and the rate limiter: used, then deleted.
+    let semaphore = Semaphore::new(&client, &unique_name("ttl-sem")).unwrap();
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    assert!(semaphore.delete().await.unwrap());
+
+    let expirable = ExpirableSemaphore::new(&client, &unique_name("ttl-exp")).unwrap();
+    assert!(expirable.try_set_permits(2).await.unwrap());
+    expirable.acquire().await.unwrap().release().await.unwrap();
+    assert!(expirable.delete().await.unwrap());
+
+    let latch = CountDownLatch::new(&client, &unique_name("ttl-latch")).unwrap();
+    assert!(latch.try_set_count(2).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert_eq!(
+        latch.count_down_once("worker-1").await.unwrap(),
+        ferrisson::CountDown::Counted(0)
+    );
+    assert!(latch.wait_for(SOON).await.unwrap());
+    let _ = latch.delete().await.unwrap();
+
+    let limiter = RateLimiter::new(&client, &unique_name("ttl-rate")).unwrap();
+    limiter
+        .set_rate(RateType::PerClient, 5, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(limiter.try_acquire(2).await.unwrap());
+    limiter.release(1).await.unwrap();
+    assert!(limiter.delete().await.unwrap());
+
+    // Objects given a TTL and left to expire: every key they made goes with them.
+    let expirable = ExpirableSemaphore::new(&client, &unique_name("ttl-exp-expire")).unwrap();
+    assert!(expirable.try_set_permits(2).await.unwrap());
+    assert!(expirable.expire(Duration::from_secs(60)).await.unwrap());
+    let held = expirable.acquire().await.unwrap();
+    expirable.acquire().await.unwrap().release().await.unwrap();
+    held.detach();
+    let semaphore = Semaphore::new(&client, &unique_name("ttl-sem-expire")).unwrap();
+    assert!(
+        semaphore
+            .try_set_permits_with_ttl(2, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    let limiter = RateLimiter::new(&client, &unique_name("ttl-rate-keep")).unwrap();
+    assert!(
+        limiter
+            .try_set_rate_with(
+                ferrisson_rate_limiter::RateArgs::new(
+                    RateType::PerClient,
+                    5,
+                    Duration::from_secs(1)
+                )
+                .keep_alive(Duration::from_secs(60))
+            )
+            .await
+            .unwrap()
+    );
+    assert!(limiter.try_acquire(2).await.unwrap());
+    limiter.release(1).await.unwrap();
+
+    // What is left either goes by itself or is the layout's.
+    let mut con = server.connection();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    let lasting: Vec<&String> = keys
+        .iter()
+        .filter(|key| pttl(&mut con, key) == -1 && !kept_by_layout(key))
+        .collect();
+    assert!(lasting.is_empty(), "keys left without a TTL: {lasting:?}");
+}

@@ -5,8 +5,17 @@ use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, Owner, Resu
 use crate::ReentrantLock;
 
 /// A reentrant lock whose every acquisition carries a fencing token, with Redisson's
-/// `RFencedLock` layout: the counter `redisson_lock_token:{name}` grows by one with every
-/// acquisition (re-entries included) and never expires.
+/// `RFencedLock` layout: the counter `redisson_lock_token:{name}`, which never expires, is set
+/// with every acquisition (re-entries included) to the larger of itself + 1 and the server's
+/// clock in microseconds (docs/guarantees.md §9), so that tokens keep growing even after Redis
+/// lost the counter.
+///
+/// **Token values.** Tokens are large (about 1.7 × 10^15 today) and not consecutive: Redisson's
+/// `RFencedLock` `INCR`s the same counter and gives 1, 2, 3 … on a fresh one. Both sides only
+/// ever compare tokens, never count them, so a mixed fleet reads them alike: whichever side
+/// takes the lock, its token is above every token issued before on that counter. After the
+/// counter is lost (deleted, a restart without persistence) Redisson's next token starts at 1
+/// again, below the tokens of before; ferrisson's starts at the clock, above them.
 ///
 /// Its guard's [`token`](FencedGuard::token) is a plain `u64`, strictly greater than the token
 /// of every earlier acquisition of the lock by any owner. Send it with every write to the

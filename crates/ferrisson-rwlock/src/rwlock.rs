@@ -36,9 +36,11 @@ const WRITER_RECHECK: Duration = Duration::from_secs(1);
 /// - **Downgrade**: the writer may also take read holds; when its last write hold goes, the
 ///   lock passes to read mode and waiting readers are woken. **Upgrade** (a reader asking for
 ///   the write lock) is refused at once with [`Error::WouldDeadlock`]: it could only wait for
-///   itself, where Redisson's `writeLock().lock()` by the reader blocks for ever. Each side
-///   answers [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock) for
-///   itself (Redisson's `RReadLock` / `RWriteLock`); the whole lock's are
+///   itself, where Redisson's `writeLock().lock()` by the reader blocks for ever (a
+///   `try_lock` too, where Redisson's `tryLock` returns `false`). Each side answers
+///   [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock) for itself
+///   (Redisson's `RReadLock` / `RWriteLock`: the read side is locked in read mode, and in write
+///   mode while the writer holds a read too); the whole lock's are
 ///   [`is_locked`](Lock::is_locked) and [`force_unlock`](Lock::force_unlock).
 /// - **Every read hold has its own lease key.** The watchdog renews an owner's own holds and
 ///   nobody else's, so the holds of a crashed client expire on their own while live readers
@@ -503,7 +505,11 @@ impl HoldKind for Side {
     }
 
     /// A waiting writer withdraws its intent.
-    fn give_up(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<()>> {
+    fn give_up(
+        self: Arc<Self>,
+        owner: Owner,
+        _wait_limit: Option<std::time::Duration>,
+    ) -> BoxFuture<'static, Result<()>> {
         Box::pin(async move {
             if self.write {
                 self.withdraw_intent(&owner).await?;

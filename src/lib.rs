@@ -107,4 +107,4 @@ pub use ferrisson_multilock::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock
 #[cfg(feature = "rate-limiter")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]
 #[doc(inline)]
-pub use ferrisson_rate_limiter::{RateLimiter, RateType};
+pub use ferrisson_rate_limiter::{RateArgs, RateLimiter, RateType};

@@ -308,6 +308,44 @@ async fn dropped_futures_leak_nothing<K: Kind>() {
     .await;
 }
 
+/// Held, waited for by another client (one waiter served, one giving up), released: no key of
+/// the lock is left without a TTL but those the layout keeps (its fencing counter).
+async fn no_key_lasts_after_use<K: Kind>() {
+    let redis = TestRedis::any();
+    let name = unique_name("conf-lasting");
+    let a = client(&redis.url()).await;
+    let b = client(&redis.url()).await;
+    let (lock, other) = (K::make(&a, &name), K::make(&b, &name));
+    let held = lock.lock().await.unwrap();
+    let late = other
+        .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert!(late.is_none(), "{}: held", K::NAME);
+    let waiter = tokio::spawn({
+        let other = other.clone();
+        async move {
+            other
+                .try_lock_with(AcquireOptions::new().with_wait(SOON))
+                .await
+                .unwrap()
+                .expect("served once released")
+                .unlock()
+                .await
+                .unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    held.unlock().await.unwrap();
+    tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    let lasting = common::lasting_keys(&mut redis.connection(), &format!("*{name}*"));
+    assert!(
+        lasting.is_empty(),
+        "{}: keys left without a TTL: {lasting:?}",
+        K::NAME
+    );
+}
+
 /// A bound owner re-enters and each hold counts; `owner`, `is_held_by`, `hold_count_of`; and a
 /// watcher on another client (`wait_unlocked`) waits until the last hold is gone.
 async fn owners_and_watchers<K: Kind>() {
@@ -396,6 +434,11 @@ macro_rules! conformance {
             async fn dropped_futures_leak_nothing() {
                 super::dropped_futures_leak_nothing::<$kind>().await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn no_key_lasts_after_use() {
+                super::no_key_lasts_after_use::<$kind>().await;
+            }
         }
     )*};
 }
@@ -425,6 +468,11 @@ mod mutex {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropped_futures_leak_nothing() {
         super::dropped_futures_leak_nothing::<Mutex>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_key_lasts_after_use() {
+        super::no_key_lasts_after_use::<Mutex>().await;
     }
 }
 

@@ -118,6 +118,27 @@ async fn counts_limit_and_wake<K: Kind>() {
     .await;
 }
 
+/// Given a TTL, then used (a permit taken and given back, one kept): every key the object
+/// made has a TTL, so that it all goes together (Redisson's acquire carries the count's TTL
+/// onto the keys it makes).
+async fn an_expiry_covers_every_key_use_makes<K: Kind + ferrisson::SyncObject>() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("pconf-ttl");
+    let on_a = K::make(&a, &name);
+    assert!(on_a.set(3).await.unwrap());
+    assert!(on_a.expire(Duration::from_secs(60)).await.unwrap());
+    K::give(on_a.take().await.unwrap()).await.unwrap();
+    let kept = on_a.take().await.unwrap();
+    let lasting = common::lasting_keys(&mut redis.connection(), &format!("*{name}*"));
+    assert!(
+        lasting.is_empty(),
+        "{}: keys left without a TTL: {lasting:?}",
+        K::NAME
+    );
+    K::give(kept).await.unwrap();
+}
+
 /// Acquire futures dropped at every stage leave every permit in place.
 async fn dropped_futures_leak_nothing<K: Kind>() {
     let redis = TestRedis::any();
@@ -171,6 +192,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn counts_limit_and_wake() {
                 super::counts_limit_and_wake::<$kind>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_expiry_covers_every_key_use_makes() {
+                super::an_expiry_covers_every_key_use_makes::<$kind>().await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

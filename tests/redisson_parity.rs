@@ -785,15 +785,6 @@ async fn wait_unlocked_waits_through_a_redis_restart() {
     common::join_within(Duration::from_secs(20), "the watch ends", vec![watcher]).await;
 }
 
-/// Whether a key may outlive every hold and be left without a TTL, as the layout says: the
-/// fencing counters (which must outlive every hold) and a semaphore's epoch (kept as a counter
-/// that permits taken before a delete are checked against).
-fn kept_by_layout(key: &str) -> bool {
-    key.starts_with("redisson_lock_token:")
-        || key.starts_with("ferrisson_mutex_token:")
-        || key.ends_with(":epoch")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_key_is_left_without_a_ttl_once_everything_is_released_or_deleted() {
     use ferrisson::Mutex;
@@ -931,11 +922,6 @@ async fn no_key_is_left_without_a_ttl_once_everything_is_released_or_deleted() {
     limiter.release(1).await.unwrap();
 
     // What is left either goes by itself or is the layout's.
-    let mut con = server.connection();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-    let lasting: Vec<&String> = keys
-        .iter()
-        .filter(|key| pttl(&mut con, key) == -1 && !kept_by_layout(key))
-        .collect();
+    let lasting = common::lasting_keys(&mut server.connection(), "*");
     assert!(lasting.is_empty(), "keys left without a TTL: {lasting:?}");
 }

@@ -135,3 +135,18 @@ pub fn wall_ms() -> u64 {
     )
     .unwrap()
 }
+
+/// The keys matching `pattern` left without a TTL, but for those the layout keeps on purpose:
+/// the fencing counters (which must outlive every hold) and a semaphore's epoch (kept as a
+/// counter that permits taken before a delete are checked against).
+pub fn lasting_keys(con: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(con).unwrap();
+    keys.into_iter()
+        .filter(|key| {
+            !(key.starts_with("redisson_lock_token:")
+                || key.starts_with("ferrisson_mutex_token:")
+                || key.ends_with(":epoch"))
+        })
+        .filter(|key| redis::cmd("PTTL").arg(key).query::<i64>(con).unwrap() == -1)
+        .collect()
+}

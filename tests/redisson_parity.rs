@@ -925,3 +925,40 @@ async fn no_key_is_left_without_a_ttl_once_everything_is_released_or_deleted() {
     let lasting = common::lasting_keys(&mut server.connection(), "*");
     assert!(lasting.is_empty(), "keys left without a TTL: {lasting:?}");
 }
+
+/// A mixed fleet on one fenced lock reads tokens alike: Redisson's `RFencedLock` `INCR`s the
+/// counter ferrisson sets to the clock, and each side's token is above every earlier one
+/// whoever issued it. After the counter is lost, Redisson's next token starts at 1 again (below
+/// the tokens of before: docs/guarantees.md §9 says so) and ferrisson's at the clock, above them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_of_a_mixed_fleet_only_grow_while_the_counter_lives() {
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let name = unique_name("mixed-tokens");
+    let lock = FencedLock::new(&client, &name).unwrap();
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let mut con = redis.connection();
+    // Redisson's acquisition on a fresh counter: 1, 2, 3 …
+    let redisson_first: u64 = con.incr(&counter, 1).unwrap();
+    assert_eq!(redisson_first, 1);
+    let guard = lock.lock().await.unwrap();
+    let ours = guard.token();
+    guard.unlock().await.unwrap();
+    assert!(ours > redisson_first, "the clock floor: {ours}");
+    let redissons: u64 = con.incr(&counter, 1).unwrap();
+    assert_eq!(redissons, ours + 1, "Redisson's INCR keeps growing ours");
+    let guard = lock.lock().await.unwrap();
+    let next = guard.token();
+    guard.unlock().await.unwrap();
+    assert!(next > redissons);
+    // The counter lost: Redisson's INCR starts over, ferrisson's token does not.
+    let _: i64 = con.del(&counter).unwrap();
+    let after_loss: u64 = con.incr(&counter, 1).unwrap();
+    assert_eq!(after_loss, 1, "Redisson restarts at 1");
+    let guard = lock.lock().await.unwrap();
+    assert!(
+        guard.token() > next,
+        "ferrisson's token stays above the tokens of before"
+    );
+    guard.unlock().await.unwrap();
+}

@@ -48,6 +48,14 @@ pub use ferrisson_core::{
     SyncObject,
 };
 
+/// Who holds what ([`Client::inspect`], [`Client::list_objects`]): what the Redis layout says
+/// of an object, for operators and the `ferrisson` command-line tool.
+#[doc(inline)]
+pub use ferrisson_core::{
+    ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind, Party,
+    PermitState, RateState, TakenPermit, Waiter,
+};
+
 pub mod core {
     //! What every synchronizer shares (crate `ferrisson-core`): the client and its settings,
     //! errors, the guard of a hold, owners, [`duration`] bounds and [`metrics`] names. The

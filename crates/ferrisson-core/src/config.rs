@@ -164,6 +164,10 @@ pub struct ClientConfig {
     replica_sync: ReplicaSyncSetting,
     pub(crate) wait_outage_limit: Duration,
     pub(crate) coalesce: bool,
+    /// The application's name in the client's record and connection names (`None`: the
+    /// binary's name).
+    pub(crate) app_name: Option<String>,
+    pub(crate) client_record: bool,
 }
 
 impl Default for ClientConfig {
@@ -313,6 +317,8 @@ impl ClientConfig {
             replica_sync: ReplicaSyncSetting::Default,
             wait_outage_limit: Duration::from_secs(60),
             coalesce: false,
+            app_name: None,
+            client_record: true,
         }
     }
 
@@ -335,6 +341,37 @@ impl ClientConfig {
         let mut config = Self::new(nodes.first().cloned().unwrap_or_default());
         config.cluster_nodes = nodes;
         config
+    }
+
+    /// The name the client gives its application **[ext]**: its connections are named
+    /// `ferrisson:<app>:<tag>` (`CLIENT SETNAME`, shown by `CLIENT LIST`) and its record
+    /// (see [`with_client_record`](Self::with_client_record)) says it, so that an operator sees
+    /// which service holds a lock. Default: the running binary's file name.
+    pub fn with_app_name(mut self, app: impl Into<String>) -> Self {
+        self.app_name = Some(app.into());
+        self
+    }
+
+    /// The application name set with [`with_app_name`](Self::with_app_name), if any.
+    pub fn app_name(&self) -> Option<&str> {
+        self.app_name.as_deref()
+    }
+
+    /// Whether the client keeps a record of itself in Redis **[ext]** (default: on): a small
+    /// hash under `ferrisson_client:<tag>` (its id, app name, host, pid, crate version and
+    /// start time) that lives one lease and is rewritten every watchdog period while the
+    /// client lives, so that `Client::inspect` and the `ferrisson` command-line tool name the
+    /// process behind a holder, a waiter or a permit. A process that dies leaves its record
+    /// for at most one lease; [`Client::shutdown`](crate::Client::shutdown) deletes it. Off,
+    /// the client writes no key of its own (its connections are still named).
+    pub fn with_client_record(mut self, on: bool) -> Self {
+        self.client_record = on;
+        self
+    }
+
+    /// Whether the client keeps a record of itself ([`with_client_record`](Self::with_client_record)).
+    pub fn client_record(&self) -> bool {
+        self.client_record
     }
 
     /// The seed nodes, for a cluster client (empty for a standalone server).

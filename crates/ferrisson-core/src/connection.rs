@@ -41,6 +41,15 @@ pub(crate) enum Link {
     Sentinel(Arc<crate::sentinel::SentinelPrimary>),
 }
 
+/// A server to send a keyless command to ([`Connection::query_node`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// The connection's own server (standalone, Sentinel's primary).
+    Default,
+    /// A cluster node by address.
+    At { host: String, port: u16 },
+}
+
 /// Whether a connection's server may lack scripts.
 struct Scripts {
     /// Set at the start and after a failure that may have been a lost link: the next script
@@ -330,6 +339,59 @@ impl Connection {
             self.mark_stale();
         }
         result
+    }
+
+    /// The servers a scan of every key must visit: the one server, or every primary of a
+    /// cluster (from `CLUSTER SLOTS`).
+    pub(crate) async fn scan_nodes(&self) -> redis::RedisResult<Vec<Node>> {
+        if !self.is_cluster() {
+            return Ok(vec![Node::Default]);
+        }
+        let slots = self
+            .query(&redis::cmd("CLUSTER").arg("SLOTS").clone())
+            .await?;
+        let ranges: Vec<Vec<Value>> = redis::from_redis_value(slots)?;
+        let mut nodes = Vec::new();
+        for range in ranges {
+            // [start, end, [host, port, id, …] of the primary, replicas…]
+            let Some(primary) = range.get(2) else {
+                continue;
+            };
+            let primary: Vec<Value> = redis::from_redis_value_ref(primary)?;
+            let (Some(host), Some(port)) = (primary.first(), primary.get(1)) else {
+                continue;
+            };
+            let node = Node::At {
+                host: redis::from_redis_value_ref(host)?,
+                port: redis::from_redis_value_ref(port)?,
+            };
+            if !nodes.contains(&node) {
+                nodes.push(node);
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// `cmd` on `node` (a command with no key: `SCAN`).
+    pub(crate) async fn query_node(
+        &self,
+        cmd: &redis::Cmd,
+        node: &Node,
+    ) -> redis::RedisResult<Value> {
+        match (&self.link, node) {
+            (Link::Cluster(cluster), Node::At { host, port }) => {
+                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+                let mut cluster = cluster.clone();
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                let result = cluster.route_command(cmd.clone(), routing).await;
+                self.observe(&result);
+                result.and_then(top_level_error)
+            }
+            _ => self.query(cmd).await,
+        }
     }
 
     /// Whether commands go to a Redis Cluster (whose scripts may only touch one slot).

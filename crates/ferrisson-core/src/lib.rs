@@ -48,6 +48,8 @@ mod error;
 mod guard;
 mod handle;
 mod hash_lock;
+mod identity;
+mod inspect;
 mod keys;
 mod kind;
 mod lock;
@@ -72,6 +74,10 @@ pub use client::Client;
 pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
+pub use inspect::{
+    ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind, Party,
+    PermitState, RateState, TakenPermit, Waiter,
+};
 pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};
 pub use options::AcquireOptions;
@@ -104,6 +110,10 @@ pub mod __engine {
     /// Key and channel naming, and request ids.
     pub mod keys {
         pub use crate::keys::*;
+    }
+    /// Client records and tags **[ext]**.
+    pub mod identity {
+        pub use crate::identity::{RECORD_PREFIX, client_tag, record_key};
     }
     pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,

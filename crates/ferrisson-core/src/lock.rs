@@ -366,7 +366,7 @@ where
 }
 
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 13] {
+pub fn scripts() -> [&'static Script; 15] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
@@ -381,5 +381,7 @@ pub fn scripts() -> [&'static Script; 13] {
         &crate::hash_lock::FORCE_RELEASE_HASH,
         &crate::permits::PERMITS_UPDATE,
         &crate::permits::PERMITS_LEAVE,
+        &crate::identity::CLIENT_RECORD,
+        &crate::inspect::INSPECT,
     ]
 }

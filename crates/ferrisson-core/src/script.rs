@@ -292,8 +292,8 @@ impl Script {
     /// Whether the script changes data (every one but the `…/state` reads): replica sync
     /// follows it.
     pub fn writes(&self) -> bool {
-        // The only read-only scripts are the `…/state` ones.
-        !self.name.ends_with("/state")
+        // The only read-only scripts are the `…/state` ones and `core/inspect`.
+        !self.name.ends_with("/state") && self.name != "core/inspect"
     }
 
     /// The registry name, `<primitive>/<operation>`.

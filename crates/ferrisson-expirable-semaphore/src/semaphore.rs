@@ -91,6 +91,16 @@ struct Shared {
     names: SemaphoreNames,
     /// The taken permits (id → expiry), `suffixed(key, "timeout")`.
     timeouts: Arc<str>,
+    /// The client's tag, the first 64 bits of every permit id it makes **[ext]**, so that an
+    /// operator finds the client's record from a permit (`Client::inspect`).
+    tag: u64,
+}
+
+impl Shared {
+    /// A new permit id (or a try's id seed): the client's tag, then 64 random bits.
+    fn fresh_id_seed(&self) -> u128 {
+        (u128::from(self.tag) << 64) | (SemaphoreNames::random_bits() & u128::from(u64::MAX))
+    }
 }
 
 impl std::ops::Deref for Shared {
@@ -205,7 +215,7 @@ impl PermitRelease {
         let wanted = claim.need().lease;
         let watched = wanted.is_none();
         let lease = wanted.unwrap_or(client.config().lease());
-        let successor = SemaphoreNames::random_id();
+        let successor = format!("{:032x}", shared.fresh_id_seed());
         // A retry needs no latch: the successor's id is new, so finding it taken says the lost
         // call handed the permit over.
         let call = |successor: &str, retry: bool| {
@@ -341,6 +351,8 @@ impl ExpirableSemaphore {
         Ok(Self {
             shared: Arc::new(Shared {
                 timeouts: suffixed(&names.key, "timeout").into(),
+                tag: ferrisson_core::__engine::identity::client_tag(client.id())
+                    .unwrap_or_default(),
                 names,
             }),
             limit: None,
@@ -834,7 +846,7 @@ impl PermitKind for AcquireCall {
     }
 
     fn ticket(&self, _n: u32) -> u128 {
-        SemaphoreNames::random_bits()
+        self.shared.fresh_id_seed()
     }
 
     fn try_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {

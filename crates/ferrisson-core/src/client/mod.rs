@@ -24,7 +24,7 @@ use crate::watchdog::Watchdog;
 pub(crate) struct Inner {
     id: String,
     config: ClientConfig,
-    conn: Connection,
+    pub(crate) conn: Connection,
     batcher: Batcher,
     replication: Arc<Replication>,
     hub: Hub,
@@ -38,7 +38,7 @@ pub(crate) struct Inner {
     /// (releases, undos, queue exits), and the acquisitions in flight, which a shutdown ends.
     tasks: tokio_util::task::TaskTracker,
     /// Cancelled by [`Client::shutdown`]: new acquisitions are refused and waiting ones end.
-    closing: tokio_util::sync::CancellationToken,
+    pub(crate) closing: tokio_util::sync::CancellationToken,
     /// Where the client connects (passwords hidden), for errors ([`Error::Unreachable`]).
     address: String,
     /// What a synchronizer keeps per client beyond one call ([`ClientEngine::local_state`]),
@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     local: std::sync::Mutex<
         std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
     >,
+    /// Who the client is, for operators: its connections' name and its record.
+    pub(crate) identity: crate::identity::Identity,
 }
 
 /// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
@@ -246,7 +248,9 @@ impl Client {
         let uuid = uuid::Uuid::new_v4();
         let id = uuid.hyphenated().to_string();
         tracing::debug!(client_id = %id, "client connected");
-        Ok(Self {
+        let identity = crate::identity::Identity::new(&id, config.app_name());
+        let (period, lease) = (config.watchdog_period(), config.lease());
+        let client = Self {
             inner: Arc::new(Inner {
                 id,
                 batcher: Batcher::start(conn.clone(), config.coalesce),
@@ -262,8 +266,19 @@ impl Client {
                 tasks: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
                 address,
+                identity,
             }),
-        })
+        };
+        // Named and recorded before the client is handed out, then kept so while it lives.
+        let mut upkeep = crate::identity::Upkeep::new(client.inner.config.client_record());
+        crate::identity::refresh(&client, &mut upkeep, lease).await;
+        tokio::spawn(crate::identity::keep_identity(
+            Arc::downgrade(&client.inner),
+            upkeep,
+            period,
+            lease,
+        ));
+        Ok(client)
     }
 
     /// Where the client connects: the URL without its password, a cluster's seed nodes, or a
@@ -336,6 +351,16 @@ impl Client {
             .is_ok();
         let pending = if finished { 0 } else { inner.tasks.len() };
         let held = inner.watchdog.shut_down();
+        if inner.config.client_record() {
+            // The record goes with the client; when Redis is unreachable it ends with its
+            // lease.
+            let del = redis::cmd("DEL").arg(inner.identity.key()).clone();
+            if let Ok(Err(e)) =
+                tokio::time::timeout(inner.config.response_timeout, inner.conn.query(&del)).await
+            {
+                tracing::debug!(error = %e, "the client's record was not deleted: it ends with its lease");
+            }
+        }
         tracing::debug!(pending, held, "client shut down");
         let mut left = Vec::new();
         if pending > 0 {
@@ -364,6 +389,13 @@ impl Client {
     /// The client id: a random UUID v4, the first part of every owner of this client.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// The name of the client's connections (`CLIENT SETNAME`): `ferrisson:<app>:<tag>`, the
+    /// app's name from [`ClientConfig::with_app_name`] (default: the binary's name) and the
+    /// client's tag, the first 16 hex digits of its id.
+    pub fn connection_name(&self) -> String {
+        self.inner.identity.connection_name()
     }
 
     /// The settings the client runs with.

@@ -1,0 +1,185 @@
+-- ferrisson script
+-- operation: core/inspect
+-- protocol: 1
+-- [ext] Reads everything the layouts of docs/protocol.md keep about one object, without
+-- changing anything (Client::inspect, the `ferrisson` command-line tool): the main key and
+-- every key derived from its name, whichever kind it is. The caller decides the kind.
+-- KEYS[1] the main key (every other key is derived from it, in its slot)
+-- ARGV[1] the most members listed of a queue, permit set, participant set or window
+-- returns facts, each a list of strings whose first names it:
+--   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
+--   {'field', f, v} each field of a hash; {'value', v} a string's value;
+--   {'token', v} the fencing counter; {'mutex_token', v} the lean mutex's;
+--   {'queued', owner, timeout ms or '', liveness deadline ms or ''} the fair queue, in order,
+--   {'queue_length', n};
+--   {'reserved', value, pttl} the spin lock's next-in-line;
+--   {'read_lease', owner, longest pttl of its read holds};
+--   {'writer_waiting', pttl} a read-write lock's writer intent;
+--   {'permit', id in hex, expiry ms}, {'permits_taken', n, expired n} the expirable semaphore;
+--   {'reservation', value, pttl} a semaphore's reservation for a large waiter;
+--   {'round', v}, {'participant', id}, {'participants', n} the latch;
+--   {'window', value or '', permits given in the window, members, oldest score or ''} the rate
+--   limiter's overall window (only when the hash holds a rate)
+local name = KEYS[1]
+local limit = tonumber(ARGV[1]) or 100
+local tagged = string.find(name, '{', 1, true) ~= nil
+local function prefixed(p)
+  if tagged then
+    return p .. ':' .. name
+  end
+  return p .. ':{' .. name .. '}'
+end
+local function suffixed(s)
+  if tagged then
+    return name .. ':' .. s
+  end
+  return '{' .. name .. '}:' .. s
+end
+local function key_type(k)
+  return redis.call('type', k)['ok']
+end
+local function string_at(k)
+  if key_type(k) == 'string' then
+    return redis.call('get', k)
+  end
+  return nil
+end
+local function hex(bytes)
+  return (string.gsub(bytes, '.', function(c)
+    return string.format('%02x', string.byte(c))
+  end))
+end
+
+local out = {}
+local function fact(...)
+  local f = {}
+  for i, v in ipairs({...}) do
+    if type(v) == 'number' then
+      f[i] = string.format('%.0f', v)
+    else
+      f[i] = tostring(v)
+    end
+  end
+  out[#out + 1] = f
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+fact('now', now)
+local main = key_type(name)
+fact('type', main)
+fact('pttl', redis.call('pttl', name))
+
+local fields = {}
+if main == 'hash' then
+  local all = redis.call('hgetall', name)
+  for i = 1, #all, 2 do
+    fields[all[i]] = all[i + 1]
+    fact('field', all[i], all[i + 1])
+  end
+elseif main == 'string' then
+  fact('value', redis.call('get', name))
+end
+
+local token = string_at(prefixed('redisson_lock_token'))
+if token then
+  fact('token', token)
+end
+local mutex_token = string_at(prefixed('ferrisson_mutex_token'))
+if mutex_token then
+  fact('mutex_token', mutex_token)
+end
+
+-- The fair lock's queue, its timeouts and liveness deadlines.
+local queue = prefixed('redisson_lock_queue')
+if key_type(queue) == 'list' then
+  local timeouts, alive = prefixed('redisson_lock_timeout'), suffixed('alive')
+  local timeouts_ok, alive_ok = key_type(timeouts) == 'zset', key_type(alive) == 'zset'
+  fact('queue_length', redis.call('llen', queue))
+  for _, owner in ipairs(redis.call('lrange', queue, 0, limit - 1)) do
+    local timeout = timeouts_ok and redis.call('zscore', timeouts, owner) or false
+    local live = alive_ok and redis.call('zscore', alive, owner) or false
+    fact('queued', owner, timeout or '', live or '')
+  end
+end
+
+-- The spin lock's reservation.
+local next_key = suffixed('next')
+local reserved = string_at(next_key)
+if reserved then
+  fact('reserved', reserved, redis.call('pttl', next_key))
+end
+
+-- A read-write lock's read holds and waiting writer.
+if main == 'hash' and fields['mode'] then
+  local base = tagged and name or ('{' .. name .. '}')
+  for field, count in pairs(fields) do
+    if field ~= 'mode' and string.sub(field, -6) ~= ':write' then
+      local longest = -2
+      for i = 1, math.min(tonumber(count) or 0, limit) do
+        local ttl = redis.call('pttl', base .. ':' .. field .. ':rwlock_timeout:' .. i)
+        if ttl > longest then
+          longest = ttl
+        end
+      end
+      fact('read_lease', field, longest)
+    end
+  end
+  local intent = prefixed('redisson_rwlock_writer')
+  if redis.call('exists', intent) == 1 then
+    fact('writer_waiting', redis.call('pttl', intent))
+  end
+end
+
+-- The permit-expirable semaphore's taken permits.
+local taken = suffixed('timeout')
+if key_type(taken) == 'zset' then
+  local live = redis.call('zcount', taken, '(' .. now, '+inf')
+  fact('permits_taken', live, redis.call('zcard', taken) - live)
+  local members = redis.call('zrangebyscore', taken, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, limit)
+  for i = 1, #members, 2 do
+    fact('permit', hex(members[i]), members[i + 1])
+  end
+end
+
+-- A semaphore's reservation for a waiter of several permits.
+local intent_key = suffixed('intent')
+local intent = string_at(intent_key)
+if intent then
+  fact('reservation', intent, redis.call('pttl', intent_key))
+end
+
+-- The countdown latch's round and participants.
+local round = string_at(suffixed('round'))
+if round then
+  fact('round', round)
+end
+local counted = suffixed('counted')
+if key_type(counted) == 'set' then
+  fact('participants', redis.call('scard', counted))
+  for _, id in ipairs(redis.call('srandmember', counted, limit)) do
+    fact('participant', id)
+  end
+end
+
+-- The rate limiter's overall window.
+if main == 'hash' and tonumber(fields['rate'] or '') and tonumber(fields['interval'] or '') then
+  local interval = tonumber(fields['interval'])
+  local value = string_at(suffixed('value')) or ''
+  local permits = suffixed('permits')
+  local given, members, oldest = 0, 0, ''
+  if key_type(permits) == 'zset' then
+    local window = redis.call('zrangebyscore', permits, '(' .. (now - interval), '+inf', 'WITHSCORES')
+    for i = 1, #window, 2 do
+      local _, n = struct.unpack('Bc0I', window[i])
+      given = given + n
+      members = members + 1
+      if oldest == '' then
+        oldest = window[i + 1]
+      end
+    end
+  end
+  fact('window', value, given, members, oldest)
+end
+
+return out

@@ -1,0 +1,438 @@
+//! `ferrisson`: who holds what, from a shell. Every command but `force-unlock` and `delete`
+//! only reads (through `Client::inspect` and `Client::list_objects`); the output's format is
+//! documented in the crate's README.
+// A command-line tool talks to its user on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand};
+use ferrisson::{
+    Client, ClientConfig, CountDownLatch, Error, ExpirableSemaphore, FairLock, Lock, Mutex,
+    ObjectInfo, ObjectKind, Party, RateLimiter, ReadWriteLock, ReentrantLock, Semaphore, SpinLock,
+    SyncObject,
+};
+use futures::StreamExt;
+
+mod render;
+
+/// Who holds which ferrisson (or Redisson) lock, who waits, which permits are taken.
+#[derive(Debug, Parser)]
+#[command(name = "ferrisson", version, about, long_about = None)]
+struct Cli {
+    /// Where Redis is: redis://[user[:password]@]host:port[/db], rediss://…,
+    /// redis-cluster://host:port,host:port or redis-sentinel://host:port,…/primary-name.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
+    url: String,
+
+    /// The password, when the URL has none (never echoed). `REDISCLI_AUTH` also works.
+    #[arg(
+        long = "password-env",
+        default_value = "REDIS_PASSWORD",
+        value_name = "VAR"
+    )]
+    password_env: String,
+
+    /// The namespace prefix the applications configure (`ClientConfig::with_namespace`).
+    #[arg(long, default_value = "")]
+    namespace: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every synchronizer object (SCAN, a page at a time; every primary of a cluster), with
+    /// its kind and a one-line state.
+    Ls {
+        /// A glob pattern, as SCAN MATCH takes it.
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The full state of one object: holders (app, host, pid of a ferrisson client; the
+    /// client id of a Redisson one), lease left, waiters, permits, token.
+    Show {
+        name: String,
+        /// The kind, where the layout alone cannot tell (a count: semaphore or latch).
+        #[arg(long)]
+        kind: Option<ObjectKind>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The state of one object, a line each time it changes, until interrupted.
+    Watch {
+        name: String,
+        #[arg(long)]
+        kind: Option<ObjectKind>,
+        /// How often to look, in milliseconds.
+        #[arg(long, default_value_t = 500)]
+        interval_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ends every hold of a lock now, whoever holds it (their guards are told at their next
+    /// renewal). Asks first unless --yes.
+    ForceUnlock {
+        name: String,
+        #[arg(long)]
+        kind: Option<ObjectKind>,
+        /// Do not ask.
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Deletes a synchronizer and every key it keeps. Asks first unless --yes.
+    Delete {
+        name: String,
+        #[arg(long)]
+        kind: Option<ObjectKind>,
+        #[arg(long, short)]
+        yes: bool,
+    },
+}
+
+/// What went wrong, for the user (exit code 1; 2 for a refusal).
+enum Failure {
+    Error(String),
+    Refused(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Error(e.to_string())
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Error(message)) => {
+            eprintln!("ferrisson: {message}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Refused(message)) => {
+            eprintln!("ferrisson: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let password = std::env::var(&cli.password_env)
+        .ok()
+        .or_else(|| std::env::var("REDISCLI_AUTH").ok())
+        .filter(|p| !p.is_empty());
+    let url = with_password(&cli.url, password.as_deref());
+    let config: ClientConfig = url.parse()?;
+    let client = Client::with_config(
+        config
+            .with_namespace(cli.namespace.clone())
+            .with_app_name("ferrisson-cli")
+            // The tool holds nothing: it leaves no record of itself.
+            .with_client_record(false),
+    )
+    .await?;
+    let result = match cli.command {
+        Command::Ls { pattern, json } => ls(&client, &pattern, json).await,
+        Command::Show { name, kind, json } => {
+            let info = inspect(&client, &name, kind).await?;
+            print_line(&if json {
+                render::json(&info).to_string()
+            } else {
+                render::show(&info)
+            });
+            Ok(())
+        }
+        Command::Watch {
+            name,
+            kind,
+            interval_ms,
+            json,
+        } => watch(&client, &name, kind, interval_ms, json).await,
+        Command::ForceUnlock { name, kind, yes } => force_unlock(&client, &name, kind, yes).await,
+        Command::Delete { name, kind, yes } => delete(&client, &name, kind, yes).await,
+    };
+    let _ = client.shutdown().await;
+    result
+}
+
+/// `url` with `password` put in when it has none.
+fn with_password(url: &str, password: Option<&str>) -> String {
+    let Some(password) = password else {
+        return url.to_owned();
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let encoded = percent_encode(password);
+    // The authority's end: the last `@` before any path.
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) if rest[..at].contains(':') => url.to_owned(),
+        Some(at) => format!("{scheme}://{}:{encoded}@{}", &rest[..at], &rest[at + 1..]),
+        None => format!("{scheme}://:{encoded}@{rest}"),
+    }
+}
+
+/// `s` with every byte but the unreserved characters of RFC 3986 percent-encoded.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A line on stdout; a closed pipe (`| head`) ends the tool quietly.
+fn print_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+async fn inspect(
+    client: &Client,
+    name: &str,
+    kind: Option<ObjectKind>,
+) -> Result<ObjectInfo, Failure> {
+    let info = match kind {
+        Some(kind) => client.inspect_as(name, kind).await,
+        None => client.inspect(name).await,
+    };
+    info.map_err(|e| match e {
+        Error::WrongType { key } => Failure::Refused(format!(
+            "`{key}` holds data of no synchronizer (or of another kind than asked)"
+        )),
+        Error::InvalidArgument(why) => Failure::Refused(why),
+        e => e.into(),
+    })
+}
+
+async fn ls(client: &Client, pattern: &str, json: bool) -> Result<(), Failure> {
+    let mut objects = std::pin::pin!(client.list_objects(pattern));
+    while let Some(info) = objects.next().await {
+        let info = info?;
+        if json {
+            print_line(&render::json(&info).to_string());
+        } else {
+            print_line(&format!("{}\t{}", info.name, info.summary()));
+        }
+    }
+    Ok(())
+}
+
+async fn watch(
+    client: &Client,
+    name: &str,
+    kind: Option<ObjectKind>,
+    interval_ms: u64,
+    json: bool,
+) -> Result<(), Failure> {
+    let interval = Duration::from_millis(interval_ms.max(10));
+    let mut last: Option<String> = None;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        let info = inspect(client, name, kind).await?;
+        // What changes the line: holders, waiters, counts; not the lease ticking down.
+        let state = render::watch_state(&info);
+        if last.as_deref() != Some(state.as_str()) {
+            let line = if json {
+                render::json(&info).to_string()
+            } else {
+                format!("{}  {}", clock(info.read_at), state)
+            };
+            print_line(&line);
+            last = Some(state);
+        }
+    }
+}
+
+/// `HH:MM:SS.mmm` (UTC) of `at`.
+fn clock(at: SystemTime) -> String {
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let day_ms = ms % 86_400_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        day_ms / 3_600_000,
+        day_ms / 60_000 % 60,
+        day_ms / 1000 % 60,
+        day_ms % 1000
+    )
+}
+
+/// Asks `question` on the terminal; anything but `y`/`yes` (or no terminal) says no.
+fn confirm(question: &str) -> Result<(), Failure> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::Refused(format!(
+            "{question} Not without --yes (no terminal to ask on)"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::Error(e.to_string()))?;
+    match answer.trim() {
+        "y" | "Y" | "yes" => Ok(()),
+        _ => Err(Failure::Refused("nothing done".into())),
+    }
+}
+
+/// Whose holds a force unlock ends, for the question.
+fn holders_line(info: &ObjectInfo) -> String {
+    let holders: Vec<String> = info
+        .holders
+        .iter()
+        .map(|h| match &h.party {
+            Party::Ferrisson(_) | Party::Unrecorded { .. } => h.party.describe(),
+            _ => format!("owner {}", h.owner),
+        })
+        .collect();
+    holders.join(", ")
+}
+
+async fn force_unlock(
+    client: &Client,
+    name: &str,
+    kind: Option<ObjectKind>,
+    yes: bool,
+) -> Result<(), Failure> {
+    let info = inspect(client, name, kind).await?;
+    let Some(kind) = info.kind else {
+        return Err(Failure::Refused(format!(
+            "nothing is stored under `{name}`"
+        )));
+    };
+    if !kind.is_lock() {
+        return Err(Failure::Refused(format!(
+            "`{name}` is a {kind}, not a lock: there is nothing to unlock (`ferrisson delete` removes it)"
+        )));
+    }
+    if !info.kind_certain && kind == ObjectKind::Mutex {
+        return Err(Failure::Refused(format!(
+            "`{name}` holds a string that may be anything's: pass --kind mutex if it is a lock of the Redlock layout"
+        )));
+    }
+    if info.holders.is_empty() {
+        print_line(&format!("{name}: not held, nothing to do"));
+        return Ok(());
+    }
+    if !yes {
+        confirm(&format!(
+            "Force-unlock {kind} `{name}` held by {}?",
+            holders_line(&info)
+        ))?;
+    }
+    let unlocked = match kind {
+        ObjectKind::FairLock => FairLock::new(client, name)?.force_unlock().await?,
+        ObjectKind::ReadWriteLock => ReadWriteLock::new(client, name)?.force_unlock().await?,
+        ObjectKind::Mutex => Mutex::new(client, name)?.force_unlock().await?,
+        ObjectKind::SpinLock => SpinLock::new(client, name)?.force_unlock().await?,
+        _ => ReentrantLock::new(client, name)?.force_unlock().await?,
+    };
+    print_line(&if unlocked {
+        format!("{name}: unlocked (the holders' guards report the loss at their next renewal)")
+    } else {
+        format!("{name}: it was released meanwhile, nothing to do")
+    });
+    Ok(())
+}
+
+async fn delete(
+    client: &Client,
+    name: &str,
+    kind: Option<ObjectKind>,
+    yes: bool,
+) -> Result<(), Failure> {
+    let info = inspect(client, name, kind).await?;
+    let Some(kind) = info.kind else {
+        return Err(Failure::Refused(format!(
+            "nothing is stored under `{name}`"
+        )));
+    };
+    if !info.kind_certain {
+        return Err(Failure::Refused(format!(
+            "`{name}` looks like a {kind}, but its layout does not say for sure: pass --kind"
+        )));
+    }
+    if !yes {
+        confirm(&format!("Delete {kind} `{name}` ({})?", info.summary()))?;
+    }
+    let deleted = match kind {
+        ObjectKind::Lock => ReentrantLock::new(client, name)?.delete().await?,
+        ObjectKind::FairLock => FairLock::new(client, name)?.delete().await?,
+        ObjectKind::SpinLock => SpinLock::new(client, name)?.delete().await?,
+        ObjectKind::ReadWriteLock => ReadWriteLock::new(client, name)?.delete().await?,
+        ObjectKind::Mutex => Mutex::new(client, name)?.delete().await?,
+        ObjectKind::Semaphore => Semaphore::new(client, name)?.delete().await?,
+        ObjectKind::ExpirableSemaphore => ExpirableSemaphore::new(client, name)?.delete().await?,
+        ObjectKind::CountDownLatch => CountDownLatch::new(client, name)?.delete().await?,
+        ObjectKind::RateLimiter => RateLimiter::new(client, name)?.delete().await?,
+        other => {
+            return Err(Failure::Refused(format!(
+                "deleting a {other} is not supported"
+            )));
+        }
+    };
+    print_line(&if deleted {
+        format!("{name}: deleted")
+    } else {
+        format!("{name}: it was gone already")
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_from_the_environment_goes_into_every_url_form() {
+        assert_eq!(
+            with_password("redis://h:1/2", Some("p@ss word")),
+            "redis://:p%40ss%20word@h:1/2"
+        );
+        assert_eq!(
+            with_password("redis://app@h:1", Some("pw")),
+            "redis://app:pw@h:1"
+        );
+        assert_eq!(
+            with_password("redis://u:own@h:1", Some("pw")),
+            "redis://u:own@h:1"
+        );
+        assert_eq!(
+            with_password("redis-cluster://h:1,h:2", Some("pw")),
+            "redis-cluster://:pw@h:1,h:2"
+        );
+        assert_eq!(
+            with_password("redis-sentinel://s:1/main", Some("pw")),
+            "redis-sentinel://:pw@s:1/main"
+        );
+        assert_eq!(with_password("redis://h:1", None), "redis://h:1");
+    }
+}

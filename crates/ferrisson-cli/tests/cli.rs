@@ -1,0 +1,623 @@
+//! The `ferrisson` tool end to end, against real servers (a standalone one and the local
+//! cluster), with other processes that hold, wait and die. Those processes are this test
+//! binary again, running the ignored `worker` test with a role in its environment.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ferrisson::{
+    AcquireOptions, Client, ClientConfig, CountDownLatch, ExpirableSemaphore, FairLock, Lock,
+    Mutex, RateLimiter, RateType, ReadWriteLock, ReentrantLock, Semaphore,
+};
+use ferrisson_testkit::{RedisCluster, RedisServer, unique_name};
+use serde_json::Value;
+
+const SOON: Duration = Duration::from_secs(20);
+
+/// Runs the tool against `url` with `args`.
+fn ferrisson(url: &str, args: &[&str]) -> Output {
+    ferrisson_with(url, args, &[])
+}
+
+fn ferrisson_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrisson"));
+    cmd.args(args)
+        .env("REDIS_URL", url)
+        .env_remove("REDIS_PASSWORD")
+        .env_remove("REDISCLI_AUTH")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The tool's `show --json` of `name`.
+fn show_json(url: &str, name: &str) -> Value {
+    let out = ferrisson(url, &["show", name, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Polls `check` until it holds or `SOON` passes.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + SOON;
+    while !check() {
+        assert!(Instant::now() < deadline, "not within {SOON:?}: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Another process: this binary running `worker` as `role` on `url` and `name`, its stdout
+/// lines on a channel.
+struct Worker {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Worker {
+    fn start(role: &str, url: &str, name: &str) -> Self {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "worker",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("WORKER_ROLE", role)
+            .env("WORKER_URL", url)
+            .env("WORKER_NAME", name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Waits for a line starting with `prefix` (libtest may print the test's name first).
+    fn expect(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + SOON;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("the worker never printed `{prefix}`"));
+            if let Some(at) = line.find(prefix) {
+                return line[at..].to_owned();
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills it as a crash would: nothing released.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Not a test: the other processes' body (see [`Worker`]).
+#[test]
+#[ignore = "run by the other tests as a separate process"]
+fn worker() {
+    let (Ok(role), Ok(url), Ok(name)) = (
+        std::env::var("WORKER_ROLE"),
+        std::env::var("WORKER_URL"),
+        std::env::var("WORKER_NAME"),
+    ) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let config: ClientConfig = url.parse().unwrap();
+        let client = Client::with_config(
+            config
+                .with_app_name(format!("{role}-app"))
+                .with_lease(Duration::from_secs(3)),
+        )
+        .await
+        .unwrap();
+        let say = |line: String| println!("{line}");
+        // Each role holds what it took until the process is killed.
+        let mut kept: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+        match role.as_str() {
+            "hold-lock" => {
+                let guard = ReentrantLock::fenced(&client, &name)
+                    .unwrap()
+                    .lock()
+                    .await
+                    .unwrap();
+                say(format!("ready {}", guard.owner()));
+                kept.push(Box::new(guard));
+            }
+            "wait-lock" => {
+                say("ready".into());
+                let guard = ReentrantLock::fenced(&client, &name)
+                    .unwrap()
+                    .lock()
+                    .await
+                    .unwrap();
+                say(format!("acquired {}", guard.owner()));
+                kept.push(Box::new(guard));
+            }
+            "wait-fair" => {
+                say("ready".into());
+                let guard = FairLock::new(&client, &name).unwrap().lock().await.unwrap();
+                say("acquired".into());
+                kept.push(Box::new(guard));
+            }
+            "hold-everything" => {
+                let lock = |kind: &str| format!("{name}:{kind}");
+                kept.push(Box::new(
+                    FairLock::new(&client, &lock("fair"))
+                        .unwrap()
+                        .lock()
+                        .await
+                        .unwrap(),
+                ));
+                let rw = ReadWriteLock::new(&client, &lock("rw")).unwrap();
+                kept.push(Box::new(rw.read_lock().lock().await.unwrap()));
+                kept.push(Box::new(
+                    Mutex::fenced(&client, &lock("mutex"))
+                        .unwrap()
+                        .lock()
+                        .await
+                        .unwrap(),
+                ));
+                let sem = ExpirableSemaphore::new(&client, &lock("expirable")).unwrap();
+                assert!(sem.try_set_permits(3).await.unwrap());
+                let permit = sem
+                    .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(60)))
+                    .await
+                    .unwrap();
+                say(format!("permit {}", permit.id()));
+                kept.push(Box::new(permit));
+                let plain = Semaphore::new(&client, &lock("semaphore")).unwrap();
+                assert!(plain.try_set_permits(4).await.unwrap());
+                kept.push(Box::new(plain.acquire().await.unwrap()));
+                let latch = CountDownLatch::new(&client, &lock("latch")).unwrap();
+                assert!(latch.try_set_count(2).await.unwrap());
+                let _ = latch.count_down_once("worker-a").await.unwrap();
+                let limiter = RateLimiter::new(&client, &lock("rate")).unwrap();
+                assert!(
+                    limiter
+                        .try_set_rate(RateType::Overall, 10, Duration::from_secs(60))
+                        .await
+                        .unwrap()
+                );
+                assert!(limiter.try_acquire(4).await.unwrap());
+                say("ready".into());
+            }
+            other => panic!("no role {other}"),
+        }
+        std::future::pending::<()>().await;
+        drop(kept);
+    });
+}
+
+#[test]
+fn show_names_the_holding_process_and_its_waiter_until_the_holder_dies() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("billing:close");
+    let mut holder = Worker::start("hold-lock", &url, &name);
+    let owner = holder.expect("ready ")["ready ".len()..].to_owned();
+    let waiter = Worker::start("wait-lock", &url, &name);
+    waiter.expect("ready");
+    eventually("the waiter subscribes", || {
+        show_json(&url, &name)["subscribers"] == 1
+    });
+
+    let state = show_json(&url, &name);
+    assert_eq!(state["kind"], "lock");
+    let h = &state["holders"][0];
+    assert_eq!(h["owner"], owner.as_str());
+    assert_eq!(
+        (h["mode"].as_str(), h["count"].as_u64()),
+        (Some("exclusive"), Some(1))
+    );
+    assert!(h["lease_left_ms"].as_u64().unwrap() <= 3000);
+    let c = &h["client"];
+    assert_eq!(c["kind"], "ferrisson");
+    assert_eq!(c["app"], "hold-lock-app");
+    assert_eq!(c["pid"].as_u64(), Some(u64::from(holder.pid())));
+    assert!(!c["host"].as_str().unwrap().is_empty());
+    assert_eq!(c["client_id"].as_str(), owner.get(..36));
+    assert!(state["fencing_token"].as_u64().unwrap() > 0);
+
+    let human = ferrisson(&url, &["show", &name]);
+    let text = stdout(&human);
+    assert!(text.contains(&format!("hold-lock-app on ")), "{text}");
+    assert!(text.contains(&format!("(pid {})", holder.pid())), "{text}");
+    assert!(text.contains("lease "), "{text}");
+    assert!(text.contains("1 client connection(s) subscribed"), "{text}");
+
+    // The holder dies: its lease runs out, the waiter gets the lock, and show names it.
+    holder.kill();
+    waiter.expect("acquired ");
+    let state = show_json(&url, &name);
+    assert_eq!(state["holders"][0]["client"]["app"], "wait-lock-app");
+    assert_eq!(
+        state["holders"][0]["client"]["pid"].as_u64(),
+        Some(u64::from(waiter.pid()))
+    );
+    // The dead holder's record ends with its lease.
+    let mut con = server.connection();
+    let tag = owner[..36].replace('-', "");
+    eventually("the dead holder's record expires", || {
+        !redis::cmd("EXISTS")
+            .arg(format!("ferrisson_client:{}", &tag[..16]))
+            .query::<bool>(&mut con)
+            .unwrap()
+    });
+}
+
+#[test]
+fn show_reads_every_kind_of_another_process_and_a_redisson_holder() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("kinds");
+    let holder = Worker::start("hold-everything", &url, &name);
+    let permit = holder.expect("permit ")["permit ".len()..].to_owned();
+    holder.expect("ready");
+    let queued = Worker::start("wait-fair", &url, &format!("{name}:fair"));
+    queued.expect("ready");
+    let pid = u64::from(holder.pid());
+    let key = |kind: &str| format!("{name}:{kind}");
+    eventually("the fair waiter queues", || {
+        show_json(&url, &key("fair"))["queue_length"] == 1
+    });
+
+    let fair = show_json(&url, &key("fair"));
+    assert_eq!(fair["kind"], "fair-lock");
+    assert_eq!(fair["holders"][0]["client"]["pid"].as_u64(), Some(pid));
+    let w = &fair["waiters"][0];
+    assert_eq!(w["client"]["pid"].as_u64(), Some(u64::from(queued.pid())));
+    assert!(w["timeout_in_ms"].as_u64().unwrap() > 0);
+
+    let rw = show_json(&url, &key("rw"));
+    assert_eq!(rw["kind"], "rwlock");
+    assert_eq!(rw["holders"][0]["mode"], "read");
+    assert_eq!(rw["holders"][0]["client"]["pid"].as_u64(), Some(pid));
+    assert!(rw["holders"][0]["lease_left_ms"].as_u64().unwrap() <= 3000);
+
+    let mutex = show_json(&url, &key("mutex"));
+    assert_eq!(mutex["kind"], "mutex");
+    assert_eq!(mutex["holders"][0]["client"]["pid"].as_u64(), Some(pid));
+    assert!(mutex["fencing_token"].as_u64().is_some());
+
+    let expirable = show_json(&url, &key("expirable"));
+    assert_eq!(expirable["kind"], "expirable-semaphore");
+    let p = &expirable["permits"];
+    assert_eq!(
+        (p["available"].as_i64(), p["taken"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(p["permits"][0]["id"], permit.as_str());
+    assert_eq!(p["permits"][0]["client"]["pid"].as_u64(), Some(pid));
+    assert!(p["permits"][0]["lease_left_ms"].as_u64().unwrap() <= 60_000);
+
+    let out = ferrisson(
+        &url,
+        &["show", &key("semaphore"), "--kind", "semaphore", "--json"],
+    );
+    let semaphore: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(semaphore["permits"]["available"].as_i64(), Some(3));
+    assert!(
+        semaphore["permits"]["taken"].is_null(),
+        "the layout keeps no holders"
+    );
+
+    let latch = show_json(&url, &key("latch"));
+    assert_eq!(latch["kind"], "latch");
+    assert_eq!(latch["latch"]["count"].as_i64(), Some(1));
+    assert_eq!(latch["latch"]["participants"][0], "worker-a");
+
+    let rate = show_json(&url, &key("rate"));
+    assert_eq!(rate["kind"], "rate-limiter");
+    assert_eq!(rate["rate"]["rate"].as_i64(), Some(10));
+    assert_eq!(rate["rate"]["given_in_window"].as_u64(), Some(4));
+    assert_eq!(rate["rate"]["available"].as_i64(), Some(6));
+
+    // A Redisson holder: its client id, and no record.
+    let mut con = server.connection();
+    let redisson = key("redisson");
+    let _: () = redis::cmd("HSET")
+        .arg(&redisson)
+        .arg("0b9c3a1e-5d2f-4b7a-9c1d-2e3f4a5b6c7d:57")
+        .arg(2)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&redisson)
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    let state = show_json(&url, &redisson);
+    let c = &state["holders"][0]["client"];
+    assert_eq!(c["kind"], "unrecorded");
+    assert_eq!(c["client_id"], "0b9c3a1e-5d2f-4b7a-9c1d-2e3f4a5b6c7d");
+    let text = stdout(&ferrisson(&url, &["show", &redisson]));
+    assert!(
+        text.contains("Redisson client 0b9c3a1e-5d2f-4b7a-9c1d-2e3f4a5b6c7d"),
+        "{text}"
+    );
+    assert!(text.contains("exclusive x2"), "{text}");
+
+    // ls: one line each, the kinds right, derived keys left out.
+    let listed = stdout(&ferrisson(&url, &["ls", &format!("{name}:*")]));
+    let mut kinds: Vec<String> = listed
+        .lines()
+        .map(|l| {
+            let (n, summary) = l.split_once('\t').unwrap();
+            format!(
+                "{}={}",
+                &n[name.len() + 1..],
+                summary.split(':').next().unwrap()
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "expirable=expirable-semaphore",
+            "fair=fair-lock",
+            "latch=latch",
+            "mutex=mutex",
+            "rate=rate-limiter",
+            "redisson=lock?",
+            "rw=rwlock",
+            "semaphore=semaphore?",
+        ]
+    );
+}
+
+#[test]
+fn ls_pages_through_ten_thousand_objects_with_scan() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let mut con = server.connection();
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.cmd("SET").arg(format!("many:{i}")).arg(5).ignore();
+        pipe.cmd("HSET")
+            .arg(format!("other:{i}"))
+            .arg("field")
+            .arg("value")
+            .ignore();
+    }
+    let _: () = pipe.query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let out = ferrisson(&url, &["ls", "many:*"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 10_000);
+    assert!(
+        text.lines()
+            .all(|l| l.contains("\tsemaphore?: 5 available"))
+    );
+    let stats = ferrisson_testkit::command_calls(&mut con);
+    assert!(stats.get("scan").copied().unwrap_or(0) > 2, "{stats:?}");
+    assert_eq!(stats.get("keys"), None, "never KEYS");
+    // Foreign data is never listed.
+    let out = ferrisson(&url, &["ls", "other:*"]);
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn force_unlock_and_delete_ask_first_and_refuse_other_kinds() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("stuck");
+    let holder = Worker::start("hold-lock", &url, &name);
+    holder.expect("ready");
+    let mut con = server.connection();
+    let exists = |con: &mut redis::Connection, key: &str| -> bool {
+        redis::cmd("EXISTS").arg(key).query(con).unwrap()
+    };
+
+    // No terminal to ask on and no --yes: refused, nothing changed.
+    let out = ferrisson(&url, &["force-unlock", &name]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert!(exists(&mut con, &name));
+    let out = ferrisson(&url, &["force-unlock", &name, "--yes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("unlocked"));
+    assert!(!exists(&mut con, &name));
+
+    // Another kind is refused.
+    let sem = unique_name("stuck-sem");
+    let _: () = redis::cmd("SET").arg(&sem).arg(3).query(&mut con).unwrap();
+    let out = ferrisson(&url, &["force-unlock", &sem, "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a lock"));
+    let out = ferrisson(&url, &["delete", &sem, "--yes", "--kind", "lock"]);
+    assert_eq!(out.status.code(), Some(2));
+    // A count could be a semaphore or a latch: the kind must be said.
+    let out = ferrisson(&url, &["delete", &sem, "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kind"));
+    assert!(exists(&mut con, &sem));
+    let out = ferrisson(&url, &["delete", &sem, "--yes", "--kind", "semaphore"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!exists(&mut con, &sem));
+    // Someone else's data is refused whatever is asked.
+    let foreign = unique_name("stuck-foreign");
+    let _: () = redis::cmd("HSET")
+        .arg(&foreign)
+        .arg("a")
+        .arg("b")
+        .query(&mut con)
+        .unwrap();
+    for args in [
+        ["delete", &foreign, "--yes"],
+        ["force-unlock", &foreign, "--yes"],
+    ] {
+        let out = ferrisson(&url, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert!(exists(&mut con, &foreign));
+}
+
+#[test]
+fn watch_prints_a_line_for_each_change_of_holder() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("watched");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_ferrisson"))
+        .args(["watch", &name, "--kind", "lock", "--interval-ms", "50"])
+        .env("REDIS_URL", &url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = watch.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |what: &str| -> String {
+        let line = lines
+            .recv_timeout(SOON)
+            .unwrap_or_else(|_| panic!("no line for {what}"));
+        assert!(line.contains(what), "expected {what}: {line}");
+        line
+    };
+    next("lock, free");
+    let mut holder = Worker::start("hold-lock", &url, &name);
+    holder.expect("ready");
+    let line = next("exclusive x1 by hold-lock-app on ");
+    assert!(line.contains(&format!("(pid {})", holder.pid())), "{line}");
+    holder.kill();
+    // The lease runs out (3 s): the lock is free again.
+    next("lock, free");
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+#[test]
+fn a_password_from_the_environment_is_used_and_never_shown() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let mut con = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret:pw")
+        .query(&mut con)
+        .unwrap();
+    let name = unique_name("guarded");
+    let out = ferrisson_with(&url, &["show", &name], &[("REDIS_PASSWORD", "s3cret:pw")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("nothing stored"));
+    let out = ferrisson_with(&url, &["show", &name], &[("REDIS_PASSWORD", "wrong-Pa55")]);
+    assert!(!out.status.success());
+    let all = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!all.contains("wrong-Pa55"), "{all}");
+    let with_url = url.replace("redis://", "redis://:wrong-Pa55@");
+    let out = ferrisson(&with_url, &["ls"]);
+    assert!(!out.status.success());
+    let all = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!all.contains("wrong-Pa55"), "{all}");
+}
+
+#[test]
+fn on_a_cluster_show_and_ls_reach_every_primary() {
+    let cluster = RedisCluster::spawn();
+    let urls = cluster.urls();
+    let seeds: Vec<String> = urls
+        .iter()
+        .map(|u| u.trim_start_matches("redis://").to_owned())
+        .collect();
+    let url = format!("redis-cluster://{}", seeds.join(","));
+    let prefix = unique_name("cl");
+    // Names in different slots, so on different primaries.
+    let names: Vec<String> = (0..12).map(|i| format!("{prefix}-{i}")).collect();
+    let primaries: std::collections::HashSet<u16> = names
+        .iter()
+        .map(|n| cluster.primary_for(n).port())
+        .collect();
+    assert!(primaries.len() > 1, "the names spread over primaries");
+    let holder = Worker::start("hold-lock", &url, &names[0]);
+    holder.expect("ready");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    runtime.block_on(async {
+        for n in &names[1..] {
+            let latch = CountDownLatch::new(&client, n).unwrap();
+            assert!(latch.try_set_count(2).await.unwrap());
+        }
+    });
+    let state = show_json(&url, &names[0]);
+    assert_eq!(
+        state["holders"][0]["client"]["pid"].as_u64(),
+        Some(u64::from(holder.pid()))
+    );
+    assert_eq!(state["holders"][0]["client"]["app"], "hold-lock-app");
+    let listed = stdout(&ferrisson(&url, &["ls", &format!("{prefix}-*")]));
+    let mut found: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    found.sort_unstable();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(found, expected, "{listed}");
+    assert!(listed.contains("latch: count 2"), "{listed}");
+    runtime.block_on(client.shutdown()).unwrap();
+}

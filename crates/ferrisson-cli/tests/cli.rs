@@ -12,7 +12,7 @@ use ferrisson::{
     AcquireOptions, Client, ClientConfig, CountDownLatch, ExpirableSemaphore, FairLock, Lock,
     Mutex, RateLimiter, RateType, ReadWriteLock, ReentrantLock, Semaphore,
 };
-use ferrisson_testkit::{RedisCluster, RedisServer, unique_name};
+use ferrisson_testkit::{RedisCluster, RedisSentinel, RedisServer, TestCerts, unique_name};
 use serde_json::Value;
 
 const SOON: Duration = Duration::from_secs(20);
@@ -285,41 +285,41 @@ fn show_names_the_holding_process_and_its_waiter_until_the_holder_dies() {
     });
 }
 
-#[test]
-fn show_reads_every_kind_of_another_process_and_a_redisson_holder() {
-    let server = RedisServer::spawn();
-    let url = server.url();
-    let name = unique_name("kinds");
-    let holder = Worker::start("hold-everything", &url, &name);
+/// Starts a process holding one object of every kind under `name:<kind>` and another queued
+/// on its fair lock, and checks every field `show --json` gives of them; the processes live
+/// on with the returned workers.
+fn every_kind_shows_its_holders(url: &str, name: &str) -> [Worker; 2] {
+    let holder = Worker::start("hold-everything", url, name);
     let permit = holder.expect("permit ")["permit ".len()..].to_owned();
     holder.expect("ready");
-    let queued = Worker::start("wait-fair", &url, &format!("{name}:fair"));
+    let queued = Worker::start("wait-fair", url, &format!("{name}:fair"));
     queued.expect("ready");
     let pid = u64::from(holder.pid());
     let key = |kind: &str| format!("{name}:{kind}");
     eventually("the fair waiter queues", || {
-        show_json(&url, &key("fair"))["queue_length"] == 1
+        show_json(url, &key("fair"))["queue_length"] == 1
     });
 
-    let fair = show_json(&url, &key("fair"));
+    let fair = show_json(url, &key("fair"));
     assert_eq!(fair["kind"], "fair-lock");
     assert_eq!(fair["holders"][0]["client"]["pid"].as_u64(), Some(pid));
+    assert_eq!(fair["holders"][0]["client"]["app"], "hold-everything-app");
     let w = &fair["waiters"][0];
     assert_eq!(w["client"]["pid"].as_u64(), Some(u64::from(queued.pid())));
     assert!(w["timeout_in_ms"].as_u64().unwrap() > 0);
 
-    let rw = show_json(&url, &key("rw"));
+    let rw = show_json(url, &key("rw"));
     assert_eq!(rw["kind"], "rwlock");
     assert_eq!(rw["holders"][0]["mode"], "read");
     assert_eq!(rw["holders"][0]["client"]["pid"].as_u64(), Some(pid));
     assert!(rw["holders"][0]["lease_left_ms"].as_u64().unwrap() <= 3000);
 
-    let mutex = show_json(&url, &key("mutex"));
+    let mutex = show_json(url, &key("mutex"));
     assert_eq!(mutex["kind"], "mutex");
     assert_eq!(mutex["holders"][0]["client"]["pid"].as_u64(), Some(pid));
     assert!(mutex["fencing_token"].as_u64().is_some());
 
-    let expirable = show_json(&url, &key("expirable"));
+    let expirable = show_json(url, &key("expirable"));
     assert_eq!(expirable["kind"], "expirable-semaphore");
     let p = &expirable["permits"];
     assert_eq!(
@@ -331,7 +331,7 @@ fn show_reads_every_kind_of_another_process_and_a_redisson_holder() {
     assert!(p["permits"][0]["lease_left_ms"].as_u64().unwrap() <= 60_000);
 
     let out = ferrisson(
-        &url,
+        url,
         &["show", &key("semaphore"), "--kind", "semaphore", "--json"],
     );
     let semaphore: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -341,16 +341,26 @@ fn show_reads_every_kind_of_another_process_and_a_redisson_holder() {
         "the layout keeps no holders"
     );
 
-    let latch = show_json(&url, &key("latch"));
+    let latch = show_json(url, &key("latch"));
     assert_eq!(latch["kind"], "latch");
     assert_eq!(latch["latch"]["count"].as_i64(), Some(1));
     assert_eq!(latch["latch"]["participants"][0], "worker-a");
 
-    let rate = show_json(&url, &key("rate"));
+    let rate = show_json(url, &key("rate"));
     assert_eq!(rate["kind"], "rate-limiter");
     assert_eq!(rate["rate"]["rate"].as_i64(), Some(10));
     assert_eq!(rate["rate"]["given_in_window"].as_u64(), Some(4));
     assert_eq!(rate["rate"]["available"].as_i64(), Some(6));
+    [holder, queued]
+}
+
+#[test]
+fn show_reads_every_kind_of_another_process_and_a_redisson_holder() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("kinds");
+    let _workers = every_kind_shows_its_holders(&url, &name);
+    let key = |kind: &str| format!("{name}:{kind}");
 
     // A Redisson holder: its client id, and no record.
     let mut con = server.connection();
@@ -620,4 +630,33 @@ fn on_a_cluster_show_and_ls_reach_every_primary() {
     assert_eq!(found, expected, "{listed}");
     assert!(listed.contains("latch: count 2"), "{listed}");
     runtime.block_on(client.shutdown()).unwrap();
+}
+
+#[test]
+fn sentinel_and_tls_urls_reach_their_servers() {
+    let setup = RedisSentinel::spawn();
+    let name = unique_name("behind-sentinel");
+    let holder = Worker::start("hold-lock", &setup.url(), &name);
+    holder.expect("ready");
+    let state = show_json(&setup.url(), &name);
+    assert_eq!(
+        state["holders"][0]["client"]["pid"].as_u64(),
+        Some(u64::from(holder.pid()))
+    );
+    drop(holder);
+
+    let certs = TestCerts::try_generate().unwrap_or_else(|e| panic!("{e}"));
+    let server = RedisServer::try_spawn_tls(&certs, false).unwrap_or_else(|e| panic!("{e}"));
+    // The test CA is no system root: `#insecure` skips verification, as for the library.
+    let url = format!("{}#insecure", server.tls_url().unwrap());
+    let out = ferrisson(&url, &["show", "over-tls"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("nothing stored"));
+    // Verified against the system's roots, the test certificate is refused.
+    let out = ferrisson(&server.tls_url().unwrap(), &["show", "over-tls"]);
+    assert!(!out.status.success());
 }

@@ -220,7 +220,7 @@ pub(crate) fn watch_state(info: &ObjectInfo) -> String {
         parts.push(format!("{} given", r.given_in_window));
     }
     if let Some(s) = info.subscribers {
-        parts.push(format!("{s} waiting"));
+        parts.push(format!("{s} subscribed"));
     }
     parts.join(", ")
 }

@@ -260,7 +260,7 @@ fn show_names_the_holding_process_and_its_waiter_until_the_holder_dies() {
 
     let human = ferrisson(&url, &["show", &name]);
     let text = stdout(&human);
-    assert!(text.contains(&format!("hold-lock-app on ")), "{text}");
+    assert!(text.contains("hold-lock-app on "), "{text}");
     assert!(text.contains(&format!("(pid {})", holder.pid())), "{text}");
     assert!(text.contains("lease "), "{text}");
     assert!(text.contains("1 client connection(s) subscribed"), "{text}");
@@ -658,5 +658,74 @@ fn sentinel_and_tls_urls_reach_their_servers() {
     assert!(stdout(&out).contains("nothing stored"));
     // Verified against the system's roots, the test certificate is refused.
     let out = ferrisson(&server.tls_url().unwrap(), &["show", "over-tls"]);
+    assert!(!out.status.success());
+}
+
+/// The operators' ACL line of docs/deployment.md, its arguments after `ACL SETUSER <user>`.
+fn operator_acl(password: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/deployment.md"
+    ))
+    .unwrap();
+    let block = doc
+        .split("<!-- ops-acl:begin")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- ops-acl:end -->").next())
+        .expect("docs/deployment.md has the ops-acl:begin / ops-acl:end block");
+    let line = block
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER"))
+        .expect("the block has an ACL SETUSER line");
+    line.split_whitespace()
+        .skip(3)
+        .map(|arg| arg.replace("<password>", password))
+        .collect()
+}
+
+#[test]
+fn the_documented_operator_rights_suffice_to_read_every_kind() {
+    let server = RedisServer::spawn();
+    let mut admin = server.connection();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("ops")
+        .arg(operator_acl("0ps-pw"))
+        .query(&mut admin)
+        .unwrap();
+    let name = unique_name("ops");
+    let _workers = every_kind_shows_its_holders(&server.url(), &name);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut admin)
+        .unwrap();
+    let url = format!("redis://ops@127.0.0.1:{}", server.port());
+    let env = [("REDIS_PASSWORD", "0ps-pw")];
+    let listed = ferrisson_with(&url, &["ls", &format!("{name}:*"), "--json"], &env);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let objects: Vec<Value> = stdout(&listed)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objects.len(), 7, "{objects:?}");
+    for object in &objects {
+        let shown = ferrisson_with(&url, &["show", object["name"].as_str().unwrap()], &env);
+        assert!(
+            shown.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+    }
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut admin)
+        .unwrap();
+    assert!(!errors.contains("NOPERM"), "{errors}");
+    // Reads only: writing is refused.
+    let out = ferrisson_with(&url, &["delete", &format!("{name}:rate"), "--yes"], &env);
     assert!(!out.status.success());
 }

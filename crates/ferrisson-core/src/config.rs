@@ -343,7 +343,7 @@ impl ClientConfig {
         config
     }
 
-    /// The name the client gives its application **[ext]**: its connections are named
+    /// The name the client gives its application **\[ext\]**: its connections are named
     /// `ferrisson:<app>:<tag>` (`CLIENT SETNAME`, shown by `CLIENT LIST`) and its record
     /// (see [`with_client_record`](Self::with_client_record)) says it, so that an operator sees
     /// which service holds a lock. Default: the running binary's file name.
@@ -357,7 +357,7 @@ impl ClientConfig {
         self.app_name.as_deref()
     }
 
-    /// Whether the client keeps a record of itself in Redis **[ext]** (default: on): a small
+    /// Whether the client keeps a record of itself in Redis **\[ext\]** (default: on): a small
     /// hash under `ferrisson_client:<tag>` (its id, app name, host, pid, crate version and
     /// start time) that lives one lease and is rewritten every watchdog period while the
     /// client lives, so that `Client::inspect` and the `ferrisson` command-line tool name the

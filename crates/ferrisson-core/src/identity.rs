@@ -1,4 +1,4 @@
-//! **[ext]** Who a client is, for an operator looking at Redis: the name of its connections
+//! **\[ext\]** Who a client is, for an operator looking at Redis: the name of its connections
 //! (`CLIENT SETNAME`) and its record under `ferrisson_client:<tag>` (docs/protocol.md,
 //! "[ext] Client records"), refreshed while the client lives and gone one lease after it.
 

@@ -31,7 +31,7 @@ pub enum ObjectKind {
     SpinLock,
     /// A read-write lock.
     ReadWriteLock,
-    /// The lean mutex on the standard Redlock layout **[ext]**.
+    /// The lean mutex on the standard Redlock layout **\[ext\]**.
     Mutex,
     /// A semaphore.
     Semaphore,
@@ -113,7 +113,7 @@ impl std::str::FromStr for ObjectKind {
     }
 }
 
-/// A client's record **[ext]**: who a ferrisson client is ([`ClientConfig::with_client_record`](crate::ClientConfig::with_client_record)).
+/// A client's record **\[ext\]**: who a ferrisson client is ([`ClientConfig::with_client_record`](crate::ClientConfig::with_client_record)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClientRecord {
@@ -218,7 +218,7 @@ pub struct Waiter {
     /// Time left before the lock's scripts treat it as dead (Redisson's waiter timeout;
     /// `None`: none set).
     pub timeout_in: Option<Duration>,
-    /// Time left on its ferrisson liveness deadline (**[ext]**; `None`: none, a Redisson
+    /// Time left on its ferrisson liveness deadline (**\[ext\]**; `None`: none, a Redisson
     /// waiter).
     pub alive_for: Option<Duration>,
     /// Who it is.
@@ -249,7 +249,7 @@ pub struct PermitState {
     pub taken: Option<u64>,
     /// The taken permits, at most [`INSPECT_LIMIT`] (the expirable semaphore).
     pub permits: Vec<TakenPermit>,
-    /// A waiter for several permits holds the reservation (**[ext]**): its id and how long
+    /// A waiter for several permits holds the reservation (**\[ext\]**): its id and how long
     /// it lasts.
     pub reserved_for: Option<(String, Duration)>,
 }
@@ -260,7 +260,7 @@ pub struct PermitState {
 pub struct LatchState {
     /// The count left (0: open).
     pub count: i64,
-    /// How many participants counted down this round (**[ext]**).
+    /// How many participants counted down this round (**\[ext\]**).
     pub participant_count: u64,
     /// The participants, sorted, at most [`INSPECT_LIMIT`].
     pub participants: Vec<String>,
@@ -311,8 +311,9 @@ pub struct ObjectInfo {
     /// The fair lock's whole queue length.
     pub queue_length: u64,
     /// Connections subscribed to the object's wake-up channel: clients with a waiter asleep
-    /// on it (each client subscribes once however many of its tasks wait; `None`: the kind
-    /// has no channel, or the server did not say).
+    /// on it (each client subscribes once however many of its tasks wait, and stays
+    /// subscribed up to 2 s after its last waiter left, in case another comes; `None`: the
+    /// kind has no channel, or the server did not say).
     pub subscribers: Option<u64>,
     /// The fencing counter: the last token issued (fenced locks and mutexes).
     pub fencing_token: Option<u64>,
@@ -361,7 +362,7 @@ impl ObjectInfo {
                 line.push_str(&format!(", {waiting} queued"));
             }
             if let Some(s) = self.subscribers.filter(|&s| s > 0) {
-                line.push_str(&format!(", {s} client(s) waiting"));
+                line.push_str(&format!(", {s} subscribed"));
             }
         } else if let Some(p) = &self.permits {
             line.push_str(&format!("{} available", p.available));
@@ -369,7 +370,7 @@ impl ObjectInfo {
                 line.push_str(&format!(", {taken} taken"));
             }
             if let Some(s) = self.subscribers.filter(|&s| s > 0) {
-                line.push_str(&format!(", {s} client(s) waiting"));
+                line.push_str(&format!(", {s} subscribed"));
             }
         } else if let Some(l) = &self.latch {
             line.push_str(&format!("count {}", l.count));
@@ -377,7 +378,7 @@ impl ObjectInfo {
                 line.push_str(&format!(", {} participant(s) counted", l.participant_count));
             }
             if let Some(s) = self.subscribers.filter(|&s| s > 0) {
-                line.push_str(&format!(", {s} client(s) waiting"));
+                line.push_str(&format!(", {s} subscribed"));
             }
         } else if let Some(r) = &self.rate {
             line.push_str(&format!(

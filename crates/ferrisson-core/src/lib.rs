@@ -111,7 +111,7 @@ pub mod __engine {
     pub mod keys {
         pub use crate::keys::*;
     }
-    /// Client records and tags **[ext]**.
+    /// Client records and tags **\[ext\]**.
     pub mod identity {
         pub use crate::identity::{RECORD_PREFIX, client_tag, record_key};
     }

@@ -91,7 +91,7 @@ struct Shared {
     names: SemaphoreNames,
     /// The taken permits (id → expiry), `suffixed(key, "timeout")`.
     timeouts: Arc<str>,
-    /// The client's tag, the first 64 bits of every permit id it makes **[ext]**, so that an
+    /// The client's tag, the first 64 bits of every permit id it makes **\[ext\]**, so that an
     /// operator finds the client's record from a permit (`Client::inspect`).
     tag: u64,
 }

@@ -559,3 +559,47 @@ async fn inspecting_and_listing_every_kind_changes_nothing() {
         tokio::time::timeout(SOON, w).await.unwrap().unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_kind_named_for_nothing_stored_is_still_nothing() {
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let name = unique_name("inspect-nothing");
+    for kind in ObjectKind::ALL {
+        let info = client.inspect_as(&name, kind).await.unwrap();
+        assert_eq!(info.kind, None, "{kind}");
+        assert!(info.holders.is_empty() && info.permits.is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_namespaced_client_reads_and_lists_its_own_names() {
+    let redis = TestRedis::any();
+    let namespace = format!("{}:", unique_name("ns"));
+    let client = Client::with_config(ClientConfig::new(redis.url()).with_namespace(&namespace))
+        .await
+        .unwrap();
+    let outsider = self::client(&redis.url()).await;
+    let guard = ReentrantLock::new(&client, "job")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let info = client.inspect("job").await.unwrap();
+    assert_eq!(
+        (info.name.as_str(), info.key.clone()),
+        ("job", format!("{namespace}job"))
+    );
+    assert_eq!(info.holders.len(), 1);
+    let listed: Vec<String> = client
+        .list_objects("*")
+        .map(|i| i.unwrap().name)
+        .collect()
+        .await;
+    assert_eq!(listed, ["job"]);
+    // Without the namespace, the same object under its full key.
+    let full = outsider.inspect(&format!("{namespace}job")).await.unwrap();
+    assert_eq!(full.holders[0].owner, info.holders[0].owner);
+    assert_eq!(record_of(&full.holders[0].party).id, client.id());
+    guard.unlock().await.unwrap();
+}

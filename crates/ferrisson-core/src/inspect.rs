@@ -667,9 +667,9 @@ impl Client {
                 }
                 (Some(hint), true)
             }
-            (Some(hint), None) => (Some(hint), true),
+            // Nothing stored: nothing to say of any kind.
+            (Some(_), None) | (None, None) => (None, true),
             (None, Some((found, certain))) => (Some(found), certain),
-            (None, None) => (None, true),
         };
         let namespace = self.config().namespace();
         let name = key.strip_prefix(namespace).unwrap_or(&key).to_owned();

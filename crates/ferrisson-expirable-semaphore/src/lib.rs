@@ -3,8 +3,8 @@
 //! and the permits of a holder that died come back by themselves.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_expirable_semaphore::Result<()> {
+//! use ferrisson_expirable_semaphore::Client;
 //! use ferrisson_expirable_semaphore::ExpirableSemaphore;
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -24,5 +24,7 @@ mod scripts;
 mod semaphore;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use scripts::scripts;
 pub use semaphore::{ExpirableSemaphore, Permit};

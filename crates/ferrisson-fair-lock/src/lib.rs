@@ -4,8 +4,8 @@
 //! lock.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_fair_lock::Result<()> {
+//! use ferrisson_fair_lock::Client;
 //! use ferrisson_fair_lock::{FairLock, Lock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -23,4 +23,6 @@ mod scripts;
 
 pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock, REDISSON_THREAD_WAIT};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use scripts::scripts;

@@ -3,9 +3,9 @@
 //! down when their part is done, and everyone waiting is released together.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
+//! # async fn demo() -> ferrisson_latch::Result<()> {
 //! use std::time::Duration;
-//! use ferrisson_core::Client;
+//! use ferrisson_latch::Client;
 //! use ferrisson_latch::CountDownLatch;
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -26,5 +26,7 @@ mod latch;
 mod scripts;
 
 pub use ferrisson_core::SyncObject;
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use latch::{CountDown, CountDownLatch};
 pub use scripts::scripts;

@@ -3,8 +3,8 @@
 //! (**\[ext\]**), a lean non-reentrant lock on the standard Redlock layout.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_lock::Result<()> {
+//! use ferrisson_lock::Client;
 //! use ferrisson_lock::{Lock, ReentrantLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -28,6 +28,8 @@ mod scripts;
 
 pub use fenced::{FencedGuard, FencedLock};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use lock::ReentrantLock;
 pub use mutex::{FOREIGN_RELEASE_RECHECK, Mutex};
 pub use scripts::scripts;

@@ -6,7 +6,7 @@
 //!   (`n / 2 + 1`) of them is, for a validity shortened by the time spent acquiring.
 //!
 //! ```no_run
-//! # async fn demo(a: ferrisson_core::Client, b: ferrisson_core::Client) -> ferrisson_core::Result<()> {
+//! # async fn demo(a: ferrisson_multilock::Client, b: ferrisson_multilock::Client) -> ferrisson_multilock::Result<()> {
 //! use ferrisson_lock::ReentrantLock;
 //! use ferrisson_multilock::MultiLock;
 //!
@@ -23,4 +23,6 @@
 mod multi;
 
 pub use ferrisson_core::{AcquireOptions, Lock};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use multi::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};

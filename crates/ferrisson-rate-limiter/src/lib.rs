@@ -2,9 +2,9 @@
 //! permits per `interval`, for all clients together or for each client, in a sliding window.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
+//! # async fn demo() -> ferrisson_rate_limiter::Result<()> {
 //! use std::time::Duration;
-//! use ferrisson_core::Client;
+//! use ferrisson_rate_limiter::Client;
 //! use ferrisson_rate_limiter::{RateLimiter, RateType};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -17,6 +17,8 @@
 mod limiter;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use limiter::{RateArgs, RateLimiter, RateType};
 
 #[doc(hidden)]

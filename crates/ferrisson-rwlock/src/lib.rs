@@ -4,8 +4,8 @@
 //! every hold (fencing tokens on the write side).
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_rwlock::Result<()> {
+//! use ferrisson_rwlock::Client;
 //! use ferrisson_rwlock::{Lock, ReadWriteLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -24,5 +24,7 @@ mod rwlock;
 mod scripts;
 
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 pub use scripts::scripts;

@@ -2,8 +2,8 @@
 //! at most N holders of a resource across every instance of a service.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_semaphore::Result<()> {
+//! use ferrisson_semaphore::Client;
 //! use ferrisson_semaphore::Semaphore;
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -23,5 +23,7 @@ mod scripts;
 mod semaphore;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use scripts::scripts;
 pub use semaphore::{Permits, Semaphore};

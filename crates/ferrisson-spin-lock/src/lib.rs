@@ -5,8 +5,8 @@
 //! wait.
 //!
 //! ```no_run
-//! # async fn demo() -> ferrisson_core::Result<()> {
-//! use ferrisson_core::Client;
+//! # async fn demo() -> ferrisson_spin_lock::Result<()> {
+//! use ferrisson_spin_lock::Client;
 //! use ferrisson_spin_lock::{Lock, SpinLock};
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
@@ -21,6 +21,8 @@ mod spin;
 
 pub use ferrisson_core::Backoff;
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
+// What a user of this crate alone needs, without a dependency on `ferrisson-core`.
+pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 #[doc(hidden)]

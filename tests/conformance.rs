@@ -229,6 +229,43 @@ async fn leases<K: Kind>() {
         !lock.is_locked().await.unwrap()
     })
     .await;
+    extend::<K::L>(&lock, K::NAME).await;
+}
+
+/// `extend` sets a fixed lease anew, on the server and in the guard; a hold the watchdog keeps
+/// and a hold lost (forced open) refuse it.
+async fn extend<L: Lock>(lock: &L, kind: &str) {
+    let fixed = lock
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    fixed.extend(Duration::from_secs(60)).await.unwrap();
+    let ttl = lock.remaining_ttl().await.unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(50), "{kind}: {ttl:?}");
+    let deadline = fixed.lease_deadline().unwrap();
+    assert!(
+        deadline > tokio::time::Instant::now() + Duration::from_secs(50),
+        "{kind}"
+    );
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(
+        matches!(
+            fixed.extend(Duration::from_secs(60)).await,
+            Err(Error::LeaseLost(LossReason::NotHeld))
+        ),
+        "{kind}"
+    );
+    assert!(fixed.is_lost(), "{kind}");
+    drop(fixed);
+    let kept = lock.lock().await.unwrap();
+    assert!(
+        matches!(
+            kept.extend(Duration::from_secs(60)).await,
+            Err(Error::InvalidArgument(_))
+        ),
+        "{kind}"
+    );
+    kept.unlock().await.unwrap();
 }
 
 /// A key of another type is a clear error and stays as it was.
@@ -524,4 +561,13 @@ async fn a_lock_of_one_family_is_no_lock_of_the_other() {
     let fields: Vec<String> = con.hkeys(&name).unwrap();
     assert_eq!(fields, vec![guard.owner().to_string()]);
     guard.unlock().await.unwrap();
+}
+
+/// The read side's fixed leases extend as every other kind's (the write side's run in `leases`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_lock_extend() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let lock = <Read as Kind>::make(&a, &unique_name("conf-read-extend"));
+    extend(&lock, <Read as Kind>::NAME).await;
 }

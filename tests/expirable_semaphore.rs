@@ -505,3 +505,45 @@ async fn a_permit_handed_to_a_waiter_that_left_goes_back_to_the_pool() {
         .await;
     }
 }
+
+/// A permit taken with a fixed lease is extended as a lock's hold is (`HoldGuard::extend`):
+/// on the server and in the guard; a watchdog-kept permit and a lost one refuse.
+#[tokio::test]
+async fn a_fixed_lease_permit_is_extended_and_a_lost_one_is_not() {
+    let redis = TestRedis::any();
+    let client = client(&redis.url()).await;
+    let s = sem(&client, &unique_name("extend"));
+    assert!(s.try_set_permits(2).await.unwrap());
+    let permit = s
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    permit.extend(Duration::from_secs(60)).await.unwrap();
+    let left = s.remaining_lease(permit.id()).await.unwrap().unwrap();
+    assert!(left > Duration::from_secs(50), "{left:?}");
+    let deadline = permit.lease_deadline().unwrap();
+    assert!(deadline > Instant::now() + Duration::from_secs(50));
+    // Shorter works too: it is a new lease, not an addition.
+    permit.extend(Duration::from_secs(5)).await.unwrap();
+    let left = s.remaining_lease(permit.id()).await.unwrap().unwrap();
+    assert!(left <= Duration::from_secs(5), "{left:?}");
+
+    let kept = s.acquire().await.unwrap();
+    assert!(matches!(
+        kept.extend(Duration::from_secs(60)).await,
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // Released behind its back (by id): the extension finds it gone and the guard is lost.
+    s.release(permit.id()).await.unwrap();
+    assert!(matches!(
+        permit.extend(Duration::from_secs(60)).await,
+        Err(Error::LeaseLost(LossReason::NotHeld))
+    ));
+    assert!(permit.is_lost());
+    assert!(matches!(
+        permit.extend(Duration::from_secs(60)).await,
+        Err(Error::LeaseLost(_))
+    ));
+    drop(kept);
+}

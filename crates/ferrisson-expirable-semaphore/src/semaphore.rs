@@ -115,6 +115,9 @@ impl std::ops::Deref for Shared {
 /// the [`HoldGuard`] every hold has), and its release, explicit or when dropped (in the
 /// background; a process about to end calls [`Client::shutdown`] after dropping it, which
 /// waits for that release).
+///
+/// A permit taken with a fixed lease is extended with [`HoldGuard::extend`] (a new lease from
+/// now, on the server and in the guard's loss signal), as a lock's hold is.
 #[must_use = "dropping the permit releases it at once (in the background)"]
 #[derive(Debug)]
 pub struct Permit {
@@ -156,6 +159,16 @@ impl std::ops::Deref for Permit {
     }
 }
 
+/// Sets the lease of the permit `id` to `lease` from now if it is taken and unexpired
+/// (`expirable_semaphore/renew`; an expired permit is never revived): `Ok(false)` otherwise.
+async fn renew_one(shared: &Shared, id: &str, lease: Duration) -> Result<bool> {
+    let call = ScriptCall::new(&RENEW, &[&shared.timeouts])
+        .arg(ferrisson_core::__engine::time::millis(lease))
+        .arg(id);
+    let reply: Vec<i64> = shared.client.eval(&call).await?;
+    Ok(reply.first() == Some(&1))
+}
+
 /// How one permit is released: by its id.
 struct PermitRelease {
     shared: Arc<Shared>,
@@ -190,6 +203,17 @@ impl Release for PermitRelease {
                 Released::Freed { subscribers: 0 }
             })
         })
+    }
+
+    /// The permit's lease set anew, `lease` from now, if it is still taken and unexpired
+    /// (`expirable_semaphore/renew`, idempotent: a lost reply is settled by sending it again):
+    /// what [`HoldGuard::extend`] does for a [`Permit`] taken with a fixed lease.
+    fn extend(
+        self: Arc<Self>,
+        _owner: Owner,
+        lease: Duration,
+    ) -> futures::future::BoxFuture<'static, Result<bool>> {
+        Box::pin(async move { renew_one(&self.shared, &self.id, lease).await })
     }
 }
 
@@ -541,12 +565,7 @@ impl ExpirableSemaphore {
     pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<bool> {
         check_id(id)?;
         check_lease(Some(lease))?;
-        let shared = &self.shared;
-        let call = ScriptCall::new(&RENEW, &[&shared.timeouts])
-            .arg(ferrisson_core::__engine::time::millis(lease))
-            .arg(id);
-        let reply: Vec<i64> = shared.client.eval(&call).await?;
-        Ok(reply.first() == Some(&1))
+        renew_one(&self.shared, id, lease).await
     }
 
     /// Releases permit `id` (taken by any client), waking a waiter.

@@ -6,9 +6,14 @@
 //!
 //! 1. worker A takes a fenced lock (token t1) and reads the balance;
 //! 2. A's process stalls past its lease, so Redis lets the lock go;
-//! 3. worker B takes the lock (token t2 > t1), deducts, and releases;
+//! 3. worker B takes the lock (token t2 > t1) and writes twice under it (a deduction, then a
+//!    fee), each write carrying `(t2, 1)` and `(t2, 2)`: both accepted;
 //! 4. A wakes up: its guard says the lock was lost, and when A writes anyway, the ledger
-//!    rejects the write because t1 is older than the token it has already seen.
+//!    rejects `(t1, 1)` because t1 is older than the token it has already seen.
+//!
+//! A hold that writes several times numbers its writes: the resource accepts a write only when
+//! its `(token, sequence)` pair is greater than the last it accepted (token first). A bare
+//! "token strictly greater" rule would refuse the holder's own second write.
 //!
 //! ```text
 //! cargo run --example fenced_update      # starts a throwaway redis-server unless REDIS_URL is set
@@ -24,31 +29,32 @@ use ferrisson_testkit::RedisServer;
 
 const LEASE: Duration = Duration::from_millis(1_000);
 
-/// The protected resource: it remembers the highest fencing token it has accepted and rejects
-/// writes carrying an older or equal one. (A database row with a `fence` column works the same way:
-/// `UPDATE … SET balance = ?, fence = ? WHERE id = ? AND fence < ?`.)
+/// The protected resource: it remembers the highest `(token, sequence)` it has accepted and
+/// rejects a write carrying an older or equal pair. A hold's writes share its token and count
+/// up their sequence from 1; a newer holder's token is greater, whatever its sequence. (A
+/// database row with `fence` and `fence_seq` columns works the same way:
+/// `UPDATE … SET balance = ?, fence = ?, fence_seq = ? WHERE id = ? AND (fence, fence_seq) < (?, ?)`.)
 #[derive(Debug)]
 struct Ledger {
     balance: i64,
-    highest_token: u64,
+    highest: (u64, u32),
 }
 
 impl Ledger {
-    fn deduct(&mut self, who: &str, amount: i64, seen_balance: i64, token: u64) -> bool {
-        // Strictly greater: every acquisition has a token of its own, so an equal token is a
-        // second write of a hold this ledger has already served (or a replay), never a newer one.
-        if token <= self.highest_token {
+    fn deduct(&mut self, who: &str, amount: i64, seen_balance: i64, fence: (u64, u32)) -> bool {
+        // Strictly greater: an equal pair is a replay of a write this ledger has served.
+        if fence <= self.highest {
             println!(
-                "  ledger: REJECTED {who}'s write with token {token} (already saw {})",
-                self.highest_token
+                "  ledger: REJECTED {who}'s write with token {} #{} (already saw {} #{})",
+                fence.0, fence.1, self.highest.0, self.highest.1
             );
             return false;
         }
-        self.highest_token = token;
+        self.highest = fence;
         self.balance = seen_balance - amount;
         println!(
-            "  ledger: {who} deducted {amount} with token {token}; balance {}",
-            self.balance
+            "  ledger: {who} took {amount} with token {} #{}; balance {}",
+            fence.0, fence.1, self.balance
         );
         true
     }
@@ -59,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = format!("fenced-update:{}", std::process::id());
     let ledger = Arc::new(Mutex::new(Ledger {
         balance: 100,
-        highest_token: 0,
+        highest: (0, 0),
     }));
 
     // Worker A runs on a single-threaded runtime of its own, so that blocking its thread
@@ -91,10 +97,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let lost = guard.is_lost();
                 // ...and the fence that protects even a careless one.
-                let accepted = ledger
-                    .lock()
-                    .map_err(|e| e.to_string())?
-                    .deduct("A", 30, seen, token);
+                let accepted =
+                    ledger
+                        .lock()
+                        .map_err(|e| e.to_string())?
+                        .deduct("A", 30, seen, (token, 1));
                 let _ = guard.unlock().await;
                 let _ = client.shutdown().await;
                 Ok(lost && !accepted)
@@ -113,11 +120,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let guard = lock.lock().await?;
         let token = guard.token();
         println!("B: got the lock after A's lease ran out, token {token}");
-        let seen = ledger.lock().map_err(|e| e.to_string())?.balance;
-        ledger
-            .lock()
-            .map_err(|e| e.to_string())?
-            .deduct("B", 30, seen, token);
+        // Two writes under one hold: the same token, the sequence counting up.
+        let mut accepted = 0;
+        for (seq, amount) in [(1, 30), (2, 1)] {
+            let mut ledger = ledger.lock().map_err(|e| e.to_string())?;
+            let seen = ledger.balance;
+            accepted += usize::from(ledger.deduct("B", amount, seen, (token, seq)));
+        }
+        if accepted != 2 {
+            return Err("the holder's own second write was refused".into());
+        }
         guard.unlock().await?;
         client.shutdown().await?;
         Ok::<_, Box<dyn std::error::Error>>(())
@@ -125,8 +137,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let a_stopped = a.join().map_err(|_| "worker A panicked")??;
     let balance = ledger.lock().map_err(|e| e.to_string())?.balance;
-    println!("final balance: {balance} (deducted once)");
-    if !a_stopped || balance != 70 {
+    println!("final balance: {balance} (deducted once, fee once)");
+    if !a_stopped || balance != 69 {
         return Err("the stale holder was not stopped".into());
     }
     Ok(())

@@ -236,6 +236,33 @@ impl HoldGuard {
         }
     }
 
+    /// Runs `work` while the hold lasts ([`while_held`](Self::while_held): a loss cuts it
+    /// off), then unlocks, and returns the work's output: the scoped form of a hold, as
+    /// node-redlock's `using` or a Python `with` block. What [`Lock::with`](crate::Lock::with)
+    /// does after taking the lock.
+    ///
+    /// The work ran entirely while held when this returns `Ok`: an unlock that fails after it
+    /// (Redis unreachable, the lease lapsing just after the work ended) is logged at `warn`,
+    /// and the hold ends with its lease, since nothing the work did is undone by it.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`: dropping this future drops `work` and the guard, whose hold
+    /// is released in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold was lost before or while `work` ran (the work was
+    /// dropped at that point).
+    pub async fn run<F: std::future::Future>(self, work: F) -> Result<F::Output> {
+        let output = self.while_held(work).await?;
+        let key = self.key().to_owned();
+        if let Err(e) = self.unlock().await {
+            tracing::warn!(key, error = %e, "the work ran while held, but the unlock after it failed: the hold ends with its lease");
+        }
+        Ok(output)
+    }
+
     /// The earliest moment the lease can end on the server as known now (the watchdog moves it
     /// forward with each renewal); `None` once lost.
     pub fn lease_deadline(&self) -> Option<Instant> {

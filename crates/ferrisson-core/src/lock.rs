@@ -186,6 +186,62 @@ pub trait Lock: SyncObject {
         self.lock_with(AcquireOptions::new())
     }
 
+    /// Takes the lock, runs `work` while it is held, releases it, and returns the work's
+    /// output: the scoped form (node-redlock's `using`, redis-py's `with lock:`). A loss of the
+    /// hold cuts the work off (it is dropped) and returns [`Error::LeaseLost`] (see
+    /// [`HoldGuard::run`]).
+    ///
+    /// ```
+    /// use ferrisson_core::{Lock, Result};
+    ///
+    /// async fn close_books(lock: &impl Lock) -> Result<u64> {
+    ///     // Released when the work is done; cut off with `Error::LeaseLost` if the lock goes.
+    ///     lock.with(|| async { /* close the books */ 42 }).await
+    /// }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire) while it waits; then as [`HoldGuard::run`].
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`lock`](Self::lock), and [`Error::LeaseLost`] when the hold was lost
+    /// while the work ran.
+    fn with<F, Fut>(&self, work: F) -> impl Future<Output = Result<Fut::Output>> + Send
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: Future + Send,
+        Fut::Output: Send,
+    {
+        self.with_options(AcquireOptions::new(), work)
+    }
+
+    /// As [`with`](Self::with), the lock taken with options (a wait limit: running out of
+    /// time is [`Error::Timeout`] and the work does not run; a fixed lease, which the work
+    /// must fit in, else it is cut off with [`Error::LeaseLost`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with`](Self::with).
+    ///
+    /// # Errors
+    ///
+    /// As [`with`](Self::with), and [`Error::Timeout`].
+    fn with_options<F, Fut>(
+        &self,
+        options: AcquireOptions,
+        work: F,
+    ) -> impl Future<Output = Result<Fut::Output>> + Send
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: Future + Send,
+        Fut::Output: Send,
+    {
+        let taking = self.lock_with(options);
+        async move { taking.await?.run(work()).await }
+    }
+
     /// Takes the lock with options (a wait limit, a fixed lease); running out of time is
     /// [`Error::Timeout`].
     ///

@@ -667,6 +667,31 @@ impl ExpirableSemaphore {
         self.acquire_with(AcquireOptions::new()).await
     }
 
+    /// Takes a permit kept alive by the watchdog, runs `work` while it is held, releases it,
+    /// and returns the work's output (see [`HoldGuard::run`]): a loss of the permit cuts the
+    /// work off with [`Error::LeaseLost`].
+    ///
+    /// ```no_run
+    /// # async fn demo(limit: ferrisson_expirable_semaphore::ExpirableSemaphore) -> ferrisson_expirable_semaphore::Result<()> {
+    /// let status = limit.with(|| async { /* call the partner API */ 200 }).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire) while it waits; then as [`HoldGuard::run`].
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`Error::LeaseLost`].
+    pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future,
+    {
+        self.acquire().await?.guard.run(work()).await
+    }
+
     /// Takes `n` permits at once, waiting as long as it takes, kept by the watchdog.
     ///
     /// # Cancel safety

@@ -324,6 +324,40 @@ impl Semaphore {
         self.acquire_many(1).await
     }
 
+    /// Takes a permit, runs `work`, gives the permit back, and returns the work's output: the
+    /// scoped form, for a call to a rate-limited API. The permit goes back when the work ends,
+    /// and, if this future is dropped, in the background (as a dropped [`Permits`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(limit: ferrisson_semaphore::Semaphore) -> ferrisson_semaphore::Result<()> {
+    /// let status = limit.with(|| async { /* call the partner API */ 200 }).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A release that fails after the work ran (Redis unreachable past the retries) is logged
+    /// at `warn`, and the work's output is returned: the permit is then lost to the pool, as
+    /// a plain semaphore's permit of a crashed holder is.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire) while it waits, then as cancel safe as `work`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future,
+    {
+        let permit = self.acquire().await?;
+        let output = work().await;
+        if let Err(e) = permit.release().await {
+            tracing::warn!(key = %self.shared.key, error = %e, "the work ran, but giving its permit back failed");
+        }
+        Ok(output)
+    }
+
     /// Takes `n` permits at once, waiting as long as it takes.
     ///
     /// # Cancel safety

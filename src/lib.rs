@@ -36,7 +36,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Read `docs/guarantees.md` for what Redis cannot promise (failover, pauses) and what the
+//! Read [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot promise (failover, pauses) and what the
 //! library and you do about it.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -603,7 +603,7 @@ impl ClientConfig {
     /// per batch), which matters where commands are billed or rate-limited; but every call
     /// then goes through one dispatcher task, which on the project's bench machine cost
     /// throughput under concurrency (64 tasks locking distinct keys: about 50 k lock + unlock
-    /// pairs per second coalesced, 71 k not) and saved none (`docs/architecture.md`,
+    /// pairs per second coalesced, 71 k not) and saved none ([`docs/architecture.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/architecture.md),
     /// "Coalescing"). Off, every call is its own `EVALSHA`, pipelined on the connection.
     pub fn with_coalesce_calls(mut self, on: bool) -> Self {
         self.coalesce = on;

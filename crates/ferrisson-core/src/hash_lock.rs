@@ -50,7 +50,7 @@ pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
 /// The keys and script calls of a lock kept in a hash on Redisson's `RLock` layout, shared by
 /// the reentrant lock and the spin lock: the hash `name`, the channel
 /// `redisson_lock__channel:{name}`, the fencing counter `redisson_lock_token:{name}` and the
-/// client's record on the lock (docs/protocol.md, "\[ext\] Retries").
+/// client's record on the lock ([docs/protocol.md](https://github.com/ferrisson/ferrisson/blob/main/docs/protocol.md), "\[ext\] Retries").
 #[derive(Debug, Clone)]
 pub struct HashLock {
     /// The client the lock runs on.

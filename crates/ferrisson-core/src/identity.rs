@@ -1,5 +1,5 @@
 //! **\[ext\]** Who a client is, for an operator looking at Redis: the name of its connections
-//! (`CLIENT SETNAME`) and its record under `ferrisson_client:<tag>` (docs/protocol.md,
+//! (`CLIENT SETNAME`) and its record under `ferrisson_client:<tag>` ([docs/protocol.md](https://github.com/ferrisson/ferrisson/blob/main/docs/protocol.md),
 //! "[ext] Client records"), refreshed while the client lives and gone one lease after it.
 
 use std::sync::Weak;

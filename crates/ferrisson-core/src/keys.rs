@@ -1,4 +1,4 @@
-//! Key and channel naming of the protocol (`docs/protocol.md`, "Names").
+//! Key and channel naming of the protocol ([`docs/protocol.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/protocol.md), "Names").
 //!
 //! Derived keys keep the Redis Cluster hash slot of the object's own key, so that every key a
 //! script touches lives in one slot.

@@ -89,7 +89,7 @@ pub mod __engine {
     //! The engine: what the synchronizer crates build on. Not public API: hidden from the docs,
     //! not re-exported by the `ferrisson` facade, and free to change in any release (as serde's
     //! `__private`). One acquire, wait and release machinery for every kind (see
-    //! `docs/architecture.md`):
+    //! [`docs/architecture.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/architecture.md)):
     //!
     //! - [`ClientEngine`] (sealed: only [`Client`](crate::Client) implements it): script calls
     //!   that settle lost replies (`eval`, `settle`), plain commands, pub/sub waiters and

@@ -64,7 +64,7 @@ pub trait Lock: SyncObject {
     /// key holds something else than this kind of lock, [`Error::WouldDeadlock`] for a read
     /// lock's owner asking for the write lock, [`Error::Unreachable`] when Redis cannot be
     /// reached (at the first try, or for longer than the client's outage limit while waiting:
-    /// the outage rule of every wait, in `docs/architecture.md`; a wait limit is
+    /// the outage rule of every wait, in [`docs/architecture.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/architecture.md); a wait limit is
     /// then never overrun by more than one response timeout), [`Error::Closed`] once the
     /// client is shut down.
     fn acquire(

@@ -24,7 +24,7 @@ use crate::script::ScriptCall;
 
 /// Replica sync (Redisson's `checkLockSyncedSlaves`): after each acquire, renewal and release
 /// script on a primary with replicas, wait until they have the change, so that a failover
-/// right after does not lose it (see docs/guarantees.md for what this buys and what not).
+/// right after does not lose it (see [docs/guarantees.md](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what this buys and what not).
 ///
 /// On by default for Cluster and Sentinel clients (Redisson's default: every replica, 1 s),
 /// off for a standalone server unless set ([`ClientConfig::with_replica_sync`](crate::ClientConfig::with_replica_sync)).

@@ -15,7 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 
-/// The version of the Redis state protocol (`docs/protocol.md`) this build implements.
+/// The version of the Redis state protocol ([`docs/protocol.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/protocol.md)) this build implements.
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// One Lua script of the protocol.

@@ -31,7 +31,7 @@ use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 /// message, no contest; at most 8 in a row between public releases, so that waiters of other
 /// clients and Redisson get their turn. Every acquisition still gets an id of its own.
 ///
-/// **Coming from Redisson** (`docs/redisson.md`): [`set_permits`](Self::set_permits) sets the
+/// **Coming from Redisson** ([`docs/redisson.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/redisson.md)): [`set_permits`](Self::set_permits) sets the
 /// total as `setPermits` does (free = total − taken, below zero when more are taken);
 /// `getPermits` is [`total_permits`](Self::total_permits); `tryRelease(ids)` is
 /// [`try_release_many`](Self::try_release_many) (how many were held) and `release(ids)` is

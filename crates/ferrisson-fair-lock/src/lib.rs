@@ -16,7 +16,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! See [`FairLock`] for the semantics and `docs/guarantees.md` for what Redis cannot promise.
+//! See [`FairLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot promise.
 
 mod fair;
 mod scripts;

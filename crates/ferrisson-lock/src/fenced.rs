@@ -7,7 +7,7 @@ use crate::ReentrantLock;
 /// A reentrant lock whose every acquisition carries a fencing token, with Redisson's
 /// `RFencedLock` layout: the counter `redisson_lock_token:{name}`, which never expires, is set
 /// with every acquisition (re-entries included) to the larger of itself + 1 and the server's
-/// clock in microseconds (docs/guarantees.md §9), so that tokens keep growing even after Redis
+/// clock in microseconds ([docs/guarantees.md](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) §9), so that tokens keep growing even after Redis
 /// lost the counter.
 ///
 /// **Token values.** Tokens are large (about 1.7 × 10^15 today) and not consecutive: Redisson's

@@ -18,7 +18,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! See [`ReentrantLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
+//! See [`ReentrantLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot
 //! promise (failover, pauses) and what to do about it.
 
 mod fenced;

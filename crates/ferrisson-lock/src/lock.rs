@@ -34,11 +34,11 @@ use ferrisson_core::{HoldGuard, Lock};
 /// - **Turns, not FIFO.** Like `RLock` it is not fair, but neither is it a race the nearest
 ///   client always wins: one client's waiters are served in arrival order, and clients
 ///   contending for the lock take turns (a client hands the lock on locally up to 8 times,
-///   then lets each other waiting client take it once). `docs/guarantees.md`, "Fairness", says
+///   then lets each other waiting client take it once). [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md), "Fairness", says
 ///   what that promises; the fair lock (`ferrisson-fair-lock`) gives strict FIFO.
 /// - **Interop.** The key layout and messages are Redisson's: a Java service using
 ///   `redisson.getLock(name)` and this lock on the same name exclude and wake each other.
-/// - **Coming from Redisson** (`docs/redisson.md` has the whole table): the guard carries its
+/// - **Coming from Redisson** ([`docs/redisson.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/redisson.md) has the whole table): the guard carries its
 ///   owner, so only the holder can unlock, and from any task (Redisson ties a hold to a
 ///   thread: `unlock` from another thread fails); an unlock after the lease ran out is
 ///   [`Error::LeaseLost`](ferrisson_core::Error::LeaseLost), never a silent success;

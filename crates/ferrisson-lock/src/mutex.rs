@@ -113,7 +113,7 @@ impl Mutex {
     /// ([`HoldGuard::token`](ferrisson_core::HoldGuard::token)), from the counter
     /// `ferrisson_mutex_token:{name}` in the same script call as the hold. Tokens only grow,
     /// across a restart without persistence or a failover too (the rule of
-    /// `docs/guarantees.md` §9); each acquire is a script call instead of a plain `SET`.
+    /// [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) §9); each acquire is a script call instead of a plain `SET`.
     /// Fenced and unfenced handles of one name exclude each other; only fenced ones move the
     /// counter.
     ///

@@ -345,7 +345,7 @@ impl std::fmt::Debug for Group {
 pub type MultiLock = LockGroup<false>;
 
 /// A lock over independent Redis primaries that holds once a majority of them does (Redisson's
-/// `RedissonRedLock`, the RedLock algorithm): see `docs/guarantees.md` for what it adds to one
+/// `RedissonRedLock`, the RedLock algorithm): see [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what it adds to one
 /// primary and what it does not.
 ///
 /// - **Quorum.** The instances are asked at once, once per round; the lock is held when
@@ -382,7 +382,7 @@ pub type MultiLock = LockGroup<false>;
 /// - **Renewal.** Without a fixed lease, each instance's client watchdog renews its hold; the
 ///   guard's loss signal fires once fewer than a quorum are still held.
 /// - **Fencing.** Built from fenced locks, the guard's [`token`](MultiGuard::token) is the
-///   largest token the quorum granted; see `docs/guarantees.md` for what it does and does not
+///   largest token the quorum granted; see [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what it does and does not
 ///   guarantee.
 ///
 /// # Cancel safety

@@ -17,7 +17,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! See [`ReadWriteLock`] for the semantics and `docs/guarantees.md` for what Redis cannot
+//! See [`ReadWriteLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot
 //! promise.
 
 mod rwlock;

@@ -35,7 +35,7 @@ use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 ///   back by themselves, use the permit-expirable semaphore.
 /// - **Zero permits** are a no-op that succeeds: acquiring 0 returns at once with empty
 ///   [`Permits`], releasing 0 changes nothing (Redisson's and `tokio::sync`'s meaning).
-/// - **Coming from Redisson** (`docs/redisson.md`): `trySetPermits(n, ttl)` is
+/// - **Coming from Redisson** ([`docs/redisson.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/redisson.md)): `trySetPermits(n, ttl)` is
 ///   [`try_set_permits_with_ttl`](Self::try_set_permits_with_ttl), `releaseIfExists` is
 ///   [`release_if_exists`](Self::release_if_exists), and
 ///   [`set_permits`](Self::set_permits) sets the *free* count (the layout keeps no record of

@@ -584,7 +584,7 @@ impl Hub {
     /// how many subscribers its release message reached ([`end_turn`](Self::end_turn)); its
     /// own waiters let that message pass, and as many more as there are other clients
     /// subscribed, so that each of them gets a turn before this client's next (see
-    /// "Turns between clients" in docs/architecture.md).
+    /// "Turns between clients" in [docs/architecture.md](https://github.com/ferrisson/ferrisson/blob/main/docs/architecture.md)).
     pub(crate) fn claim_turn<P: Send + 'static>(
         &self,
         channel: &str,

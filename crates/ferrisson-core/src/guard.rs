@@ -39,6 +39,11 @@ pub trait Release: Send + Sync + 'static {
     /// which [`Client::shutdown`] waits for).
     fn runs_on(&self) -> &Client;
 
+    /// The kind's name in metrics labels (`lock`, `fair_lock`, …, `expirable_semaphore`).
+    fn metric_kind(&self) -> &'static str {
+        "lock"
+    }
+
     /// Releases one hold of `owner`, whose lease has just ended locally as `end` says.
     fn release(
         self: Arc<Self>,
@@ -95,6 +100,8 @@ pub struct HoldGuard {
     owner: Owner,
     lease: Option<LeaseHandle>,
     token: Option<u64>,
+    /// When the hold was taken, for `ferrisson_hold_seconds`.
+    taken_at: std::time::Instant,
 }
 
 impl std::fmt::Debug for HoldGuard {
@@ -133,6 +140,7 @@ impl HoldGuard {
             owner,
             lease: Some(lease),
             token,
+            taken_at: std::time::Instant::now(),
         }
     }
 
@@ -303,6 +311,7 @@ impl HoldGuard {
         let Some(lease) = self.lease.take() else {
             return Ok(0);
         };
+        self.hold_ended();
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
         let released = self.lock.clone().release(self.owner.clone(), end).await;
@@ -311,6 +320,12 @@ impl HoldGuard {
             _ => 0,
         };
         self.outcome(released, end.lost).map(|()| reached)
+    }
+
+    /// The hold ends here (unlocked, dropped or handed on): how long it lasted goes to
+    /// `ferrisson_hold_seconds`.
+    fn hold_ended(&self) {
+        crate::metrics::held(self.lock.metric_kind(), self.taken_at.elapsed());
     }
 
     /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been
@@ -406,6 +421,7 @@ impl HoldGuard {
         let Some(handle) = self.lease.take() else {
             return Ok(None);
         };
+        self.hold_ended();
         let end = handle.end();
         match self
             .lock
@@ -433,6 +449,7 @@ impl Drop for HoldGuard {
         let Some(lease) = self.lease.take() else {
             return;
         };
+        self.hold_ended();
         let end = lease.end();
         let release = self.lock.clone().release(self.owner.clone(), end);
         let key = self.lock.key().to_owned();

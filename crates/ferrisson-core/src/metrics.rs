@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `ferrisson_acquire_seconds` | histogram: time from the call to the hold | `kind` |
 //! | `ferrisson_wait_seconds` | histogram: the part of it spent waiting for a release | `kind` |
+//! | `ferrisson_hold_seconds` | histogram: how long a hold lasted, from its acquisition to its unlock, drop or hand-off | `kind` |
 //! | `ferrisson_acquisitions_total` | counter | `kind` |
 //! | `ferrisson_timeouts_total` | counter: acquisitions that ran out of wait time | `kind` |
 //! | `ferrisson_losses_total` | counter: holds lost | `reason` |
@@ -17,8 +18,13 @@
 //! | `ferrisson_subscribed_channels` | gauge: channels the client's subscriber connection keeps | |
 //! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
 //!
+//! Each is described to the recorder with its help text and unit ([`describe`]) when the
+//! process's first client connects; `examples/prometheus.rs` serves them with
+//! `metrics-exporter-prometheus`, time histograms with buckets.
+//!
 //! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore` or
-//! `expirable_semaphore`; `reason` is a [`LossReason`]'s name. The latch, the rate limiter and
+//! `expirable_semaphore` (`ferrisson_hold_seconds`: the lock kinds and `expirable_semaphore`,
+//! whose permits are holds; a plain semaphore's permits are not); `reason` is a [`LossReason`]'s name. The latch, the rate limiter and
 //! MultiLock/RedLock record no acquisitions of their own (each lock of a MultiLock or RedLock
 //! counts under its kind); `ferrisson_waiters` counts every call waiting on a channel, of any
 //! kind.
@@ -87,6 +93,94 @@ where
         }
         outcome
     })
+}
+
+/// Every metric's description and unit, given to the installed recorder (Prometheus prints
+/// them as `# HELP` and `# TYPE`). A client calls it once per process when it connects; call
+/// it yourself when the recorder is installed after the first client was made.
+pub fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+        describe_histogram!(
+            "ferrisson_acquire_seconds",
+            Unit::Seconds,
+            "Time from an acquire call to the hold, by synchronizer kind"
+        );
+        describe_histogram!(
+            "ferrisson_wait_seconds",
+            Unit::Seconds,
+            "Time an acquisition spent waiting for a release, by kind"
+        );
+        describe_histogram!(
+            "ferrisson_hold_seconds",
+            Unit::Seconds,
+            "How long a hold lasted, from its acquisition to its unlock, drop or hand-off, by kind"
+        );
+        describe_counter!(
+            "ferrisson_acquisitions_total",
+            Unit::Count,
+            "Acquisitions that succeeded, by kind"
+        );
+        describe_counter!(
+            "ferrisson_timeouts_total",
+            Unit::Count,
+            "Acquisitions that ran out of wait time, by kind"
+        );
+        describe_counter!(
+            "ferrisson_losses_total",
+            Unit::Count,
+            "Holds lost before their release, by reason"
+        );
+        describe_counter!(
+            "ferrisson_handoffs_total",
+            Unit::Count,
+            "Releases handed straight to a waiter of the same client, by kind"
+        );
+        describe_counter!(
+            "ferrisson_renewals_total",
+            Unit::Count,
+            "Watchdog renewal script calls (each renews a batch of holds)"
+        );
+        describe_counter!(
+            "ferrisson_renewal_failures_total",
+            Unit::Count,
+            "Watchdog renewal calls that failed or went unanswered"
+        );
+        describe_counter!(
+            "ferrisson_script_reloads_total",
+            Unit::Count,
+            "Scripts sent again with their source after NOSCRIPT, by script"
+        );
+        describe_counter!(
+            "ferrisson_script_loads_total",
+            Unit::Count,
+            "SCRIPT LOAD rounds on a new or reconnected server"
+        );
+        describe_gauge!(
+            "ferrisson_subscribed_channels",
+            Unit::Count,
+            "Channels the client's subscriber connection keeps"
+        );
+        describe_gauge!(
+            "ferrisson_waiters",
+            Unit::Count,
+            "Calls waiting on a channel for a release"
+        );
+    }
+}
+
+/// [`describe`], once per process (at the first client's connect).
+pub(crate) fn describe_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(describe);
+}
+
+/// A hold of `kind` ended after `held`.
+#[allow(unused_variables)]
+pub(crate) fn held(kind: &'static str, held: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("ferrisson_hold_seconds", "kind" => kind).record(held.as_secs_f64());
 }
 
 /// An acquisition succeeded after `took`, of which `waited` waiting for a release.

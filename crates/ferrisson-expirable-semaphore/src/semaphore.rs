@@ -180,6 +180,10 @@ impl Release for PermitRelease {
         &self.shared.key
     }
 
+    fn metric_kind(&self) -> &'static str {
+        "expirable_semaphore"
+    }
+
     fn runs_on(&self) -> &Client {
         &self.shared.client
     }

@@ -248,6 +248,7 @@ impl Client {
         let uuid = uuid::Uuid::new_v4();
         let id = uuid.hyphenated().to_string();
         tracing::debug!(client_id = %id, "client connected");
+        crate::metrics::describe_once();
         let identity = crate::identity::Identity::new(&id, config.app_name());
         let (period, lease) = (config.watchdog_period(), config.lease());
         let client = Self {

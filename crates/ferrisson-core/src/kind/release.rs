@@ -284,6 +284,10 @@ impl<K: HoldKind> Release for K {
         self.lock_key()
     }
 
+    fn metric_kind(&self) -> &'static str {
+        HoldKind::kind_name(self)
+    }
+
     fn runs_on(&self) -> &Client {
         self.client()
     }

@@ -68,8 +68,53 @@ async fn a_scrape_describes_every_metric_and_times_holds_by_kind() {
         .await
         .unwrap();
     permit.release().await.unwrap();
+    let latch = ferrisson_latch::CountDownLatch::new(&client, &unique_name("prom-latch")).unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiting = latch.clone();
+    let opened = tokio::spawn(async move { waiting.wait().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    latch.count_down().await.unwrap();
+    opened.await.unwrap().unwrap();
+    let limiter =
+        ferrisson_rate_limiter::RateLimiter::new(&client, &unique_name("prom-rate")).unwrap();
+    assert!(
+        limiter
+            .try_set_rate(
+                ferrisson_rate_limiter::RateType::Overall,
+                1,
+                Duration::from_secs(60)
+            )
+            .await
+            .unwrap()
+    );
+    assert!(limiter.try_acquire(1).await.unwrap());
+    let out_of_time = limiter
+        .try_acquire_with(
+            1,
+            AcquireOptions::new().with_wait(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
+    assert!(!out_of_time);
 
     let body = scrape(addr);
+    assert_eq!(
+        sample(&body, "ferrisson_acquisitions_total{kind=\"latch\"}"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "ferrisson_acquisitions_total{kind=\"rate_limiter\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&body, "ferrisson_timeouts_total{kind=\"rate_limiter\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&body, "ferrisson_wait_seconds_count{kind=\"latch\"}"),
+        Some(1.0)
+    );
     for (name, kind) in [
         ("ferrisson_acquire_seconds", "histogram"),
         ("ferrisson_hold_seconds", "histogram"),

@@ -22,12 +22,14 @@
 //! process's first client connects; `examples/prometheus.rs` serves them with
 //! `metrics-exporter-prometheus`, time histograms with buckets.
 //!
-//! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore` or
-//! `expirable_semaphore` (`ferrisson_hold_seconds`: the lock kinds and `expirable_semaphore`,
-//! whose permits are holds; a plain semaphore's permits are not); `reason` is a [`LossReason`]'s name. The latch, the rate limiter and
-//! MultiLock/RedLock record no acquisitions of their own (each lock of a MultiLock or RedLock
-//! counts under its kind); `ferrisson_waiters` counts every call waiting on a channel, of any
-//! kind.
+//! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore`,
+//! `expirable_semaphore`, `latch` (a wait that saw the latch open) or `rate_limiter` (permits
+//! given); `ferrisson_hold_seconds` has the lock kinds and `expirable_semaphore`, whose permits
+//! are holds (a plain semaphore's permits and a rate limiter's are not). `reason` is a
+//! [`LossReason`]'s name. MultiLock and RedLock record no acquisitions of their own (each lock of
+//! one counts under its kind); `ferrisson_waiters` counts every call waiting on a channel, of
+//! any kind. Every acquisition, a latch's wait and a rate limiter's acquire included, runs in a
+//! `ferrisson.acquire` span.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -38,18 +40,52 @@ use tracing::Instrument;
 use crate::error::LossReason;
 
 /// How far an acquisition got: whether it had to wait for a release, and its tries.
+#[doc(hidden)]
 #[derive(Debug, Default)]
-pub(crate) struct Progress {
+pub struct Progress {
     pub(crate) waited: AtomicBool,
     pub(crate) tries: AtomicU32,
 }
 
 impl Progress {
     /// Counts a try (logged at `trace` with its number, in the acquisition's span).
-    pub(crate) fn tried(&self) {
+    pub fn tried(&self) {
         let attempt = self.tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         tracing::trace!(attempt, "try");
     }
+
+    /// Notes that the call had to wait (its time then counts in `ferrisson_wait_seconds`).
+    pub fn waited(&self) {
+        self.waited.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs a call of a synchronizer outside the lock and permit engines (the latch's wait, the
+/// rate limiter's acquire) as those engines run theirs: in a `ferrisson.acquire` span (`debug`)
+/// with its kind, key, permits and wait limit, counted and timed by kind as an acquisition
+/// (`Ok(Some(_))`), a timeout (`Ok(None)` with a wait) or neither. The engine's, not public
+/// API.
+#[doc(hidden)]
+pub fn observed<T, F, Fut>(
+    kind: &'static str,
+    key: &str,
+    permits: Option<u32>,
+    wait: Option<Duration>,
+    run: F,
+) -> impl std::future::Future<Output = crate::error::Result<Option<T>>>
+where
+    F: FnOnce(Arc<Progress>) -> Fut,
+    Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
+{
+    let span = tracing::debug_span!(
+        "ferrisson.acquire",
+        kind,
+        key = %key,
+        permits,
+        wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        attempts = tracing::field::Empty,
+    );
+    acquisition(span, kind, wait, run)
 }
 
 /// Runs an acquisition of `kind` in `span` (which has an empty `attempts` field), then logs

@@ -276,7 +276,31 @@ impl CountDownLatch {
     /// confirmed) a look after every message, every [`RECHECK`] at the latest, through
     /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let opened = ferrisson_core::metrics::observed(
+            "latch",
+            &self.shared.key,
+            None,
+            wait,
+            |progress| async move {
+                Ok(self
+                    .wait_until_observed(deadline, &progress)
+                    .await?
+                    .then_some(()))
+            },
+        )
+        .await?;
+        Ok(opened.is_some())
+    }
+
+    /// [`wait_until`](Self::wait_until), its tries and wait noted in `progress`.
+    async fn wait_until_observed(
+        &self,
+        deadline: Option<Instant>,
+        progress: &ferrisson_core::metrics::Progress,
+    ) -> Result<bool> {
         let shared = &self.shared;
+        progress.tried();
         // Until it ends, the wait is work the client's shutdown ends and waits for.
         let _in_flight = shared.client.begin_acquisition()?;
         // Boxed, as each later look is (below).
@@ -295,7 +319,9 @@ impl CountDownLatch {
         // Subscribed first, then looked again: an opening in between is not missed. Each look
         // is boxed, as the lock kinds' tries are: inline, its future (a read through the
         // connection) would size the wait loop's state for the whole wait.
+        progress.waited();
         let opened = wait_for_turn(&shared.client, spec, || {
+            progress.tried();
             Box::pin(async {
                 Ok(match self.state().await? {
                     (0, _) => Attempt::Acquired(()),

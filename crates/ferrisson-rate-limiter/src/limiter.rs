@@ -452,13 +452,34 @@ impl RateLimiter {
         // Until it ends, the call is work the client's shutdown waits for.
         let _in_flight = self.shared.client.begin_acquisition()?;
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
-        let taken = poll_wait(&self.shared.client, deadline, |_| async move {
+        let observed = ferrisson_core::metrics::observed(
+            "rate_limiter",
+            &self.shared.key,
+            Some(permits),
+            wait,
+            |progress| self.poll_permits(permits, wait, deadline, progress),
+        );
+        Ok(observed.await?.is_some())
+    }
+
+    /// [`take`](Self::take)'s tries until the permits are given, or the wait is over.
+    async fn poll_permits(
+        &self,
+        permits: u32,
+        wait: Option<Duration>,
+        deadline: Option<Instant>,
+        progress: std::sync::Arc<ferrisson_core::metrics::Progress>,
+    ) -> Result<Option<()>> {
+        let progress = &progress;
+        poll_wait(&self.shared.client, deadline, |_| async move {
+            progress.tried();
             let Some(ms) = self.try_once(permits).await? else {
                 return Ok(Poll::Ready(()));
             };
             if wait == Some(Duration::ZERO) {
                 return Ok(Poll::GiveUp);
             }
+            progress.waited();
             let back_in = Duration::from_millis(ms);
             let wake = ferrisson_core::__engine::time::later(Instant::now(), back_in);
             Ok(if deadline.is_some_and(|deadline| wake > deadline) {
@@ -468,8 +489,7 @@ impl RateLimiter {
                 Poll::After(back_in)
             })
         })
-        .await?;
-        Ok(taken.is_some())
+        .await
     }
 
     /// One acquire script call (resent after a lost reply, which then finds what the lost

@@ -544,14 +544,14 @@ fn watch_prints_a_line_for_each_change_of_holder() {
         assert!(line.contains(what), "expected {what}: {line}");
         line
     };
-    next("lock, free");
+    next("nothing stored");
     let mut holder = Worker::start("hold-lock", &url, &name);
     holder.expect("ready");
     let line = next("exclusive x1 by hold-lock-app on ");
     assert!(line.contains(&format!("(pid {})", holder.pid())), "{line}");
     holder.kill();
-    // The lease runs out (3 s): the lock is free again.
-    next("lock, free");
+    // The lease runs out (3 s): nothing is stored under the name again.
+    next("nothing stored");
     let _ = watch.kill();
     let _ = watch.wait();
 }

@@ -194,6 +194,29 @@ impl Client {
         Ok(self.wrap(crate::FairLock::new(&self.client, name)?))
     }
 
+    /// A spin lock named `name` ([`SpinLock`](crate::SpinLock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "spin-lock")]
+    pub fn spin_lock(&self, name: &str) -> Result<BlockingLock<crate::SpinLock>> {
+        Ok(self.wrap(crate::SpinLock::new(&self.client, name)?))
+    }
+
+    /// A rate limiter named `name` ([`RateLimiter`](crate::RateLimiter)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "rate-limiter")]
+    pub fn rate_limiter(&self, name: &str) -> Result<RateLimiter> {
+        Ok(RateLimiter {
+            client: self.clone(),
+            inner: crate::RateLimiter::new(&self.client, name)?,
+        })
+    }
+
     /// A read-write lock named `name` ([`ReadWriteLock`](crate::ReadWriteLock)): its
     /// [`read_lock`](ReadWriteLock::read_lock) and [`write_lock`](ReadWriteLock::write_lock).
     ///
@@ -279,7 +302,7 @@ impl Client {
         LockGuard {
             client: self.clone(),
             guard: Some(guard),
-            watchers: std::sync::Mutex::new(Vec::new()),
+            watchers: Watchers::default(),
         }
     }
 }
@@ -484,7 +507,38 @@ pub struct LockGuard {
     client: Client,
     guard: Option<HoldGuard>,
     /// The tasks of the [`on_lost`](Self::on_lost) callbacks, stopped with the guard.
-    watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    watchers: Watchers,
+}
+
+/// The tasks of a guard's loss callbacks ([`LockGuard::on_lost`],
+/// [`ExpirablePermit::on_lost`]), stopped when the guard is released or dropped.
+#[derive(Debug, Default)]
+struct Watchers(std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>);
+
+impl Watchers {
+    /// Calls `callback` on `client`'s runtime when `guard`'s hold is lost, unless stopped first.
+    fn watch(
+        &self,
+        client: &Client,
+        guard: &HoldGuard,
+        callback: impl FnOnce(LossReason) + Send + 'static,
+    ) {
+        let lost = guard.lost_owned();
+        let task = client.runtime.spawn(async move {
+            callback(lost.await);
+        });
+        if let Ok(mut watchers) = self.0.lock() {
+            watchers.push(task);
+        }
+    }
+
+    fn stop(&self) {
+        if let Ok(mut watchers) = self.0.lock() {
+            for task in watchers.drain(..) {
+                task.abort();
+            }
+        }
+    }
 }
 
 impl LockGuard {
@@ -498,7 +552,7 @@ impl LockGuard {
     ///
     /// As [`HoldGuard::unlock`]: [`Error::LeaseLost`] when the hold had been lost.
     pub fn unlock(mut self) -> Result<()> {
-        self.stop_watchers();
+        self.watchers.stop();
         self.client.finish(self.guard.take(), HoldGuard::unlock)
     }
 
@@ -526,15 +580,8 @@ impl LockGuard {
     /// lives, as soon as the watchdog knows: before the lease can have run out on the server.
     /// Not called after the guard is released or dropped.
     pub fn on_lost(&self, callback: impl FnOnce(LossReason) + Send + 'static) {
-        let Some(guard) = self.inner() else {
-            return;
-        };
-        let lost = guard.lost_owned();
-        let task = self.client.runtime.spawn(async move {
-            callback(lost.await);
-        });
-        if let Ok(mut watchers) = self.watchers.lock() {
-            watchers.push(task);
+        if let Some(guard) = self.inner() {
+            self.watchers.watch(&self.client, guard, callback);
         }
     }
 
@@ -560,19 +607,11 @@ impl LockGuard {
     pub fn as_async(&self) -> Option<&HoldGuard> {
         self.inner()
     }
-
-    fn stop_watchers(&self) {
-        if let Ok(mut watchers) = self.watchers.lock() {
-            for task in watchers.drain(..) {
-                task.abort();
-            }
-        }
-    }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.stop_watchers();
+        self.watchers.stop();
         self.client.drop_inside(self.guard.take());
     }
 }
@@ -626,6 +665,24 @@ impl Semaphore {
         self.client.block_on(self.inner.available_permits())
     }
 
+    /// Takes a permit, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`](crate::Semaphore::acquire).
+    pub fn acquire(&self) -> Result<Permits> {
+        self.acquire_many(1)
+    }
+
+    /// Takes a permit if one is free now; `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_acquire`](crate::Semaphore::try_acquire).
+    pub fn try_acquire(&self) -> Result<Option<Permits>> {
+        self.try_acquire_many_with(1, AcquireOptions::new())
+    }
+
     /// Takes `n` permits, waiting as long as it takes.
     ///
     /// # Errors
@@ -637,6 +694,15 @@ impl Semaphore {
             client: self.client.clone(),
             inner: Some(permits),
         })
+    }
+
+    /// Gives `n` permits back that no [`Permits`] guard holds (Redisson's `release(n)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::release`](crate::Semaphore::release).
+    pub fn release(&self, n: u32) -> Result<()> {
+        self.client.block_on(self.inner.release(n))
     }
 
     /// Takes `n` permits within the options' wait (none given: one try): `None` when it
@@ -738,10 +804,25 @@ impl ExpirableSemaphore {
     /// As [`ExpirableSemaphore::acquire_with`](crate::ExpirableSemaphore::acquire_with).
     pub fn acquire_with(&self, options: crate::AcquireOptions) -> Result<ExpirablePermit> {
         let permit = self.client.block_on(self.inner.acquire_with(options))?;
-        Ok(ExpirablePermit {
+        Ok(self.permit(permit))
+    }
+
+    /// Takes a permit if one is free now, kept by the watchdog; `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::try_acquire`](crate::ExpirableSemaphore::try_acquire).
+    pub fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
+        let permit = self.client.block_on(self.inner.try_acquire())?;
+        Ok(permit.map(|p| self.permit(p)))
+    }
+
+    fn permit(&self, permit: crate::Permit) -> ExpirablePermit {
+        ExpirablePermit {
             client: self.client.clone(),
             inner: Some(permit),
-        })
+            watchers: Watchers::default(),
+        }
     }
 }
 
@@ -754,6 +835,8 @@ impl ExpirableSemaphore {
 pub struct ExpirablePermit {
     client: Client,
     inner: Option<crate::Permit>,
+    /// The tasks of the [`on_lost`](Self::on_lost) callbacks, stopped with the permit.
+    watchers: Watchers,
 }
 
 #[cfg(feature = "expirable-semaphore")]
@@ -777,12 +860,39 @@ impl ExpirablePermit {
         self.inner.as_ref().and_then(|p| p.loss_reason())
     }
 
+    /// Whether the permit was lost.
+    pub fn is_lost(&self) -> bool {
+        self.inner.as_ref().is_some_and(|p| p.is_lost())
+    }
+
+    /// Calls `callback` (on the client's runtime thread) if the permit is lost while it is
+    /// held, as soon as the watchdog knows, as [`LockGuard::on_lost`] does.
+    pub fn on_lost(&self, callback: impl FnOnce(LossReason) + Send + 'static) {
+        if let Some(permit) = &self.inner {
+            self.watchers.watch(&self.client, permit, callback);
+        }
+    }
+
+    /// Sets the remaining fixed lease to `lease` from now, if the permit is still taken
+    /// ([`HoldGuard::extend`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`HoldGuard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        match &self.inner {
+            Some(permit) => self.client.block_on(permit.extend(lease)),
+            None => Err(Error::LeaseLost(LossReason::NotHeld)),
+        }
+    }
+
     /// Gives the permit back.
     ///
     /// # Errors
     ///
     /// As [`Permit::release`](crate::Permit::release).
     pub fn release(mut self) -> Result<()> {
+        self.watchers.stop();
         self.client
             .finish(self.inner.take(), crate::Permit::release)
     }
@@ -791,6 +901,7 @@ impl ExpirablePermit {
 #[cfg(feature = "expirable-semaphore")]
 impl Drop for ExpirablePermit {
     fn drop(&mut self) {
+        self.watchers.stop();
         self.client.drop_inside(self.inner.take());
     }
 }
@@ -859,5 +970,87 @@ impl CountDownLatch {
     /// As [`CountDownLatch::wait_for`](crate::CountDownLatch::wait_for).
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
         self.client.block_on(self.inner.wait_for(timeout))
+    }
+}
+
+/// A rate limiter, blocking ([`RateLimiter`](crate::RateLimiter)).
+#[cfg(feature = "rate-limiter")]
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    client: Client,
+    inner: crate::RateLimiter,
+}
+
+#[cfg(feature = "rate-limiter")]
+impl RateLimiter {
+    /// Sets the rate unless one is set; `true` when it set it.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_set_rate`](crate::RateLimiter::try_set_rate).
+    pub fn try_set_rate(
+        &self,
+        kind: crate::RateType,
+        rate: u64,
+        interval: Duration,
+    ) -> Result<bool> {
+        self.client
+            .block_on(self.inner.try_set_rate(kind, rate, interval))
+    }
+
+    /// Sets the rate in any case, starting its window afresh.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::set_rate`](crate::RateLimiter::set_rate).
+    pub fn set_rate(&self, kind: crate::RateType, rate: u64, interval: Duration) -> Result<()> {
+        self.client
+            .block_on(self.inner.set_rate(kind, rate, interval))
+    }
+
+    /// The permits left in the window now.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::available_permits`](crate::RateLimiter::available_permits).
+    pub fn available_permits(&self) -> Result<u64> {
+        self.client.block_on(self.inner.available_permits())
+    }
+
+    /// Takes `permits`, waiting as long as the rate says.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::acquire`](crate::RateLimiter::acquire).
+    pub fn acquire(&self, permits: u32) -> Result<()> {
+        self.client.block_on(self.inner.acquire(permits))
+    }
+
+    /// Takes `permits` if the rate allows it now; `false` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire`](crate::RateLimiter::try_acquire).
+    pub fn try_acquire(&self, permits: u32) -> Result<bool> {
+        self.client.block_on(self.inner.try_acquire(permits))
+    }
+
+    /// Takes `permits` within the options' wait; `false` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_with`](crate::RateLimiter::try_acquire_with).
+    pub fn try_acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
+        self.client
+            .block_on(self.inner.try_acquire_with(permits, options))
+    }
+
+    /// Gives `permits` back to the window (Redisson's `release`).
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::release`](crate::RateLimiter::release).
+    pub fn release(&self, permits: u32) -> Result<()> {
+        self.client.block_on(self.inner.release(permits))
     }
 }

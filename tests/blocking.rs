@@ -274,3 +274,95 @@ fn a_mutex_blocks_and_its_fixed_lease_is_extended() {
     second.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
 }
+
+#[test]
+fn the_rest_blocks_too_semaphore_calls_spin_lock_rate_limiter_and_permit_losses() {
+    let server = RedisServer::spawn();
+    let c =
+        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
+            .unwrap();
+
+    // Semaphore: acquire, try_acquire, release(n).
+    let sem = c.semaphore(&unique_name("blocking-sem-more")).unwrap();
+    assert!(sem.try_set_permits(1).unwrap());
+    let permit = sem.acquire().unwrap();
+    assert!(
+        sem.try_acquire().unwrap().is_none(),
+        "the only permit is taken"
+    );
+    permit.release().unwrap();
+    let again = sem.try_acquire().unwrap().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A permit given back by count (Redisson's release(n)), no guard involved.
+    sem.release(1).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    again.release().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 2);
+
+    // Spin lock: taken in one thread, waited for in another.
+    let name = unique_name("blocking-spin");
+    let spin = c.spin_lock(&name).unwrap();
+    let guard = spin.lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let other = c.spin_lock(&name).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let g = other.lock().unwrap();
+        tx.send(()).unwrap();
+        g.unlock().unwrap();
+    });
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "held");
+    guard.unlock().unwrap();
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    waiter.join().unwrap();
+
+    // Rate limiter: 2 per minute.
+    let limiter = c.rate_limiter(&unique_name("blocking-rate")).unwrap();
+    assert!(
+        limiter
+            .try_set_rate(ferrisson::RateType::Overall, 2, Duration::from_secs(60))
+            .unwrap()
+    );
+    limiter.acquire(1).unwrap();
+    assert!(limiter.try_acquire(1).unwrap());
+    assert!(!limiter.try_acquire(1).unwrap());
+    assert!(
+        !limiter
+            .try_acquire_with(
+                1,
+                AcquireOptions::new().with_wait(Duration::from_millis(50))
+            )
+            .unwrap()
+    );
+    assert_eq!(limiter.available_permits().unwrap(), 0);
+    limiter.release(1).unwrap();
+    assert_eq!(limiter.available_permits().unwrap(), 1);
+
+    // Expirable permits: try_acquire, extend, and the loss told by callback.
+    let exp_name = unique_name("blocking-exp-more");
+    let exp = c.expirable_semaphore(&exp_name).unwrap();
+    assert!(exp.try_set_permits(2).unwrap());
+    let fixed = exp
+        .acquire_with(AcquireOptions::new().with_lease(Duration::from_secs(1)))
+        .unwrap();
+    fixed.extend(Duration::from_secs(30)).unwrap();
+    let watched = exp.try_acquire().unwrap().unwrap();
+    assert!(exp.try_acquire().unwrap().is_none());
+    let (tx, rx) = mpsc::channel();
+    watched.on_lost(move |reason| tx.send(reason).unwrap());
+    // The semaphore deleted under the permits: the watchdog finds its permit gone.
+    c.block_on(async {
+        use ferrisson::SyncObject;
+        ferrisson::ExpirableSemaphore::new(c.async_client(), &exp_name)
+            .unwrap()
+            .delete()
+            .await
+            .unwrap()
+    });
+    let reason = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(reason, LossReason::NotHeld);
+    assert!(watched.is_lost());
+    assert!(matches!(
+        fixed.extend(Duration::from_secs(30)),
+        Err(Error::LeaseLost(_))
+    ));
+}

@@ -97,7 +97,25 @@ async fn a_scrape_describes_every_metric_and_times_holds_by_kind() {
         .unwrap();
     assert!(!out_of_time);
 
+    // Name labels, opted into by one client: its series carry the object's key, the other
+    // client's do not.
+    let named = ferrisson::Client::with_config(
+        ferrisson::ClientConfig::new(redis.url()).with_metric_names(true),
+    )
+    .await
+    .unwrap();
+    let labelled = unique_name("prom-named");
+    ReentrantLock::new(&named, &labelled)
+        .unwrap()
+        .with(|| async {})
+        .await
+        .unwrap();
+
     let body = scrape(addr);
+    let series = format!("ferrisson_acquisitions_total{{kind=\"lock\",name=\"{labelled}\"}}");
+    assert_eq!(sample(&body, &series), Some(1.0), "{body}");
+    let held = format!("ferrisson_hold_seconds_count{{kind=\"lock\",name=\"{labelled}\"}}");
+    assert_eq!(sample(&body, &held), Some(1.0), "{body}");
     assert_eq!(
         sample(&body, "ferrisson_acquisitions_total{kind=\"latch\"}"),
         Some(1.0),

@@ -168,6 +168,7 @@ pub struct ClientConfig {
     /// binary's name).
     pub(crate) app_name: Option<String>,
     pub(crate) client_record: bool,
+    pub(crate) metric_names: bool,
 }
 
 impl Default for ClientConfig {
@@ -319,6 +320,7 @@ impl ClientConfig {
             coalesce: false,
             app_name: None,
             client_record: true,
+            metric_names: false,
         }
     }
 
@@ -372,6 +374,23 @@ impl ClientConfig {
     /// Whether the client keeps a record of itself ([`with_client_record`](Self::with_client_record)).
     pub fn client_record(&self) -> bool {
         self.client_record
+    }
+
+    /// Whether the metrics of acquisitions, waits, timeouts and holds carry a `name` label
+    /// with the object's key (feature `metrics`; default: off, `kind` only).
+    ///
+    /// **Cardinality.** Every distinct name becomes a time series per metric (and a
+    /// histogram's buckets each): turn it on only where the names are few and fixed (a
+    /// handful of locks, one semaphore per partner API), never where names carry ids (a
+    /// lock per order, per user), or the metrics backend pays for every one of them.
+    pub fn with_metric_names(mut self, on: bool) -> Self {
+        self.metric_names = on;
+        self
+    }
+
+    /// Whether metrics carry the `name` label ([`with_metric_names`](Self::with_metric_names)).
+    pub fn metric_names(&self) -> bool {
+        self.metric_names
     }
 
     /// The seed nodes, for a cluster client (empty for a standalone server).

@@ -325,7 +325,12 @@ impl HoldGuard {
     /// The hold ends here (unlocked, dropped or handed on): how long it lasted goes to
     /// `ferrisson_hold_seconds`.
     fn hold_ended(&self) {
-        crate::metrics::held(self.lock.metric_kind(), self.taken_at.elapsed());
+        let name = crate::metrics::name_label(self.lock.runs_on(), self.lock.key());
+        crate::metrics::held(
+            self.lock.metric_kind(),
+            name.as_deref(),
+            self.taken_at.elapsed(),
+        );
     }
 
     /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been

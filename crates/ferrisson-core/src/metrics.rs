@@ -18,6 +18,10 @@
 //! | `ferrisson_subscribed_channels` | gauge: channels the client's subscriber connection keeps | |
 //! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
 //!
+//! With [`ClientConfig::with_metric_names`](crate::ClientConfig::with_metric_names) the
+//! acquisition, wait, timeout and hold metrics also carry a `name` label, the object's key: one
+//! series per name, so only for a few fixed names (see the cardinality warning there).
+//!
 //! Each is described to the recorder with its help text and unit ([`describe`]) when the
 //! process's first client connects; `examples/prometheus.rs` serves them with
 //! `metrics-exporter-prometheus`, time histograms with buckets.
@@ -67,6 +71,7 @@ impl Progress {
 /// API.
 #[doc(hidden)]
 pub fn observed<T, F, Fut>(
+    client: &crate::Client,
     kind: &'static str,
     key: &str,
     permits: Option<u32>,
@@ -85,7 +90,27 @@ where
         wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         attempts = tracing::field::Empty,
     );
-    acquisition(span, kind, wait, run)
+    acquisition(span, kind, name_label(client, key), wait, run)
+}
+
+/// The `name` label of `key`'s metrics: the key when the client's config asks for name
+/// labels ([`ClientConfig::with_metric_names`](crate::ClientConfig::with_metric_names)).
+pub(crate) fn name_label(client: &crate::Client, key: &str) -> Option<Arc<str>> {
+    client.config().metric_names().then(|| Arc::from(key))
+}
+
+/// `$metric!($name, labels)` with the labels `kind` and, when given, `name`: without a name,
+/// the static form, which allocates nothing.
+#[cfg(feature = "metrics")]
+macro_rules! labelled {
+    ($metric:ident, $name:expr, $kind:expr, $object:expr) => {
+        match $object {
+            None => metrics::$metric!($name, "kind" => $kind),
+            Some(object) => {
+                metrics::$metric!($name, "kind" => $kind, "name" => object.to_owned())
+            }
+        }
+    };
 }
 
 /// Runs an acquisition of `kind` in `span` (which has an empty `attempts` field), then logs
@@ -97,6 +122,7 @@ where
 pub(crate) fn acquisition<T, F, Fut>(
     span: tracing::Span,
     kind: &'static str,
+    name: Option<Arc<str>>,
     wait: Option<Duration>,
     run: F,
 ) -> impl std::future::Future<Output = crate::error::Result<Option<T>>>
@@ -118,11 +144,11 @@ where
                 } else {
                     Duration::ZERO
                 };
-                acquired(kind, took, waited);
+                acquired(kind, name.as_deref(), took, waited);
             }
             Ok(None) if wait != Some(Duration::ZERO) => {
                 tracing::debug!(parent: &span, "ran out of wait time");
-                timed_out(kind);
+                timed_out(kind, name.as_deref());
             }
             Ok(None) => {}
             Err(e) => tracing::debug!(parent: &span, error = %e, "acquire failed"),
@@ -212,32 +238,31 @@ pub(crate) fn describe_once() {
     ONCE.call_once(describe);
 }
 
-/// A hold of `kind` ended after `held`.
+/// A hold of `kind` (of the object `name`, with name labels) ended after `held`.
 #[allow(unused_variables)]
-pub(crate) fn held(kind: &'static str, held: Duration) {
+pub(crate) fn held(kind: &'static str, name: Option<&str>, held: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!("ferrisson_hold_seconds", "kind" => kind).record(held.as_secs_f64());
+    labelled!(histogram, "ferrisson_hold_seconds", kind, name).record(held.as_secs_f64());
 }
 
 /// An acquisition succeeded after `took`, of which `waited` waiting for a release.
 #[allow(unused_variables)]
-pub(crate) fn acquired(kind: &'static str, took: Duration, waited: Duration) {
+pub(crate) fn acquired(kind: &'static str, name: Option<&str>, took: Duration, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
-        metrics::counter!("ferrisson_acquisitions_total", "kind" => kind).increment(1);
-        metrics::histogram!("ferrisson_acquire_seconds", "kind" => kind).record(took.as_secs_f64());
+        labelled!(counter, "ferrisson_acquisitions_total", kind, name).increment(1);
+        labelled!(histogram, "ferrisson_acquire_seconds", kind, name).record(took.as_secs_f64());
         if !waited.is_zero() {
-            metrics::histogram!("ferrisson_wait_seconds", "kind" => kind)
-                .record(waited.as_secs_f64());
+            labelled!(histogram, "ferrisson_wait_seconds", kind, name).record(waited.as_secs_f64());
         }
     }
 }
 
 /// An acquisition ran out of wait time.
 #[allow(unused_variables)]
-pub(crate) fn timed_out(kind: &'static str) {
+pub(crate) fn timed_out(kind: &'static str, name: Option<&str>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("ferrisson_timeouts_total", "kind" => kind).increment(1);
+    labelled!(counter, "ferrisson_timeouts_total", kind, name).increment(1);
 }
 
 /// A hold was lost.

@@ -278,6 +278,7 @@ impl CountDownLatch {
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let opened = ferrisson_core::metrics::observed(
+            &self.shared.client,
             "latch",
             &self.shared.key,
             None,

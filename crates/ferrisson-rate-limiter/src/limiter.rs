@@ -453,6 +453,7 @@ impl RateLimiter {
         let _in_flight = self.shared.client.begin_acquisition()?;
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
         let observed = ferrisson_core::metrics::observed(
+            &self.shared.client,
             "rate_limiter",
             &self.shared.key,
             Some(permits),

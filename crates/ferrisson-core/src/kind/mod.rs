@@ -341,9 +341,11 @@ pub fn acquire<'a, K: HoldKind>(
     // The acquire's body is boxed: the compiler lays out a future awaited inside another one
     // next to the outer future's own state instead of over it, which doubled what a waiter
     // keeps while it waits.
+    let name = crate::metrics::name_label(kind.client(), kind.lock_key());
     Either::Right(crate::metrics::acquisition(
         span,
         kind.kind_name(),
+        name,
         wait,
         move |progress| async move {
             let _in_flight = in_flight;

@@ -116,3 +116,13 @@ pub use ferrisson_multilock::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock
 #[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]
 #[doc(inline)]
 pub use ferrisson_rate_limiter::{RateArgs, RateLimiter, RateType};
+
+/// tower layers whose limits hold across every instance of a service (crate
+/// `ferrisson-tower`): [`DistributedConcurrencyLimitLayer`](tower::DistributedConcurrencyLimitLayer)
+/// and [`DistributedRateLimitLayer`](tower::DistributedRateLimitLayer).
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower {
+    #[doc(inline)]
+    pub use ferrisson_tower::*;
+}

@@ -13,7 +13,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -159,20 +158,19 @@ fn run(url: &str, kind: &str, hold: Duration) -> Vec<u64> {
     let until = start + u64::try_from(PHASE.as_millis()).unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args(["fairness_worker", "--exact", "--ignored", "--nocapture"])
-                .args(["--test-threads", "1"])
-                .env("FAIR_KIND", kind)
-                .env("FAIR_URL", url)
-                .env("FAIR_NAME", &name)
-                .env("FAIR_HOLD_US", hold.as_micros().to_string())
-                .env("FAIR_START_MS", start.to_string())
-                .env("FAIR_UNTIL_MS", until.to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap()
+            ferrisson_testkit::rerun_test_as_process(
+                "fairness_worker",
+                &[
+                    ("FAIR_KIND", kind),
+                    ("FAIR_URL", url),
+                    ("FAIR_NAME", &name),
+                    ("FAIR_HOLD_US", &hold.as_micros().to_string()),
+                    ("FAIR_START_MS", &start.to_string()),
+                    ("FAIR_UNTIL_MS", &until.to_string()),
+                ],
+            )
+            .spawn()
+            .unwrap()
         })
         .collect();
     children

@@ -68,23 +68,16 @@ struct Worker {
 
 impl Worker {
     fn start(role: &str, url: &str, name: &str) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "worker",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("WORKER_ROLE", role)
-            .env("WORKER_URL", url)
-            .env("WORKER_NAME", name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = ferrisson_testkit::rerun_test_as_process(
+            "worker",
+            &[
+                ("WORKER_ROLE", role),
+                ("WORKER_URL", url),
+                ("WORKER_NAME", name),
+            ],
+        )
+        .spawn()
+        .unwrap();
         let out = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -133,11 +126,9 @@ impl Drop for Worker {
 #[test]
 #[ignore = "run by the other tests as a separate process"]
 fn worker() {
-    let (Ok(role), Ok(url), Ok(name)) = (
-        std::env::var("WORKER_ROLE"),
-        std::env::var("WORKER_URL"),
-        std::env::var("WORKER_NAME"),
-    ) else {
+    let Some([role, url, name]) =
+        ferrisson_testkit::worker_env(["WORKER_ROLE", "WORKER_URL", "WORKER_NAME"])
+    else {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();

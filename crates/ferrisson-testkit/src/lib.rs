@@ -707,6 +707,40 @@ pub fn unique_name(prefix: &str) -> String {
 
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// This test binary again, as another process that runs only its ignored test `test` (a
+/// worker's body), with `env` set, stdin closed, stdout piped and stderr inherited: how a test
+/// plays other processes that hold, wait and die. Spawn it (and read its stdout) yourself.
+#[allow(clippy::panic)]
+pub fn rerun_test_as_process(test: &str, env: &[(&str, &str)]) -> std::process::Command {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("this test's binary: {e}"));
+    let mut command = std::process::Command::new(exe);
+    command
+        .args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    command
+}
+
+/// The values of the environment variables `names`, all of them, in a worker process started
+/// by [`rerun_test_as_process`]; `None` when one is missing (the worker test was run
+/// directly: it has nothing to do).
+pub fn worker_env<const N: usize>(names: [&str; N]) -> Option<[String; N]> {
+    let mut values: [String; N] = std::array::from_fn(|_| String::new());
+    for (value, name) in values.iter_mut().zip(names) {
+        *value = std::env::var(name).ok()?;
+    }
+    Some(values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,6 @@
 //! any window.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)]
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,11 +42,9 @@ async fn call_api(addr: String) -> Result<(), BoxError> {
 #[test]
 #[ignore = "run by the test below as a separate process"]
 fn worker() {
-    let (Ok(url), Ok(api), Ok(name)) = (
-        std::env::var("WORKER_URL"),
-        std::env::var("WORKER_API"),
-        std::env::var("WORKER_NAME"),
-    ) else {
+    let Some([url, api, name]) =
+        ferrisson_testkit::worker_env(["WORKER_URL", "WORKER_API", "WORKER_NAME"])
+    else {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -122,23 +119,16 @@ async fn three_processes_stay_within_both_limits() {
 
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "worker",
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
-                .env("WORKER_URL", &url)
-                .env("WORKER_API", &api)
-                .env("WORKER_NAME", &name)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap()
+            ferrisson_testkit::rerun_test_as_process(
+                "worker",
+                &[
+                    ("WORKER_URL", &url),
+                    ("WORKER_API", &api),
+                    ("WORKER_NAME", &name),
+                ],
+            )
+            .spawn()
+            .unwrap()
         })
         .collect();
     let outputs = tokio::task::spawn_blocking(move || {

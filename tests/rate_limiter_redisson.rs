@@ -309,6 +309,9 @@ async fn release_gives_permits_back_to_the_window_up_to_the_rate() {
         .unwrap();
     assert_eq!(limiter.available_permits().await.unwrap(), 10);
     assert!(limiter.try_acquire(1).await.unwrap());
+    // The members are ordered by the server millisecond they were given in: two in one
+    // millisecond would be ordered by their random bytes instead.
+    tokio::time::sleep(Duration::from_millis(3)).await;
     assert!(limiter.try_acquire(5).await.unwrap());
     assert_eq!(limiter.available_permits().await.unwrap(), 4);
     // Three back: the oldest member (1) leaves the window, the next shrinks from 5 to 3.

@@ -52,7 +52,9 @@ fn show_json(url: &str, name: &str) -> Value {
 
 /// Polls `check` until it holds or `SOON` passes.
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + SOON;
+    let deadline = Instant::now()
+        .checked_add(SOON)
+        .expect("a test's patience fits the clock");
     while !check() {
         assert!(Instant::now() < deadline, "not within {SOON:?}: {what}");
         std::thread::sleep(Duration::from_millis(50));
@@ -92,7 +94,9 @@ impl Worker {
 
     /// Waits for a line starting with `prefix` (libtest may print the test's name first).
     fn expect(&self, prefix: &str) -> String {
-        let deadline = Instant::now() + SOON;
+        let deadline = Instant::now()
+            .checked_add(SOON)
+            .expect("a test's patience fits the clock");
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = self

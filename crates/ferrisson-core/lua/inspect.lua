@@ -63,6 +63,9 @@ local function fact(...)
   out[#out + 1] = f
 end
 
+-- The server's clock in whole ms, up to a millisecond behind: what is computed from it here
+-- (time left until a permit's or waiter's expiry) is for people to read, and the client takes
+-- the millisecond off a permit's lease (the stored expiry is a millisecond late already).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 fact('now', now)

@@ -22,43 +22,39 @@ pub trait PermitSource: Clone + Send + Sync + 'static {
     fn take(&self, wait: Option<Duration>) -> BoxFuture<'static, Result<Option<Self::Permit>>>;
 }
 
-impl PermitSource for ferrisson_semaphore::Semaphore {
-    type Permit = ferrisson_semaphore::Permits;
+/// `PermitSource` for a semaphore type whose `acquire` and `try_acquire_with` give `$permit`:
+/// both semaphores have the same calls.
+macro_rules! permit_source {
+    ($semaphore:ty, $permit:ty) => {
+        impl PermitSource for $semaphore {
+            type Permit = $permit;
 
-    fn take(&self, wait: Option<Duration>) -> BoxFuture<'static, Result<Option<Self::Permit>>> {
-        let semaphore = self.clone();
-        async move {
-            match wait {
-                Some(wait) => {
-                    semaphore
-                        .try_acquire_with(AcquireOptions::new().with_wait(wait))
-                        .await
+            fn take(
+                &self,
+                wait: Option<Duration>,
+            ) -> BoxFuture<'static, Result<Option<Self::Permit>>> {
+                let semaphore = self.clone();
+                async move {
+                    match wait {
+                        Some(wait) => {
+                            semaphore
+                                .try_acquire_with(AcquireOptions::new().with_wait(wait))
+                                .await
+                        }
+                        None => semaphore.acquire().await.map(Some),
+                    }
                 }
-                None => semaphore.acquire().await.map(Some),
+                .boxed()
             }
         }
-        .boxed()
-    }
+    };
 }
 
-impl PermitSource for ferrisson_expirable_semaphore::ExpirableSemaphore {
-    type Permit = ferrisson_expirable_semaphore::Permit;
-
-    fn take(&self, wait: Option<Duration>) -> BoxFuture<'static, Result<Option<Self::Permit>>> {
-        let semaphore = self.clone();
-        async move {
-            match wait {
-                Some(wait) => {
-                    semaphore
-                        .try_acquire_with(AcquireOptions::new().with_wait(wait))
-                        .await
-                }
-                None => semaphore.acquire().await.map(Some),
-            }
-        }
-        .boxed()
-    }
-}
+permit_source!(ferrisson_semaphore::Semaphore, ferrisson_semaphore::Permits);
+permit_source!(
+    ferrisson_expirable_semaphore::ExpirableSemaphore,
+    ferrisson_expirable_semaphore::Permit
+);
 
 /// Limits the requests in flight across every instance to the permits of `source`.
 #[derive(Debug, Clone)]

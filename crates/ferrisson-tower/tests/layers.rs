@@ -81,7 +81,9 @@ async fn three_instances_stay_within_the_concurrency_limit_of_either_semaphore()
     assert!((1..=4).contains(&most), "{most} in flight with 4 permits");
     // Permits go back when the responses are in, in the background.
     let sem = Semaphore::new(&clients[0], &name).unwrap();
-    let deadline = tokio::time::Instant::now() + SOON;
+    let deadline = tokio::time::Instant::now()
+        .checked_add(SOON)
+        .expect("a test's patience fits the clock");
     while sem.available_permits().await.unwrap() != 4 {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -95,7 +97,9 @@ async fn three_instances_stay_within_the_concurrency_limit_of_either_semaphore()
     assert!(exp.try_set_permits(3).await.unwrap());
     let most = most_in_flight(&clients, |c| ExpirableSemaphore::new(c, &name).unwrap()).await;
     assert!((1..=3).contains(&most), "{most} in flight with 3 permits");
-    let deadline = tokio::time::Instant::now() + SOON;
+    let deadline = tokio::time::Instant::now()
+        .checked_add(SOON)
+        .expect("a test's patience fits the clock");
     while exp.available_permits().await.unwrap() != 3 {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -133,7 +137,9 @@ async fn a_dropped_response_future_gives_its_permit_back_and_a_full_limit_sheds(
     let shed = err.downcast_ref::<LimitExceeded>().unwrap();
     assert_eq!(shed.waited, Duration::from_millis(100));
     drop(pending);
-    let deadline = tokio::time::Instant::now() + SOON;
+    let deadline = tokio::time::Instant::now()
+        .checked_add(SOON)
+        .expect("a test's patience fits the clock");
     while sem.available_permits().await.unwrap() != 1 {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -149,7 +155,9 @@ async fn a_dropped_response_future_gives_its_permit_back_and_a_full_limit_sheds(
         "a ready service holds a permit"
     );
     drop(other);
-    let deadline = tokio::time::Instant::now() + SOON;
+    let deadline = tokio::time::Instant::now()
+        .checked_add(SOON)
+        .expect("a test's patience fits the clock");
     while sem.available_permits().await.unwrap() != 1 {
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -366,3 +366,127 @@ fn the_rest_blocks_too_semaphore_calls_spin_lock_rate_limiter_and_permit_losses(
         Err(Error::LeaseLost(_))
     ));
 }
+
+#[test]
+fn multilocks_and_redlocks_block_and_tell_their_loss() {
+    // A MultiLock over two locks, against another client's MultiLock over the same two (in the
+    // other order) and a thread waiting for it.
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server), client(&server));
+    let (from, to) = (unique_name("blocking-multi"), unique_name("blocking-multi"));
+    let both = a
+        .multi_lock(vec![
+            a.reentrant_lock(&from).unwrap().into(),
+            a.reentrant_lock(&to).unwrap().into(),
+        ])
+        .unwrap();
+    assert_eq!(both.keys().len(), 2);
+    let guard = both.lock().unwrap();
+    guard.ensure_held().unwrap();
+    let other = b
+        .multi_lock(vec![
+            b.reentrant_lock(&to).unwrap().into(),
+            b.reentrant_lock(&from).unwrap().into(),
+        ])
+        .unwrap();
+    assert!(other.try_lock().unwrap().is_none(), "held by the first");
+    assert!(
+        b.reentrant_lock(&to).unwrap().try_lock().unwrap().is_none(),
+        "each lock of the group is held"
+    );
+    let (got, taken) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let guard = other.lock().unwrap();
+        got.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    guard.unlock().unwrap();
+    taken
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiting thread got both locks once they were released");
+    waiter.join().unwrap();
+
+    // A RedLock over three instances, each through a blocking client of its own.
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::spawn()).collect();
+    let clients: Vec<Client> = servers
+        .iter()
+        .map(|s| {
+            Client::with_config(ClientConfig::new(s.url()).with_lease(Duration::from_millis(900)))
+                .unwrap()
+        })
+        .collect();
+    let name = unique_name("blocking-red");
+    let red_lock = |by: &Client| {
+        by.red_lock(
+            clients
+                .iter()
+                .map(|c| c.fenced_lock(&name).unwrap().into())
+                .collect(),
+        )
+        .unwrap()
+    };
+    let red = red_lock(&clients[0]);
+    assert_eq!(red.as_async().quorum(), 2);
+    let guard = red.lock().unwrap();
+    assert!(
+        guard.token().is_some(),
+        "fenced locks give the group a token"
+    );
+    assert!(guard.valid_until().is_none(), "the watchdogs keep it");
+    let (told, heard) = mpsc::channel();
+    guard.on_lost(move |reason| {
+        let _ = told.send(reason);
+    });
+    assert!(
+        red_lock(&clients[1]).try_lock().unwrap().is_none(),
+        "no second quorum"
+    );
+
+    // One instance's hold deleted: the watchdog sees it, and the quorum still holds.
+    let key = red.keys()[0].to_owned();
+    let delete_on = |server: &RedisServer| {
+        let _: () = redis::cmd("DEL")
+            .arg(&key)
+            .query(&mut server.connection())
+            .unwrap();
+    };
+    delete_on(&servers[0]);
+    eventually(
+        Duration::from_secs(10),
+        "the watchdog saw one hold gone",
+        || {
+            guard
+                .as_async()
+                .unwrap()
+                .holds()
+                .iter()
+                .any(ferrisson::HoldGuard::is_lost)
+        },
+    );
+    guard.ensure_held().unwrap();
+    assert!(heard.try_recv().is_err(), "no loss while a quorum holds");
+
+    // A second one: short of the quorum, the guard is lost and the callback runs.
+    delete_on(&servers[1]);
+    let reason = heard
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the callback ran when the quorum was lost");
+    assert_eq!(reason, LossReason::NotHeld);
+    assert!(guard.is_lost());
+    assert!(matches!(guard.unlock(), Err(Error::LeaseLost(_))));
+
+    // A fixed lease gives a validity, and a released guard's callback never runs.
+    let fixed = red
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(400)))
+        .unwrap();
+    assert!(fixed.valid_until().unwrap() > std::time::Instant::now());
+    let (told, heard) = mpsc::channel();
+    fixed.on_lost(move |reason| {
+        let _ = told.send(reason);
+    });
+    fixed.unlock().unwrap();
+    assert!(
+        heard.recv_timeout(Duration::from_millis(800)).is_err(),
+        "no loss is reported after the release"
+    );
+}

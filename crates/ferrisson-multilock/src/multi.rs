@@ -573,31 +573,43 @@ impl MultiGuard {
     ///
     /// Cancel safe: it only observes.
     pub async fn lost(&self) -> LossReason {
+        self.lost_owned().await
+    }
+
+    /// As [`lost`](Self::lost), as a future that borrows nothing: for a task of its own (a
+    /// callback on loss). It knows nothing of a release: a lease's validity end
+    /// ([`valid_until`](Self::valid_until)) resolves it even after one, so stop the task that
+    /// runs it when the guard is released.
+    pub fn lost_owned(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
         let spare = self.guards.len().saturating_sub(self.quorum);
-        let mut losses: FuturesUnordered<_> = self.guards.iter().map(HoldGuard::lost).collect();
-        let expiry = async {
-            match self.valid_until {
-                Some(at) => {
-                    tokio::time::sleep_until(at).await;
-                    LossReason::LeaseExpired
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(expiry);
-        let mut lost = 0;
-        loop {
-            tokio::select! {
-                reason = &mut expiry => return reason,
-                next = losses.next() => match next {
-                    Some(reason) => {
-                        lost += 1;
-                        if lost > spare {
-                            return reason;
-                        }
+        let mut losses: FuturesUnordered<_> =
+            self.guards.iter().map(HoldGuard::lost_owned).collect();
+        let valid_until = self.valid_until;
+        async move {
+            let expiry = async {
+                match valid_until {
+                    Some(at) => {
+                        tokio::time::sleep_until(at).await;
+                        LossReason::LeaseExpired
                     }
-                    None => return std::future::pending().await,
-                },
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(expiry);
+            let mut lost = 0;
+            loop {
+                tokio::select! {
+                    reason = &mut expiry => return reason,
+                    next = losses.next() => match next {
+                        Some(reason) => {
+                            lost += 1;
+                            if lost > spare {
+                                return reason;
+                            }
+                        }
+                        None => return std::future::pending().await,
+                    },
+                }
             }
         }
     }

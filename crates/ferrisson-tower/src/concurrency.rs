@@ -10,7 +10,8 @@ use tower_service::Service;
 
 use ferrisson_core::{AcquireOptions, Result};
 
-use crate::{BoxError, LimitExceeded};
+use crate::BoxError;
+use crate::limited::{Limited, Source};
 
 /// Where a concurrency limit takes its permits: either semaphore.
 pub trait PermitSource: Clone + Send + Sync + 'static {
@@ -86,54 +87,42 @@ impl<S: PermitSource, T> Layer<T> for DistributedConcurrencyLimitLayer<S> {
 
     fn layer(&self, inner: T) -> Self::Service {
         DistributedConcurrencyLimit {
-            inner,
-            source: self.source.clone(),
-            max_wait: self.max_wait,
-            state: State::Idle,
+            limited: Limited::new(inner, Semaphore(self.source.clone()), self.max_wait),
         }
     }
 }
 
-/// Where a service stands on its permit.
-enum State<P> {
-    /// No permit, none asked for.
-    Idle,
-    /// Asked for, not yet given.
-    Taking(BoxFuture<'static, Result<Option<P>>>),
-    /// Held, for the next call.
-    Ready(P),
+/// A [`PermitSource`] as what lets a call through.
+#[derive(Clone)]
+struct Semaphore<S>(S);
+
+impl<S: PermitSource> Source for Semaphore<S> {
+    type Held = S::Permit;
+
+    fn take(&self, wait: Option<Duration>) -> BoxFuture<'static, Result<Option<S::Permit>>> {
+        self.0.take(wait)
+    }
 }
 
 /// The service of a [`DistributedConcurrencyLimitLayer`]. Its clones each take their own
 /// permit (a clone starts with none).
 pub struct DistributedConcurrencyLimit<T, S: PermitSource> {
-    inner: T,
-    source: S,
-    max_wait: Option<Duration>,
-    state: State<S::Permit>,
+    limited: Limited<T, Semaphore<S>>,
 }
 
 impl<T: Clone, S: PermitSource> Clone for DistributedConcurrencyLimit<T, S> {
     fn clone(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
-            source: self.source.clone(),
-            max_wait: self.max_wait,
-            state: State::Idle,
+            limited: self.limited.clone(),
         }
     }
 }
 
 impl<T, S: PermitSource> std::fmt::Debug for DistributedConcurrencyLimit<T, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match self.state {
-            State::Idle => "idle",
-            State::Taking(_) => "taking a permit",
-            State::Ready(_) => "holding a permit",
-        };
         f.debug_struct("DistributedConcurrencyLimit")
-            .field("max_wait", &self.max_wait)
-            .field("state", &state)
+            .field("max_wait", &self.limited.max_wait())
+            .field("state", &self.limited.state())
             .finish_non_exhaustive()
     }
 }
@@ -150,45 +139,10 @@ where
     type Future = BoxFuture<'static, std::result::Result<T::Response, BoxError>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), BoxError>> {
-        loop {
-            match &mut self.state {
-                State::Ready(_) => return self.inner.poll_ready(cx).map_err(Into::into),
-                State::Idle => self.state = State::Taking(self.source.take(self.max_wait)),
-                State::Taking(taking) => match taking.poll_unpin(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(Some(permit))) => self.state = State::Ready(permit),
-                    Poll::Ready(Ok(None)) => {
-                        self.state = State::Idle;
-                        let waited = self.max_wait.unwrap_or_default();
-                        return Poll::Ready(Err(Box::new(LimitExceeded { waited })));
-                    }
-                    Poll::Ready(Err(e)) => {
-                        self.state = State::Idle;
-                        return Poll::Ready(Err(Box::new(e)));
-                    }
-                },
-            }
-        }
+        self.limited.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let State::Ready(permit) = std::mem::replace(&mut self.state, State::Idle) else {
-            // Called without `poll_ready` having said ready: tower's contract is broken, and
-            // the call is refused rather than run past the limit.
-            return async {
-                Err::<T::Response, BoxError>(
-                    "called before poll_ready returned Ready: no permit is held".into(),
-                )
-            }
-            .boxed();
-        };
-        let response = self.inner.call(request);
-        async move {
-            let out = response.await.map_err(Into::into);
-            // The permit goes back when the response is in (or with this future, dropped).
-            drop(permit);
-            out
-        }
-        .boxed()
+        self.limited.call(request)
     }
 }

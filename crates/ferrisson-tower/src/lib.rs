@@ -40,6 +40,7 @@
 #![recursion_limit = "256"]
 
 mod concurrency;
+mod limited;
 mod rate;
 
 pub use concurrency::{

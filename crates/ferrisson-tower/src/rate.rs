@@ -11,7 +11,8 @@ use tower_service::Service;
 use ferrisson_core::{AcquireOptions, Result};
 use ferrisson_rate_limiter::RateLimiter;
 
-use crate::{BoxError, LimitExceeded};
+use crate::BoxError;
+use crate::limited::{Limited, Source};
 
 /// Limits calls across every instance to the rate of a [`RateLimiter`] (set it with
 /// `try_set_rate` first): each call takes its permits (1 unless
@@ -51,33 +52,53 @@ impl<T> Layer<T> for DistributedRateLimitLayer {
     type Service = DistributedRateLimit<T>;
 
     fn layer(&self, inner: T) -> Self::Service {
+        let source = Rate {
+            limiter: self.limiter.clone(),
+            permits: self.permits,
+        };
         DistributedRateLimit {
-            inner,
-            layer: self.clone(),
-            state: State::Idle,
+            limited: Limited::new(inner, source, self.max_wait),
+            permits: self.permits,
         }
     }
 }
 
-enum State {
-    Idle,
-    Taking(BoxFuture<'static, Result<bool>>),
-    Ready,
+/// A rate limiter's permits as what lets a call through: taken, never given back.
+#[derive(Clone)]
+struct Rate {
+    limiter: RateLimiter,
+    permits: u32,
+}
+
+impl Source for Rate {
+    type Held = ();
+
+    fn take(&self, wait: Option<Duration>) -> BoxFuture<'static, Result<Option<()>>> {
+        let (limiter, permits) = (self.limiter.clone(), self.permits);
+        async move {
+            match wait {
+                Some(wait) => limiter
+                    .try_acquire_with(permits, AcquireOptions::new().with_wait(wait))
+                    .await
+                    .map(|taken| taken.then_some(())),
+                None => limiter.acquire(permits).await.map(Some),
+            }
+        }
+        .boxed()
+    }
 }
 
 /// The service of a [`DistributedRateLimitLayer`]. Its clones each take their own permits.
 pub struct DistributedRateLimit<T> {
-    inner: T,
-    layer: DistributedRateLimitLayer,
-    state: State,
+    limited: Limited<T, Rate>,
+    permits: u32,
 }
 
 impl<T: Clone> Clone for DistributedRateLimit<T> {
     fn clone(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
-            layer: self.layer.clone(),
-            state: State::Idle,
+            limited: self.limited.clone(),
+            permits: self.permits,
         }
     }
 }
@@ -85,8 +106,9 @@ impl<T: Clone> Clone for DistributedRateLimit<T> {
 impl<T> std::fmt::Debug for DistributedRateLimit<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistributedRateLimit")
-            .field("layer", &self.layer)
-            .field("ready", &matches!(self.state, State::Ready))
+            .field("permits_per_call", &self.permits)
+            .field("max_wait", &self.limited.max_wait())
+            .field("state", &self.limited.state())
             .finish_non_exhaustive()
     }
 }
@@ -102,62 +124,10 @@ where
     type Future = BoxFuture<'static, std::result::Result<T::Response, BoxError>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), BoxError>> {
-        loop {
-            match &mut self.state {
-                State::Ready => return self.inner.poll_ready(cx).map_err(Into::into),
-                State::Idle => {
-                    let (limiter, permits, wait) = (
-                        self.layer.limiter.clone(),
-                        self.layer.permits,
-                        self.layer.max_wait,
-                    );
-                    self.state = State::Taking(
-                        async move {
-                            match wait {
-                                Some(wait) => {
-                                    limiter
-                                        .try_acquire_with(
-                                            permits,
-                                            AcquireOptions::new().with_wait(wait),
-                                        )
-                                        .await
-                                }
-                                None => limiter.acquire(permits).await.map(|()| true),
-                            }
-                        }
-                        .boxed(),
-                    );
-                }
-                State::Taking(taking) => match taking.poll_unpin(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(true)) => self.state = State::Ready,
-                    Poll::Ready(Ok(false)) => {
-                        self.state = State::Idle;
-                        let waited = self.layer.max_wait.unwrap_or_default();
-                        return Poll::Ready(Err(Box::new(LimitExceeded { waited })));
-                    }
-                    Poll::Ready(Err(e)) => {
-                        self.state = State::Idle;
-                        return Poll::Ready(Err(Box::new(e)));
-                    }
-                },
-            }
-        }
+        self.limited.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        if !matches!(
-            std::mem::replace(&mut self.state, State::Idle),
-            State::Ready
-        ) {
-            return async {
-                Err::<T::Response, BoxError>(
-                    "called before poll_ready returned Ready: no permits were taken".into(),
-                )
-            }
-            .boxed();
-        }
-        let response = self.inner.call(request);
-        async move { response.await.map_err(Into::into) }.boxed()
+        self.limited.call(request)
     }
 }

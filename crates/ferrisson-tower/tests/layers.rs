@@ -223,3 +223,13 @@ async fn three_instances_stay_within_the_rate_and_a_max_wait_sheds_the_rest() {
     );
     assert_eq!(served.load(Ordering::SeqCst), 10);
 }
+
+/// axum's router takes a layer only if its service is `Send + Sync + Clone`: both services
+/// are, whatever the inner service's future.
+const _: fn() = || {
+    fn fits_axum<T: Send + Sync + Clone + 'static>() {}
+    type Inner = tower::util::BoxCloneSyncService<u32, u32, BoxError>;
+    fits_axum::<ferrisson_tower::DistributedConcurrencyLimit<Inner, Semaphore>>();
+    fits_axum::<ferrisson_tower::DistributedConcurrencyLimit<Inner, ExpirableSemaphore>>();
+    fits_axum::<ferrisson_tower::DistributedRateLimit<Inner>>();
+};

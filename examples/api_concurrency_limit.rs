@@ -13,16 +13,19 @@
 //! lease, because only its watchdog kept it.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod common;
+
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::{AnyResult, http_get};
 use ferrisson::{Client, ClientConfig};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// The limit: at most this many calls in flight.
 const PERMITS: u32 = 3;
@@ -31,8 +34,6 @@ const CALLS_PER_WORKER: usize = 12;
 /// The watchdog lease: a dead worker's permit comes back at most this long after it died.
 const LEASE: Duration = Duration::from_secs(2);
 const NAME: &str = "example:partner-api";
-
-type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::main]
 async fn main() -> AnyResult<()> {
@@ -153,16 +154,10 @@ async fn worker(url: &str, api: &str, id: &str) -> AnyResult<()> {
 
 /// `GET /call` on the stand-in API.
 async fn call(api: &str) -> AnyResult<()> {
-    let mut stream = TcpStream::connect(api).await?;
-    stream
-        .write_all(b"GET /call HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n")
-        .await?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await?;
-    if !reply.starts_with("HTTP/1.1 200") {
-        return Err(format!("the API answered {reply:?}").into());
+    match http_get(api, "/call").await? {
+        (200, _) => Ok(()),
+        (status, body) => Err(format!("the API answered {status}: {body:?}").into()),
     }
-    Ok(())
 }
 
 /// The stand-in API: each request takes 50 ms; the most requests in flight at once is kept.

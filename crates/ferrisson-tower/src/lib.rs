@@ -17,6 +17,17 @@
 //! get its permit in time fails with [`LimitExceeded`] (map it to 429 or 503); without one,
 //! it waits as long as it takes.
 //!
+//! With both limits on one service, put the concurrency limit outside the rate limit
+//! (`ServiceBuilder::new().layer(concurrency).layer(rate)`): a call then waits for its place in
+//! flight first and takes its permit of the rate right before it runs. The other way round, a
+//! rate permit would age while its call waited for a place, and calls could bunch up past the
+//! rate.
+//!
+//! On an axum router, turn the layer's errors into responses with axum's `HandleErrorLayer`
+//! (the router takes only services that cannot fail): `examples/axum_server.rs` in the
+//! repository sheds with 503 and a `Retry-After`, and limits two server processes together.
+//! `examples/tower_outgoing.rs` puts both limits on an outgoing client in three processes.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), tower::BoxError> {
 //! use std::time::Duration;

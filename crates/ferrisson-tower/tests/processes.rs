@@ -53,8 +53,8 @@ fn worker() {
         let slots = ExpirableSemaphore::new(&client, &format!("{name}:slots")).unwrap();
         let rate = RateLimiter::new(&client, &format!("{name}:rate")).unwrap();
         let service = ServiceBuilder::new()
-            .layer(DistributedRateLimitLayer::new(rate))
             .layer(DistributedConcurrencyLimitLayer::new(slots))
+            .layer(DistributedRateLimitLayer::new(rate))
             .service_fn(call_api);
         let calls: Vec<_> = (0..CALLS_PER_WORKER)
             .map(|_| {

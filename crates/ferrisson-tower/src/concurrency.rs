@@ -75,7 +75,7 @@ impl<S: PermitSource> DistributedConcurrencyLimitLayer<S> {
     }
 
     /// This limit, a call waiting at most `wait` for its permit, then failing with
-    /// [`LimitExceeded`] (`Duration::ZERO`: shed at once when none is free).
+    /// [`LimitExceeded`](crate::LimitExceeded) (`Duration::ZERO`: shed at once when none is free).
     pub fn with_max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = Some(wait);
         self

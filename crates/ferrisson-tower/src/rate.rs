@@ -41,7 +41,7 @@ impl DistributedRateLimitLayer {
     }
 
     /// This limit, a call waiting at most `wait` for its permits, then failing with
-    /// [`LimitExceeded`] (`Duration::ZERO`: shed at once).
+    /// [`LimitExceeded`](crate::LimitExceeded) (`Duration::ZERO`: shed at once).
     pub fn with_max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = Some(wait);
         self

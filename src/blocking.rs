@@ -402,6 +402,43 @@ impl<L: crate::Lock> BlockingLock<L> {
         self.client.block_on(self.inner.wait_unlocked())
     }
 
+    /// How many holds the handle's bound owner has (0: none).
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's [`hold_count`](crate::Lock::hold_count).
+    pub fn hold_count(&self) -> Result<u32> {
+        self.client.block_on(self.inner.hold_count())
+    }
+
+    /// Whether the handle's bound owner holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As the async lock's [`is_held_by_current`](crate::Lock::is_held_by_current).
+    pub fn is_held_by_current(&self) -> Result<bool> {
+        self.client.block_on(self.inner.is_held_by_current())
+    }
+
+    /// Takes the lock, runs `work` and releases, as the async [`with`](crate::Lock::with)
+    /// does: `work`'s output, or [`Error::LeaseLost`] when the hold was lost while it ran. A
+    /// blocking closure cannot be cut off at the loss as async work is: check
+    /// [`LockGuard::ensure_held`] before each step that must run under the lock. An unlock
+    /// that fails after the work is logged, and the hold ends with its lease.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
+    pub fn with<T>(&self, work: impl FnOnce(&LockGuard) -> T) -> Result<T> {
+        let guard = self.lock()?;
+        let out = work(&guard);
+        guard.ensure_held()?;
+        if let Err(e) = guard.unlock() {
+            tracing::warn!(key = %crate::Lock::key(&self.inner), error = %e, "the work ran while held, but the unlock after it failed: the hold ends with its lease");
+        }
+        Ok(out)
+    }
+
     /// The async lock underneath.
     pub fn as_async(&self) -> &L {
         &self.inner
@@ -1267,5 +1304,249 @@ impl Drop for MultiGuard {
     fn drop(&mut self) {
         self.watchers.stop();
         self.client.drop_inside(self.guard.take());
+    }
+}
+
+/// Blocking forms of async calls that return plain values: each runs the async call of the
+/// same name on the client's runtime and waits.
+macro_rules! blocking_calls {
+    ($feature:literal, $blocking:ident, $async:literal => {
+        $( $(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; )*
+    }) => {
+        #[cfg(feature = $feature)]
+        impl $blocking {
+            $(
+                $(#[$doc])*
+                ///
+                /// # Errors
+                ///
+                #[doc = concat!("As [`", $async, "::", stringify!($name), "`](crate::", $async, "::", stringify!($name), ").")]
+                pub fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+                    self.client.block_on(self.inner.$name($($arg),*))
+                }
+            )*
+        }
+    };
+}
+
+blocking_calls!("semaphore", Semaphore, "Semaphore" => {
+    /// Sets the permits, whatever they were.
+    fn set_permits(permits: u32) -> ();
+    /// Sets the permits unless they are set, the key expiring in `ttl`; `true` when it set them.
+    fn try_set_permits_with_ttl(permits: u32, ttl: Duration) -> bool;
+    /// Adds `delta` permits (negative: takes them away); the count after.
+    fn add_permits(delta: i64) -> i64;
+    /// Takes every free permit at once; how many.
+    fn drain_permits() -> u64;
+    /// Gives `n` permits back only if the semaphore exists; `true` when it did.
+    fn release_if_exists(n: u32) -> bool;
+});
+
+#[cfg(feature = "semaphore")]
+impl Semaphore {
+    /// Takes `n` permits if they are free now; `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_acquire_many`](crate::Semaphore::try_acquire_many).
+    pub fn try_acquire_many(&self, n: u32) -> Result<Option<Permits>> {
+        self.try_acquire_many_with(n, AcquireOptions::new())
+    }
+
+    /// Takes a permit within the options' wait (none given: one try); `None` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_acquire_with`](crate::Semaphore::try_acquire_with).
+    pub fn try_acquire_with(&self, options: AcquireOptions) -> Result<Option<Permits>> {
+        self.try_acquire_many_with(1, options)
+    }
+
+    /// Takes a permit, runs `work` and gives the permit back, as the async
+    /// [`with`](crate::Semaphore::with) does: `work`'s output (a failed release after it is
+    /// logged).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn with<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
+        let permits = self.acquire()?;
+        let out = work();
+        if let Err(e) = permits.release() {
+            tracing::warn!(key = %self.inner.key(), error = %e, "the work ran, but giving its permit back failed");
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(feature = "semaphore")]
+impl Permits {
+    /// How many permits these are.
+    pub fn count(&self) -> u32 {
+        self.inner.as_ref().map_or(0, crate::Permits::count)
+    }
+
+    /// Lets go of the permits without giving them back: they stay taken until someone
+    /// [`release`](Semaphore::release)s that many.
+    pub fn forget(mut self) {
+        if let Some(permits) = self.inner.take() {
+            permits.forget();
+        }
+    }
+}
+
+blocking_calls!("expirable-semaphore", ExpirableSemaphore, "ExpirableSemaphore" => {
+    /// Sets the permits, whatever they were.
+    fn set_permits(permits: u32) -> ();
+    /// Adds `delta` permits (negative: takes them away); the count after.
+    fn add_permits(delta: i64) -> i64;
+    /// The permits taken now.
+    fn acquired_permits() -> i64;
+    /// The permits there are, free and taken.
+    fn total_permits() -> i64;
+    /// The lease left of the permit `id`; `None` when it is not taken.
+    fn remaining_lease(id: &str) -> Option<Duration>;
+    /// Sets the lease of the permit `id` to `lease` from now; `false` when it is not taken.
+    fn update_lease(id: &str, lease: Duration) -> bool;
+    /// Gives the permit `id` back (a permit taken elsewhere, known by its id).
+    fn release(id: &str) -> ();
+    /// Gives the permit `id` back; `false` when it was not taken.
+    fn try_release(id: &str) -> bool;
+    /// Gives back those of the permits `ids` that are held (the others are skipped); how many
+    /// it released.
+    fn try_release_many(ids: &[&str]) -> usize;
+    /// Gives every permit of `ids` back, or none.
+    fn release_all(ids: &[&str]) -> ();
+});
+
+#[cfg(feature = "expirable-semaphore")]
+impl ExpirableSemaphore {
+    fn permits(&self, permits: Vec<crate::Permit>) -> Vec<ExpirablePermit> {
+        permits.into_iter().map(|p| self.permit(p)).collect()
+    }
+
+    /// Takes `n` permits, waiting as long as it takes, kept by the watchdog.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::acquire_many`](crate::ExpirableSemaphore::acquire_many).
+    pub fn acquire_many(&self, n: u32) -> Result<Vec<ExpirablePermit>> {
+        self.acquire_many_with(n, AcquireOptions::new())
+    }
+
+    /// Takes `n` permits as the options say (a fixed lease, a wait limit).
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::acquire_many_with`](crate::ExpirableSemaphore::acquire_many_with).
+    pub fn acquire_many_with(
+        &self,
+        n: u32,
+        options: AcquireOptions,
+    ) -> Result<Vec<ExpirablePermit>> {
+        let permits = self
+            .client
+            .block_on(self.inner.acquire_many_with(n, options))?;
+        Ok(self.permits(permits))
+    }
+
+    /// Takes `n` permits if they are free now; `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::try_acquire_many`](crate::ExpirableSemaphore::try_acquire_many).
+    pub fn try_acquire_many(&self, n: u32) -> Result<Option<Vec<ExpirablePermit>>> {
+        self.try_acquire_many_with(n, AcquireOptions::new())
+    }
+
+    /// Takes a permit within the options' wait (none given: one try); `None` when it passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::try_acquire_with`](crate::ExpirableSemaphore::try_acquire_with).
+    pub fn try_acquire_with(&self, options: AcquireOptions) -> Result<Option<ExpirablePermit>> {
+        let permit = self.client.block_on(self.inner.try_acquire_with(options))?;
+        Ok(permit.map(|p| self.permit(p)))
+    }
+
+    /// Takes `n` permits within the options' wait (none given: one try); `None` when it
+    /// passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExpirableSemaphore::try_acquire_many_with`](crate::ExpirableSemaphore::try_acquire_many_with).
+    pub fn try_acquire_many_with(
+        &self,
+        n: u32,
+        options: AcquireOptions,
+    ) -> Result<Option<Vec<ExpirablePermit>>> {
+        let permits = self
+            .client
+            .block_on(self.inner.try_acquire_many_with(n, options))?;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// Takes a permit, runs `work` and gives the permit back, as the async
+    /// [`with`](crate::ExpirableSemaphore::with) does: `work`'s output, or
+    /// [`Error::LeaseLost`] when the permit was lost while it ran (a blocking closure cannot
+    /// be cut off: check [`ExpirablePermit::ensure_held`] between its steps).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`Error::LeaseLost`].
+    pub fn with<T>(&self, work: impl FnOnce(&ExpirablePermit) -> T) -> Result<T> {
+        let permit = self.acquire()?;
+        let out = work(&permit);
+        permit.ensure_held()?;
+        if let Err(e) = permit.release() {
+            tracing::warn!(key = %self.inner.key(), error = %e, "the work ran while the permit was held, but its release failed: the permit ends with its lease");
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl ExpirablePermit {
+    /// Keeps the permit taken without this handle, and returns its id, to release it by
+    /// ([`ExpirableSemaphore::release`]). The watchdog stops renewing it: it returns to the
+    /// pool when its lease runs out unless released first.
+    pub fn detach(mut self) -> String {
+        self.watchers.stop();
+        self.inner
+            .take()
+            .map(crate::Permit::detach)
+            .unwrap_or_default()
+    }
+}
+
+blocking_calls!("rate-limiter", RateLimiter, "RateLimiter" => {
+    /// Sets the rate as `args` say (a keep-alive) unless one is set; `true` when it set it.
+    fn try_set_rate_with(args: crate::RateArgs) -> bool;
+    /// Sets the rate as `args` say, whatever it was.
+    fn set_rate_with(args: crate::RateArgs) -> ();
+    /// Changes the rate of a limiter that has one; `false` (nothing written) when it has none.
+    fn update_rate(args: crate::RateArgs) -> bool;
+    /// The rate set: its kind, permits and interval; `None` when none is.
+    fn rate() -> Option<(crate::RateType, u64, Duration)>;
+});
+
+blocking_calls!("rwlock", ReadWriteLock, "ReadWriteLock" => {
+    /// Whether either side is held.
+    fn is_locked() -> bool;
+    /// Which side holds the lock, if any.
+    fn mode() -> Option<crate::Mode>;
+    /// Frees both sides whoever holds them; `true` when something was held.
+    fn force_unlock() -> bool;
+});
+
+#[cfg(feature = "fair-lock")]
+impl BlockingLock<crate::FairLock> {
+    /// How many acquisitions wait in the fair lock's queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`FairLock::queue_length`](crate::FairLock::queue_length).
+    pub fn queue_length(&self) -> Result<usize> {
+        self.client.block_on(self.inner.queue_length())
     }
 }

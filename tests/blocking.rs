@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{RedisServer, unique_name};
-use ferrisson::blocking::Client;
+use ferrisson::blocking::{BlockingObject, Client};
 use ferrisson::{AcquireOptions, ClientConfig, Error, LossReason};
 
 fn client(server: &RedisServer) -> Client {
@@ -489,4 +489,211 @@ fn multilocks_and_redlocks_block_and_tell_their_loss() {
         heard.recv_timeout(Duration::from_millis(800)).is_err(),
         "no loss is reported after the release"
     );
+}
+
+#[test]
+fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
+    let server = RedisServer::spawn();
+    let short =
+        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
+            .unwrap();
+    let other = client(&server);
+
+    // The semaphore.
+    let semaphore = short.semaphore(&unique_name("blocking-all-sem")).unwrap();
+    semaphore.set_permits(4).unwrap();
+    assert_eq!(semaphore.add_permits(2).unwrap(), 6);
+    let three = semaphore.try_acquire_many(3).unwrap().expect("3 of 6 free");
+    assert_eq!(three.count(), 3);
+    assert!(semaphore.try_acquire_many(4).unwrap().is_none(), "3 free");
+    let one = semaphore
+        .try_acquire_with(AcquireOptions::new().with_wait(Duration::from_millis(50)))
+        .unwrap()
+        .expect("one free");
+    one.forget();
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+    assert_eq!(
+        semaphore
+            .with(|| semaphore.available_permits().unwrap())
+            .unwrap(),
+        1,
+        "the work runs with a permit taken"
+    );
+    assert_eq!(
+        semaphore.available_permits().unwrap(),
+        2,
+        "and it came back"
+    );
+    assert_eq!(semaphore.drain_permits().unwrap(), 2);
+    three.release().unwrap();
+    assert!(semaphore.release_if_exists(1).unwrap(), "the forgotten one");
+    assert_eq!(semaphore.available_permits().unwrap(), 4);
+    let absent = short.semaphore(&unique_name("blocking-all-none")).unwrap();
+    assert!(!absent.release_if_exists(1).unwrap());
+    assert!(
+        absent
+            .try_set_permits_with_ttl(2, Duration::from_secs(60))
+            .unwrap()
+    );
+    assert!(absent.remaining_ttl().unwrap().is_some());
+
+    // The expirable semaphore.
+    let expirable = short
+        .expirable_semaphore(&unique_name("blocking-all-exp"))
+        .unwrap();
+    expirable.set_permits(3).unwrap();
+    assert_eq!(expirable.add_permits(1).unwrap(), 4);
+    let two = expirable.acquire_many(2).unwrap();
+    assert_eq!(two.len(), 2);
+    assert_eq!(expirable.acquired_permits().unwrap(), 2);
+    assert_eq!(expirable.total_permits().unwrap(), 4);
+    assert!(expirable.try_acquire_many(3).unwrap().is_none(), "2 free");
+    let fixed = expirable
+        .try_acquire_many_with(
+            2,
+            AcquireOptions::new()
+                .with_lease(Duration::from_secs(30))
+                .with_wait(Duration::from_millis(50)),
+        )
+        .unwrap()
+        .expect("2 free");
+    assert!(
+        expirable
+            .try_acquire_with(AcquireOptions::new())
+            .unwrap()
+            .is_none()
+    );
+    // Permits by id: detached, their leases read and set, released by id.
+    let ids: Vec<String> = fixed.into_iter().map(|p| p.detach()).collect();
+    let lease = expirable.remaining_lease(&ids[0]).unwrap().expect("held");
+    assert!(lease > Duration::from_secs(20) && lease <= Duration::from_secs(30));
+    assert!(
+        expirable
+            .update_lease(&ids[0], Duration::from_secs(60))
+            .unwrap()
+    );
+    assert!(expirable.remaining_lease(&ids[0]).unwrap().unwrap() > Duration::from_secs(50));
+    assert!(expirable.try_release(&ids[0]).unwrap());
+    assert!(!expirable.try_release(&ids[0]).unwrap(), "released already");
+    assert!(matches!(
+        expirable.release_all(&[&ids[0], &ids[1]]),
+        Err(Error::NotOwner(_))
+    ));
+    assert_eq!(expirable.try_release_many(&[&ids[0], &ids[1]]).unwrap(), 1);
+    let more: Vec<String> = expirable
+        .acquire_many_with(2, AcquireOptions::new().with_lease(Duration::from_secs(30)))
+        .unwrap()
+        .into_iter()
+        .map(|p| p.detach())
+        .collect();
+    expirable.release(&more[0]).unwrap();
+    expirable.release_all(&[&more[1]]).unwrap();
+    for permit in two {
+        permit.release().unwrap();
+    }
+    assert_eq!(expirable.available_permits().unwrap(), 4);
+    assert_eq!(
+        expirable
+            .with(|permit| {
+                permit.ensure_held().unwrap();
+                expirable.acquired_permits().unwrap()
+            })
+            .unwrap(),
+        1
+    );
+    assert_eq!(expirable.acquired_permits().unwrap(), 0);
+
+    // The rate limiter's configuration.
+    let limiter = short
+        .rate_limiter(&unique_name("blocking-all-rate"))
+        .unwrap();
+    assert!(
+        !limiter
+            .update_rate(ferrisson::RateArgs::new(
+                ferrisson::RateType::Overall,
+                1,
+                Duration::from_secs(1)
+            ))
+            .unwrap(),
+        "no rate yet"
+    );
+    let args = ferrisson::RateArgs::new(ferrisson::RateType::Overall, 5, Duration::from_secs(1))
+        .keep_alive(Duration::from_secs(60));
+    assert!(limiter.try_set_rate_with(args).unwrap());
+    assert_eq!(
+        limiter.rate().unwrap(),
+        Some((ferrisson::RateType::Overall, 5, Duration::from_secs(1)))
+    );
+    let faster = ferrisson::RateArgs::new(ferrisson::RateType::Overall, 7, Duration::from_secs(1));
+    assert!(limiter.update_rate(faster).unwrap());
+    limiter
+        .set_rate_with(ferrisson::RateArgs::new(
+            ferrisson::RateType::PerClient,
+            3,
+            Duration::from_secs(2),
+        ))
+        .unwrap();
+    assert_eq!(
+        limiter.rate().unwrap(),
+        Some((ferrisson::RateType::PerClient, 3, Duration::from_secs(2)))
+    );
+
+    // The read-write lock as a whole, the fair lock's queue, and a lock's own calls.
+    let rw = short
+        .read_write_lock(&unique_name("blocking-all-rw"))
+        .unwrap();
+    assert_eq!(rw.mode().unwrap(), None);
+    let read = rw.read_lock().lock().unwrap();
+    assert!(rw.is_locked().unwrap());
+    assert_eq!(rw.mode().unwrap(), Some(ferrisson::Mode::Read));
+    assert!(rw.force_unlock().unwrap());
+    assert!(!rw.is_locked().unwrap());
+    let unlocked = read.unlock();
+    // Released under the holder before its watchdog looked: the unlock finds it not held.
+    assert!(
+        matches!(unlocked, Err(Error::NotOwner(_) | Error::LeaseLost(_))),
+        "{unlocked:?}"
+    );
+
+    let fair_name = unique_name("blocking-all-fair");
+    let fair = short.fair_lock(&fair_name).unwrap();
+    let held = fair.lock().unwrap();
+    let waiting = other.fair_lock(&fair_name).unwrap();
+    let waiter = std::thread::spawn(move || waiting.lock().unwrap().unlock().unwrap());
+    eventually(Duration::from_secs(10), "one waits in the queue", || {
+        fair.queue_length().unwrap() == 1
+    });
+    held.unlock().unwrap();
+    waiter.join().unwrap();
+    assert_eq!(fair.queue_length().unwrap(), 0);
+
+    let lock = short
+        .reentrant_lock(&unique_name("blocking-all-lock"))
+        .unwrap();
+    let guard = lock.lock().unwrap();
+    let mine = short.wrap(
+        lock.as_async()
+            .owned_by(guard.as_async().unwrap().owner().clone()),
+    );
+    assert_eq!(mine.hold_count().unwrap(), 1);
+    assert!(mine.is_held_by_current().unwrap());
+    guard.unlock().unwrap();
+    assert_eq!(mine.hold_count().unwrap(), 0);
+    assert!(!mine.is_held_by_current().unwrap());
+    let out = lock
+        .with(|guard| {
+            guard.ensure_held().unwrap();
+            lock.is_locked().unwrap()
+        })
+        .unwrap();
+    assert!(out, "the work ran under the lock");
+    assert!(!lock.is_locked().unwrap(), "and it was released");
+    // A hold lost while the work ran (its watchdog saw it): LeaseLost, after the work.
+    let lost = lock.with(|guard| {
+        lock.force_unlock().unwrap();
+        eventually(Duration::from_secs(10), "the watchdog saw the loss", || {
+            guard.is_lost()
+        });
+    });
+    assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
 }

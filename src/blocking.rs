@@ -1206,6 +1206,25 @@ impl<const RED: bool> LockGroup<RED> {
         Ok(guard.map(|guard| self.guard(guard)))
     }
 
+    /// Takes the locks, runs `work` and releases them, as the async
+    /// [`with`](crate::LockGroup::with) does: `work`'s output, or [`Error::LeaseLost`] when
+    /// the guard was lost while it ran (a blocking closure cannot be cut off: check
+    /// [`MultiGuard::ensure_held`] between its steps). A failed unlock after the work is
+    /// logged.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
+    pub fn with<T>(&self, work: impl FnOnce(&MultiGuard) -> T) -> Result<T> {
+        let guard = self.lock()?;
+        let out = work(&guard);
+        guard.ensure_held()?;
+        if let Err(e) = guard.unlock() {
+            tracing::warn!(error = %e, "the work ran while held, but the unlock after it failed: the holds end with their lease");
+        }
+        Ok(out)
+    }
+
     /// The keys of the locks, in order.
     pub fn keys(&self) -> Vec<&str> {
         self.inner.keys()
@@ -1277,6 +1296,19 @@ impl MultiGuard {
         if let Some(guard) = &self.guard {
             self.watchers
                 .watch(&self.client, guard.lost_owned(), callback);
+        }
+    }
+
+    /// Sets the remaining lease of every hold to `lease` from now, if a quorum (a MultiLock:
+    /// every lock) still holds.
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiGuard::extend`](crate::MultiGuard::extend).
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        match &self.guard {
+            Some(guard) => self.client.block_on(guard.extend(lease)),
+            None => Err(Error::LeaseLost(LossReason::NotHeld)),
         }
     }
 

@@ -697,3 +697,50 @@ fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
     });
     assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
 }
+
+#[test]
+fn a_blocking_group_extends_and_runs_scoped_work() {
+    let server = RedisServer::spawn();
+    let short =
+        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
+            .unwrap();
+    let (a, b) = (unique_name("blocking-group"), unique_name("blocking-group"));
+    let group = short
+        .multi_lock(vec![
+            short.reentrant_lock(&a).unwrap().into(),
+            short.reentrant_lock(&b).unwrap().into(),
+        ])
+        .unwrap();
+    let pttl = |key: &str| -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut server.connection())
+            .unwrap()
+    };
+    let guard = group
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(2)))
+        .unwrap();
+    guard.extend(Duration::from_secs(30)).unwrap();
+    assert!(pttl(&a) > 25_000 && pttl(&b) > 25_000, "both extended");
+    guard.unlock().unwrap();
+
+    let held = group
+        .with(|guard| {
+            guard.ensure_held().unwrap();
+            pttl(&a) > 0 && pttl(&b) > 0
+        })
+        .unwrap();
+    assert!(held, "the work ran with both held");
+    assert_eq!((pttl(&a), pttl(&b)), (-2, -2), "and both were released");
+    // A loss while the work ran (the watchdog saw it): LeaseLost after the work.
+    let lost = group.with(|guard| {
+        let _: () = redis::cmd("DEL")
+            .arg(&a)
+            .query(&mut server.connection())
+            .unwrap();
+        eventually(Duration::from_secs(10), "the watchdog saw the loss", || {
+            guard.is_lost()
+        });
+    });
+    assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
+}

@@ -765,3 +765,145 @@ async fn try_lock_with_no_wait_limit_makes_one_round() {
     let guard = multi.try_lock_with(AcquireOptions::new()).await.unwrap();
     guard.expect("free now").unlock().await.unwrap();
 }
+
+fn pttl_on(server: &RedisServer, name: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(name)
+        .query(&mut server.connection())
+        .unwrap()
+}
+
+fn delete_on(server: &RedisServer, name: &str) {
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut server.connection())
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_extends_its_fixed_lease_on_a_quorum_and_its_validity_follows() {
+    let instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_millis(900)).await;
+    let name = unique_name("redlock-extend");
+    let lock = red_lock(&clients, &name, false);
+
+    let guard = lock
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let before = guard.valid_until().unwrap();
+    guard.extend(Duration::from_secs(20)).await.unwrap();
+    let after = guard.valid_until().unwrap();
+    assert!(
+        after > before + Duration::from_secs(15),
+        "the validity moved"
+    );
+    for server in &instances.servers {
+        assert!(pttl_on(server, &name) > 15_000, "every instance extended");
+    }
+    // The loss signal follows: the old validity passes without a loss.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), guard.lost())
+            .await
+            .is_err(),
+        "no loss at the old validity"
+    );
+    guard.ensure_held().unwrap();
+    // Shorter: the guard is lost at the new, earlier validity.
+    guard.extend(Duration::from_millis(300)).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost at the shortened validity");
+    assert_eq!(reason, ferrisson::LossReason::LeaseExpired);
+    let late = guard.extend(Duration::from_secs(1)).await;
+    assert!(matches!(late, Err(Error::LeaseLost(_))), "{late:?}");
+    drop(guard);
+    released_everywhere(&instances, &name).await;
+
+    // One instance's hold gone: the quorum extends. Two gone: lost.
+    let guard = lock
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    delete_on(&instances.servers[0], &name);
+    guard.extend(Duration::from_secs(30)).await.unwrap();
+    assert!(pttl_on(&instances.servers[1], &name) > 25_000);
+    delete_on(&instances.servers[1], &name);
+    let short = guard.extend(Duration::from_secs(30)).await;
+    assert!(matches!(short, Err(Error::LeaseLost(_))), "{short:?}");
+    assert!(guard.loss_reason().is_some());
+    drop(guard);
+    released_everywhere(&instances, &name).await;
+
+    // Holds the watchdogs keep are not extended.
+    let kept = lock.lock().await.unwrap();
+    let refused = kept.extend(Duration::from_secs(5)).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    kept.unlock().await.unwrap();
+
+    // A MultiLock extends every lock, and not with one of them gone.
+    let c = &clients[0];
+    let (a, b) = (unique_name("multi-extend"), unique_name("multi-extend"));
+    let multi = MultiLock::new(vec![
+        Box::new(ReentrantLock::new(c, &a).unwrap()),
+        Box::new(ReentrantLock::new(c, &b).unwrap()),
+    ])
+    .unwrap();
+    let guard = multi
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    guard.extend(Duration::from_secs(40)).await.unwrap();
+    assert!(pttl_on(&instances.servers[0], &a) > 35_000);
+    assert!(pttl_on(&instances.servers[0], &b) > 35_000);
+    delete_on(&instances.servers[0], &b);
+    let partial = guard.extend(Duration::from_secs(40)).await;
+    assert!(matches!(partial, Err(Error::LeaseLost(_))), "{partial:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_work_under_a_redlock_runs_while_held_and_is_cut_off_by_a_loss() {
+    let instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_millis(900)).await;
+    let name = unique_name("redlock-with");
+    let lock = red_lock(&clients, &name, false);
+
+    let held = lock
+        .with(|| async { instances.servers.iter().all(|s| held_on(s, &name)) })
+        .await
+        .unwrap();
+    assert!(held, "the work ran while every instance held the lock");
+    released_everywhere(&instances, &name).await;
+
+    // A quorum's holds deleted under the work: the watchdogs see it and the work is cut off.
+    let cut = lock
+        .with(|| async {
+            delete_on(&instances.servers[0], &name);
+            delete_on(&instances.servers[1], &name);
+            std::future::pending::<()>().await
+        })
+        .await;
+    assert!(matches!(cut, Err(Error::LeaseLost(_))), "{cut:?}");
+    released_everywhere(&instances, &name).await;
+
+    // Held elsewhere: a bounded wait times out and the work never runs.
+    let rival = red_lock(
+        &instances.clients(Duration::from_secs(30)).await,
+        &name,
+        false,
+    );
+    let outsider = rival.lock().await.unwrap();
+    let ran = AtomicUsize::new(0);
+    let timed_out = lock
+        .with_options(
+            AcquireOptions::new().with_wait(Duration::from_millis(200)),
+            || async { ran.fetch_add(1, Ordering::SeqCst) },
+        )
+        .await;
+    assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    outsider.unlock().await.unwrap();
+}

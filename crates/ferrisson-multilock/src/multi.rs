@@ -453,6 +453,59 @@ impl<const RED: bool> LockGroup<RED> {
         acquire(&self.group, options.with_wait(wait)).await
     }
 
+    /// Takes the locks, runs `work` while they are held and releases them, as
+    /// [`Lock::with`] does for one lock: the work's output, or [`Error::LeaseLost`] as soon as
+    /// the guard is lost (the work is then dropped at its next await point, and the holds
+    /// released in the background).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock) while it waits; dropped while the work runs, the guard is
+    /// dropped with it and releases in the background.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
+    pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future,
+    {
+        self.with_options(AcquireOptions::new(), work).await
+    }
+
+    /// As [`with`](Self::with), the locks taken with options (a wait limit: running out of
+    /// time is [`Error::Timeout`] and the work does not run; a fixed lease, which the work
+    /// must fit in, else it is cut off with [`Error::LeaseLost`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with`](Self::with).
+    ///
+    /// # Errors
+    ///
+    /// As [`with`](Self::with), and [`Error::Timeout`].
+    pub async fn with_options<F, Fut>(
+        &self,
+        options: AcquireOptions,
+        work: F,
+    ) -> Result<Fut::Output>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future,
+    {
+        let guard = self.lock_with(options).await?;
+        let output = tokio::select! {
+            biased;
+            reason = guard.lost() => return Err(Error::LeaseLost(reason)),
+            output = work() => output,
+        };
+        if let Err(e) = guard.unlock().await {
+            tracing::warn!(error = %e, "the work ran while held, but the unlock after it failed: the holds end with their lease");
+        }
+        Ok(output)
+    }
+
     /// The keys of the locks, in order.
     pub fn keys(&self) -> Vec<&str> {
         self.group.locks.iter().map(|l| l.key()).collect()
@@ -517,7 +570,9 @@ pub struct MultiGuard {
     guards: Vec<HoldGuard>,
     /// How many holds must stay for the guard to be held.
     quorum: usize,
-    valid_until: Option<Instant>,
+    /// Until when a RedLock with a fixed lease is valid; shared with the loss futures, which
+    /// follow an [`extend`](MultiGuard::extend).
+    valid_until: Validity,
     /// A RedLock's gate, whose waiting acquisitions the unlock hands the lock to.
     gate: Option<Arc<Gate>>,
 }
@@ -536,7 +591,7 @@ impl MultiGuard {
     /// Until when a RedLock taken with a fixed lease is valid (the lease less the time spent
     /// acquiring and the drift allowance); `None` otherwise.
     pub fn valid_until(&self) -> Option<Instant> {
-        self.valid_until
+        self.valid_until.get()
     }
 
     fn lost_count(&self) -> usize {
@@ -546,7 +601,7 @@ impl MultiGuard {
     /// Why the guard is lost (a MultiLock: any hold lost; a RedLock: fewer than a quorum
     /// held, or its validity over), or `None` while it is held.
     pub fn loss_reason(&self) -> Option<LossReason> {
-        if self.valid_until.is_some_and(|v| v <= Instant::now()) {
+        if self.valid_until.get().is_some_and(|v| v <= Instant::now()) {
             return Some(LossReason::LeaseExpired);
         }
         if self.guards.len() - self.lost_count() < self.quorum {
@@ -584,17 +639,9 @@ impl MultiGuard {
         let spare = self.guards.len().saturating_sub(self.quorum);
         let mut losses: FuturesUnordered<_> =
             self.guards.iter().map(HoldGuard::lost_owned).collect();
-        let valid_until = self.valid_until;
+        let validity = self.valid_until.clone();
         async move {
-            let expiry = async {
-                match valid_until {
-                    Some(at) => {
-                        tokio::time::sleep_until(at).await;
-                        LossReason::LeaseExpired
-                    }
-                    None => std::future::pending().await,
-                }
-            };
+            let expiry = validity.expired();
             tokio::pin!(expiry);
             let mut lost = 0;
             loop {
@@ -612,6 +659,68 @@ impl MultiGuard {
                 }
             }
         }
+    }
+
+    /// Sets the remaining lease of every hold, taken with a fixed lease, to `lease` from now,
+    /// as [`HoldGuard::extend`] does for one (redsync's and node-redlock's `extend`). It
+    /// succeeds when a quorum (a MultiLock: every lock) extended; a RedLock's
+    /// [`valid_until`](Self::valid_until) then moves to `lease` from the call, less the drift
+    /// allowance, and the loss signal follows it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while in flight, each extension may or may not have reached its instance:
+    /// each hold then counts with the shorter of its old lease and the new one, and the
+    /// validity is unchanged.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::LeaseLost`] when the guard was lost before, or is lost after the holds that
+    ///   could not be extended;
+    /// - [`Error::InvalidArgument`] for a lease under 1 ms or over the maximum, and for holds
+    ///   the watchdogs keep (they are renewed already);
+    /// - [`Error::Unfinished`] when fewer than a quorum extended while the guard still holds
+    ///   (instances unreachable): the old validity stands.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        if let Some(reason) = self.loss_reason() {
+            return Err(Error::LeaseLost(reason));
+        }
+        let started = Instant::now();
+        let outcomes = futures::future::join_all(self.guards.iter().map(|g| g.extend(lease))).await;
+        let count = outcomes.len();
+        let mut extended = 0;
+        let mut failures = Vec::new();
+        let mut refused = None;
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(()) => extended += 1,
+                Err(Error::InvalidArgument(why)) => refused = Some(why),
+                Err(e) => failures.push(format!("instance {i}: {e}")),
+            }
+        }
+        if extended >= self.quorum {
+            if self.valid_until.get().is_some() {
+                self.valid_until.set(ferrisson_core::__engine::time::later(
+                    started,
+                    lease.saturating_sub(drift(lease)),
+                ));
+            }
+            if !failures.is_empty() {
+                tracing::info!(extended, quorum = self.quorum, failures = %failures.join("; "), "extended with a quorum");
+            }
+            return Ok(());
+        }
+        if let Some(why) = refused {
+            return Err(Error::InvalidArgument(why));
+        }
+        if let Some(reason) = self.loss_reason() {
+            return Err(Error::LeaseLost(reason));
+        }
+        Err(Error::Unfinished(format!(
+            "extended on {extended} of {count} instances, fewer than the {} needed ({}); the old validity stands",
+            self.quorum,
+            failures.join("; ")
+        )))
     }
 
     /// Releases every hold, all at once.
@@ -842,7 +951,7 @@ async fn deliver(
     let guard = MultiGuard {
         guards: passed,
         quorum,
-        valid_until,
+        valid_until: Validity::new(valid_until),
         gate,
     };
     if let Err(unclaimed) = waiter.tx.send(guard) {
@@ -998,7 +1107,7 @@ impl Rounds for Acquisition<'_> {
         Ok(Some(MultiGuard {
             quorum: group.quorum,
             guards,
-            valid_until,
+            valid_until: Validity::new(valid_until),
             gate: group.gate.clone(),
         }))
     }
@@ -1287,4 +1396,41 @@ enum Instance {
     Refused(usize),
     /// Failed or did not answer in time.
     Failed(Error),
+}
+
+/// Until when a RedLock with a fixed lease is valid (`None`: no fixed lease), shared by the
+/// guard and its loss futures so that an extension moves both.
+#[derive(Debug, Clone)]
+struct Validity(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Validity {
+    fn new(at: Option<Instant>) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(at)))
+    }
+
+    fn get(&self) -> Option<Instant> {
+        // A poisoned lock still holds a valid instant: the value is only ever replaced whole.
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, at: Instant) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(at);
+    }
+
+    /// Resolves when the validity is over, following extensions; never without one.
+    async fn expired(self) -> LossReason {
+        loop {
+            match self.get() {
+                None => return std::future::pending().await,
+                Some(at) if at <= Instant::now() => return LossReason::LeaseExpired,
+                Some(at) => tokio::time::sleep_until(at).await,
+            }
+        }
+    }
 }

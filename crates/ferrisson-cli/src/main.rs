@@ -316,6 +316,52 @@ fn holders_line(info: &ObjectInfo) -> String {
     holders.join(", ")
 }
 
+/// What `force-unlock` and `delete` do to an object.
+#[derive(Clone, Copy)]
+enum Action {
+    ForceUnlock,
+    Delete,
+}
+
+/// `action` on the object `name` of `kind`, through its synchronizer's own handle: whether
+/// there was something to do (`None`: the kind has no such action).
+async fn act(
+    client: &Client,
+    name: &str,
+    kind: ObjectKind,
+    action: Action,
+) -> Result<Option<bool>, Failure> {
+    // A lock kind does both; any other synchronizer only deletes.
+    macro_rules! on {
+        (lock $handle:expr) => {{
+            let handle = $handle?;
+            match action {
+                Action::ForceUnlock => handle.force_unlock().await?,
+                Action::Delete => handle.delete().await?,
+            }
+        }};
+        (object $handle:expr) => {{
+            let handle = $handle?;
+            match action {
+                Action::ForceUnlock => return Ok(None),
+                Action::Delete => handle.delete().await?,
+            }
+        }};
+    }
+    Ok(Some(match kind {
+        ObjectKind::Lock => on!(lock ReentrantLock::new(client, name)),
+        ObjectKind::FairLock => on!(lock FairLock::new(client, name)),
+        ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
+        ObjectKind::ReadWriteLock => on!(lock ReadWriteLock::new(client, name)),
+        ObjectKind::Mutex => on!(lock Mutex::new(client, name)),
+        ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
+        ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
+        ObjectKind::CountDownLatch => on!(object CountDownLatch::new(client, name)),
+        ObjectKind::RateLimiter => on!(object RateLimiter::new(client, name)),
+        _ => return Ok(None),
+    }))
+}
+
 async fn force_unlock(
     client: &Client,
     name: &str,
@@ -348,12 +394,10 @@ async fn force_unlock(
             holders_line(&info)
         ))?;
     }
-    let unlocked = match kind {
-        ObjectKind::FairLock => FairLock::new(client, name)?.force_unlock().await?,
-        ObjectKind::ReadWriteLock => ReadWriteLock::new(client, name)?.force_unlock().await?,
-        ObjectKind::Mutex => Mutex::new(client, name)?.force_unlock().await?,
-        ObjectKind::SpinLock => SpinLock::new(client, name)?.force_unlock().await?,
-        _ => ReentrantLock::new(client, name)?.force_unlock().await?,
+    let Some(unlocked) = act(client, name, kind, Action::ForceUnlock).await? else {
+        return Err(Failure::Refused(format!(
+            "force-unlocking a {kind} is not supported"
+        )));
     };
     print_line(&if unlocked {
         format!("{name}: unlocked (the holders' guards report the loss at their next renewal)")
@@ -383,21 +427,10 @@ async fn delete(
     if !yes {
         confirm(&format!("Delete {kind} `{name}` ({})?", info.summary()))?;
     }
-    let deleted = match kind {
-        ObjectKind::Lock => ReentrantLock::new(client, name)?.delete().await?,
-        ObjectKind::FairLock => FairLock::new(client, name)?.delete().await?,
-        ObjectKind::SpinLock => SpinLock::new(client, name)?.delete().await?,
-        ObjectKind::ReadWriteLock => ReadWriteLock::new(client, name)?.delete().await?,
-        ObjectKind::Mutex => Mutex::new(client, name)?.delete().await?,
-        ObjectKind::Semaphore => Semaphore::new(client, name)?.delete().await?,
-        ObjectKind::ExpirableSemaphore => ExpirableSemaphore::new(client, name)?.delete().await?,
-        ObjectKind::CountDownLatch => CountDownLatch::new(client, name)?.delete().await?,
-        ObjectKind::RateLimiter => RateLimiter::new(client, name)?.delete().await?,
-        other => {
-            return Err(Failure::Refused(format!(
-                "deleting a {other} is not supported"
-            )));
-        }
+    let Some(deleted) = act(client, name, kind, Action::Delete).await? else {
+        return Err(Failure::Refused(format!(
+            "deleting a {kind} is not supported"
+        )));
     };
     print_line(&if deleted {
         format!("{name}: deleted")

@@ -100,7 +100,8 @@ pub struct HoldGuard {
     owner: Owner,
     lease: Option<LeaseHandle>,
     token: Option<u64>,
-    /// When the hold was taken, for `ferrisson_hold_seconds`.
+    /// When the hold was taken, for `ferrisson_hold_seconds` (read only when metrics are on).
+    #[cfg(feature = "metrics")]
     taken_at: std::time::Instant,
 }
 
@@ -140,6 +141,7 @@ impl HoldGuard {
             owner,
             lease: Some(lease),
             token,
+            #[cfg(feature = "metrics")]
             taken_at: std::time::Instant::now(),
         }
     }
@@ -325,12 +327,15 @@ impl HoldGuard {
     /// The hold ends here (unlocked, dropped or handed on): how long it lasted goes to
     /// `ferrisson_hold_seconds`.
     fn hold_ended(&self) {
-        let name = crate::metrics::name_label(self.lock.runs_on(), self.lock.key());
-        crate::metrics::held(
-            self.lock.metric_kind(),
-            name.as_deref(),
-            self.taken_at.elapsed(),
-        );
+        #[cfg(feature = "metrics")]
+        {
+            let name = crate::metrics::name_label(self.lock.runs_on(), self.lock.key());
+            crate::metrics::held(
+                self.lock.metric_kind(),
+                name.as_deref(),
+                self.taken_at.elapsed(),
+            );
+        }
     }
 
     /// What a release of this guard's hold comes to for the caller: `lost` (the hold had been

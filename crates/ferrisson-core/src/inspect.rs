@@ -915,9 +915,13 @@ impl Client {
     async fn client_records(&self, tags: &[u64]) -> Result<HashMap<u64, ClientRecord>> {
         let reads = tags.iter().map(|&tag| async move {
             let key = record_key(tag);
-            let fields: Result<HashMap<String, String>> =
-                self.query(redis::cmd("HGETALL").arg(&key)).await;
-            let pttl: Result<i64> = self.query(redis::cmd("PTTL").arg(&key)).await;
+            let (hgetall, pttl) = (
+                redis::cmd("HGETALL").arg(&key).clone(),
+                redis::cmd("PTTL").arg(&key).clone(),
+            );
+            // Both at once: the multiplexed connection sends them in one write, one round trip.
+            let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
+                futures::join!(self.query(&hgetall), self.query(&pttl));
             (tag, fields, pttl)
         });
         let mut out = HashMap::new();

@@ -1582,3 +1582,62 @@ impl BlockingLock<crate::FairLock> {
         self.client.block_on(self.inner.queue_length())
     }
 }
+
+#[cfg(feature = "semaphore")]
+impl Semaphore {
+    /// This semaphore with a limit: the first acquisition sets the count to `limit` if no
+    /// count is set ([`Semaphore::with_limit`](crate::Semaphore::with_limit)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of 0.
+    pub fn with_limit(&self, limit: u32) -> Result<Self> {
+        Ok(Self {
+            client: self.client.clone(),
+            inner: self.inner.with_limit(limit)?,
+        })
+    }
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl ExpirableSemaphore {
+    /// This semaphore with a limit: the first acquisition sets the permits to `limit` if
+    /// none are set
+    /// ([`ExpirableSemaphore::with_limit`](crate::ExpirableSemaphore::with_limit)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of 0.
+    pub fn with_limit(&self, limit: u32) -> Result<Self> {
+        Ok(Self {
+            client: self.client.clone(),
+            inner: self.inner.with_limit(limit)?,
+        })
+    }
+}
+
+#[cfg(feature = "fair-lock")]
+impl BlockingLock<crate::FairLock> {
+    /// This lock with another waiter timeout
+    /// ([`FairLock::with_waiter_timeout`](crate::FairLock::with_waiter_timeout)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] under 100 ms.
+    pub fn with_waiter_timeout(&self, timeout: Duration) -> Result<Self> {
+        Ok(self.client.wrap(self.inner.with_waiter_timeout(timeout)?))
+    }
+}
+
+#[cfg(feature = "spin-lock")]
+impl BlockingLock<crate::SpinLock> {
+    /// This lock with waiters pausing as `backoff` says
+    /// ([`SpinLock::with_backoff`](crate::SpinLock::with_backoff)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a backoff out of bounds.
+    pub fn with_backoff(&self, backoff: crate::Backoff) -> Result<Self> {
+        Ok(self.client.wrap(self.inner.with_backoff(backoff)?))
+    }
+}

@@ -744,3 +744,59 @@ fn a_blocking_group_extends_and_runs_scoped_work() {
     });
     assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
 }
+
+#[test]
+fn configured_handles_block_too_limits_waiter_timeouts_and_backoff() {
+    let server = RedisServer::spawn();
+    let client = client(&server);
+
+    // A limit sets the count at the first acquisition.
+    let semaphore = client
+        .semaphore(&unique_name("blocking-limit"))
+        .unwrap()
+        .with_limit(3)
+        .unwrap();
+    let permit = semaphore.acquire().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+    permit.release().unwrap();
+    assert!(client.semaphore("x").unwrap().with_limit(0).is_err());
+    let expirable = client
+        .expirable_semaphore(&unique_name("blocking-limit"))
+        .unwrap()
+        .with_limit(2)
+        .unwrap();
+    let permit = expirable.acquire().unwrap();
+    assert_eq!(expirable.available_permits().unwrap(), 1);
+    permit.release().unwrap();
+
+    // A fair lock's waiter timeout, a spin lock's backoff.
+    let fair = client
+        .fair_lock(&unique_name("blocking-fair-timeout"))
+        .unwrap();
+    assert!(matches!(
+        fair.with_waiter_timeout(Duration::from_millis(10)),
+        Err(Error::InvalidArgument(_))
+    ));
+    let fair = fair.with_waiter_timeout(Duration::from_secs(1)).unwrap();
+    fair.lock().unwrap().unlock().unwrap();
+    let spin = client
+        .spin_lock(&unique_name("blocking-backoff"))
+        .unwrap()
+        .with_backoff(ferrisson::Backoff::fixed(Duration::from_millis(5)))
+        .unwrap();
+    let held = spin.lock().unwrap();
+    let other = client
+        .spin_lock(ferrisson::Lock::key(spin.as_async()))
+        .unwrap();
+    assert!(
+        other
+            .try_lock_with(AcquireOptions::new().with_wait(Duration::from_millis(30)))
+            .unwrap()
+            .is_none()
+    );
+    held.unlock().unwrap();
+    assert!(
+        spin.with_backoff(ferrisson::Backoff::fixed(Duration::ZERO))
+            .is_err()
+    );
+}

@@ -809,9 +809,11 @@ async fn a_redlock_extends_its_fixed_lease_on_a_quorum_and_its_validity_follows(
         "no loss at the old validity"
     );
     guard.ensure_held().unwrap();
-    // Shorter: the guard is lost at the new, earlier validity.
+    // Shorter: the guard is lost at the new, earlier validity, and a loss future made before
+    // the extension (asleep on the later validity, 20 s off) wakes to it.
+    let watching = guard.lost_owned();
     guard.extend(Duration::from_millis(300)).await.unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    let reason = tokio::time::timeout(Duration::from_secs(5), watching)
         .await
         .expect("lost at the shortened validity");
     assert_eq!(reason, ferrisson::LossReason::LeaseExpired);

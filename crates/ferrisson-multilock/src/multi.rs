@@ -453,10 +453,10 @@ impl<const RED: bool> LockGroup<RED> {
         acquire(&self.group, options.with_wait(wait)).await
     }
 
-    /// Takes the locks, runs `work` while they are held and releases them, as
-    /// [`Lock::with`] does for one lock: the work's output, or [`Error::LeaseLost`] as soon as
-    /// the guard is lost (the work is then dropped at its next await point, and the holds
-    /// released in the background).
+    /// Takes the locks, runs `work` while they are held and releases them
+    /// ([`MultiGuard::run`]), as [`Lock::with`] does for one lock: the work's output, or
+    /// [`Error::LeaseLost`] as soon as the guard is lost (the work is then dropped at its next
+    /// await point, and the holds released in the background).
     ///
     /// # Cancel safety
     ///
@@ -494,16 +494,7 @@ impl<const RED: bool> LockGroup<RED> {
         F: FnOnce() -> Fut,
         Fut: std::future::Future,
     {
-        let guard = self.lock_with(options).await?;
-        let output = tokio::select! {
-            biased;
-            reason = guard.lost() => return Err(Error::LeaseLost(reason)),
-            output = work() => output,
-        };
-        if let Err(e) = guard.unlock().await {
-            tracing::warn!(error = %e, "the work ran while held, but the unlock after it failed: the holds end with their lease");
-        }
-        Ok(output)
+        self.lock_with(options).await?.run(work()).await
     }
 
     /// The keys of the locks, in order.
@@ -639,9 +630,8 @@ impl MultiGuard {
         let spare = self.guards.len().saturating_sub(self.quorum);
         let mut losses: FuturesUnordered<_> =
             self.guards.iter().map(HoldGuard::lost_owned).collect();
-        let validity = self.valid_until.clone();
+        let expiry = self.valid_until.expired();
         async move {
-            let expiry = validity.expired();
             tokio::pin!(expiry);
             let mut lost = 0;
             loop {
@@ -659,6 +649,47 @@ impl MultiGuard {
                 }
             }
         }
+    }
+
+    /// Runs `work` only while the guard holds, as [`HoldGuard::while_held`] does for one hold:
+    /// its output, or [`Error::LeaseLost`] as soon as the guard is lost (then `work` is dropped
+    /// at its next await point).
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`: it only observes the guard.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the guard was lost before or while `work` ran.
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        self.ensure_held()?;
+        tokio::select! {
+            biased;
+            reason = self.lost() => Err(Error::LeaseLost(reason)),
+            output = work => Ok(output),
+        }
+    }
+
+    /// Runs `work` while the guard holds ([`while_held`](Self::while_held)), then unlocks,
+    /// and returns the work's output, as [`HoldGuard::run`] does for one hold: an unlock that
+    /// fails after the work is logged, and the holds end with their lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`: dropping this future drops `work` and the guard, whose holds
+    /// are released in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the guard was lost before or while `work` ran (its holds are
+    /// then released in the background).
+    pub async fn run<F: std::future::Future>(self, work: F) -> Result<F::Output> {
+        let output = self.while_held(work).await?;
+        if let Err(e) = self.unlock().await {
+            tracing::warn!(error = %e, "the work ran while held, but the unlock after it failed: the holds end with their lease");
+        }
+        Ok(output)
     }
 
     /// Sets the remaining lease of every hold, taken with a fixed lease, to `lease` from now,
@@ -1399,37 +1430,48 @@ enum Instance {
 }
 
 /// Until when a RedLock with a fixed lease is valid (`None`: no fixed lease), shared by the
-/// guard and its loss futures so that an extension moves both.
-#[derive(Debug, Clone)]
-struct Validity(Arc<std::sync::Mutex<Option<Instant>>>);
+/// guard and its loss futures: an extension moves both, and a loss future asleep on the old
+/// validity wakes to the new one (earlier or later).
+#[derive(Debug)]
+struct Validity(tokio::sync::watch::Sender<Option<Instant>>);
 
 impl Validity {
     fn new(at: Option<Instant>) -> Self {
-        Self(Arc::new(std::sync::Mutex::new(at)))
+        Self(tokio::sync::watch::Sender::new(at))
     }
 
     fn get(&self) -> Option<Instant> {
-        // A poisoned lock still holds a valid instant: the value is only ever replaced whole.
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.0.borrow()
     }
 
     fn set(&self, at: Instant) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(at);
+        self.0.send_replace(Some(at));
     }
 
-    /// Resolves when the validity is over, following extensions; never without one.
-    async fn expired(self) -> LossReason {
-        loop {
-            match self.get() {
-                None => return std::future::pending().await,
-                Some(at) if at <= Instant::now() => return LossReason::LeaseExpired,
-                Some(at) => tokio::time::sleep_until(at).await,
+    /// Resolves when the validity is over, following extensions; never without one. Once the
+    /// guard is gone, the last validity stands.
+    fn expired(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        let mut changes = self.0.subscribe();
+        async move {
+            loop {
+                let at = *changes.borrow_and_update();
+                let Some(at) = at else {
+                    if changes.changed().await.is_err() {
+                        return std::future::pending().await;
+                    }
+                    continue;
+                };
+                if at <= Instant::now() {
+                    return LossReason::LeaseExpired;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            tokio::time::sleep_until(at).await;
+                        }
+                    }
+                }
             }
         }
     }

@@ -430,13 +430,9 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
     pub fn with<T>(&self, work: impl FnOnce(&LockGuard) -> T) -> Result<T> {
-        let guard = self.lock()?;
-        let out = work(&guard);
-        guard.ensure_held()?;
-        if let Err(e) = guard.unlock() {
-            tracing::warn!(key = %crate::Lock::key(&self.inner), error = %e, "the work ran while held, but the unlock after it failed: the hold ends with its lease");
-        }
-        Ok(out)
+        run_held(self.lock()?, work, || {
+            crate::Lock::key(&self.inner).to_owned()
+        })
     }
 
     /// The async lock underneath.
@@ -1216,13 +1212,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
     pub fn with<T>(&self, work: impl FnOnce(&MultiGuard) -> T) -> Result<T> {
-        let guard = self.lock()?;
-        let out = work(&guard);
-        guard.ensure_held()?;
-        if let Err(e) = guard.unlock() {
-            tracing::warn!(error = %e, "the work ran while held, but the unlock after it failed: the holds end with their lease");
-        }
-        Ok(out)
+        run_held(self.lock()?, work, || self.keys().join(", "))
     }
 
     /// The keys of the locks, in order.
@@ -1402,12 +1392,7 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn with<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
-        let permits = self.acquire()?;
-        let out = work();
-        if let Err(e) = permits.release() {
-            tracing::warn!(key = %self.inner.key(), error = %e, "the work ran, but giving its permit back failed");
-        }
-        Ok(out)
+        run_held(self.acquire()?, |_| work(), || self.inner.key().to_owned())
     }
 }
 
@@ -1527,13 +1512,7 @@ impl ExpirableSemaphore {
     ///
     /// As [`acquire`](Self::acquire), and [`Error::LeaseLost`].
     pub fn with<T>(&self, work: impl FnOnce(&ExpirablePermit) -> T) -> Result<T> {
-        let permit = self.acquire()?;
-        let out = work(&permit);
-        permit.ensure_held()?;
-        if let Err(e) = permit.release() {
-            tracing::warn!(key = %self.inner.key(), error = %e, "the work ran while the permit was held, but its release failed: the permit ends with its lease");
-        }
-        Ok(out)
+        run_held(self.acquire()?, work, || self.inner.key().to_owned())
     }
 }
 
@@ -1639,5 +1618,74 @@ impl BlockingLock<crate::SpinLock> {
     /// [`Error::InvalidArgument`] for a backoff out of bounds.
     pub fn with_backoff(&self, backoff: crate::Backoff) -> Result<Self> {
         Ok(self.client.wrap(self.inner.with_backoff(backoff)?))
+    }
+}
+
+/// A held thing a blocking `with` runs work under: a lock's guard, a group's, permits.
+trait Held {
+    /// `Ok(())` while held ([`Error::LeaseLost`] once lost; permits without a lease always
+    /// hold).
+    fn ensure_held(&self) -> Result<()>;
+
+    /// Gives it back.
+    fn end(self) -> Result<()>;
+}
+
+/// The blocking `with`s, once: `work` on `held`, the loss checked after it (a blocking closure
+/// cannot be cut off), then the release; a failed release is logged (naming `what`), as the
+/// async `with`s log theirs, and the hold ends with its lease.
+fn run_held<H: Held, T>(
+    held: H,
+    work: impl FnOnce(&H) -> T,
+    what: impl FnOnce() -> String,
+) -> Result<T> {
+    let out = work(&held);
+    held.ensure_held()?;
+    if let Err(e) = held.end() {
+        tracing::warn!(key = %what(), error = %e, "the work ran while held, but the release after it failed: the hold ends with its lease");
+    }
+    Ok(out)
+}
+
+#[cfg(feature = "multilock")]
+impl Held for MultiGuard {
+    fn ensure_held(&self) -> Result<()> {
+        MultiGuard::ensure_held(self)
+    }
+
+    fn end(self) -> Result<()> {
+        self.unlock()
+    }
+}
+
+#[cfg(feature = "expirable-semaphore")]
+impl Held for ExpirablePermit {
+    fn ensure_held(&self) -> Result<()> {
+        ExpirablePermit::ensure_held(self)
+    }
+
+    fn end(self) -> Result<()> {
+        self.release()
+    }
+}
+
+impl Held for LockGuard {
+    fn ensure_held(&self) -> Result<()> {
+        LockGuard::ensure_held(self)
+    }
+
+    fn end(self) -> Result<()> {
+        self.unlock()
+    }
+}
+
+#[cfg(feature = "semaphore")]
+impl Held for Permits {
+    fn ensure_held(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn end(self) -> Result<()> {
+        self.release()
     }
 }

@@ -1,6 +1,6 @@
 //! A third-party API's two limits as tower layers on an outgoing client, shared by several
-//! worker processes: at most RATE calls per second (`DistributedRateLimitLayer`) and at most
-//! PERMITS calls in flight (`DistributedConcurrencyLimitLayer` over a permit-expirable
+//! worker processes: at most `LIMITS.rate` calls per second (`DistributedRateLimitLayer`) and at most
+//! `LIMITS.permits` calls in flight (`DistributedConcurrencyLimitLayer` over a permit-expirable
 //! semaphore, whose permits come back by themselves if a worker dies).
 //!
 //! ```text
@@ -21,71 +21,35 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{AnyResult, StandInApi, run_workers};
+use common::{AnyResult, ApiLimits, StandInApi};
 use ferrisson::Client;
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
-use ferrisson_rate_limiter::{RateLimiter, RateType};
-use ferrisson_testkit::RedisServer;
+use ferrisson_rate_limiter::RateLimiter;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// At most this many calls per second...
-const RATE: u64 = 10;
-/// ...and this many at once.
-const PERMITS: u32 = 3;
+/// The API's limits: `rate` calls per second and `permits` in flight.
+const LIMITS: ApiLimits = ApiLimits {
+    name: "example:tower-partner-api",
+    rate: 10,
+    permits: 3,
+};
 const WORKERS: usize = 3;
 const CALLS_PER_WORKER: usize = 8;
-const NAME: &str = "example:tower-partner-api";
 
 #[tokio::main]
 async fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().collect();
-    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
-        (Some("worker"), Some(url), Some(id)) => worker(url, id).await,
-        _ => coordinator().await,
+    match ApiLimits::worker_args() {
+        Some((url, id)) => worker(&url, &id).await,
+        None => LIMITS.coordinate(WORKERS, CALLS_PER_WORKER).await,
     }
-}
-
-async fn coordinator() -> AnyResult<()> {
-    let (server, url) = RedisServer::from_env_or_spawn()?;
-    if server.is_some() {
-        println!("started a throwaway redis-server at {url}");
-    }
-    let client = Client::connect(&url).await?;
-    RateLimiter::new(&client, &format!("{NAME}:rate"))?
-        .set_rate(RateType::Overall, RATE, Duration::from_secs(1))
-        .await?;
-    ExpirableSemaphore::new(&client, &format!("{NAME}:in-flight"))?
-        .set_permits(PERMITS)
-        .await?;
-    let api = StandInApi::connect(&url, NAME).await?;
-    api.reset().await?;
-
-    println!(
-        "{WORKERS} workers, {CALLS_PER_WORKER} calls each, all at once: at most {RATE}/s and {PERMITS} in flight"
-    );
-    run_workers(WORKERS, &["worker", &url]).await?;
-
-    let report = api.report().await?;
-    println!("{report} (limits: {RATE}/s, {PERMITS} at once)");
-    if report.calls != WORKERS * CALLS_PER_WORKER
-        || report.busiest_second as u64 > RATE
-        || report.most_in_flight > PERMITS
-    {
-        return Err("a limit was broken".into());
-    }
-    println!("both limits held across the {WORKERS} processes");
-    client.shutdown().await?;
-    Ok(())
 }
 
 async fn worker(url: &str, id: &str) -> AnyResult<()> {
     let client = Client::connect(url).await?;
-    let in_flight = ExpirableSemaphore::new(&client, &format!("{NAME}:in-flight"))?;
-    let rate = RateLimiter::new(&client, &format!("{NAME}:rate"))?;
-    let api = StandInApi::connect(url, NAME).await?;
+    let in_flight = ExpirableSemaphore::new(&client, &LIMITS.in_flight_name())?;
+    let rate = RateLimiter::new(&client, &LIMITS.rate_name())?;
+    let api = StandInApi::connect(url, LIMITS.name).await?;
 
     // The API client with both limits in front of it. Each clone of the service takes its
     // own permits; a permit in flight goes back when the call's response future ends.

@@ -189,3 +189,73 @@ pub async fn http_get(addr: &str, path: &str) -> AnyResult<(u16, String)> {
         .to_owned();
     Ok((status, body))
 }
+
+/// An API's two limits, shared by worker processes: at most `rate` calls a second (a rate
+/// limiter named `<name>:rate`) and `permits` in flight (a permit-expirable semaphore named
+/// `<name>:in-flight`); the stand-in API is named `name`.
+pub struct ApiLimits {
+    pub name: &'static str,
+    pub rate: u64,
+    pub permits: u32,
+}
+
+impl ApiLimits {
+    /// The rate limiter's name.
+    pub fn rate_name(&self) -> String {
+        format!("{}:rate", self.name)
+    }
+
+    /// The semaphore's name.
+    pub fn in_flight_name(&self) -> String {
+        format!("{}:in-flight", self.name)
+    }
+
+    /// This program as a worker (`worker URL ID`): the URL and the worker's index, or `None`
+    /// for the coordinator.
+    pub fn worker_args() -> Option<(String, String)> {
+        let mut args = std::env::args().skip(1);
+        match (args.next().as_deref(), args.next(), args.next()) {
+            (Some("worker"), Some(url), Some(id)) => Some((url, id)),
+            _ => None,
+        }
+    }
+
+    /// The coordinator: sets both limits on a Redis (`REDIS_URL`, or a throwaway
+    /// redis-server), runs `workers` workers, and checks that they made `workers × calls`
+    /// calls within both limits.
+    pub async fn coordinate(&self, workers: usize, calls: usize) -> AnyResult<()> {
+        let (server, url) = ferrisson_testkit::RedisServer::from_env_or_spawn()?;
+        if server.is_some() {
+            println!("started a throwaway redis-server at {url}");
+        }
+        let client = ferrisson::Client::connect(&url).await?;
+        ferrisson_rate_limiter::RateLimiter::new(&client, &self.rate_name())?
+            .set_rate(
+                ferrisson_rate_limiter::RateType::Overall,
+                self.rate,
+                Duration::from_secs(1),
+            )
+            .await?;
+        ferrisson_expirable_semaphore::ExpirableSemaphore::new(&client, &self.in_flight_name())?
+            .set_permits(self.permits)
+            .await?;
+        let api = StandInApi::connect(&url, self.name).await?;
+        api.reset().await?;
+
+        let (rate, permits) = (self.rate, self.permits);
+        println!("{workers} workers, {calls} calls each: at most {rate}/s and {permits} at once");
+        run_workers(workers, &["worker", &url]).await?;
+
+        let report = api.report().await?;
+        println!("{report} (limits: {rate}/s, {permits} at once)");
+        if report.calls != workers * calls
+            || report.busiest_second as u64 > rate
+            || report.most_in_flight > permits
+        {
+            return Err("a limit was broken".into());
+        }
+        println!("both limits held across the {workers} processes");
+        client.shutdown().await?;
+        Ok(())
+    }
+}

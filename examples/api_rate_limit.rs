@@ -1,5 +1,6 @@
-//! A third-party API's two limits, shared by several worker processes: at most `LIMITS.rate` calls per
-//! second (a rate limiter) and at most `LIMITS.permits` calls in flight (a permit-expirable semaphore).
+//! A third-party API's two limits, shared by several worker processes: at most `LIMITS.rate`
+//! calls per second (a rate limiter) and at most `LIMITS.permits` calls in flight (a
+//! permit-expirable semaphore).
 //!
 //! ```text
 //! cargo run --example api_rate_limit          # starts a throwaway redis-server

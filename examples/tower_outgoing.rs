@@ -1,7 +1,7 @@
 //! A third-party API's two limits as tower layers on an outgoing client, shared by several
-//! worker processes: at most `LIMITS.rate` calls per second (`DistributedRateLimitLayer`) and at most
-//! `LIMITS.permits` calls in flight (`DistributedConcurrencyLimitLayer` over a permit-expirable
-//! semaphore, whose permits come back by themselves if a worker dies).
+//! worker processes: at most `LIMITS.rate` calls per second (`DistributedRateLimitLayer`) and
+//! at most `LIMITS.permits` calls in flight (`DistributedConcurrencyLimitLayer` over a
+//! permit-expirable semaphore, whose permits come back by themselves if a worker dies).
 //!
 //! ```text
 //! cargo run --example tower_outgoing --features tower   # starts a throwaway redis-server

@@ -16,6 +16,25 @@ fn client(server: &RedisServer) -> Client {
     Client::connect(&server.url()).unwrap()
 }
 
+/// A client whose watchdog renews every 300 ms (a 900 ms lease): losses are seen soon.
+fn short_lease_client(url: &str) -> Client {
+    Client::with_config(ClientConfig::new(url).with_lease(Duration::from_millis(900))).unwrap()
+}
+
+/// A loss callback, and what hears it.
+fn heard_loss() -> (
+    impl FnOnce(LossReason) + Send + 'static,
+    mpsc::Receiver<LossReason>,
+) {
+    let (told, heard) = mpsc::channel();
+    (
+        move |reason| {
+            let _ = told.send(reason);
+        },
+        heard,
+    )
+}
+
 /// Polls `check` every 10 ms until it holds or `within` passes.
 fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now()
@@ -62,15 +81,11 @@ fn a_lock_is_taken_waited_for_and_released_by_plain_threads() {
 #[test]
 fn a_lost_hold_is_told_by_check_and_by_callback() {
     let server = RedisServer::spawn();
-    let short =
-        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
-            .unwrap();
+    let short = short_lease_client(&server.url());
     let lock = short.reentrant_lock(&unique_name("blocking-loss")).unwrap();
     let guard = lock.lock().unwrap();
-    let (told, heard) = mpsc::channel();
-    guard.on_lost(move |reason| {
-        let _ = told.send(reason);
-    });
+    let (callback, heard) = heard_loss();
+    guard.on_lost(callback);
     guard.ensure_held().unwrap();
     // Someone deletes the lock under the holder: the watchdog's next renewal finds it gone.
     let mut admin = server.connection();
@@ -90,10 +105,8 @@ fn a_lost_hold_is_told_by_check_and_by_callback() {
     let fixed = lock
         .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(300)))
         .unwrap();
-    let (told, heard) = mpsc::channel();
-    fixed.on_lost(move |reason| {
-        let _ = told.send(reason);
-    });
+    let (callback, heard) = heard_loss();
+    fixed.on_lost(callback);
     fixed.unlock().unwrap();
     assert!(
         heard.recv_timeout(Duration::from_millis(600)).is_err(),
@@ -278,9 +291,7 @@ fn a_mutex_blocks_and_its_fixed_lease_is_extended() {
 #[test]
 fn the_rest_blocks_too_semaphore_calls_spin_lock_rate_limiter_and_permit_losses() {
     let server = RedisServer::spawn();
-    let c =
-        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
-            .unwrap();
+    let c = short_lease_client(&server.url());
 
     // Semaphore: acquire, try_acquire, release(n).
     let sem = c.semaphore(&unique_name("blocking-sem-more")).unwrap();
@@ -347,8 +358,8 @@ fn the_rest_blocks_too_semaphore_calls_spin_lock_rate_limiter_and_permit_losses(
     fixed.extend(Duration::from_secs(30)).unwrap();
     let watched = exp.try_acquire().unwrap().unwrap();
     assert!(exp.try_acquire().unwrap().is_none());
-    let (tx, rx) = mpsc::channel();
-    watched.on_lost(move |reason| tx.send(reason).unwrap());
+    let (callback, rx) = heard_loss();
+    watched.on_lost(callback);
     // The semaphore deleted under the permits: the watchdog finds its permit gone.
     c.block_on(async {
         use ferrisson::SyncObject;
@@ -410,10 +421,7 @@ fn multilocks_and_redlocks_block_and_tell_their_loss() {
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::spawn()).collect();
     let clients: Vec<Client> = servers
         .iter()
-        .map(|s| {
-            Client::with_config(ClientConfig::new(s.url()).with_lease(Duration::from_millis(900)))
-                .unwrap()
-        })
+        .map(|s| short_lease_client(&s.url()))
         .collect();
     let name = unique_name("blocking-red");
     let red_lock = |by: &Client| {
@@ -433,10 +441,8 @@ fn multilocks_and_redlocks_block_and_tell_their_loss() {
         "fenced locks give the group a token"
     );
     assert!(guard.valid_until().is_none(), "the watchdogs keep it");
-    let (told, heard) = mpsc::channel();
-    guard.on_lost(move |reason| {
-        let _ = told.send(reason);
-    });
+    let (callback, heard) = heard_loss();
+    guard.on_lost(callback);
     assert!(
         red_lock(&clients[1]).try_lock().unwrap().is_none(),
         "no second quorum"
@@ -480,10 +486,8 @@ fn multilocks_and_redlocks_block_and_tell_their_loss() {
         .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(400)))
         .unwrap();
     assert!(fixed.valid_until().unwrap() > std::time::Instant::now());
-    let (told, heard) = mpsc::channel();
-    fixed.on_lost(move |reason| {
-        let _ = told.send(reason);
-    });
+    let (callback, heard) = heard_loss();
+    fixed.on_lost(callback);
     fixed.unlock().unwrap();
     assert!(
         heard.recv_timeout(Duration::from_millis(800)).is_err(),
@@ -494,9 +498,7 @@ fn multilocks_and_redlocks_block_and_tell_their_loss() {
 #[test]
 fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
     let server = RedisServer::spawn();
-    let short =
-        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
-            .unwrap();
+    let short = short_lease_client(&server.url());
     let other = client(&server);
 
     // The semaphore.
@@ -701,9 +703,7 @@ fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
 #[test]
 fn a_blocking_group_extends_and_runs_scoped_work() {
     let server = RedisServer::spawn();
-    let short =
-        Client::with_config(ClientConfig::new(server.url()).with_lease(Duration::from_millis(900)))
-            .unwrap();
+    let short = short_lease_client(&server.url());
     let (a, b) = (unique_name("blocking-group"), unique_name("blocking-group"));
     let group = short
         .multi_lock(vec![

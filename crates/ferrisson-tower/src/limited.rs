@@ -63,6 +63,10 @@ impl<T, S: Source> Limited<T, S> {
         }
     }
 
+    pub(crate) fn source(&self) -> &S {
+        &self.source
+    }
+
     pub(crate) fn max_wait(&self) -> Option<Duration> {
         self.max_wait
     }

@@ -58,7 +58,6 @@ impl<T> Layer<T> for DistributedRateLimitLayer {
         };
         DistributedRateLimit {
             limited: Limited::new(inner, source, self.max_wait),
-            permits: self.permits,
         }
     }
 }
@@ -91,14 +90,12 @@ impl Source for Rate {
 /// The service of a [`DistributedRateLimitLayer`]. Its clones each take their own permits.
 pub struct DistributedRateLimit<T> {
     limited: Limited<T, Rate>,
-    permits: u32,
 }
 
 impl<T: Clone> Clone for DistributedRateLimit<T> {
     fn clone(&self) -> Self {
         Self {
             limited: self.limited.clone(),
-            permits: self.permits,
         }
     }
 }
@@ -106,7 +103,7 @@ impl<T: Clone> Clone for DistributedRateLimit<T> {
 impl<T> std::fmt::Debug for DistributedRateLimit<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistributedRateLimit")
-            .field("permits_per_call", &self.permits)
+            .field("permits_per_call", &self.limited.source().permits)
             .field("max_wait", &self.limited.max_wait())
             .field("state", &self.limited.state())
             .finish_non_exhaustive()

@@ -39,6 +39,21 @@ pub async fn run_workers(n: usize, args: &[&str]) -> AnyResult<()> {
     Ok(())
 }
 
+/// The stand-in's note of a call: its start (the server's clock, ms) and the calls in flight,
+/// the most of them kept. One script, hashed once.
+static NOTE_CALL: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+        local t = redis.call('time')
+        redis.call('rpush', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000))
+        local now = redis.call('incr', KEYS[2])
+        if now > tonumber(redis.call('get', KEYS[3]) or '0') then
+          redis.call('set', KEYS[3], now)
+        end
+        ",
+    )
+});
+
 /// A stand-in for a third-party API, shared by every process through Redis: each call notes
 /// when it started (by the Redis server's clock, the one clock all processes share) and how
 /// many calls were in flight, then takes 20–80 ms.
@@ -95,21 +110,12 @@ impl StandInApi {
     pub async fn call(&self) -> AnyResult<()> {
         let [calls, concurrent, most] = self.keys();
         let mut con = self.con.clone();
-        let _: () = redis::Script::new(
-            r"
-            local t = redis.call('time')
-            redis.call('rpush', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000))
-            local now = redis.call('incr', KEYS[2])
-            if now > tonumber(redis.call('get', KEYS[3]) or '0') then
-              redis.call('set', KEYS[3], now)
-            end
-            ",
-        )
-        .key(&calls)
-        .key(&concurrent)
-        .key(&most)
-        .invoke_async(&mut con)
-        .await?;
+        let _: () = NOTE_CALL
+            .key(&calls)
+            .key(&concurrent)
+            .key(&most)
+            .invoke_async(&mut con)
+            .await?;
         use std::hash::{BuildHasher, Hasher};
         let jitter = std::collections::hash_map::RandomState::new()
             .build_hasher()

@@ -40,12 +40,13 @@ pub fn live_heap_bytes() -> i64 {
     stats.bytes_allocated as i64 - stats.bytes_deallocated as i64 + stats.bytes_reallocated as i64
 }
 
-const USAGE: &str = "usage: ferrisson-bench [--quick] [--json FILE] [--svg FILE] \
+const USAGE: &str = "usage: ferrisson-bench [--quick | --smoke] [--json FILE] [--svg FILE] \
 [--scenario raw|server-cost|uncontended|contended|processes|waiters|semaphore|latch|peers|cluster|redlock|rate-limiter]... [--no-external-peers]
        ferrisson-bench --from-json FILE [--svg FILE]   (print the table and draw the chart of an earlier run)";
 
 struct Args {
     quick: bool,
+    smoke: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
     scenarios: Vec<String>,
@@ -56,6 +57,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         quick: false,
+        smoke: false,
         json: None,
         svg: None,
         scenarios: Vec::new(),
@@ -66,6 +68,11 @@ fn parse_args() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => args.quick = true,
+            // Every scenario in the shortest phases that still run it: for the smoke test.
+            "--smoke" => {
+                args.quick = true;
+                args.smoke = true;
+            }
             "--json" => args.json = Some(it.next().ok_or("--json needs a file")?.into()),
             "--svg" => args.svg = Some(it.next().ok_or("--svg needs a file")?.into()),
             "--scenario" => {
@@ -149,12 +156,19 @@ async fn run(args: Args) -> ExitCode {
     };
     println!(
         "ferrisson-bench against {url} ({} mode, {} cores)",
-        if args.quick { "quick" } else { "full" },
+        if args.smoke {
+            "smoke"
+        } else if args.quick {
+            "quick"
+        } else {
+            "full"
+        },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let ctx = Ctx {
         url,
         quick: args.quick,
+        smoke: args.smoke,
         probe,
         external_peers: args.external_peers,
     };

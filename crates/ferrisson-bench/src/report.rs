@@ -223,6 +223,25 @@ pub fn targets(records: &Records) -> Vec<Target> {
             mbare(variant, "command_us_ratio_to_rslock"),
         );
     }
+    // Fairness across processes (once `tests/fairness.rs`, a timing claim that a debug build
+    // on two busy cores could not keep): no process of the four gets under a quarter of its
+    // fair share of a contended lock, for every kind that takes turns between clients.
+    for kind in crate::scenarios::processes::KINDS {
+        for hold in crate::scenarios::HOLDS {
+            let variant = crate::scenarios::processes::variant(hold);
+            add(
+                format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
+                records.get(
+                    "contended",
+                    &variant,
+                    crate::scenarios::processes::library(kind),
+                    "process_share_min",
+                ),
+                Bound::AtLeast(0.25),
+                None,
+            );
+        }
+    }
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {
         add(what, value, Bound::AtMost(bound), None);
     };

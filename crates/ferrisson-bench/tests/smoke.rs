@@ -1,4 +1,4 @@
-//! Runs the harness in `--quick` mode against a server it spawns and checks its output is
+//! Runs the harness in `--smoke` mode (every scenario once, in its shortest phases) against a server it spawns and checks its output is
 //! well formed. No timing is asserted: numbers from a debug build on a shared machine mean
 //! nothing; that they are produced, named and finite does.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -12,7 +12,7 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
     let json = dir.path().join("results.json");
     let svg = dir.path().join("chart.svg");
     let output = Command::new(env!("CARGO_BIN_EXE_ferrisson-bench"))
-        .arg("--quick")
+        .arg("--smoke")
         .arg("--no-external-peers")
         .arg("--json")
         .arg(&json)
@@ -101,6 +101,27 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
             find(scenario, metric),
             "no {scenario}/{metric} for ferrisson"
         );
+    }
+    // Every kind run across processes reports each process's share (the bench's fairness
+    // target; the share itself is a timing figure, not checked here).
+    for library in [
+        "ferrisson",
+        "ferrisson-spin-lock",
+        "ferrisson-write-lock",
+        "ferrisson-mutex",
+        "ferrisson-redlock",
+        "ferrisson-redlock-mutex",
+    ] {
+        for hold in ["hold=0ms", "hold=1ms"] {
+            let variant = format!("{hold},processes=4");
+            assert!(
+                records.iter().any(|r| r["scenario"] == "contended"
+                    && r["variant"] == variant.as_str()
+                    && r["library"] == library
+                    && r["metric"] == "process_share_min"),
+                "no contended/{variant}/{library} process_share_min"
+            );
+        }
     }
     for metric in [
         "ratio_to_standalone",

@@ -19,11 +19,11 @@ const CLUSTER: &str = "ferrisson (cluster)";
 const SYNCED: &str = "ferrisson (cluster, replica sync)";
 
 fn rounds(ctx: &Ctx) -> (u32, Duration) {
-    if ctx.quick {
-        (3, Duration::from_millis(250))
-    } else {
-        (8, Duration::from_millis(500))
-    }
+    ctx.pick(
+        (8, Duration::from_millis(500)),
+        (3, Duration::from_millis(250)),
+        (1, Duration::from_millis(150)),
+    )
 }
 
 async fn connect(config: ClientConfig) -> Result<Client, String> {
@@ -158,7 +158,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     );
 
     // Waiters spread over the slots: one subscriber connection per shard, however many.
-    let waiters = if ctx.quick { 2_000 } else { 10_000 };
+    let waiters = ctx.pick(10_000, 2_000, 500);
     let names = waiters / 10;
     let holder = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;
     let waiting = connect(ClientConfig::cluster(cluster.urls()).without_replica_sync()).await?;

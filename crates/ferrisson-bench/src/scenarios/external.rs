@@ -249,11 +249,11 @@ async fn run_peer(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), S
 /// gaps). Each peer round first runs its workload 0.5 s uncounted: a JIT's warm-up (node) and
 /// the threads' start-up (python) would otherwise count against a short round.
 async fn head_to_head(ctx: &Ctx, records: &mut Records, peer: &Peer) -> Result<(), String> {
-    let (rounds, round) = if ctx.quick {
-        (2, Duration::from_secs(1))
-    } else {
-        (3, Duration::from_secs(2))
-    };
+    let (rounds, round) = ctx.pick(
+        (3, Duration::from_secs(2)),
+        (2, Duration::from_secs(1)),
+        (1, Duration::from_millis(500)),
+    );
     let slug = peer.library.split(' ').next().unwrap_or("peer");
     let client = ferrisson::Client::connect(&ctx.url)
         .await

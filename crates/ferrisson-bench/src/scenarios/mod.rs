@@ -23,29 +23,45 @@ pub mod waiters;
 /// What every scenario gets.
 pub struct Ctx {
     pub url: String,
+    /// `--quick` (or `--smoke`): shorter phases and fewer rounds than a full run.
     pub quick: bool,
+    /// `--smoke`: every scenario once, each phase as short as still exercises it (the smoke
+    /// test's check that every scenario runs and writes well-formed records; its numbers mean
+    /// nothing).
+    pub smoke: bool,
     pub probe: Probe,
     /// Run the node and python peers (npm `redis-semaphore`, PyPI `python-redis-lock`).
     pub external_peers: bool,
 }
 
 impl Ctx {
+    /// `full`, `quick` or `smoke`, by the run's mode.
+    pub fn pick<T>(&self, full: T, quick: T, smoke: T) -> T {
+        if self.smoke {
+            smoke
+        } else if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+
     /// How long one measured phase runs.
     pub fn phase(&self) -> Duration {
-        if self.quick {
-            Duration::from_millis(1_500)
-        } else {
-            Duration::from_secs(5)
-        }
+        self.pick(
+            Duration::from_secs(5),
+            Duration::from_millis(1_500),
+            Duration::from_millis(300),
+        )
     }
 
     /// How long the command-counting (MONITOR) phase runs.
     pub fn count_phase(&self) -> Duration {
-        if self.quick {
-            Duration::from_millis(500)
-        } else {
-            Duration::from_secs(2)
-        }
+        self.pick(
+            Duration::from_secs(2),
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+        )
     }
 }
 

@@ -20,7 +20,7 @@ use crate::record::Records;
 use crate::workload::{self, Cycle, HoldCycle};
 
 /// The kinds run across processes, by the name a worker takes.
-const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 6] = [
     "reentrant-lock",
     "spin-lock",
     "write-lock",
@@ -33,7 +33,7 @@ const KINDS: [&str; 6] = [
 const OUTAGE_HOLD: Duration = Duration::from_millis(20);
 
 /// The library name of a kind's records (the `contended` scenario's names).
-fn library(kind: &str) -> &'static str {
+pub fn library(kind: &str) -> &'static str {
     match kind {
         "reentrant-lock" => "ferrisson",
         "spin-lock" => "ferrisson-spin-lock",
@@ -131,7 +131,8 @@ async fn across_processes(
 ) -> Result<Vec<(u64, f64)>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let phase = ctx.phase();
-    let start = now_ms() + u64::try_from(WORKER_START.as_millis()).unwrap_or(0);
+    let start_in = ctx.pick(WORKER_START, WORKER_START, WORKER_START / 3);
+    let start = now_ms() + u64::try_from(start_in.as_millis()).unwrap_or(0);
     let mut children = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
         let child = tokio::process::Command::new(&exe)
@@ -150,7 +151,7 @@ async fn across_processes(
         children.push(child);
     }
     // Every worker has connected well before its phase starts.
-    tokio::time::sleep(WORKER_START / 2).await;
+    tokio::time::sleep(start_in / 2).await;
     set_down(outage, true);
     let counts = collect(children, kind).await;
     set_down(outage, false);
@@ -214,6 +215,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// The variant of `hold`'s records with every server up.
+pub fn variant(hold: Duration) -> String {
+    format!("{},processes={CONTENDED_CLIENTS}", hold_variant(hold))
+}
+
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     // The RedLocks' three servers; the last is the one taken down.
     let mut servers = tokio::task::spawn_blocking(|| {
@@ -239,7 +245,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ctx.url.as_str()
         };
         for hold in HOLDS {
-            let variant = format!("{},processes={CONTENDED_CLIENTS}", hold_variant(hold));
+            let variant = variant(hold);
             measure(ctx, records, (url, kind), hold, &variant, &None).await?;
         }
         // Not in quick mode: with one server down a RedLock acquire can take minutes (see

@@ -13,11 +13,11 @@ use crate::record::Records;
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     let rate: u64 = 200;
     let interval = Duration::from_secs(1);
-    let phase = if ctx.quick {
-        Duration::from_millis(2_500)
-    } else {
-        Duration::from_secs(6)
-    };
+    let phase = ctx.pick(
+        Duration::from_secs(6),
+        Duration::from_millis(2_500),
+        Duration::from_millis(1_200),
+    );
     let name = "bench:rate-limiter";
     let setup = Client::connect(&ctx.url).await.map_err(|e| e.to_string())?;
     RateLimiter::new(&setup, name)
@@ -110,7 +110,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let mut lateness = Vec::new();
-    for _ in 0..if ctx.quick { 5 } else { 20 } {
+    for _ in 0..ctx.pick(20, 5, 2) {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let spent = Instant::now();
         limiter.acquire(10).await.map_err(|e| e.to_string())?;

@@ -531,7 +531,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let mut rtt = Latencies::default();
-    let pings = if ctx.quick { 500 } else { 5_000 };
+    let pings = ctx.pick(5_000, 500, 100);
     for _ in 0..pings {
         let t0 = Instant::now();
         redis::cmd("PING")

@@ -67,11 +67,11 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
     .map_err(|e| e.to_string())??;
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let ceiling_cons = ceiling_connections(&urls).await?;
-    let (rounds, round) = if ctx.quick {
-        (3, Duration::from_millis(400))
-    } else {
-        (6, Duration::from_secs(1))
-    };
+    let (rounds, round) = ctx.pick(
+        (6, Duration::from_secs(1)),
+        (3, Duration::from_millis(400)),
+        (1, Duration::from_millis(200)),
+    );
     // (variant, clients, tasks per client, one key or one per task)
     for (variant, n_clients, tasks, shared) in [
         ("uncontended tasks=16", 1usize, 16usize, false),

@@ -188,5 +188,5 @@ pub(crate) async fn ceiling_connections(
 /// Rounds of the head-to-head, each library's round as long as a measured phase: shorter
 /// rounds favour ferrisson (rslock takes longer to reach its pace), 1 s rounds by 15-25 %.
 fn head_to_head_rounds(ctx: &Ctx) -> (usize, Duration) {
-    (if ctx.quick { 3 } else { 4 }, ctx.phase())
+    (ctx.pick(4, 3, 1), ctx.phase())
 }

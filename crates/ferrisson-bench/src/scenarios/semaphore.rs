@@ -140,11 +140,11 @@ async fn interleaved(
     // Rounds of seconds, not fractions: short rounds favour the side that reaches its pace
     // sooner (1 s rounds: 1.75 and 1.56 x, where the separate phases of the same run gave
     // 1.67 and 1.50).
-    let (rounds, round) = if ctx.quick {
-        (3, Duration::from_secs(1))
-    } else {
-        (4, Duration::from_secs(3))
-    };
+    let (rounds, round) = ctx.pick(
+        (4, Duration::from_secs(3)),
+        (3, Duration::from_secs(1)),
+        (1, Duration::from_millis(250)),
+    );
     let plain = "bench:semaphore-h2h";
     let expirable = "bench:expirable-semaphore-h2h";
     let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];

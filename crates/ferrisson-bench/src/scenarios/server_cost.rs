@@ -149,11 +149,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
-    let (repeats, length) = if ctx.quick {
-        (3, Duration::from_millis(700))
-    } else {
-        (7, Duration::from_secs(2))
-    };
+    let (repeats, length) = ctx.pick(
+        (7, Duration::from_secs(2)),
+        (3, Duration::from_millis(700)),
+        (1, Duration::from_millis(300)),
+    );
     let mut ping_cpu = Vec::new();
     let mut ping_commands = Vec::new();
     let mut per_kind: Vec<KindSlices> = KINDS.iter().map(|_| KindSlices::default()).collect();

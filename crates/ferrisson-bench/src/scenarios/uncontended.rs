@@ -88,11 +88,11 @@ fn push_run(records: &mut Records, variant: &str, library: &str, run: &mut workl
 /// ratios are the medians of the per-round ratios (these machines are noisy: a drift hits both
 /// sides of a round alike, and an outlier round does not move a median).
 fn rounds(ctx: &Ctx) -> (u32, Duration) {
-    if ctx.quick {
-        (6, Duration::from_millis(250))
-    } else {
-        (12, Duration::from_millis(500))
-    }
+    ctx.pick(
+        (12, Duration::from_millis(500)),
+        (6, Duration::from_millis(250)),
+        (2, Duration::from_millis(100)),
+    )
 }
 
 pub(crate) fn median(mut values: Vec<f64>) -> f64 {

@@ -96,11 +96,11 @@ async fn run_with(ctx: &Ctx, records: &mut Records, waiters: usize) -> Result<()
     let heap_after = crate::live_heap_bytes();
     let subscribers = ctx.probe.subscriber_connections().await?;
 
-    let idle = if ctx.quick {
-        Duration::from_secs(1)
-    } else {
-        Duration::from_secs(3)
-    };
+    let idle = ctx.pick(
+        Duration::from_secs(3),
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+    );
     let before = total_calls(&ctx.probe.command_calls().await?);
     tokio::time::sleep(idle).await;
     let after = total_calls(&ctx.probe.command_calls().await?);

@@ -58,6 +58,23 @@ mod object;
 mod options;
 mod owner;
 mod permits;
+/// The locks, atomics and threads the hub ([`pubsub`]) is built on: std's. Its model checks
+/// build the same source a second time on shuttle's ([`model_check`], in test builds).
+mod hub_sync {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize};
+    pub(crate) use std::sync::{Mutex, MutexGuard};
+    #[cfg(test)]
+    pub(crate) use std::thread;
+}
+/// The checks this build of the hub's source runs: its unit tests, on real threads.
+#[cfg(test)]
+macro_rules! hub_checks {
+    () => {
+        mod tests;
+    };
+}
+#[cfg(test)]
+mod model_check;
 mod pubsub;
 mod record;
 mod releasing;

@@ -43,6 +43,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use std::time::Duration;
+// The parent module decides whose: std's, or shuttle's under the model checks.
+use super::hub_sync as sync;
 use sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
 
 use futures::StreamExt;
@@ -50,19 +52,6 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
-
-/// The hub's locks and flags: std's, or shuttle's under the model checks (built with
-/// `RUSTFLAGS="--cfg ferrisson_model_check"`), which then explore the interleavings of the threads that use them.
-mod sync {
-    #[cfg(ferrisson_model_check)]
-    pub(super) use shuttle::sync::atomic::{AtomicBool, AtomicUsize};
-    #[cfg(ferrisson_model_check)]
-    pub(super) use shuttle::sync::{Mutex, MutexGuard};
-    #[cfg(not(ferrisson_model_check))]
-    pub(super) use std::sync::atomic::{AtomicBool, AtomicUsize};
-    #[cfg(not(ferrisson_model_check))]
-    pub(super) use std::sync::{Mutex, MutexGuard};
-}
 
 /// Hand-offs to local waiters in a row (`ClientEngine::claim_waiter`)
 /// before a release goes through Redis publicly, so that waiters of other clients (and
@@ -774,8 +763,6 @@ pub use subscription::Subscription;
 #[cfg(test)]
 mod races;
 
-#[cfg(all(test, ferrisson_model_check))]
-mod model;
-
-#[cfg(all(test, not(ferrisson_model_check)))]
-mod tests;
+// The unit tests, or the model checks: the parent module's choice (`hub_checks`).
+#[cfg(test)]
+hub_checks!();

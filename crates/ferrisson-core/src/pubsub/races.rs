@@ -1,12 +1,10 @@
 //! Race scenarios run both on real threads (unit tests) and under shuttle's schedules
-//! (model checks): the locks, flags and threads are std's or shuttle's by the feature.
+//! (model checks): the locks, flags and threads are std's or shuttle's, as the parent module of
+//! this build of the hub picks.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use super::sync::thread;
 use super::*;
-#[cfg(ferrisson_model_check)]
-use shuttle::thread;
-#[cfg(not(ferrisson_model_check))]
-use std::thread;
 
 const CH: &str = "ch";
 

@@ -3,7 +3,7 @@
 #![cfg(all(feature = "blocking", feature = "full"))]
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! credentials checked at connect; work run only while a hold lasts.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::Lock;
 

@@ -3,7 +3,7 @@
 //! cross the cluster, and watchdog renewals of holds in many slots at once.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

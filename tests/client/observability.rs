@@ -2,7 +2,7 @@
 //! with the kind, the key, the owner and the number of tries.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

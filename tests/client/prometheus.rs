@@ -3,7 +3,7 @@
 //! for each kind, whether the guard was unlocked, dropped or run scoped.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -5,7 +5,7 @@
 //! each read-write side's `is_locked` and `force_unlock`, and `is_held_by` an owner.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

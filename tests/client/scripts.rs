@@ -1,7 +1,7 @@
 //! The Lua script registry against the `lua/` tree and a real Redis.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::Lock;
 

@@ -3,7 +3,7 @@
 //! kill, with the loss signal when the promoted replica does not have the lease.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 #![cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -42,6 +42,16 @@ where
     }
 }
 
+/// The name libtest knows the test `test` of module `module` (its `module_path!()`) by: the
+/// module's path inside its test binary (the area's `main.rs` is the crate), then the test's
+/// own name. A worker process started with `--exact` needs all of it.
+pub fn test_name(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_owned(),
+    }
+}
+
 pub use ferrisson_testkit::command_calls;
 
 /// Calls of `command` between two snapshots.

@@ -5,7 +5,7 @@
 //! never grows with the count it asks for.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 //! renewals carrying on after both, and the loss signal when a failover loses a lease.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

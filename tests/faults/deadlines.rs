@@ -12,7 +12,7 @@
 //! is a second holder while the first still believes it holds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! panic, never a lease truncated into a shorter one than the client believes it holds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::{Lock, SyncObject};
 

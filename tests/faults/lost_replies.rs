@@ -4,7 +4,7 @@
 //! resolved before the call returns, never a hold kept with no guard to release it.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::Lock;
 

@@ -6,7 +6,7 @@
 //! Redis is the call's error at once, never "busy".
 #![allow(clippy::unwrap_used, clippy::panic, clippy::print_stderr)]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -4,7 +4,7 @@
 //! still succeed; a primary without replicas is not waited on.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! per call, and every such key carries a TTL.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

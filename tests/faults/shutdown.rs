@@ -5,7 +5,7 @@
 //! `shutdown_worker`) take and drop, then shut down and exit.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -92,7 +92,8 @@ async fn run_workers(url: &str, name: &str, runs: std::ops::Range<usize>, skip: 
             .map(|run| {
                 let mut command = Command::new(&exe);
                 command
-                    .args(["shutdown_worker", "--exact", "--ignored", "--nocapture"])
+                    .arg(test_name(module_path!(), "shutdown_worker"))
+                    .args(["--exact", "--ignored", "--nocapture"])
                     .env("SHUTDOWN_URL", url)
                     .env("SHUTDOWN_LOCK", format!("{name}:lock:{run}"))
                     .env("SHUTDOWN_SEM", format!("{name}:sem"))

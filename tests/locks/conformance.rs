@@ -6,7 +6,7 @@
 //! own test file.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::SyncObject;
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! clock as "now" (Redisson passes it in).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! counter stays Redisson's: an integer its `INCR` keeps growing.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! redis-server processes, with instances frozen and killed.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! watchdog on its string.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! every hold under a fresh owner. Re-entry is explicit, through a bound owner.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::Lock;
 

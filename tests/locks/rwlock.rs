@@ -1,7 +1,7 @@
 //! The read-write lock against a real Redis.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::Lock;
 

@@ -2,7 +2,7 @@
 //! while held, release, return the output; a loss cuts the work off with `LeaseLost`.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! watchdog's renewals and loss signal, fencing, and Redisson's `RSpinLock` layout.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

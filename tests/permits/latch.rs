@@ -1,7 +1,7 @@
 //! The countdown latch against a real Redis.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use ferrisson::SyncObject;
 use std::time::Duration;

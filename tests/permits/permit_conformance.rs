@@ -3,7 +3,7 @@
 //! Kind-specific behaviour (leases and ids, reservations, hand-offs) stays in each kind's file.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! per-client rates, bad arguments, and Redisson's layout.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

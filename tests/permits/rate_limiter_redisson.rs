@@ -11,7 +11,7 @@
 //! out of the window too): the value grows by `n`, up to the rate.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,7 +1,7 @@
 //! The semaphore against a real Redis.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -120,7 +120,7 @@ async fn three_processes_stay_within_both_limits() {
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
             ferrisson_testkit::rerun_test_as_process(
-                "worker",
+                "processes::worker",
                 &[
                     ("WORKER_URL", &url),
                     ("WORKER_API", &api),

@@ -13,8 +13,6 @@ mod client;
 mod cluster;
 mod inspect;
 mod observability;
-#[cfg(feature = "metrics")]
-mod prometheus;
 mod redisson_parity;
 mod scripts;
 mod sentinel;

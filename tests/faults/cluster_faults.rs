@@ -232,7 +232,7 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
 async fn a_failover_that_loses_a_lease_is_reported_to_the_holder() {
     let mut cluster = RedisCluster::spawn();
     // Without replica sync (on by default, which would refuse the acquisition below while the
-    // replica is cut off: tests/replica_sync.rs), the failover loses the lock, and the holder
+    // replica is cut off: tests/faults/replica_sync.rs), the failover loses the lock, and the holder
     // must be told.
     let holder = connect(
         ClientConfig::cluster(cluster.urls()).without_replica_sync(),

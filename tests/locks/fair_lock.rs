@@ -350,7 +350,7 @@ async fn reentry_leases_tokens_and_force_unlock_behave_as_for_the_reentrant_lock
         0
     );
 
-    // Fixed leases, force unlock and wrong types of every lock kind: tests/conformance.rs.
+    // Fixed leases, force unlock and wrong types of every lock kind: tests/locks/conformance.rs.
     // Force unlock frees it for the waiter and the holder is told.
     let holder = lock.lock().await.unwrap();
     let other = FairLock::fenced(&b, &name).unwrap();

@@ -297,7 +297,7 @@ async fn hold_counts_leases_tokens_and_force_unlock() {
     let err = r2_again(&lock).await;
     assert!(matches!(err, Error::NotOwner(_)), "{err:?}");
 
-    // A read hold's fixed lease runs out too (the write side's: tests/conformance.rs).
+    // A read hold's fixed lease runs out too (the write side's: tests/locks/conformance.rs).
     let short = lock
         .read_lock()
         .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(200)))

@@ -3,7 +3,7 @@
 //! for each kind, whether the guard was unlocked, dropped or run scoped.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::common;
+mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,7 +1,8 @@
-//! TLS against a real TLS-enabled redis-server, for whichever TLS feature the tests are built
-//! with (`cargo nextest run --features tls-rustls --test tls`, and the same with
-//! `tls-native-tls`): server verification with the test CA, a wrong CA refused with a clear
-//! error, mutual TLS.
+//! TLS against a real TLS-enabled redis-server, for whichever TLS backend the tests are built
+//! with: rustls in the full test pass (redis-rs picks it when both TLS features are on), and
+//! native-tls when built without rustls (`.ci/run`: `cargo nextest run -p ferrisson --features
+//! full,blocking,metrics,tls-native-tls --test client -E 'test(/^tls::/)'`). Server
+//! verification with the test CA, a wrong CA refused with a clear error, mutual TLS.
 #![cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 #![allow(clippy::unwrap_used, clippy::panic)]
 

@@ -832,8 +832,10 @@ async fn a_release_hands_the_lock_to_a_local_waiter_in_one_script_call() {
             drop((guard, owner));
         }));
     }
-    eventually(SOON, "five local waiters", || async {
-        a.waiter_stats().1 == 5
+    // Parked: each has tried and waits (a waiter still on its first try cannot be handed the
+    // lock, and a busy machine may keep one there for a while).
+    eventually(SOON, "five local waiters parked", || async {
+        a.parked_waiters() == 5
     })
     .await;
     let mut con = redis.connection();
@@ -1230,7 +1232,11 @@ async fn a_release_uses_redissons_channel_and_counter_names() {
             let fenced = fenced.clone();
             tokio::spawn(async move { fenced.lock().await.unwrap() })
         };
-        eventually(SOON, "one waiter", || async { a.waiter_stats().1 == 1 }).await;
+        // Parked: it has tried and waits, so the release can hand it the lock.
+        eventually(SOON, "one waiter parked", || async {
+            a.parked_waiters() == 1
+        })
+        .await;
         holder.unlock().await.unwrap();
         let next = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
         let counter: u64 = con.get(redisson_key("redisson_lock_token", &name)).unwrap();

@@ -332,6 +332,12 @@ async fn a_local_waiter_is_handed_the_mutex_in_the_release_call() {
             std::future::ready(mutex_waiters_subscribed(&mut con, &name) == 1)
         })
         .await;
+        // And parked: it has tried and waits, so the release can hand it the mutex (a waiter
+        // still on its first try cannot be, and a busy machine may keep one there a while).
+        eventually(SOON, "the waiter parked", || {
+            std::future::ready(a.parked_waiters() == 1)
+        })
+        .await;
         let before = settled_command_calls(&mut con).await;
         let first = holder.token();
         holder.unlock().await.unwrap();

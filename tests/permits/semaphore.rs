@@ -283,8 +283,9 @@ async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
     let held = s.acquire().await.unwrap();
     let waiting = s.clone();
     let waiter = tokio::spawn(async move { waiting.acquire().await.unwrap() });
-    eventually(SOON, "the waiter waits", || async {
-        a.waiter_stats().1 == 1
+    // Parked: it has tried and waits, so the release can hand it the permit.
+    eventually(SOON, "the waiter parked", || async {
+        a.parked_waiters() == 1
     })
     .await;
     let mut con = redis.connection();

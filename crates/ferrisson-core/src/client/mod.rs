@@ -415,6 +415,15 @@ impl Client {
         self.inner.hub.stats()
     }
 
+    /// Waiters of this client that have tried, found what they wait for taken, and now wait
+    /// for a release (not trying right now, not already handed or woken): the ones a release
+    /// by this client can hand what it frees to, in the release call itself. A waiter between
+    /// two tries is not counted. For diagnostics and tests, as
+    /// [`waiter_stats`](Self::waiter_stats).
+    pub fn parked_waiters(&self) -> usize {
+        self.inner.hub.parked()
+    }
+
     /// How many renewal script calls the watchdog has sent.
     pub fn renewal_calls(&self) -> u64 {
         self.inner.watchdog.renew_calls()

@@ -669,6 +669,24 @@ impl Hub {
         let waiters = state.channels.values().map(|c| c.slots.len()).sum();
         (state.channels.len(), waiters)
     }
+
+    /// Waiters that tried in vain and now wait, free for a local release to hand what it
+    /// frees to: not trying, not claimed, not woken.
+    pub(crate) fn parked(&self) -> usize {
+        let state = self.shared.state();
+        state
+            .channels
+            .values()
+            .flat_map(|c| c.slots.iter())
+            .filter(|s| {
+                s.tag.is_some()
+                    && s.failed.load(Ordering::Acquire)
+                    && !s.busy.load(Ordering::Acquire)
+                    && !s.claimed.load(Ordering::Acquire)
+                    && !s.pending.load(Ordering::Acquire)
+            })
+            .count()
+    }
 }
 
 fn new_slot(tag: Option<Tag>) -> Arc<Slot> {

@@ -93,6 +93,24 @@ pub async fn settled_command_calls(con: &mut redis::Connection) -> HashMap<Strin
     }
 }
 
+/// Waits (10 s at most) until `n` waiters of `client` are parked (asleep until a release, as
+/// a local hand-off needs them: a waiter trying right now cannot be handed anything, and a busy
+/// machine may keep one trying a while), then until the server has gone quiet, then for the
+/// waiters again; returns the quiet server's command counts, the `before` of a hand-off's
+/// command deltas.
+pub async fn parked_then_settled(
+    client: &ferrisson::Client,
+    n: usize,
+    con: &mut redis::Connection,
+) -> HashMap<String, u64> {
+    let parked = || async { client.parked_waiters() == n };
+    let what = format!("{n} waiters parked");
+    eventually(Duration::from_secs(10), &what, parked).await;
+    let settled = settled_command_calls(con).await;
+    eventually(Duration::from_secs(10), &what, parked).await;
+    settled
+}
+
 /// Awaits every task, failing with `what` if they are not all done within `within`.
 pub async fn join_within<T>(
     within: Duration,

@@ -832,14 +832,8 @@ async fn a_release_hands_the_lock_to_a_local_waiter_in_one_script_call() {
             drop((guard, owner));
         }));
     }
-    // Parked: each has tried and waits (a waiter still on its first try cannot be handed the
-    // lock, and a busy machine may keep one there for a while).
-    eventually(SOON, "five local waiters parked", || async {
-        a.parked_waiters() == 5
-    })
-    .await;
     let mut con = redis.connection();
-    let before = settled_command_calls(&mut con).await;
+    let before = parked_then_settled(&a, 5, &mut con).await;
     guard.unlock().await.unwrap();
     eventually(SOON, "one waiter holds it", || async {
         a.waiter_stats().1 == 4
@@ -1232,7 +1226,7 @@ async fn a_release_uses_redissons_channel_and_counter_names() {
             let fenced = fenced.clone();
             tokio::spawn(async move { fenced.lock().await.unwrap() })
         };
-        // Parked: it has tried and waits, so the release can hand it the lock.
+        // Parked: asleep until a release, so the release can hand it the lock.
         eventually(SOON, "one waiter parked", || async {
             a.parked_waiters() == 1
         })

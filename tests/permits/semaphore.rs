@@ -283,13 +283,8 @@ async fn a_release_hands_permits_to_a_local_waiter_without_a_round_trip() {
     let held = s.acquire().await.unwrap();
     let waiting = s.clone();
     let waiter = tokio::spawn(async move { waiting.acquire().await.unwrap() });
-    // Parked: it has tried and waits, so the release can hand it the permit.
-    eventually(SOON, "the waiter parked", || async {
-        a.parked_waiters() == 1
-    })
-    .await;
     let mut con = redis.connection();
-    let before = settled_command_calls(&mut con).await;
+    let before = parked_then_settled(&a, 1, &mut con).await;
     held.release().await.unwrap();
     let got = tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
     let after = settled_command_calls(&mut con).await;

@@ -415,11 +415,10 @@ impl Client {
         self.inner.hub.stats()
     }
 
-    /// Waiters of this client that have tried, found what they wait for taken, and now wait
-    /// for a release (not trying right now, not already handed or woken): the ones a release
-    /// by this client can hand what it frees to, in the release call itself. A waiter between
-    /// two tries is not counted. For diagnostics and tests, as
-    /// [`waiter_stats`](Self::waiter_stats).
+    /// Waiters of this client asleep until a release (a message, a hand-off, or their wait's
+    /// bound), not already handed anything or woken: the ones a release by this client can
+    /// hand what it frees to, in the release call itself. A waiter trying right now, or about
+    /// to, is not counted. For diagnostics and tests, as [`waiter_stats`](Self::waiter_stats).
     pub fn parked_waiters(&self) -> usize {
         self.inner.hub.parked()
     }

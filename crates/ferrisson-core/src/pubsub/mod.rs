@@ -199,6 +199,9 @@ struct Slot {
     /// The waiter is trying right now (guarded by the hub's lock): it cannot be claimed, or
     /// its own try and a hand-off could both give it the synchronizer.
     busy: AtomicBool,
+    /// The waiter is asleep in [`Subscription::wait`]: it tries again only when woken, handed
+    /// what it waits for, or at its bound ([`Hub::parked`]).
+    parked: AtomicBool,
     handoff: Mutex<Option<Handoff>>,
 }
 
@@ -670,8 +673,8 @@ impl Hub {
         (state.channels.len(), waiters)
     }
 
-    /// Waiters that tried in vain and now wait, free for a local release to hand what it
-    /// frees to: not trying, not claimed, not woken.
+    /// Waiters asleep until a message, a hand-off or their bound, free for a local release to
+    /// hand what it frees to: tagged for hand-offs, not claimed, not woken.
     pub(crate) fn parked(&self) -> usize {
         let state = self.shared.state();
         state
@@ -680,8 +683,7 @@ impl Hub {
             .flat_map(|c| c.slots.iter())
             .filter(|s| {
                 s.tag.is_some()
-                    && s.failed.load(Ordering::Acquire)
-                    && !s.busy.load(Ordering::Acquire)
+                    && s.parked.load(Ordering::Acquire)
                     && !s.claimed.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
             })
@@ -698,6 +700,7 @@ fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
         tag,
         claimed: AtomicBool::new(false),
         busy: AtomicBool::new(false),
+        parked: AtomicBool::new(false),
         handoff: Mutex::new(None),
     })
 }

@@ -109,9 +109,12 @@ impl Subscription {
             self.slot.forget_notification();
             return woken;
         }
-        let woken = tokio::time::timeout(bound, self.slot.notify.notified())
-            .await
-            .is_ok();
+        let woken = {
+            let _parked = Parked::new(&self.slot);
+            tokio::time::timeout(bound, self.slot.notify.notified())
+                .await
+                .is_ok()
+        };
         if let Some(handoff) = self.slot.take_handoff() {
             return Woken::Handed(handoff);
         }
@@ -138,6 +141,23 @@ impl Subscription {
         } else {
             Woken::Notified
         }
+    }
+}
+
+/// A waiter asleep in [`Subscription::wait`] (counted by [`Hub::parked`](super::Hub::parked));
+/// dropping it, when the wait ends or its future is dropped, wakes it up.
+struct Parked<'a>(&'a Slot);
+
+impl<'a> Parked<'a> {
+    fn new(slot: &'a Slot) -> Self {
+        slot.parked.store(true, Ordering::Release);
+        Self(slot)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.parked.store(false, Ordering::Release);
     }
 }
 

@@ -177,15 +177,17 @@ async fn a_rate_limiters_permit_never_comes_back_before_a_whole_interval() {
     check("rate limiter", &outcome);
 }
 
-/// One try of a lock with a fixed lease: the deadline of the hold taken, kept until then.
+/// One try of a lock with a fixed lease: the deadline of the hold taken, kept until then. A
+/// reply slower than the lease (a busy machine) gives a guard already lost, with no deadline:
+/// its holder never believed it held, so it is no hold here, and the lane polls on.
 async fn lock_once(lock: &impl Lock) -> Option<Instant> {
     let options = AcquireOptions::new()
         .with_wait(Duration::ZERO)
         .with_lease(LEASE);
     let guard = lock.try_lock_with(options).await.unwrap()?;
-    let deadline = guard.lease_deadline().unwrap();
+    let deadline = guard.lease_deadline();
     guard.detach();
-    Some(deadline)
+    deadline
 }
 
 /// The boundary test of a lock kind whose holds are taken one after the other on each lane's

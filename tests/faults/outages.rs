@@ -295,8 +295,10 @@ async fn every_waiting_call_returns_the_connection_error_at_the_outage_limit() {
     for task in &tasks {
         assert!(!task.is_finished(), "a call ended before the outage");
     }
-    server.stop();
+    // Read before the kill: a waiter may notice the outage before `stop` has seen the process
+    // exit (on a busy machine, long before).
     let killed = Instant::now();
+    server.stop();
     let ended = join_within(Duration::from_secs(30), "every waiting call ends", tasks).await;
     for (kind, result, at) in ended {
         // A rate limiter's waiter sleeps until its window gives back a permit: it meets the

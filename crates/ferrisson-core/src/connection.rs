@@ -20,8 +20,9 @@ use crate::script::{Script, ScriptCall};
 /// connection goes out right behind `SCRIPT LOAD` of every script this process has sent
 /// ([`crate::script::sent_sources`]), in the same write: no call waits for a load, so calls
 /// reach Redis in the order they were made, and the loads cost no round trip of their own.
-/// `NOSCRIPT`, answered by `EVAL`, stays the fallback (on a cluster, whose loads go to every
-/// node apart from the call, a call can still overtake them).
+/// On a cluster the loads go to every node apart from the call, and are waited for; calls made
+/// meanwhile wait for them too rather than overtake them. `NOSCRIPT`, answered by `EVAL`,
+/// stays the fallback (a `SCRIPT FLUSH`, a node the client did not know of).
 #[derive(Clone)]
 pub(crate) struct Connection {
     link: Link,
@@ -62,6 +63,11 @@ struct Scripts {
     /// Set when the server refused a load outright (no `SCRIPT LOAD` right): the connection
     /// relies on the `NOSCRIPT` fallback from then on.
     refused: AtomicBool,
+    /// A cluster's loads, one caller at a time ([`Connection::loads_before`]).
+    cluster_load: tokio::sync::Mutex<()>,
+    /// A cluster's loads are on their way: script calls wait for them (they have marked the
+    /// scripts loaded already, and a call let through could overtake them on its node).
+    cluster_loading: AtomicBool,
 }
 
 impl Connection {
@@ -72,6 +78,8 @@ impl Connection {
                 stale: AtomicBool::new(true),
                 loaded: AtomicUsize::new(0),
                 refused: AtomicBool::new(false),
+                cluster_load: tokio::sync::Mutex::new(()),
+                cluster_loading: AtomicBool::new(false),
             }),
         }
     }
@@ -121,12 +129,22 @@ impl Connection {
         script: &'static Script,
         batch: bool,
     ) -> Vec<&'static str> {
-        let loads = self.loads_for(script, batch);
         if self.is_cluster() {
+            script.note_sent(batch);
+            let up_to_date = !self.scripts.stale.load(Ordering::Acquire)
+                && self.scripts.loaded.load(Ordering::Acquire) >= crate::script::sent_count()
+                && !self.scripts.cluster_loading.load(Ordering::Acquire);
+            if up_to_date || self.scripts.refused.load(Ordering::Relaxed) {
+                return Vec::new();
+            }
+            // Behind any load on its way, then the loads still missing, if any.
+            let _one = self.scripts.cluster_load.lock().await;
+            let _loading = ClusterLoading::new(&self.scripts.cluster_loading);
+            let loads = self.loads_for(script, batch);
             self.await_loads(loads).await;
             return Vec::new();
         }
-        loads
+        self.loads_for(script, batch)
     }
 
     /// `cmd` (`raw`: answered as [`query_raw`](Self::query_raw) does, else as
@@ -474,6 +492,23 @@ fn not_sent_in_time() -> redis::RedisError {
         std::io::ErrorKind::TimedOut,
         "not sent: the time within which a lost reply can be resolved had passed while it waited",
     ))
+}
+
+/// A cluster's loads on their way ([`Scripts::cluster_loading`]), until dropped (a caller that
+/// leaves mid-load included).
+struct ClusterLoading<'a>(&'a AtomicBool);
+
+impl<'a> ClusterLoading<'a> {
+    fn new(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        Self(flag)
+    }
+}
+
+impl Drop for ClusterLoading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// A pipeline of `SCRIPT LOAD` of each of `sources`, for a call to follow.

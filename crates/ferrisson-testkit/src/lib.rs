@@ -101,6 +101,8 @@ pub struct RedisServer {
     sentinel_conf: Option<String>,
     /// The TLS port, when the server also listens for TLS ([`RedisServer::try_spawn_tls`]).
     tls_port: Option<u16>,
+    /// The server's ports, held for as long as it lives, stopped or running ([`PortLease`]).
+    _ports: Vec<PortLease>,
 }
 
 /// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
@@ -150,6 +152,52 @@ fn major_version(binary: &Path) -> Option<u32> {
 
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A loopback port held for one server of this process for as long as the server lives,
+/// running or stopped: an exclusive lock on a file named after the port, in a directory every
+/// test process shares (the lock goes with the process). Tests run side by side, each in a
+/// process of its own, and a server stopped by one (a killed cluster node, a primary a
+/// sentinel fails over from) is still known to its cluster or its sentinels: were another test
+/// to start a server on its port, they would take that server in (two clusters merged into
+/// one, a sentinel reconfiguring another test's server). The lease also holds the cluster bus
+/// port (`port + 10000`), which a cluster node listens on too.
+#[derive(Debug)]
+struct PortLease {
+    _locks: Vec<std::fs::File>,
+}
+
+/// A free loopback port no live server of any test holds, with its lease.
+fn leased_port() -> Result<(u16, PortLease), String> {
+    let dir = std::env::temp_dir().join("ferrisson-test-ports");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot make the port lock dir {}: {e}", dir.display()))?;
+    let lock = |port: u16| -> Option<std::fs::File> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+            .ok()?;
+        file.try_lock().ok()?;
+        Some(file)
+    };
+    for _ in 0..64 {
+        let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+        // A cluster node's bus port must fit too.
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if let (Some(own), Some(bus)) = (lock(port), lock(bus)) {
+            return Ok((
+                port,
+                PortLease {
+                    _locks: vec![own, bus],
+                },
+            ));
+        }
+    }
+    Err("cannot find a free loopback port that no other test's server holds".to_owned())
 }
 
 impl RedisServer {
@@ -216,7 +264,7 @@ impl RedisServer {
     ///
     /// As [`try_spawn`](Self::try_spawn).
     pub fn try_spawn_tls(certs: &TestCerts, client_certificates: bool) -> Result<Self, String> {
-        let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+        let (port, lease) = leased_port()?;
         let path = |f: &str| certs.path(f).to_string_lossy().into_owned();
         let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
         let port_arg = port.to_string();
@@ -234,6 +282,7 @@ impl RedisServer {
         ];
         let mut server = Self::try_spawn_inner(&args, None)?;
         server.tls_port = Some(port);
+        server._ports.push(lease);
         Ok(server)
     }
 
@@ -251,7 +300,7 @@ impl RedisServer {
         let mut last_error = String::new();
         // Another process can take the free port between our probe and the server's bind.
         for _ in 0..8 {
-            let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+            let (port, lease) = leased_port()?;
             let mut server = Self {
                 backend: backend.clone(),
                 port,
@@ -260,6 +309,7 @@ impl RedisServer {
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
                 sentinel_conf: sentinel_conf.clone(),
                 tls_port: None,
+                _ports: vec![lease],
             };
             match server.start_process() {
                 Ok(()) => return Ok(server),

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Checks that the published crates build from their packages alone (what `cargo package`
-# verifies, without building each in full): unpacks DIR/<crate>-<version>.crate for each CRATE
-# into DIR/check, makes them a workspace of their own whose crates.io entries for these crates
-# point at the unpacked packages, and checks every crate there with this repository's lock file
-# (the same dependency versions, so the target dir's check builds of them are reused).
+# Checks that the published crates build from their packages, each alone (what `cargo package`
+# verifies, without building each in full), and lints them there: unpacks
+# DIR/<crate>-<version>.crate for each CRATE into DIR/check, makes them a workspace of their
+# own whose crates.io entries for these crates point at the unpacked packages, and runs clippy
+# on each crate alone (its own feature resolution: a facade with its default features, a
+# synchronizer crate as a user who adds just it gets it) with this repository's lock file
+# (the same dependency versions, so the target dir's builds of them are shared).
 # Usage: .ci/check-packages.sh DIR CRATE...
 set -euo pipefail
 dir="$(cd "${1:?usage: check-packages.sh DIR CRATE...}" && pwd)"
@@ -50,4 +52,8 @@ for crate in "$@"; do
   fi
 done
 
-CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}" cargo check --offline --manifest-path "$work/Cargo.toml" --workspace
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+for crate in "$@"; do
+  echo "checking $crate alone, from its package"
+  cargo clippy -q --offline --manifest-path "$work/Cargo.toml" -p "$crate" -- -D warnings
+done

@@ -16,4 +16,3 @@ mod observability;
 mod redisson_parity;
 mod scripts;
 mod sentinel;
-mod tls;

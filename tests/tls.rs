@@ -1,12 +1,13 @@
 //! TLS against a real TLS-enabled redis-server, for whichever TLS backend the tests are built
 //! with: rustls in the full test pass (redis-rs picks it when both TLS features are on), and
-//! native-tls when built without rustls (`.ci/run`: `cargo nextest run -p ferrisson --features
-//! full,blocking,metrics,tls-native-tls --test client -E 'test(/^tls::/)'`). Server
-//! verification with the test CA, a wrong CA refused with a clear error, mutual TLS.
+//! native-tls when built with every feature but rustls (`.ci/run`: `cargo nextest run -p
+//! ferrisson --features full,blocking,metrics,tls-native-tls --test tls`). Server verification
+//! with the test CA, a wrong CA refused with a clear error, mutual TLS. A binary of its own, so
+//! that the other backend's run builds this file alone.
 #![cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::common;
+mod common;
 
 use std::time::Duration;
 

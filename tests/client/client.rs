@@ -207,3 +207,69 @@ async fn connection_and_url_errors_name_the_address_and_say_what_to_do() {
     assert!(text.contains(&format!("127.0.0.1:{http}")), "{text}");
     assert!(text.contains("does not speak the Redis protocol"), "{text}");
 }
+
+/// Redis answers but refuses the client: wrong or missing credentials, a database index the
+/// server does not have, an ACL user without the rights the synchronizers need. Each is a
+/// clear error naming the address and the cause, never "unreachable" or "check the network".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_at_connect_name_their_cause_not_the_network() {
+    let server = RedisServer::spawn();
+    let mut con = server.connection();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg(&["on", ">pw", "~*", "&*", "+@all"][..])
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noscripts")
+        .arg(&["on", ">pw", "~*", "&*", "+@all", "-@scripting"][..])
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nothing")
+        .arg(&["on", ">pw", "~*", "&*"][..])
+        .query(&mut con)
+        .unwrap();
+    let port = server.port();
+    let address = format!("127.0.0.1:{port}");
+    let cases = [
+        (format!("redis://app:wrong@{address}"), "password"),
+        (format!("redis://ghost:pw@{address}"), "password"),
+        (format!("redis://app:pw@{address}/99"), "database 99"),
+        (format!("redis://nothing:pw@{address}"), "ACL"),
+        (format!("redis://noscripts:pw@{address}"), "ACL"),
+    ];
+    for (url, says) in cases {
+        let err = Client::with_config(
+            ClientConfig::new(&url)
+                .with_connect_timeout(Duration::from_secs(2))
+                .with_response_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            !matches!(err, Error::Unreachable { .. }) && !err.is_connection_error(),
+            "{url}: {err:?}"
+        );
+        assert!(!text.contains("check the network"), "{url}: {text}");
+        assert!(
+            !text.contains(":pw@") && !text.contains("wrong@"),
+            "{url}: {text}"
+        );
+        assert!(
+            text.contains(&address),
+            "{url}: the address is not named: {text}"
+        );
+        assert!(text.contains(says), "{url}: {text} (wanted {says:?})");
+    }
+    // The right ones connect.
+    let client = Client::connect(&format!("redis://app:pw@{address}/3"))
+        .await
+        .unwrap();
+    let lock = ReentrantLock::new(&client, &unique_name("refusals")).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+}

@@ -47,8 +47,9 @@ pub enum Error {
     #[error("{0}")]
     NotSetUp(String),
 
-    /// The Redis user may not run what the synchronizers need (an ACL without `@pubsub` or
-    /// without channel access): found at connect, before any call could be half done.
+    /// The Redis user may not run what the synchronizers need (an ACL without `@scripting`,
+    /// without `@pubsub` or without channel access): found at connect, before any call could
+    /// be half done. The message names the address and the rights to grant.
     #[error("{0}")]
     NotPermitted(String),
 
@@ -61,6 +62,16 @@ pub enum Error {
         acked: u32,
         /// Replicas waited for.
         wanted: u32,
+    },
+
+    /// The server at `address` answered but refused the client: wrong or missing credentials,
+    /// or a database index it does not have. Retrying cannot help; `reason` says what to fix.
+    #[error("redis at {address} refused the client: {reason}")]
+    Rejected {
+        /// Where the client connects (the URL without its password).
+        address: String,
+        /// What the server refused, and what to check.
+        reason: String,
     },
 
     /// Redis answered with something this protocol version does not expect.
@@ -109,8 +120,6 @@ fn unreachable_hint(e: &redis::RedisError) -> &'static str {
         "no reply in time: is the server overloaded, paused or behind a firewall? the client's response_timeout and connect_timeout set the patience"
     } else if e.kind() == redis::ErrorKind::Parse {
         "what answered does not speak the Redis protocol: is the port right?"
-    } else if matches!(e.code(), Some("NOAUTH") | Some("WRONGPASS")) {
-        "the server wants other credentials: put user and password in the URL (redis://user:password@host:port)"
     } else {
         "the connection failed: check the network between this process and the server"
     }

@@ -213,19 +213,14 @@ impl Client {
         address: String,
     ) -> Result<Self> {
         // Authentication errors surface at the first command: make that one ours.
-        let pong = conn.query(&redis::cmd("PING")).await.map_err(|e| {
-            if matches!(
-                e.code(),
-                Some("NOAUTH") | Some("WRONGPASS") | Some("NOPERM")
-            ) {
-                tracing::warn!(error = %e, "redis refused the client's credentials");
-            }
-            connect_error(e, &address)
-        })?;
+        let pong = conn
+            .query(&redis::cmd("PING"))
+            .await
+            .map_err(|e| connect_error(e, &address))?;
         if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
-        check_publish(&conn, &config).await?;
+        check_rights(&conn, &config, &address).await?;
         let replication = Replication::start(config.replica_sync(), &conn, &opener)
             .await
             .map_err(|e| match e.kind() {
@@ -471,15 +466,19 @@ impl Client {
 /// The error a waiting call ends with when the client is shut down.
 pub(crate) const SHUT_DOWN: Error = Error::Closed("the client was shut down");
 
-/// A connection error from connecting to `address`, naming it ([`Error::Unreachable`]); a
-/// malformed URL or setting as [`Error::InvalidArgument`].
+/// An error from connecting to `address`, naming it: a malformed URL or setting as
+/// [`Error::InvalidArgument`]; a server that answered but refused the client (credentials, a
+/// database it does not have, ACL rights) as [`Error::Rejected`] or [`Error::NotPermitted`];
+/// anything else as [`Error::Unreachable`].
 fn connect_error(e: redis::RedisError, address: &str) -> Error {
+    if let Some(refusal) = refusal(&e, address) {
+        tracing::warn!(error = %e, address, "redis refused the client");
+        return refusal;
+    }
     match e.kind() {
         redis::ErrorKind::InvalidClientConfig => {
             Error::InvalidArgument(format!("connecting to {address}: {e}"))
         }
-        // An ACL refusal at connect is not about reaching the server.
-        _ if e.code() == Some("NOPERM") => Error::Redis(e),
         _ => Error::Unreachable {
             address: address.to_owned(),
             source: e,
@@ -487,6 +486,40 @@ fn connect_error(e: redis::RedisError, address: &str) -> Error {
     }
 }
 
+/// The refusal a server that answered gave the client at connect, if it was one: retrying
+/// cannot help, and the network is not the cause.
+fn refusal(e: &redis::RedisError, address: &str) -> Option<Error> {
+    let text = e.to_string();
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+    {
+        return Some(Error::Rejected {
+            address: address.to_owned(),
+            reason: format!(
+                "authentication failed ({text}): check the user name and password (redis://user:password@host:port), or that the ACL user exists and is on"
+            ),
+        });
+    }
+    if text.contains("refused to switch database") || text.contains("DB index is out of range") {
+        let db = address
+            .rsplit_once('/')
+            .map(|(_, db)| db)
+            .filter(|db| db.parse::<u64>().is_ok())
+            .map_or_else(|| "asked for".to_owned(), |db| db.to_owned());
+        return Some(Error::Rejected {
+            address: address.to_owned(),
+            reason: format!(
+                "the server has no database {db} ({text}): its `databases` setting bounds the index in the URL's path (redis://host:port/<db>); a cluster has database 0 only"
+            ),
+        });
+    }
+    if e.code() == Some("NOPERM") {
+        return Some(Error::NotPermitted(format!(
+            "the ACL user at {address} lacks a right ferrisson needs ({text}): docs/deployment.md lists the ACL a client needs"
+        )));
+    }
+    None
+}
 /// The settings of a multiplexed command connection.
 fn manager_config(config: &ClientConfig) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
@@ -536,13 +569,27 @@ async fn supports_sharded_pubsub(conn: &Connection) -> Result<bool> {
     }
 }
 
-/// Checks that the user may publish on the synchronizers' channels: every release script
-/// publishes after it changed the state, and Redis does not roll a script back when a command
-/// in it is refused, so a user without `@pubsub` (or without channel access, the default for
-/// new ACL users since Redis 7) would see a release fail after it had happened. One `PUBLISH`
-/// of an empty message on a channel of the synchronizers' naming (`redisson_lock__channel:…`,
-/// in the client's namespace), which no waiter listens to.
-async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
+/// Checks that the user may run what every synchronizer needs, so that a missing ACL right is
+/// one clear error at connect, not a failure half way through the first call:
+///
+/// - scripts: one `EVAL` of a script that returns at once;
+/// - publishing on the synchronizers' channels: every release script publishes after it
+///   changed the state, and Redis does not roll a script back when a command in it is
+///   refused, so a user without `@pubsub` (or without channel access, the default for new
+///   ACL users since Redis 7) would see a release fail after it had happened. One `PUBLISH` of
+///   an empty message on a channel of the synchronizers' naming (`redisson_lock__channel:…`,
+///   in the client's namespace), which no waiter listens to.
+async fn check_rights(conn: &Connection, config: &ClientConfig, address: &str) -> Result<()> {
+    let eval = redis::cmd("EVAL").arg("return 1").arg(0).clone();
+    if let Err(e) = conn.query(&eval).await {
+        return Err(if e.code() == Some("NOPERM") {
+            Error::NotPermitted(format!(
+                "the ACL user at {address} may not run scripts ({e}): every synchronizer runs as Lua scripts; grant +@scripting (or +eval +evalsha +script|load), as docs/deployment.md lists"
+            ))
+        } else {
+            Error::Redis(e)
+        });
+    }
     let channel = crate::keys::prefixed(
         "redisson_lock__channel",
         &format!("{}ferrisson:connect-check", config.namespace()),
@@ -554,7 +601,7 @@ async fn check_publish(conn: &Connection, config: &ClientConfig) -> Result<()> {
     match conn.query(&probe).await {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some("NOPERM") => Err(Error::NotPermitted(format!(
-            "the Redis user may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
+            "the ACL user at {address} may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
             config.publish_command().as_str().to_uppercase(),
             config.publish_command().as_str(),
         ))),

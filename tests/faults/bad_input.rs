@@ -511,3 +511,79 @@ async fn options_with_a_lease_are_refused_where_holds_have_none_and_a_bounded_ac
     permit.release().await.unwrap();
     assert_eq!(expirable.available_permits().await.unwrap(), 1);
 }
+
+/// An acquire of more permits than the expirable semaphore has in all (free and taken) is
+/// `InvalidArgument` at once, for waiting calls and tries alike, and takes nothing: a wait for
+/// them would never end, and `None` would read as "busy". Up to the total, a call waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_asks_are_refused_at_once_and_take_nothing() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let sem = ExpirableSemaphore::new(&client, &unique_name("over-ask")).unwrap();
+    sem.set_permits(3).await.unwrap();
+    let held = sem.acquire().await.unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(5), sem.acquire_many(4))
+        .await
+        .expect("an over-ask is answered at once, not after a wait");
+    let err = refused.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(err.to_string().contains("3 in all"), "{err}");
+    for n in [4, 1_000_000, u32::MAX] {
+        let err = sem.try_acquire_many(n).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{n}: {err:?}");
+        let err = sem
+            .try_acquire_many_with(n, AcquireOptions::new().with_wait(Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{n}: {err:?}");
+    }
+    assert_eq!(sem.available_permits().await.unwrap(), 2, "nothing taken");
+    assert_eq!(sem.acquired_permits().await.unwrap(), 1);
+    // The total counts taken permits: three can be waited for while one is held.
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire_many(3).await })
+    };
+    held.release().await.unwrap();
+    let three = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the three permits come")
+        .unwrap()
+        .unwrap();
+    assert_eq!(three.len(), 3);
+}
+
+/// Rates beyond what the scripts count exactly are refused before anything is written, and no
+/// acquire against a limiter yields a raw script error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rates_beyond_exact_arithmetic_are_refused_and_nothing_raw_reaches_the_user() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let limiter = RateLimiter::new(&client, &unique_name("huge-rate")).unwrap();
+    for rate in [u64::MAX, 1 << 53] {
+        let err = limiter
+            .set_rate(RateType::Overall, rate, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{rate}: {err:?}");
+    }
+    assert!(limiter.rate().await.unwrap().is_none(), "nothing written");
+    let most = (1 << 53) - 1;
+    limiter
+        .set_rate(RateType::Overall, most, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(limiter.try_acquire(u32::MAX).await.unwrap());
+    assert!(limiter.try_acquire(u32::MAX).await.unwrap());
+    assert_eq!(
+        limiter.available_permits().await.unwrap(),
+        most - 2 * u64::from(u32::MAX)
+    );
+    limiter.release(u32::MAX).await.unwrap();
+    // Per client too.
+    limiter
+        .set_rate(RateType::PerClient, most, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(limiter.try_acquire(u32::MAX).await.unwrap());
+}

@@ -240,7 +240,8 @@ pub struct PermitTry<'a> {
 /// goes to [`taken`](Self::taken)),
 /// `{0, _, reserved, hint}` (not taken; `reserved` 1 when this waiter holds the reservation,
 /// `hint` > 0 the ms after which something may change) or `{2, _, _, _}` (no count is set and
-/// the kind gave no limit to restore it to: [`Error::NotSetUp`] for a call that waits).
+/// the kind gave no limit to restore it to: [`Error::NotSetUp`] for a call that waits) or
+/// `{3, total, _, _}` (more permits asked than there are in all: [`Error::InvalidArgument`]).
 pub trait PermitKind: Clone + Send + Sync + 'static {
     /// What a try prepares before its call and needs again to undo or to build its result
     /// (the permit ids of the expirable semaphore).
@@ -417,6 +418,11 @@ impl<K: PermitKind> Waiter<'_, K> {
             [2, _, _, _] => Err(Error::NotSetUp(format!(
                 "semaphore `{}` has no permit count (never set, or lost with Redis data), so a wait for permits would never end: set it (try_set_permits), or build the semaphore with a limit (with_limit), which restores a lost count",
                 names.key
+            ))),
+            // More than there are in all: no release could ever make them free.
+            [3, total, _, _] => Err(Error::InvalidArgument(format!(
+                "{} permits asked of `{}`, which has {total} in all (free and taken): a wait for them would never end, and nothing was taken",
+                self.n, names.key
             ))),
             other => Err(Error::Protocol(format!(
                 "the acquire script of `{}` replied {other:?}",

@@ -36,7 +36,8 @@
 -- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
 --         reservation else 0, ms until something may change (a permit expires, another
 --         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
---         no limit given
+--         no limit given; {3, total, 0, -1} when n is more than the permits there are in all
+--         (free and taken) [ext]: a wait for them would never end, and nothing was taken
 local function permit_id(i)
   local first = struct.unpack('>I4', ARGV[4], 13)
   return string.sub(ARGV[4], 1, 12) .. struct.pack('>I4', (first + i) % 4294967296)
@@ -90,6 +91,10 @@ if expired > 0 then
   end
 end
 local need = tonumber(ARGV[1])
+local total = value + redis.call('zcard', timeouts)
+if need > total then
+  return {3, total, 0, -1}
+end
 local reserved = 0
 local mine = false
 local intent = got[2]

@@ -662,8 +662,9 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] (with [`with_limit`](Self::with_limit)) for more permits than
-    /// the limit, [`Error::WrongType`] when the key holds something else than a count,
+    /// [`Error::InvalidArgument`] at once, with nothing taken, for more permits than the
+    /// semaphore has in all (its [`with_limit`](Self::with_limit) limit, or its free and taken
+    /// permits together): a wait for them would never end, [`Error::WrongType`] when the key holds something else than a count,
     /// [`Error::Unreachable`] when Redis cannot be reached (at the first try, or for longer than
     /// the client's outage limit while waiting), [`Error::Closed`] once the client is shut
     /// down.

@@ -162,6 +162,10 @@ impl std::fmt::Debug for RateLimiter {
 /// The longest interval a rate may have (Redis scores keep milliseconds exact below 2^53).
 const MAX_INTERVAL_MS: u64 = 1 << 50;
 
+/// The largest rate: the scripts count permits in Lua numbers (doubles) and Redis integers,
+/// exact up to 2^53 - 1.
+const MAX_RATE: u64 = (1 << 53) - 1;
+
 impl RateLimiter {
     /// A handle to the rate limiter named `name` (after the client's namespace prefix).
     ///
@@ -216,6 +220,11 @@ impl RateLimiter {
         if rate == 0 {
             return Err(Error::InvalidArgument("a rate must be at least 1".into()));
         }
+        if rate > MAX_RATE {
+            return Err(Error::InvalidArgument(format!(
+                "a rate of {rate} is beyond {MAX_RATE} (2^53 - 1), the counts the scripts keep exact: nothing was written"
+            )));
+        }
         let ms = ferrisson_core::__engine::time::millis(interval);
         if interval < Duration::from_millis(1) || ms > MAX_INTERVAL_MS {
             return Err(Error::InvalidArgument(format!(
@@ -243,7 +252,8 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero rate or an interval outside 1 ms..2^50 ms,
+    /// [`Error::InvalidArgument`] for a zero rate, a rate beyond 2^53 - 1 or an interval
+    /// outside 1 ms..2^50 ms,
     /// [`Error::WrongType`], [`Error::Redis`].
     pub async fn try_set_rate(
         &self,

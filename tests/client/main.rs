@@ -13,6 +13,7 @@ mod client;
 mod cluster;
 mod inspect;
 mod observability;
+mod readme;
 mod redisson_parity;
 mod scripts;
 mod sentinel;

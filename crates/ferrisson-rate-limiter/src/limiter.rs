@@ -138,6 +138,8 @@ impl RateArgs {
 #[derive(Clone)]
 pub struct RateLimiter {
     shared: Arc<Shared>,
+    /// The rate this handle sets again when it finds none ([`with_rate`](Self::with_rate)).
+    rate: Option<RateArgs>,
 }
 
 struct Shared {
@@ -155,6 +157,7 @@ impl std::fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimiter")
             .field("key", &self.shared.key)
+            .field("rate", &self.rate)
             .finish_non_exhaustive()
     }
 }
@@ -186,7 +189,61 @@ impl RateLimiter {
                 permits,
                 key,
             }),
+            rate: None,
         })
+    }
+
+    /// This limiter with a configured rate, which heals it: when a call finds no rate (never
+    /// set, expired with its keep-alive, or lost with Redis data: a restart without
+    /// persistence, `FLUSHALL`, a failover), it sets `args` (only if still none is set, so a
+    /// rate another process set stands) and goes on, instead of failing with
+    /// [`Error::NotSetUp`]. The semaphores' [`with_limit`] for rates: build every process's
+    /// limiter this way, and a limit survives Redis losing its data.
+    ///
+    /// Nothing is sent here; the rate is set at the first call that needs it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    /// use ferrisson_rate_limiter::{RateArgs, RateLimiter, RateType};
+    ///
+    /// let limiter = RateLimiter::new(&client, "partner-api")?
+    ///     .with_rate(RateArgs::new(RateType::Overall, 5, Duration::from_secs(1)))?;
+    /// limiter.acquire(1).await?; // sets the rate if it is missing, then takes a permit
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`with_limit`]: https://docs.rs/ferrisson-semaphore/latest/ferrisson_semaphore/struct.Semaphore.html#method.with_limit
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for arguments [`set_rate_with`](Self::set_rate_with) would
+    /// refuse.
+    pub fn with_rate(&self, args: RateArgs) -> Result<Self> {
+        validate(&args)?;
+        Ok(Self {
+            shared: self.shared.clone(),
+            rate: Some(args),
+        })
+    }
+
+    /// The rate this handle sets again when it finds none ([`with_rate`](Self::with_rate)).
+    pub fn configured_rate(&self) -> Option<RateArgs> {
+        self.rate
+    }
+
+    /// Sets the configured rate when none is set; whether this handle has one to set.
+    async fn heal(&self) -> Result<bool> {
+        let Some(args) = self.rate else {
+            return Ok(false);
+        };
+        if self.set(args, "try").await? {
+            tracing::info!(key = %self.shared.key, rate = args.rate, interval = ?args.interval, "rate limiter had no rate (expired or lost with Redis data): set it again");
+        }
+        Ok(true)
     }
 
     /// The Redis key of the settings hash.
@@ -210,6 +267,7 @@ impl RateLimiter {
     /// Sets the rate: `mode` "try" (only if none is set), "set" (in any case) or "update"
     /// (only if one is set); returns whether it did.
     async fn set(&self, args: RateArgs, mode: &str) -> Result<bool> {
+        validate(&args)?;
         let RateArgs {
             kind,
             rate,
@@ -217,26 +275,8 @@ impl RateLimiter {
             keep_alive,
             keep_state,
         } = args;
-        if rate == 0 {
-            return Err(Error::InvalidArgument("a rate must be at least 1".into()));
-        }
-        if rate > MAX_RATE {
-            return Err(Error::InvalidArgument(format!(
-                "a rate of {rate} is beyond {MAX_RATE} (2^53 - 1), the counts the scripts keep exact: nothing was written"
-            )));
-        }
         let ms = ferrisson_core::__engine::time::millis(interval);
-        if interval < Duration::from_millis(1) || ms > MAX_INTERVAL_MS {
-            return Err(Error::InvalidArgument(format!(
-                "a rate's interval must be at least 1 ms and at most 2^50 ms, got {interval:?}"
-            )));
-        }
         let keep_ms = ferrisson_core::__engine::time::millis(keep_alive);
-        if !keep_alive.is_zero() && (keep_alive < interval || keep_ms > MAX_INTERVAL_MS) {
-            return Err(Error::InvalidArgument(format!(
-                "a keep-alive must be zero (none) or at least the interval ({interval:?}) and at most 2^50 ms, got {keep_alive:?}"
-            )));
-        }
         let call = ScriptCall::new(&SET_RATE, &self.keys())
             .arg(rate)
             .arg(ms)
@@ -318,7 +358,10 @@ impl RateLimiter {
     /// [`Error::NotSetUp`] when no rate is set, [`Error::WrongType`], [`Error::Redis`].
     pub async fn available_permits(&self) -> Result<u64> {
         let call = ScriptCall::new(&AVAILABLE, &self.keys());
-        let reply: Vec<i64> = self.shared.client.eval(&call).await?;
+        let mut reply: Vec<i64> = self.shared.client.eval(&call).await?;
+        if matches!(reply.as_slice(), [2, _]) && self.heal().await? {
+            reply = self.shared.client.eval(&call).await?;
+        }
         match reply.as_slice() {
             [1, left] => Ok(u64::try_from(*left).unwrap_or(0)),
             [2, _] => Err(self.not_set_up()),
@@ -367,7 +410,11 @@ impl RateLimiter {
                 .arg(s.record.client_hex());
             recorded.args_flagged(call, &s.client, resend || attempt > 0, "")
         };
-        let reply: i64 = s.client.eval_each(call).await?;
+        let mut reply: i64 = s.client.eval_each(call).await?;
+        if reply == 2 && self.heal().await? {
+            // A window set afresh has nothing to give back: the release is done.
+            reply = 1;
+        }
         match reply {
             1 => Ok(()),
             2 => Err(self.not_set_up()),
@@ -377,7 +424,7 @@ impl RateLimiter {
 
     fn not_set_up(&self) -> Error {
         Error::NotSetUp(format!(
-            "rate limiter `{}` has no rate (never set, expired, or lost with Redis data): set it with try_set_rate",
+            "rate limiter `{}` has no rate (never set, expired, or lost with Redis data): set it with try_set_rate, or build the limiter with a rate (with_rate), which sets a lost one again",
             self.shared.key
         ))
     }
@@ -512,7 +559,10 @@ impl RateLimiter {
         let call = ScriptCall::new(&TRY_ACQUIRE, &self.keys())
             .arg(permits)
             .arg(&random[..]);
-        let reply: Vec<i64> = s.client.eval_each(|_| call.clone()).await?;
+        let mut reply: Vec<i64> = s.client.eval_each(|_| call.clone()).await?;
+        if matches!(reply.as_slice(), [2, _]) && self.heal().await? {
+            reply = s.client.eval_each(|_| call.clone()).await?;
+        }
         match reply.as_slice() {
             [1, _] => Ok(None),
             [0, ms] => Ok(Some(u64::try_from(*ms).unwrap_or(1).max(1))),
@@ -524,6 +574,37 @@ impl RateLimiter {
             other => Err(self.protocol(other)),
         }
     }
+}
+
+/// Refuses a rate the scripts cannot keep: nothing is sent.
+fn validate(args: &RateArgs) -> Result<()> {
+    let RateArgs {
+        rate,
+        interval,
+        keep_alive,
+        ..
+    } = *args;
+    if rate == 0 {
+        return Err(Error::InvalidArgument("a rate must be at least 1".into()));
+    }
+    if rate > MAX_RATE {
+        return Err(Error::InvalidArgument(format!(
+            "a rate of {rate} is beyond {MAX_RATE} (2^53 - 1), the counts the scripts keep exact: nothing was written"
+        )));
+    }
+    let ms = ferrisson_core::__engine::time::millis(interval);
+    if interval < Duration::from_millis(1) || ms > MAX_INTERVAL_MS {
+        return Err(Error::InvalidArgument(format!(
+            "a rate's interval must be at least 1 ms and at most 2^50 ms, got {interval:?}"
+        )));
+    }
+    let keep_ms = ferrisson_core::__engine::time::millis(keep_alive);
+    if !keep_alive.is_zero() && (keep_alive < interval || keep_ms > MAX_INTERVAL_MS) {
+        return Err(Error::InvalidArgument(format!(
+            "a keep-alive must be zero (none) or at least the interval ({interval:?}) and at most 2^50 ms, got {keep_alive:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// The fields of the settings hash (Redisson's `RRateLimiter` layout, with `keepAliveTime`),

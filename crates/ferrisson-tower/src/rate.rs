@@ -14,9 +14,12 @@ use ferrisson_rate_limiter::RateLimiter;
 use crate::BoxError;
 use crate::limited::{Limited, Source};
 
-/// Limits calls across every instance to the rate of a [`RateLimiter`] (set it with
-/// `try_set_rate` first): each call takes its permits (1 unless
-/// [`with_permits_per_call`](Self::with_permits_per_call)) before it runs.
+/// Limits calls across every instance to the rate of a [`RateLimiter`]: each call takes its
+/// permits (1 unless [`with_permits_per_call`](Self::with_permits_per_call)) before it runs.
+///
+/// Build the limiter with its rate ([`RateLimiter::with_rate`]): the layer then heals by
+/// itself when Redis loses the rate (a restart without persistence, `FLUSHALL`), where a
+/// limiter set up once with `try_set_rate` would fail every call with `NotSetUp`.
 #[derive(Debug, Clone)]
 pub struct DistributedRateLimitLayer {
     limiter: RateLimiter,

@@ -14,7 +14,7 @@ use ferrisson::{
     ObjectInfo, ObjectKind, Party, RateLimiter, ReadWriteLock, ReentrantLock, Semaphore, SpinLock,
     SyncObject,
 };
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 mod render;
 
@@ -70,12 +70,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The state of one object, a line each time it changes, until interrupted.
+    /// The state of one object, a line each time it changes, until interrupted: it looks again
+    /// at once on each release message of the object (on one Redis server; a Sentinel or
+    /// cluster URL looks on the interval only), and every interval.
     Watch {
         name: String,
         #[arg(long)]
         kind: Option<ObjectKind>,
-        /// How often to look, in milliseconds.
+        /// How often to look besides the release messages, in milliseconds.
         #[arg(long, default_value_t = 500)]
         interval_ms: u64,
         #[arg(long)]
@@ -147,7 +149,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let result = match cli.command {
         Command::Ls { pattern, json } => ls(&client, &pattern, json).await,
         Command::Show { name, kind, json } => {
-            let info = inspect(&client, &name, kind).await?;
+            let info = inspect_stored(&client, &name, kind).await?;
             print_line(&if json {
                 render::json(&info).to_string()
             } else {
@@ -160,7 +162,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             kind,
             interval_ms,
             json,
-        } => watch(&client, &name, kind, interval_ms, json).await,
+        } => watch(&client, &url, &name, kind, interval_ms, json).await,
         Command::ForceUnlock { name, kind, yes } => force_unlock(&client, &name, kind, yes).await,
         Command::Delete { name, kind, yes } => delete(&client, &name, kind, yes).await,
     };
@@ -225,6 +227,22 @@ async fn inspect(
     })
 }
 
+/// As [`inspect`], and refused (exit code 2) when nothing is stored under the name.
+async fn inspect_stored(
+    client: &Client,
+    name: &str,
+    kind: Option<ObjectKind>,
+) -> Result<ObjectInfo, Failure> {
+    let info = inspect(client, name, kind).await?;
+    if info.kind.is_none() {
+        return Err(Failure::Refused(format!(
+            "nothing is stored under `{}` (key `{}`)",
+            info.name, info.key
+        )));
+    }
+    Ok(info)
+}
+
 async fn ls(client: &Client, pattern: &str, json: bool) -> Result<(), Failure> {
     let mut objects = std::pin::pin!(client.list_objects(pattern));
     while let Some(info) = objects.next().await {
@@ -240,21 +258,22 @@ async fn ls(client: &Client, pattern: &str, json: bool) -> Result<(), Failure> {
 
 async fn watch(
     client: &Client,
+    url: &str,
     name: &str,
     kind: Option<ObjectKind>,
     interval_ms: u64,
     json: bool,
 ) -> Result<(), Failure> {
     let interval = Duration::from_millis(interval_ms.max(10));
+    let first = inspect_stored(client, name, kind).await?;
+    let mut wakes = ReleaseMessages::open(url, &first.wake_channels()).await;
+    // Read again once subscribed: nothing that happened meanwhile goes unseen.
+    let mut info = wakes.discount(inspect(client, name, kind).await?);
     let mut last: Option<String> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.reset();
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-        }
-        let info = inspect(client, name, kind).await?;
         // What changes the line: holders, waiters, counts; not the lease ticking down.
         let state = render::watch_state(&info);
         if last.as_deref() != Some(state.as_str()) {
@@ -266,6 +285,64 @@ async fn watch(
             print_line(&line);
             last = Some(state);
         }
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = wakes.next() => ticker.reset(),
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        info = wakes.discount(inspect(client, name, kind).await?);
+    }
+}
+
+/// The release messages of the object a `watch` looks at, on a subscriber connection of its
+/// own: each makes the watch look again at once, so a state that a release ends is seen
+/// however short it was. Only on one Redis server (`redis://`, `rediss://`); elsewhere, and
+/// when the subscription fails, the watch looks on its interval alone. A message lost on the
+/// way costs nothing but a look delayed to the next interval.
+struct ReleaseMessages {
+    messages: Option<redis::aio::PubSubStream>,
+}
+
+impl ReleaseMessages {
+    async fn open(url: &str, channels: &[String]) -> Self {
+        let standalone = url.starts_with("redis://") || url.starts_with("rediss://");
+        if !standalone || channels.is_empty() {
+            return Self { messages: None };
+        }
+        let subscribed = async {
+            let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+            for channel in channels {
+                pubsub.subscribe(channel).await?;
+            }
+            redis::RedisResult::Ok(pubsub.into_on_message())
+        };
+        let messages = match tokio::time::timeout(Duration::from_secs(5), subscribed).await {
+            Ok(Ok(messages)) => Some(messages),
+            // The ACL may not allow it: the interval alone, as before.
+            Ok(Err(_)) | Err(_) => None,
+        };
+        Self { messages }
+    }
+
+    /// `info` without the watch's own subscriber connection among the subscribers it counts.
+    fn discount(&self, mut info: ObjectInfo) -> ObjectInfo {
+        if self.messages.is_some() && info.kind.is_some_and(|k| k != ObjectKind::FairLock) {
+            info.subscribers = info.subscribers.map(|n| n.saturating_sub(1));
+        }
+        info
+    }
+
+    /// The next release message, or never (no subscription, or the connection ended). Several
+    /// messages already waiting count as one.
+    async fn next(&mut self) {
+        let Some(messages) = &mut self.messages else {
+            return std::future::pending().await;
+        };
+        if messages.next().await.is_none() {
+            self.messages = None;
+            return std::future::pending().await;
+        }
+        while let Some(Some(_)) = messages.next().now_or_never() {}
     }
 }
 
@@ -376,7 +453,8 @@ async fn force_unlock(
     };
     if !kind.is_lock() {
         return Err(Failure::Refused(format!(
-            "`{name}` is a {kind}, not a lock: there is nothing to unlock (`ferrisson delete` removes it)"
+            "`{name}` is {} {kind}, not a lock: there is nothing to unlock (`ferrisson delete` removes it)",
+            kind.article()
         )));
     }
     if !info.kind_certain && kind == ObjectKind::Mutex {
@@ -396,7 +474,8 @@ async fn force_unlock(
     }
     let Some(unlocked) = act(client, name, kind, Action::ForceUnlock).await? else {
         return Err(Failure::Refused(format!(
-            "force-unlocking a {kind} is not supported"
+            "force-unlocking {} {kind} is not supported",
+            kind.article()
         )));
     };
     print_line(&if unlocked {
@@ -421,7 +500,8 @@ async fn delete(
     };
     if !info.kind_certain {
         return Err(Failure::Refused(format!(
-            "`{name}` looks like a {kind}, but its layout does not say for sure: pass --kind"
+            "`{name}` looks like {} {kind}, but its layout does not say for sure: pass --kind",
+            kind.article()
         )));
     }
     if !yes {
@@ -429,7 +509,8 @@ async fn delete(
     }
     let Some(deleted) = act(client, name, kind, Action::Delete).await? else {
         return Err(Failure::Refused(format!(
-            "deleting a {kind} is not supported"
+            "deleting {} {kind} is not supported",
+            kind.article()
         )));
     };
     print_line(&if deleted {

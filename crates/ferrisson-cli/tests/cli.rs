@@ -50,6 +50,13 @@ fn show_json(url: &str, name: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The tool connected and found nothing stored under the name: exit code 2, and it says so.
+fn assert_nothing_stored(out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing is stored under"), "{err}");
+}
+
 /// Polls `check` until it holds or `SOON` passes.
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now()
@@ -514,41 +521,177 @@ fn force_unlock_and_delete_ask_first_and_refuse_other_kinds() {
     assert!(exists(&mut con, &foreign));
 }
 
+/// `ferrisson watch` as a process, its lines on a channel.
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    fn start(url: &str, args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrisson"))
+            .arg("watch")
+            .args(args)
+            .env("REDIS_URL", url)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next line, which must contain `what`.
+    fn next(&self, what: &str) -> String {
+        let line = self
+            .lines
+            .recv_timeout(SOON)
+            .unwrap_or_else(|_| panic!("no line for {what}"));
+        assert!(line.contains(what), "expected {what}: {line}");
+        line
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn watch_prints_a_line_for_each_change_of_holder() {
     let server = RedisServer::spawn();
     let url = server.url();
     let name = unique_name("watched");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_ferrisson"))
-        .args(["watch", &name, "--kind", "lock", "--interval-ms", "50"])
-        .env("REDIS_URL", &url)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = watch.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = |what: &str| -> String {
-        let line = lines
-            .recv_timeout(SOON)
-            .unwrap_or_else(|_| panic!("no line for {what}"));
-        assert!(line.contains(what), "expected {what}: {line}");
-        line
-    };
-    next("nothing stored");
     let mut holder = Worker::start("hold-lock", &url, &name);
     holder.expect("ready");
-    let line = next("exclusive x1 by hold-lock-app on ");
+    let watch = Watch::start(&url, &[&name, "--kind", "lock", "--interval-ms", "50"]);
+    let line = watch.next("exclusive x1 by hold-lock-app on ");
     assert!(line.contains(&format!("(pid {})", holder.pid())), "{line}");
     holder.kill();
     // The lease runs out (3 s): nothing is stored under the name again.
-    next("nothing stored");
-    let _ = watch.kill();
-    let _ = watch.wait();
+    watch.next("nothing stored");
+}
+
+/// `watch` looks again at once on each release message: with an interval of a minute, a latch
+/// that opens and is armed again a moment later shows both states, each as it came.
+#[test]
+fn watch_wakes_on_release_messages_and_sees_short_states() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("watched-latch");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let latch = CountDownLatch::new(&client, &name).unwrap();
+    assert!(runtime.block_on(latch.try_set_count(1)).unwrap());
+    let watch = Watch::start(&url, &[&name, "--kind", "latch", "--interval-ms", "60000"]);
+    watch.next("count 1");
+    // The watcher's subscription is made before its first line.
+    runtime.block_on(latch.count_down()).unwrap();
+    watch.next("nothing stored");
+    assert!(runtime.block_on(latch.try_set_count(2)).unwrap());
+    watch.next("count 2");
+    runtime.block_on(latch.count_down()).unwrap();
+    runtime.block_on(latch.count_down()).unwrap();
+    watch.next("nothing stored");
+}
+
+/// An idle expirable semaphore (no permit taken: its set of taken permits is gone) is still an
+/// expirable semaphore to `--kind expirable-semaphore`, so `show` answers and `watch` goes on
+/// when every permit comes back; messages name kinds with the right article.
+#[test]
+fn an_idle_expirable_semaphore_is_recognised_and_messages_are_grammatical() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("idle-expirable");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let sem = ExpirableSemaphore::new(&client, &name).unwrap();
+    runtime.block_on(sem.set_permits(2)).unwrap();
+    let out = ferrisson(&url, &["show", &name, "--kind", "expirable-semaphore"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let permit = runtime.block_on(sem.acquire()).unwrap();
+    let watch = Watch::start(
+        &url,
+        &[
+            &name,
+            "--kind",
+            "expirable-semaphore",
+            "--interval-ms",
+            "50",
+        ],
+    );
+    watch.next("1 available");
+    runtime.block_on(permit.release()).unwrap();
+    watch.next("2 available");
+    let other = runtime.block_on(sem.acquire()).unwrap();
+    watch.next("1 available");
+    drop(other);
+    runtime.block_on(client.shutdown()).unwrap();
+    // Another kind asked of it: "an expirable-semaphore", "a lock".
+    let lock = unique_name("a-lock");
+    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let guard = runtime
+        .block_on(ReentrantLock::new(&client, &lock).unwrap().lock())
+        .unwrap();
+    let out = ferrisson(&url, &["show", &lock, "--kind", "expirable-semaphore"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not an expirable-semaphore"), "{err}");
+    assert!(!err.contains(" a expirable"), "{err}");
+    runtime.block_on(guard.unlock()).unwrap();
+}
+
+/// `show` and `watch` of a name with nothing stored exit 2, as the README's exit codes say.
+#[test]
+fn show_and_watch_of_nothing_stored_exit_2() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("nothing-here");
+    for args in [
+        vec!["show", name.as_str()],
+        vec!["show", name.as_str(), "--json"],
+        vec!["show", name.as_str(), "--kind", "semaphore"],
+        vec!["watch", name.as_str()],
+    ] {
+        let out = ferrisson(&url, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nothing is stored under"), "{args:?}: {err}");
+    }
+}
+
+/// A rate limiter's `available` is as of the read: permits given more than an interval ago
+/// are back, though the stored value is as of the last acquire.
+#[test]
+fn show_of_an_idle_rate_limiter_counts_the_permits_back_in_its_window() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let name = unique_name("idle-rate");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let limiter = RateLimiter::new(&client, &name).unwrap();
+    runtime
+        .block_on(limiter.set_rate(RateType::Overall, 5, Duration::from_millis(300)))
+        .unwrap();
+    assert!(runtime.block_on(limiter.try_acquire(3)).unwrap());
+    let now = show_json(&url, &name);
+    assert_eq!(now["rate"]["available"], 2, "{now}");
+    eventually("the window gives the permits back", || {
+        show_json(&url, &name)["rate"]["available"] == 5
+    });
+    let out = ferrisson(&url, &["show", &name]);
+    assert!(stdout(&out).contains("5 left"), "{}", stdout(&out));
 }
 
 #[test]
@@ -563,15 +706,15 @@ fn a_password_from_the_environment_is_used_and_never_shown() {
         .query(&mut con)
         .unwrap();
     let name = unique_name("guarded");
+    // Connected: it read that nothing is stored (exit code 2).
     let out = ferrisson_with(&url, &["show", &name], &[("REDIS_PASSWORD", "s3cret:pw")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout(&out).contains("nothing stored"));
+    assert_nothing_stored(&out);
     let out = ferrisson_with(&url, &["show", &name], &[("REDIS_PASSWORD", "wrong-Pa55")]);
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "refused credentials are an error"
+    );
     let all = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     assert!(!all.contains("wrong-Pa55"), "{all}");
     let with_url = url.replace("redis://", "redis://:wrong-Pa55@");
@@ -645,12 +788,7 @@ fn sentinel_and_tls_urls_reach_their_servers() {
     // The test CA is no system root: `#insecure` skips verification, as for the library.
     let url = format!("{}#insecure", server.tls_url().unwrap());
     let out = ferrisson(&url, &["show", "over-tls"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout(&out).contains("nothing stored"));
+    assert_nothing_stored(&out);
     // Verified against the system's roots, the test certificate is refused.
     let out = ferrisson(&server.tls_url().unwrap(), &["show", "over-tls"]);
     assert!(!out.status.success());

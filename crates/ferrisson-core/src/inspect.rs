@@ -73,6 +73,16 @@ impl ObjectKind {
         }
     }
 
+    /// The indefinite article of the kind's name ([`as_str`](Self::as_str)): "an" before
+    /// `expirable-semaphore`, "a" before the others.
+    pub fn article(self) -> &'static str {
+        if matches!(self, Self::ExpirableSemaphore) {
+            "an"
+        } else {
+            "a"
+        }
+    }
+
     /// Whether the kind keeps its state in a hash (else in a string).
     fn is_hash(self) -> bool {
         matches!(
@@ -534,6 +544,58 @@ impl Facts {
     }
 }
 
+/// Whether a rate limiter's settings give each client its own rate.
+fn per_client_of(facts: &Facts) -> bool {
+    facts.field("type") == Some("1")
+}
+
+/// The permits the overall window of a rate limiter has left as of the read: the rate less
+/// the permits given in the last interval (`value` is as of the last acquire, before permits
+/// that left the window since came back). `None` before any acquire, and for per-client rates
+/// (each client has a window of its own).
+fn available_now(value: &str, rate: Option<i64>, given: u64, per_client: bool) -> Option<i64> {
+    if per_client || value.is_empty() {
+        return None;
+    }
+    let rate = rate?;
+    Some(
+        rate.saturating_sub(i64::try_from(given).unwrap_or(i64::MAX))
+            .max(0),
+    )
+}
+
+/// The channel the synchronizer of `kind` at `key` publishes its releases on (a fair lock's
+/// waiters have a channel each, ; a rate limiter has none).
+fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
+    use crate::keys::prefixed;
+    Some(match kind {
+        ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
+        ObjectKind::ReadWriteLock => prefixed("redisson_rwlock", key),
+        ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
+        ObjectKind::CountDownLatch => format!("redisson_countdownlatch__channel__{{{key}}}"),
+        ObjectKind::Mutex => prefixed("ferrisson_mutex__channel", key),
+        ObjectKind::FairLock | ObjectKind::RateLimiter => return None,
+    })
+}
+
+impl ObjectInfo {
+    /// The channels a change of this object is announced on, as its kind's releases publish
+    /// them: the release channel of a lock, a semaphore or a latch (opening, or armed again);
+    /// a fair lock's releases by this library publish on its channel prefix too, beside the
+    /// next waiter's own channel. Empty for a rate limiter and for nothing stored.
+    /// Acquisitions send no message: a watcher subscribes to these to look again at once
+    /// after a release, and looks again on a period for the rest.
+    pub fn wake_channels(&self) -> Vec<String> {
+        match self.kind {
+            Some(ObjectKind::FairLock) => {
+                vec![crate::keys::prefixed("redisson_lock__channel", &self.key)]
+            }
+            Some(kind) => wake_channel(kind, &self.key).into_iter().collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
 /// `ms` milliseconds as a duration, `None` when not positive.
 fn positive_ms(ms: i64) -> Option<Duration> {
     u64::try_from(ms)
@@ -648,9 +710,15 @@ impl Client {
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
                 let fits = match found {
-                    ObjectKind::Semaphore => {
-                        matches!(hint, ObjectKind::Semaphore | ObjectKind::CountDownLatch)
-                    }
+                    // A bare count: a semaphore, a latch armed by Redisson, or an expirable
+                    // semaphore with no permit taken (its set of taken permits goes with the
+                    // last one).
+                    ObjectKind::Semaphore => matches!(
+                        hint,
+                        ObjectKind::Semaphore
+                            | ObjectKind::CountDownLatch
+                            | ObjectKind::ExpirableSemaphore
+                    ),
                     ObjectKind::Lock => matches!(
                         hint,
                         ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock
@@ -662,7 +730,9 @@ impl Client {
                 };
                 if !fits {
                     return Err(Error::InvalidArgument(format!(
-                        "`{key}` holds a {found}, not a {hint}"
+                        "`{key}` holds {} {found}, not {} {hint}",
+                        found.article(),
+                        hint.article()
                     )));
                 }
                 (Some(hint), true)
@@ -839,9 +909,11 @@ impl Client {
                 info.rate = Some(RateState {
                     rate: num("rate").unwrap_or(0),
                     interval: Duration::from_millis(u64::try_from(interval).unwrap_or(0)),
-                    per_client: facts.field("type") == Some("1"),
+                    per_client: per_client_of(&facts),
                     keep_alive: num("keepAliveTime").and_then(positive_ms),
-                    available: value.parse().ok(),
+                    // As of now: the stored value is as of the last call, and the permits
+                    // given more than an interval ago have come back since.
+                    available: available_now(&value, num("rate"), given, per_client_of(&facts)),
                     given_in_window: given,
                     next_return_in: oldest
                         .parse::<i64>()
@@ -885,15 +957,7 @@ impl Client {
     /// The number of connections subscribed to `kind`'s wake-up channel for `key`, `None`
     /// when the kind has none or the server did not answer.
     async fn subscribers(&self, kind: ObjectKind, key: &str) -> Option<u64> {
-        use crate::keys::prefixed;
-        let channel = match kind {
-            ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
-            ObjectKind::ReadWriteLock => prefixed("redisson_rwlock", key),
-            ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
-            ObjectKind::CountDownLatch => format!("redisson_countdownlatch__channel__{{{key}}}"),
-            ObjectKind::Mutex => prefixed("ferrisson_mutex__channel", key),
-            ObjectKind::FairLock | ObjectKind::RateLimiter => return None,
-        };
+        let channel = wake_channel(kind, key)?;
         let sub = match self.config().publish_command() {
             crate::config::PublishCommand::Spublish => "SHARDNUMSUB",
             _ => "NUMSUB",

@@ -460,3 +460,60 @@ async fn a_bounded_wait_never_overruns_by_more_than_a_response_timeout_and_a_dea
         );
     }
 }
+
+/// With the client's default settings, a first try that cannot reach Redis (the server
+/// stopped, or killed with the client's connection open) is the call's error within the
+/// connect and response timeouts, not after its wait; and an `unlock` of a hold whose fixed
+/// lease the client already knows has run out answers `LeaseLost` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_default_settings_a_dead_redis_is_the_error_in_time() {
+    let mut server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let name = unique_name("dead-default");
+    let config = client.config().clone();
+    let patience = config.connect_timeout() + config.response_timeout();
+    // A hold whose fixed lease runs out while Redis is down.
+    let lock = ReentrantLock::new(&client, &format!("{name}-leased")).unwrap();
+    let leased = lock
+        .lock_with(AcquireOptions::new().with_lease(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    // Every kind's connections are open and warm.
+    let held = hold_everything(&client, &format!("{name}-warm")).await;
+    drop(held);
+    client.shutdown().await.ok();
+    let client = common::client(&server.url()).await;
+    let _warm = hold_everything(&client, &format!("{name}-warm2")).await;
+    server.stop();
+    let started = Instant::now();
+    let ended = join_within(
+        Duration::from_secs(60),
+        "every call on a dead server ends",
+        spawn_all(waiting_calls(&client, &name, Some(Duration::from_secs(10)))),
+    )
+    .await;
+    for (kind, result, at) in ended {
+        let took = at - started;
+        eprintln!(
+            "dead server, default settings: {kind:<20} reported it after {:>5.2} s",
+            took.as_secs_f64()
+        );
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("{kind}: got in with Redis down"));
+        assert!(err.is_connection_error(), "{kind}: {err}");
+        assert!(
+            took < patience + SLACK,
+            "{kind}: took {took:?} to report a dead server, of a 10 s wait (connect and response timeouts: {patience:?})"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let err = leased.unlock().await.unwrap_err();
+    assert!(matches!(err, Error::LeaseLost(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "a hold known lost answered after {:?}",
+        started.elapsed()
+    );
+}

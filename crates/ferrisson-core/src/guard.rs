@@ -290,7 +290,10 @@ impl HoldGuard {
     /// # Errors
     ///
     /// [`Error::LeaseLost`] when the hold had been lost before (whatever Redis said then, an
-    /// error included: the lock was not held continuously), [`Error::NotOwner`] when Redis
+    /// error included: the lock was not held continuously); at once, without waiting for
+    /// Redis, when the client already knows it (its fixed lease ran out by the client's clock,
+    /// a renewal failed): what may be left of it on the server is released in the background.
+    /// [`Error::NotOwner`] when Redis
     /// says this owner holds nothing, [`Error::Unreachable`] when Redis could not be reached
     /// (the hold then ends with its lease: the watchdog no longer renews it).
     pub async fn unlock(self) -> Result<()> {
@@ -316,6 +319,13 @@ impl HoldGuard {
         self.hold_ended();
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
+        if let Some(reason) = end.lost {
+            // Known lost already: the answer does not wait for Redis (which may be down).
+            // What may be left of the hold on the server goes in the background, as a
+            // dropped guard's does.
+            self.release_in_background(end);
+            return Err(Error::LeaseLost(reason));
+        }
         let released = self.lock.clone().release(self.owner.clone(), end).await;
         let reached = match &released {
             Ok(Released::Freed { subscribers }) => *subscribers,
@@ -460,7 +470,14 @@ impl Drop for HoldGuard {
             return;
         };
         self.hold_ended();
-        let end = lease.end();
+        self.release_in_background(lease.end());
+    }
+}
+
+impl HoldGuard {
+    /// Sends the release of the hold that `end` left in the background (a guard dropped, or
+    /// unlocked when already known lost).
+    fn release_in_background(&self, end: LeaseEnd) {
         let release = self.lock.clone().release(self.owner.clone(), end);
         let key = self.lock.key().to_owned();
         let owner = self.owner.clone();

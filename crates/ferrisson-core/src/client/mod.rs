@@ -439,6 +439,10 @@ impl Client {
         // expired, and run twice.
         let by = settle.map(|window| crate::time::later(started, window));
         let mut maybe_ran = false;
+        // Since when every attempt has been refused (the server is down: what a lost reply
+        // left unknown cannot be resolved now).
+        let mut refused_since: Option<tokio::time::Instant> = None;
+        let patience = self.inner.config.connect_timeout;
         let mut n: u32 = 0;
         loop {
             // (The first attempt has nothing to resolve: it goes whenever it can.)
@@ -446,9 +450,19 @@ impl Client {
             match crate::connection::sending_by(by, attempt(n)).await {
                 Err(e) if e.is_connection_error() => {
                     maybe_ran |= !e.is_refused_connection();
+                    refused_since = if e.is_refused_connection() {
+                        refused_since.or_else(|| Some(tokio::time::Instant::now()))
+                    } else {
+                        None
+                    };
                     let pause = policy.pause(n.saturating_add(1));
+                    // A server that has refused every connection for a connect timeout is down: the call's answer is the error now, not at the end of
+                    // the window. What the lost reply left unknown is the caller's cleanup's
+                    // (an abandoned acquire's undo, a release's resend), in the background.
+                    let down = refused_since
+                        .is_some_and(|since| since.elapsed().saturating_add(pause) >= patience);
                     let settling = settle.is_some_and(|window| {
-                        maybe_ran && started.elapsed().saturating_add(pause) < window
+                        maybe_ran && !down && started.elapsed().saturating_add(pause) < window
                     });
                     if n >= policy.retries && !settling {
                         return Err(e.naming(&self.inner.address));

@@ -16,6 +16,8 @@ use ferrisson_latch::CountDownLatch;
 use ferrisson_testkit::RedisServer;
 
 const WORKERS: u32 = 5;
+/// One name per run: a coordinator restarted within the run finds its own round (armed, or
+/// completed: `status`), and the next run's barrier starts fresh under its own name.
 const NAME: &str = "example:import-2026-11-30";
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -36,8 +38,14 @@ async fn coordinator() -> AnyResult<()> {
     }
     let client = Client::connect(&url).await?;
     let barrier = CountDownLatch::new(&client, NAME)?;
-    barrier.delete().await?; // a fresh run
-    barrier.try_set_count(WORKERS).await?;
+    barrier.delete().await?; // the example runs again and again under one name: a fresh run
+    if !barrier.try_set_count(WORKERS).await? {
+        return Err(format!(
+            "`{NAME}` is armed or completed already: {:?}",
+            barrier.status().await?
+        )
+        .into());
+    }
     println!("coordinator: waiting for {WORKERS} workers");
 
     let exe = std::env::current_exe()?;

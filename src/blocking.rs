@@ -960,6 +960,26 @@ impl CountDownLatch {
         self.client.block_on(self.inner.try_set_count(count))
     }
 
+    /// Arms the latch at `count` for a new round unless it is armed, even after a completed
+    /// round; `true` when it armed it.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::try_set_count_new_round`](crate::CountDownLatch::try_set_count_new_round).
+    pub fn try_set_count_new_round(&self, count: u32) -> Result<bool> {
+        self.client
+            .block_on(self.inner.try_set_count_new_round(count))
+    }
+
+    /// Where the latch stands: armed, open after a completed round, or open.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::status`](crate::CountDownLatch::status).
+    pub fn status(&self) -> Result<crate::LatchStatus> {
+        self.client.block_on(self.inner.status())
+    }
+
     /// Counts down by one.
     ///
     /// # Errors

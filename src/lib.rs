@@ -100,7 +100,7 @@ pub use ferrisson_expirable_semaphore::{ExpirableSemaphore, Permit};
 #[cfg(feature = "latch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "latch")))]
 #[doc(inline)]
-pub use ferrisson_latch::{CountDown, CountDownLatch};
+pub use ferrisson_latch::{CountDown, CountDownLatch, LatchStatus};
 
 #[cfg(feature = "spin-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "spin-lock")))]

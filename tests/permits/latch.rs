@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::Error;
-use ferrisson_latch::{CountDown, CountDownLatch};
+use ferrisson_latch::{CountDown, CountDownLatch, LatchStatus};
 use redis::Commands;
 use tokio::time::Instant;
 
@@ -122,8 +122,8 @@ async fn a_participant_counts_once_and_missing_latches_are_open() {
     );
     assert_eq!(
         l.count_down_once("w4").await.unwrap(),
-        CountDown::NotArmed,
-        "a late worker is told the latch is open"
+        CountDown::Completed,
+        "a late worker is told the round completed"
     );
     assert_eq!(l.count().await.unwrap(), 0);
     let leftovers: Vec<String> = con.keys(format!("*{name}*")).unwrap();
@@ -166,9 +166,14 @@ async fn re_arming_releases_the_old_round_and_holds_the_new() {
     // Opened and armed again in one transaction, with no message at all: the waiter never
     // sees zero, and only its own re-check can release it.
     let mut con = redis.connection();
+    // (What the last count-down and a new round's try_set leave: the round remembered as
+    // completed, the count set again, a new round.)
+    let round: i64 = con.get(format!("{{{name}}}:round")).unwrap();
     let _: () = redis::pipe()
         .atomic()
         .del(&name)
+        .ignore()
+        .set(format!("{{{name}}}:completed"), round)
         .ignore()
         .set(&name, 1)
         .ignore()
@@ -189,34 +194,113 @@ async fn re_arming_releases_the_old_round_and_holds_the_new() {
     assert!(l.wait_for(SOON).await.unwrap());
 }
 
+/// Redis restarts without persistence under an armed latch: the barrier's data is gone, and
+/// no waiter is released as if it had opened. Each fails with `LatchLost`, whether it looks
+/// before the coordinator arms the latch again or after; none hangs. Three rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_survive_a_redis_restart() {
+async fn a_restart_without_persistence_under_an_armed_latch_releases_no_waiter() {
     let mut server = RedisServer::spawn();
     let name = unique_name("restart");
     let a = client(&server.url()).await;
     let l = latch(&a, &name);
-    l.try_set_count(1).await.unwrap();
-    let mut waiters = Vec::new();
-    for _ in 0..5 {
-        let w = l.clone();
-        waiters.push(tokio::spawn(async move { w.wait().await }));
-    }
-    eventually(SOON, "waiters wait", || async { a.waiter_stats().1 == 5 }).await;
-    server.restart();
-    // The coordinator sets the latch again and counts down; nobody hangs.
-    let _ = tokio::time::timeout(SOON, async {
-        loop {
-            match l.try_set_count(1).await {
-                Ok(_) => break,
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
+    for round in 0..3 {
+        assert!(l.try_set_count_new_round(2).await.unwrap(), "round {round}");
+        l.count_down().await.unwrap();
+        let mut waiters = Vec::new();
+        for _ in 0..5 {
+            let w = l.clone();
+            waiters.push(tokio::spawn(async move { w.wait().await }));
         }
+        eventually(SOON, "waiters wait", || async { a.waiter_stats().1 == 5 }).await;
+        server.restart();
+        if round == 1 {
+            // The coordinator arms it again at once: a new round is no opening of the old.
+            eventually(SOON, "the coordinator arms it again", || async {
+                l.try_set_count(2).await.is_ok()
+            })
+            .await;
+        }
+        for result in join_within(SOON * 2, "every waiter returns", waiters).await {
+            let err = result.unwrap_err();
+            assert!(matches!(err, Error::LatchLost(_)), "round {round}: {err:?}");
+            assert!(err.to_string().contains("Redis lost it"), "{err}");
+        }
+        // Nothing counted in a lost round counts in the next.
+        let _ = l.delete().await;
+    }
+    // A handle with Redisson's reading releases its waiters instead.
+    let open = l.missing_is_open();
+    assert!(open.try_set_count(1).await.unwrap());
+    let w = open.clone();
+    let waiter = tokio::spawn(async move { w.wait().await });
+    eventually(SOON, "the waiter waits", || async {
+        a.waiter_stats().1 == 1
     })
     .await;
+    server.restart();
+    tokio::time::timeout(SOON * 2, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+/// A coordinator that restarts after its barrier opened is told so, not made to wait for a
+/// round nobody will count down: `try_set_count` does not arm a completed latch, `status`
+/// says `Completed` where `count` reads 0 either way, a worker run again is told
+/// `Completed`. A new round on purpose arms it; when the memory ends, it reads as never
+/// armed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_round_is_remembered_for_the_restarted_coordinator_and_workers() {
+    let redis = TestRedis::any();
+    let a = client(&redis.url()).await;
+    let name = unique_name("remembered");
+    let l = latch(&a, &name)
+        .with_completion_memory(Duration::from_millis(1500))
+        .unwrap();
+    assert_eq!(l.status().await.unwrap(), LatchStatus::Open);
+    assert!(l.try_set_count(2).await.unwrap());
+    assert_eq!(l.status().await.unwrap(), LatchStatus::Armed(2));
+    assert_eq!(
+        l.count_down_once("w1").await.unwrap(),
+        CountDown::Counted(1)
+    );
+    assert_eq!(
+        l.count_down_once("w2").await.unwrap(),
+        CountDown::Counted(0)
+    );
+    // The coordinator restarts: same name, same call.
+    let again = latch(&a, &name);
+    assert!(!again.try_set_count(2).await.unwrap(), "not armed again");
+    assert_eq!(again.status().await.unwrap(), LatchStatus::Completed);
+    assert_eq!(again.count().await.unwrap(), 0);
+    assert!(
+        again.wait_for(SOON).await.unwrap(),
+        "its wait returns at once"
+    );
+    assert_eq!(
+        again.count_down_once("w1").await.unwrap(),
+        CountDown::Completed,
+        "a worker run again is told"
+    );
+    // A new round on purpose.
+    assert!(again.try_set_count_new_round(1).await.unwrap());
+    assert_eq!(again.status().await.unwrap(), LatchStatus::Armed(1));
+    assert!(!again.try_set_count_new_round(1).await.unwrap(), "armed");
+    again.count_down().await.unwrap();
+    // The memory set by the handle that opened it (an hour) stands; a short one ends.
+    l.try_set_count_new_round(1).await.unwrap();
     l.count_down().await.unwrap();
-    for result in join_within(SOON * 2, "every waiter returns", waiters).await {
-        result.unwrap();
-    }
+    assert_eq!(l.status().await.unwrap(), LatchStatus::Completed);
+    eventually(SOON, "the completion is forgotten", || async {
+        l.status().await.unwrap() == LatchStatus::Open
+    })
+    .await;
+    assert!(l.try_set_count(1).await.unwrap());
+    assert!(matches!(
+        l.with_completion_memory(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +311,9 @@ async fn redisson_format_latches_interoperate() {
     let name = unique_name("redisson");
     // Redisson's trySetCount(2).
     let _: () = con.set(&name, 2).unwrap();
-    let l = latch(&a, &name);
+    // Redisson's countDown leaves no completion behind: a waiter reads a missing latch as
+    // open only with Redisson's reading.
+    let l = latch(&a, &name).missing_is_open();
     assert_eq!(l.count().await.unwrap(), 2);
     let waiting = l.clone();
     let waiter = tokio::spawn(async move { waiting.wait_for(SOON).await.unwrap() });

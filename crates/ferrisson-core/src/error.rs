@@ -47,6 +47,13 @@ pub enum Error {
     #[error("{0}")]
     NotSetUp(String),
 
+    /// A waiter saw its latch armed, then found it gone without it having opened: Redis lost
+    /// it (a restart without persistence, `FLUSHALL`, a failover to a replica that had not
+    /// got it) or its keys were removed by other means than the latch's own calls. The
+    /// barrier did not open, and the count-downs made in its round are gone with it.
+    #[error("latch lost: {0}")]
+    LatchLost(String),
+
     /// The Redis user may not run what the synchronizers need (an ACL without `@scripting`,
     /// without `@pubsub` or without channel access): found at connect, before any call could
     /// be half done. The message names the address and the rights to grant.

@@ -1071,7 +1071,7 @@ fn listed(info: &ObjectInfo) -> bool {
 }
 
 /// The suffixes of the keys synchronizers derive with `suffixed(name, …)`.
-const DERIVED: [&str; 12] = [
+const DERIVED: [&str; 13] = [
     "value",
     "permits",
     "next",
@@ -1082,6 +1082,7 @@ const DERIVED: [&str; 12] = [
     "timeout",
     "alive",
     "counted",
+    "completed",
     "epoch",
     "undone",
 ];

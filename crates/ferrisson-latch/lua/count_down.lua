@@ -13,9 +13,15 @@
 --         result instead of counting again (or reporting "already counted" for its own count)
 -- ARGV[3] how long the call's latch keeps the result, in milliseconds
 -- KEYS[5] the round, suffixed(name, "round") [ext]: deleted with the count when the latch opens
+-- KEYS[6] the last completed round, suffixed(name, "completed") [ext]: set to the round (0 for
+--         a latch armed without one, by Redisson) when the latch opens, for ARGV[4] ms, so
+--         that a waiter that finds the latch missing tells an opening from a loss, and a
+--         coordinator and its workers tell a completed round from one never armed
+-- ARGV[4] how long a completed round is remembered, in milliseconds
 -- returns {1 if this call counted, 0 if the participant had counted this round already, 2 if
 --         there was nothing to count (with a participant: the latch is open, never armed or
---         at zero) [ext]; the count after}
+--         at zero) [ext], 3 if there was nothing to count because the last round completed
+--         (with a participant) [ext]; the count after}
 local done = redis.call('get', KEYS[4])
 if done then
   local sep = string.find(done, ':', 1, true)
@@ -32,7 +38,11 @@ end
 if ARGV[2] ~= '' then
   if not raw then
     -- Nothing armed: nothing to count (Redisson's countDown would leave nothing either), and
-    -- the caller is told so, not answered "already counted".
+    -- the caller is told so, not answered "already counted", and whether the round completed.
+    local completed = redis.call('get', KEYS[6])
+    if completed and not string.find(completed, ':d', 1, true) then
+      return result(3, 0)
+    end
     return result(2, 0)
   end
   if redis.call('sadd', KEYS[3], ARGV[2]) == 0 then
@@ -41,7 +51,13 @@ if ARGV[2] ~= '' then
 end
 local value = redis.call('decr', KEYS[1])
 if value <= 0 then
+  local round = redis.call('get', KEYS[5]) or '0'
   redis.call('del', KEYS[1], KEYS[3], KEYS[5])
+  if raw then
+    -- (A count-down of a latch never armed, Redisson's DECR of a missing key, completes
+    -- nothing.)
+    redis.call('set', KEYS[6], round, 'PX', ARGV[4])
+  end
 end
 if value == 0 then
   redis.call(ARGV[1], KEYS[2], '0')

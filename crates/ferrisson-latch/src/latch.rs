@@ -16,6 +16,10 @@ use crate::scripts::{COUNT_DOWN, DELETE, STATE, TRY_SET};
 /// message delays a waiter at most this long.
 const RECHECK: Duration = Duration::from_secs(5);
 
+/// How long a completed round is remembered unless the handle says otherwise
+/// ([`CountDownLatch::with_completion_memory`]).
+pub const DEFAULT_COMPLETION_MEMORY: Duration = Duration::from_secs(3600);
+
 /// What a participant's count-down did ([`CountDownLatch::count_down_once`]).
 #[must_use = "a count-down that went nowhere (`NotArmed`) is the caller's to handle"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +33,25 @@ pub enum CountDown {
     /// and nothing changed. A worker that finishes before its coordinator armed the latch gets
     /// this, and must not assume it was counted.
     NotArmed,
+    /// The latch is open because its last round completed (remembered for the completion
+    /// memory, [`CountDownLatch::with_completion_memory`]): a worker run again after the
+    /// barrier opened is told so, and nothing changed.
+    Completed,
+}
+
+/// Where a latch stands ([`CountDownLatch::status`]): [`count`](CountDownLatch::count) reads
+/// 0 both before a latch is armed and after it opened, and this tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LatchStatus {
+    /// Armed: this many count-downs are still due.
+    Armed(u64),
+    /// Open, and its last round completed within the completion memory: a coordinator that
+    /// restarts finds its barrier already passed.
+    Completed,
+    /// Open, with no completed round remembered: never armed, deleted, or its completion
+    /// forgotten (or lost with Redis's data).
+    Open,
 }
 
 impl CountDown {
@@ -50,10 +73,23 @@ impl CountDown {
 ///   woken together when the latch opens; they also re-check on reconnect and every few
 ///   seconds, so a lost message (Redisson's `await()` can hang forever after one) only delays
 ///   them.
-/// - **Re-arming is well defined** (**\[ext\]**): [`try_set_count`](Self::try_set_count) on an
-///   open latch starts a new round. Waiters of an earlier round are released even if the latch
-///   was armed again before they looked; waiters that start after the re-arm wait for the new
-///   round.
+/// - **Rounds are remembered** (**\[ext\]**): when a round completes, the latch remembers it
+///   for its completion memory ([`with_completion_memory`](Self::with_completion_memory), an
+///   hour by default), so that [`try_set_count`](Self::try_set_count) does not silently arm
+///   it again (a coordinator restarted after its barrier opened would wait forever for
+///   workers that have finished), [`status`](Self::status) says [`LatchStatus::Completed`],
+///   and a worker run again is told ([`CountDown::Completed`]). A new round on purpose is
+///   [`try_set_count_new_round`](Self::try_set_count_new_round); a name per run
+///   (`import:2026-12-06`) needs none.
+/// - **Re-arming is well defined** (**\[ext\]**): waiters of an earlier round are released
+///   even if the latch was armed again before they looked; waiters that start after the
+///   re-arm wait for the new round.
+/// - **Data loss does not open the barrier** (**\[ext\]**): a waiter that saw the latch armed
+///   and then finds it gone, with no opening of its round remembered, fails with
+///   [`Error::LatchLost`] instead of being released (Redisson would release it: a missing
+///   latch reads as open). [`missing_is_open`](Self::missing_is_open) gives Redisson's
+///   reading back, for a latch that Redisson clients count down (they leave no completion
+///   behind).
 ///
 /// # Examples
 ///
@@ -79,12 +115,18 @@ impl CountDown {
 #[derive(Clone)]
 pub struct CountDownLatch {
     shared: Arc<Shared>,
+    /// How long a round this handle completes is remembered.
+    memory: Duration,
+    /// Whether a missing latch reads as open to this handle's waiters, as Redisson reads it.
+    missing_is_open: bool,
 }
 
 impl std::fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountDownLatch")
             .field("key", &self.shared.key)
+            .field("memory", &self.memory)
+            .field("missing_is_open", &self.missing_is_open)
             .finish()
     }
 }
@@ -95,6 +137,8 @@ struct Shared {
     channel: String,
     round_key: String,
     counted_key: String,
+    /// The last round that ended **\[ext\]**: `<round>` completed, `<round>:d` deleted.
+    completed_key: String,
     /// Count-down call latches **\[ext\]**: a call's latch is `{prefix}:{request id}`.
     count_latch_prefix: String,
 }
@@ -119,10 +163,41 @@ impl CountDownLatch {
                 channel,
                 round_key: suffixed(&key, "round"),
                 counted_key: suffixed(&key, "counted"),
+                completed_key: suffixed(&key, "completed"),
                 count_latch_prefix: suffixed(&key, "count_latch"),
                 key,
             }),
+            memory: DEFAULT_COMPLETION_MEMORY,
+            missing_is_open: false,
         })
+    }
+
+    /// This latch, remembering a round it completes for `memory` instead of an hour: as long
+    /// as a coordinator may restart, or a worker run again, and still be told that the round
+    /// completed. The handle whose count-down opens the latch sets it, so give every
+    /// participant the same.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a memory under one millisecond or beyond what Redis
+    /// keeps exact.
+    pub fn with_completion_memory(&self, memory: Duration) -> Result<Self> {
+        ferrisson_core::duration::validate_lease("completion memory", memory)?;
+        Ok(Self {
+            memory,
+            ..self.clone()
+        })
+    }
+
+    /// This latch, its waiters reading a latch they find missing as open, as Redisson's do,
+    /// instead of failing with [`Error::LatchLost`]: for a latch that Redisson clients count
+    /// down (they leave no completion behind), at the price of a barrier that a loss of
+    /// Redis's data opens.
+    pub fn missing_is_open(&self) -> Self {
+        Self {
+            missing_is_open: true,
+            ..self.clone()
+        }
     }
 
     /// The Redis key of the count.
@@ -131,13 +206,32 @@ impl CountDownLatch {
     }
 
     /// Arms the latch with `count` if it is open (zero or missing) and starts a new round;
-    /// returns whether it did.
+    /// returns whether it did. It does not when the latch is armed, nor when its last round
+    /// completed within the completion memory (**\[ext\]**): a coordinator that restarts after
+    /// its barrier opened is not made to wait for workers that have finished.
+    /// [`status`](Self::status) tells the two apart;
+    /// [`try_set_count_new_round`](Self::try_set_count_new_round) arms a completed latch.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a count of zero (a latch at zero is open), and the errors
     /// of [`count`](Self::count).
     pub async fn try_set_count(&self, count: u32) -> Result<bool> {
+        self.try_set(count, "").await
+    }
+
+    /// Arms the latch with `count` for a new round if it is open, even when its last round
+    /// completed (**\[ext\]**); returns whether it did (not when it is armed). For a latch
+    /// reused round after round on purpose.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    pub async fn try_set_count_new_round(&self, count: u32) -> Result<bool> {
+        self.try_set(count, "new").await
+    }
+
+    async fn try_set(&self, count: u32, mode: &str) -> Result<bool> {
         if count == 0 {
             return Err(Error::InvalidArgument(
                 "a latch count must be at least 1 (a latch at zero is open)".into(),
@@ -151,13 +245,35 @@ impl CountDownLatch {
                 &shared.channel,
                 &shared.round_key,
                 &shared.counted_key,
+                &shared.completed_key,
             ],
         )
         .arg(count)
-        .arg(shared.client.config().publish_command().as_str());
+        .arg(shared.client.config().publish_command().as_str())
+        .arg(mode);
         // Not retried: a retry after a lost reply would find the latch armed and say no.
         let armed: i64 = shared.client.eval_once(&call).await?;
+        if armed == 2 {
+            tracing::info!(key = %shared.key, "not armed: its last round completed (try_set_count_new_round arms a new one)");
+        }
         Ok(armed == 1)
+    }
+
+    /// Where the latch stands: armed with the count-downs still due, open after a completed
+    /// round (remembered for the completion memory), or open otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`count`](Self::count).
+    pub async fn status(&self) -> Result<LatchStatus> {
+        let state = self.state().await?;
+        Ok(if state.count > 0 {
+            LatchStatus::Armed(state.count)
+        } else if state.completed {
+            LatchStatus::Completed
+        } else {
+            LatchStatus::Open
+        })
     }
 
     /// Counts down once, as Redisson does: at zero the latch opens and every waiter is
@@ -175,9 +291,11 @@ impl CountDownLatch {
 
     /// Counts down once for `participant`: a participant that already counted in this round
     /// does not count again. Says what happened: [`CountDown::Counted`] with the count left,
-    /// [`CountDown::AlreadyCounted`], or [`CountDown::NotArmed`] when the latch is open (never
-    /// armed, or already at zero), so that a worker that finishes before the coordinator armed
-    /// the latch learns that its count went nowhere.
+    /// [`CountDown::AlreadyCounted`], [`CountDown::Completed`] when the latch is open because
+    /// its last round completed (a worker run again after the barrier opened), or
+    /// [`CountDown::NotArmed`] when the latch is open otherwise (never armed), so that a worker
+    /// that finishes before the coordinator armed the latch learns that its count went
+    /// nowhere.
     ///
     /// # Errors
     ///
@@ -206,18 +324,21 @@ impl CountDownLatch {
                 &shared.counted_key,
                 &latch,
                 &shared.round_key,
+                &shared.completed_key,
             ],
         )
         .arg(client.config().publish_command().as_str())
         .arg(participant)
         .arg(ferrisson_core::__engine::time::millis(
             client.retry_window(),
-        ));
+        ))
+        .arg(ferrisson_core::__engine::time::millis(self.memory));
         let reply: Vec<i64> = client.eval(&call).await?;
         match reply.as_slice() {
             [1, count] => Ok(CountDown::Counted(u64::try_from(*count).unwrap_or(0))),
             [0, _] => Ok(CountDown::AlreadyCounted),
             [2, _] => Ok(CountDown::NotArmed),
+            [3, _] => Ok(CountDown::Completed),
             other => Err(Error::Protocol(format!(
                 "latch/count_down of `{}` replied {other:?}",
                 shared.key
@@ -231,17 +352,47 @@ impl CountDownLatch {
     ///
     /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
     pub async fn count(&self) -> Result<u64> {
-        Ok(self.state().await?.0)
+        Ok(self.state().await?.count)
     }
 
-    async fn state(&self) -> Result<(u64, i64)> {
+    async fn state(&self) -> Result<State> {
         let shared = &self.shared;
-        let call = ScriptCall::new(&STATE, &[&shared.key, &shared.round_key]);
+        let call = ScriptCall::new(
+            &STATE,
+            &[&shared.key, &shared.round_key, &shared.completed_key],
+        );
         let reply: Vec<i64> = shared.client.eval_read(&call).await?;
         match reply.as_slice() {
-            [count, round] => Ok((u64::try_from(*count).unwrap_or(0), *round)),
+            [count, round, ended, completed] => Ok(State {
+                count: u64::try_from(*count).unwrap_or(0),
+                round: *round,
+                ended: (*ended >= 0).then_some(*ended),
+                completed: *completed == 1,
+            }),
             other => Err(Error::Protocol(format!("latch/state replied {other:?}"))),
         }
+    }
+
+    /// Whether the round a waiter saw armed (`round`) has ended by the look `now`: the latch
+    /// is open or armed for another round, and its ending is remembered (or a missing latch
+    /// reads as open to this handle). `Err(LatchLost)` when it is gone without an ending
+    /// remembered: Redis lost it.
+    fn round_ended(&self, round: i64, now: &State) -> Result<bool> {
+        if now.count > 0 && now.round == round {
+            return Ok(false);
+        }
+        if self.missing_is_open || now.ended.is_some_and(|ended| ended >= round) {
+            return Ok(true);
+        }
+        Err(Error::LatchLost(format!(
+            "latch `{}` was armed (round {round}) and is now {}, with no opening of that round remembered: Redis lost it (a restart without persistence, FLUSHALL, a failover) or its keys were removed; the barrier did not open, and the count-downs of the round are gone with it. (A latch that Redisson clients count down leaves no opening behind: build the handle with missing_is_open.)",
+            self.shared.key,
+            if now.count > 0 {
+                "armed for another round"
+            } else {
+                "missing"
+            }
+        )))
     }
 
     /// Waits until the latch opens (the round current when the call started ends).
@@ -305,10 +456,11 @@ impl CountDownLatch {
         // Until it ends, the wait is work the client's shutdown ends and waits for.
         let _in_flight = shared.client.begin_acquisition()?;
         // Boxed, as each later look is (below).
-        let (count, round) = first_try(&shared.client, deadline, Box::pin(self.state())).await?;
-        if count == 0 {
+        let first = first_try(&shared.client, deadline, Box::pin(self.state())).await?;
+        if first.count == 0 {
             return Ok(true);
         }
+        let round = first.round;
         let spec = WaitSpec {
             channel: &shared.channel,
             // Every message (opened, re-armed, deleted) is a reason to look again.
@@ -324,12 +476,13 @@ impl CountDownLatch {
         let opened = wait_for_turn(&shared.client, spec, || {
             progress.tried();
             Box::pin(async {
-                Ok(match self.state().await? {
-                    (0, _) => Attempt::Acquired(()),
-                    // A new round began: the one this call waited for has ended.
-                    (_, now) if now != round => Attempt::Acquired(()),
-                    // No TTL to go by: look again after a message, or at the re-check.
-                    _ => Attempt::Held(-1),
+                let now = self.state().await?;
+                // Opened, or a new round began after this call's ended: released. No TTL
+                // to go by otherwise: look again after a message, or at the re-check.
+                Ok(if self.round_ended(round, &now)? {
+                    Attempt::Acquired(())
+                } else {
+                    Attempt::Held(-1)
                 })
             })
         })
@@ -338,16 +491,34 @@ impl CountDownLatch {
     }
 }
 
-/// The latch's keys: the count, the participants counted this round and the round
-/// **\[ext\]** (an expiry covers all three). A delete uses the latch's own script: it deletes
-/// them and publishes `1`, and every waiter is released (a missing latch is open).
+/// One look at the latch.
+struct State {
+    /// The count (0: open).
+    count: u64,
+    /// The round (0: none, a latch armed by Redisson or open).
+    round: i64,
+    /// The last round that ended (completed, or the latch deleted), if remembered.
+    ended: Option<i64>,
+    /// Whether that round completed (rather than was deleted).
+    completed: bool,
+}
+
+/// The latch's keys: the count, the participants counted this round, the round and the last
+/// completed round **\[ext\]** (an expiry covers all four). A delete uses the latch's own
+/// script: it deletes them and publishes `1`, and every waiter is released (the deletion is
+/// remembered as its round's end).
 impl ferrisson_core::SyncObject for CountDownLatch {
     fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
         let shared = &self.shared;
         ferrisson_core::ObjectKeys::new(
             &shared.client,
             ferrisson_core::KeyShape::Count,
-            vec![&shared.key, &shared.counted_key, &shared.round_key],
+            vec![
+                &shared.key,
+                &shared.counted_key,
+                &shared.round_key,
+                &shared.completed_key,
+            ],
         )
         .waking(&shared.channel, "1")
     }
@@ -371,9 +542,11 @@ impl ferrisson_core::SyncObject for CountDownLatch {
                 &shared.channel,
                 &shared.counted_key,
                 &shared.round_key,
+                &shared.completed_key,
             ],
         )
-        .arg(shared.client.config().publish_command().as_str());
+        .arg(shared.client.config().publish_command().as_str())
+        .arg(ferrisson_core::__engine::time::millis(self.memory));
         let deleted: i64 = shared.client.eval(&call).await?;
         Ok(deleted == 1)
     }

@@ -28,5 +28,5 @@ mod scripts;
 pub use ferrisson_core::SyncObject;
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
 pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
-pub use latch::{CountDown, CountDownLatch};
+pub use latch::{CountDown, CountDownLatch, DEFAULT_COMPLETION_MEMORY, LatchStatus};
 pub use scripts::scripts;

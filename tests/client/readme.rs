@@ -1,6 +1,8 @@
 //! The README's block of the three self-healing limits is `readme_limits_snippet.rs`, word for
 //! word, and it runs against a real Redis, again after Redis lost every key.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use crate::common;
 
 #[path = "readme_limits_snippet.rs"]

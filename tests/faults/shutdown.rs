@@ -11,7 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use ferrisson::{AcquireOptions, Client, Error, Lock, LossReason, ReentrantLock, SyncObject};
+use ferrisson::{
+    AcquireOptions, Client, Error, FairLock, Lock, LossReason, ReentrantLock, SyncObject,
+};
 use ferrisson_expirable_semaphore::ExpirableSemaphore;
 use ferrisson_semaphore::Semaphore;
 use redis::Commands;
@@ -71,6 +73,45 @@ fn shutdown_worker() {
             .query_async(&mut con)
             .await
             .unwrap();
+        if std::env::var("SHUTDOWN_LIVE").is_ok() {
+            // Everything still held, and a wait in a fair lock's queue, when the shutdown
+            // comes (as a Ctrl-C handler's would): the shutdown gives it all back.
+            let fair = FairLock::new(&client, &format!("{lock}:fair"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap();
+            let queued = {
+                let queue = FairLock::new(&client, &env("SHUTDOWN_QUEUE")).unwrap();
+                tokio::spawn(async move { queue.lock().await })
+            };
+            while client.waiter_stats().1 == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let report = client.shutdown_report(Duration::from_millis(100)).await;
+            assert!(report.is_complete(), "{report}");
+            assert_eq!(report.given_back.len(), 4, "{report}");
+            assert!(matches!(queued.await.unwrap(), Err(Error::Closed(_))));
+            for lost in [
+                guard.loss_reason(),
+                fair.loss_reason(),
+                leased.loss_reason(),
+            ] {
+                assert_eq!(lost, Some(LossReason::ClientShutDown));
+            }
+            let unlocked = guard.unlock().await;
+            assert!(
+                matches!(unlocked, Err(Error::LeaseLost(LossReason::ClientShutDown))),
+                "{unlocked:?}"
+            );
+            assert!(matches!(
+                permit.release().await,
+                Err(Error::LeaseLost(LossReason::ClientShutDown))
+            ));
+            // The rest are dropped as the process ends: nothing is left to release.
+            drop((fair, leased));
+            return;
+        }
         drop(guard);
         drop(permit);
         drop(leased);
@@ -80,9 +121,20 @@ fn shutdown_worker() {
     });
 }
 
+/// How a worker ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// It drops everything, then shuts down.
+    DropThenShutDown,
+    /// It drops everything and exits (the control).
+    DropWithoutShutdown,
+    /// It shuts down with everything still held, and waiting in a fair lock's queue.
+    ShutDownWhileHolding,
+}
+
 /// Runs the worker processes `runs`, `AT_ONCE` at a time, each on its own lock
-/// `{name}:lock:{run}` and the shared semaphores; `skip`: without the shutdown (the control).
-async fn run_workers(url: &str, name: &str, runs: std::ops::Range<usize>, skip: bool) {
+/// `{name}:lock:{run}` and the shared semaphores, ending as `ending` says.
+async fn run_workers(url: &str, name: &str, runs: std::ops::Range<usize>, ending: Ending) {
     let exe = std::env::current_exe().unwrap();
     let runs: Vec<usize> = runs.collect();
     let mut failures = Vec::new();
@@ -100,8 +152,16 @@ async fn run_workers(url: &str, name: &str, runs: std::ops::Range<usize>, skip: 
                     .env("SHUTDOWN_EXP", format!("{name}:exp"))
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped());
-                if skip {
-                    command.env("SHUTDOWN_SKIP", "1");
+                match ending {
+                    Ending::DropThenShutDown => {}
+                    Ending::DropWithoutShutdown => {
+                        command.env("SHUTDOWN_SKIP", "1");
+                    }
+                    Ending::ShutDownWhileHolding => {
+                        command
+                            .env("SHUTDOWN_LIVE", "1")
+                            .env("SHUTDOWN_QUEUE", format!("{name}:queue"));
+                    }
                 }
                 (*run, command.spawn().unwrap())
             })
@@ -135,7 +195,7 @@ async fn processes_that_drop_their_guards_and_shut_down_lose_nothing() {
     let expirable = ExpirableSemaphore::new(&client, &expirable_name).unwrap();
     assert!(expirable.try_set_permits(PERMITS).await.unwrap());
 
-    run_workers(&url, &name, 0..RUNS, false).await;
+    run_workers(&url, &name, 0..RUNS, Ending::DropThenShutDown).await;
 
     // Looked at right away: every release landed before its process ended.
     let mut con = redis.connection();
@@ -168,7 +228,13 @@ async fn processes_that_drop_their_guards_and_shut_down_lose_nothing() {
     // The control: the same processes without the shutdown leave their locks held (the
     // releases of the dropped guards never ran), which is what the test above would see.
     const CONTROL: usize = 10;
-    run_workers(&url, &name, RUNS..RUNS + CONTROL, true).await;
+    run_workers(
+        &url,
+        &name,
+        RUNS..RUNS + CONTROL,
+        Ending::DropWithoutShutdown,
+    )
+    .await;
     let held = (RUNS..RUNS + CONTROL)
         .filter(|run| con.exists::<_, bool>(format!("{name}:lock:{run}")).unwrap())
         .count();
@@ -178,8 +244,61 @@ async fn processes_that_drop_their_guards_and_shut_down_lose_nothing() {
     );
 }
 
+/// Worker processes shut down while they still hold a lock, a fair lock, a plain
+/// semaphore's permit and an expirable one, and wait in a fair lock's queue: the shutdown
+/// gives it all back before they exit. Nothing is left taken or queued, in 10 of 10 runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_that_shut_down_while_holding_leave_nothing_taken_or_queued() {
+    const LIVE_RUNS: usize = 10;
+    let redis = TestRedis::any();
+    let url = redis.url();
+    let client = client(&url).await;
+    let name = unique_name("shutdown-live");
+    let semaphore = Semaphore::new(&client, &format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(PERMITS).await.unwrap());
+    let expirable = ExpirableSemaphore::new(&client, &format!("{name}:exp")).unwrap();
+    assert!(expirable.try_set_permits(PERMITS).await.unwrap());
+    // Held here the whole time: every worker waits in its queue at its shutdown.
+    let queue = FairLock::new(&client, &format!("{name}:queue")).unwrap();
+    let blocking = queue.lock().await.unwrap();
+
+    run_workers(&url, &name, 0..LIVE_RUNS, Ending::ShutDownWhileHolding).await;
+
+    let mut con = redis.connection();
+    let ran = (0..LIVE_RUNS)
+        .filter(|run| {
+            con.get::<_, Option<i64>>(format!("{name}:lock:{run}:ran"))
+                .unwrap()
+                == Some(1)
+        })
+        .count();
+    assert_eq!(ran, LIVE_RUNS, "every worker did its part");
+    let held: Vec<String> = (0..LIVE_RUNS)
+        .flat_map(|run| {
+            [
+                format!("{name}:lock:{run}"),
+                format!("{name}:lock:{run}:fair"),
+            ]
+        })
+        .filter(|key| con.exists::<_, bool>(key).unwrap())
+        .collect();
+    assert!(held.is_empty(), "still held after shutdown: {held:?}");
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        i64::from(PERMITS),
+        "a plain semaphore's permit held through shutdown was lost"
+    );
+    assert_eq!(expirable.acquired_permits().await.unwrap(), 0);
+    let queued: i64 = con
+        .llen(format!("redisson_lock_queue:{{{name}:queue}}"))
+        .unwrap();
+    assert_eq!(queued, 0, "a waiter stayed in the fair lock's queue");
+    blocking.unlock().await.unwrap();
+    client.shutdown().await.unwrap();
+}
+
 /// Shutdown ends waiting calls and refuses new ones, tells holders whose guards are still
-/// alive (no longer renewed), and says what it left.
+/// alive, gives back what they hold, and says what it gave back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_waits_refuses_new_work_and_tells_live_holders() {
     let redis = TestRedis::any();
@@ -212,12 +331,22 @@ async fn shutdown_ends_waits_refuses_new_work_and_tells_live_holders() {
         .await
         .unwrap();
 
-    let err = waiter.shutdown().await.unwrap_err();
+    let report = waiter.shutdown_report(Duration::from_millis(100)).await;
+    assert!(report.is_complete(), "{report}");
+    assert_eq!(report.given_back.len(), 1, "{report}");
     assert!(
-        matches!(&err, Error::Unfinished(what) if what.contains("1 hold")),
-        "{err}"
+        report.given_back[0].contains(&format!("{name}:live")),
+        "{report}"
     );
     assert!(waiter.is_shut_down());
+    // Given back: the lock is free, and the guard has nothing left to release.
+    assert!(
+        !ReentrantLock::new(&holder, &format!("{name}:live"))
+            .unwrap()
+            .exists()
+            .await
+            .unwrap()
+    );
     let ended = join_within(
         Duration::from_secs(5),
         "waiting calls end",
@@ -246,6 +375,9 @@ async fn shutdown_ends_waits_refuses_new_work_and_tells_live_holders() {
             .unwrap()
     );
     assert_eq!(semaphore.available_permits().await.unwrap(), 0);
-    drop(other);
+    assert!(matches!(
+        other.unlock().await,
+        Err(Error::LeaseLost(LossReason::ClientShutDown))
+    ));
     holder.shutdown().await.unwrap();
 }

@@ -19,3 +19,4 @@ mod owners;
 mod rwlock;
 mod scoped;
 mod spin_lock;
+mod turns;

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, LossReason, Result};
+use crate::holds::{GiveBack, HoldTicket};
 use crate::owner::Owner;
 use crate::watchdog::{LeaseEnd, LeaseHandle};
 use tokio::time::Instant;
@@ -99,6 +100,9 @@ pub struct HoldGuard {
     lock: Arc<dyn Release>,
     owner: Owner,
     lease: Option<LeaseHandle>,
+    /// The hold's registration with the client, which a shutdown gives back while the guard
+    /// lives.
+    ticket: HoldTicket,
     token: Option<u64>,
     /// When the hold was taken, for `ferrisson_hold_seconds` (read only when metrics are on).
     #[cfg(feature = "metrics")]
@@ -136,10 +140,15 @@ impl HoldGuard {
         lease: LeaseHandle,
         token: Option<u64>,
     ) -> Self {
+        let ticket = lock.runs_on().register_hold(Arc::new(GuardGiveBack {
+            lock: lock.clone(),
+            owner: owner.clone(),
+        }));
         Self {
             lock,
             owner,
             lease: Some(lease),
+            ticket,
             token,
             #[cfg(feature = "metrics")]
             taken_at: std::time::Instant::now(),
@@ -317,6 +326,11 @@ impl HoldGuard {
             return Ok(0);
         };
         self.hold_ended();
+        if !self.ticket.claim() {
+            // The client's shutdown gave it back already.
+            lease.end();
+            return Err(Error::LeaseLost(LossReason::ClientShutDown));
+        }
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
         if let Some(reason) = end.lost {
@@ -442,6 +456,10 @@ impl HoldGuard {
             return Ok(None);
         };
         self.hold_ended();
+        if !self.ticket.claim() {
+            handle.end();
+            return Err(Error::LeaseLost(LossReason::ClientShutDown));
+        }
         let end = handle.end();
         match self
             .lock
@@ -458,6 +476,8 @@ impl HoldGuard {
     /// it ends when its lease runs out, or when someone releases it explicitly (a permit by
     /// its id). Nothing is sent to Redis.
     pub fn detach(mut self) {
+        // Not the shutdown's to give back either.
+        self.ticket.claim();
         if let Some(lease) = self.lease.take() {
             lease.end();
         }
@@ -470,6 +490,11 @@ impl Drop for HoldGuard {
             return;
         };
         self.hold_ended();
+        if !self.ticket.claim() {
+            // The client's shutdown gave it back already.
+            lease.end();
+            return;
+        }
         self.release_in_background(lease.end());
     }
 }
@@ -493,6 +518,36 @@ impl HoldGuard {
                 "lock guard dropped outside a Tokio runtime; the hold ends with its lease"
             );
         }
+    }
+}
+
+/// How a shutdown gives back a hold whose guard is still alive: released as lost (no
+/// hand-off to a local waiter, which the shutdown ends too).
+struct GuardGiveBack {
+    lock: Arc<dyn Release>,
+    owner: Owner,
+}
+
+impl GiveBack for GuardGiveBack {
+    fn what(&self) -> String {
+        format!(
+            "{} `{}` of {}",
+            self.lock.metric_kind().replace('_', " "),
+            self.lock.key(),
+            self.owner
+        )
+    }
+
+    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<bool>> {
+        Box::pin(async move {
+            let end = LeaseEnd {
+                lost: Some(LossReason::ClientShutDown),
+                last_hold: true,
+                renewed: false,
+            };
+            let released = self.lock.clone().release(self.owner.clone(), end).await?;
+            Ok(released != Released::NotOwner)
+        })
     }
 }
 

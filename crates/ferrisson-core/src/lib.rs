@@ -48,6 +48,7 @@ mod error;
 mod guard;
 mod handle;
 mod hash_lock;
+mod holds;
 mod identity;
 mod inspect;
 mod keys;
@@ -88,6 +89,7 @@ mod watchdog;
 
 // What users touch.
 pub use client::Client;
+pub use client::ShutdownReport;
 pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
@@ -124,6 +126,7 @@ pub mod __engine {
     pub use crate::client::ClientEngine;
     pub use crate::guard::{CleanupGuard, Release, Released, hold_guard, spawn_cleanup};
     pub use crate::handle::{LockHandle, LockKind, LockType};
+    pub use crate::holds::{GiveBack, HoldTicket};
     /// Key and channel naming, and request ids.
     pub mod keys {
         pub use crate::keys::*;

@@ -7,10 +7,11 @@ use ferrisson_core::__engine::permits::{
     CountChange, PermitKind, PermitTry, SemaphoreNames, read_permits, take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, Instant, MAX_HANDOFF_STREAK, Need, RecordedCall, ScriptCall,
-    spawn_cleanup, wait_without_lease,
+    CleanupGuard, ClientEngine, GiveBack, HoldTicket, Instant, MAX_HANDOFF_STREAK, Need,
+    RecordedCall, ScriptCall, spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
+use futures::future::BoxFuture;
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
 
@@ -89,12 +90,68 @@ pub struct Permits {
     semaphore: Semaphore,
     count: u32,
     held: bool,
+    /// Their registration with the client, which a shutdown gives back while they live
+    /// (`None`: zero permits).
+    ticket: Option<HoldTicket>,
     /// The count's epoch when they were taken (0: before any restore), `None` when unknown
     /// (see [`Semaphore::with_limit`]).
     epoch: Option<i64>,
 }
 
+/// How a shutdown gives back permits whose `Permits` are still alive.
+struct PermitsGiveBack {
+    semaphore: Semaphore,
+    count: u32,
+    epoch: Option<i64>,
+}
+
+impl GiveBack for PermitsGiveBack {
+    fn what(&self) -> String {
+        format!(
+            "{} semaphore permit(s) of `{}`",
+            self.count, self.semaphore.shared.key
+        )
+    }
+
+    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<bool>> {
+        Box::pin(async move {
+            self.semaphore
+                .release_from(self.count, self.epoch)
+                .await
+                .map(|()| true)
+        })
+    }
+}
+
 impl Permits {
+    /// `count` permits taken (of the count's `epoch`), registered with the client so that a
+    /// shutdown gives them back while they live.
+    fn taken(semaphore: &Semaphore, count: u32, epoch: Option<i64>) -> Self {
+        let ticket = semaphore
+            .shared
+            .client
+            .register_hold(Arc::new(PermitsGiveBack {
+                semaphore: semaphore.clone(),
+                count,
+                epoch,
+            }));
+        Self {
+            semaphore: semaphore.clone(),
+            count,
+            held: true,
+            ticket: Some(ticket),
+            epoch,
+        }
+    }
+
+    /// Whether these permits are still this value's to give back: not forgotten, released,
+    /// or given back by the client's shutdown (which claims them first).
+    fn claim(&mut self) -> bool {
+        let held = std::mem::take(&mut self.held);
+        let claimed = self.ticket.as_ref().is_none_or(HoldTicket::claim);
+        held && claimed
+    }
+
     /// How many permits these are.
     pub fn count(&self) -> u32 {
         self.count
@@ -112,14 +169,21 @@ impl Permits {
     /// [`Error::Unreachable`] when Redis could not be reached: the permits are then lost to the
     /// count (see [`Semaphore::add_permits`] to restore them).
     pub async fn release(mut self) -> Result<()> {
-        self.held = false;
+        let shut_down = self.ticket.as_ref().is_some_and(HoldTicket::is_claimed);
+        if !self.claim() {
+            if shut_down {
+                // The client's shutdown gave them back already.
+                return Err(Error::LeaseLost(ferrisson_core::LossReason::ClientShutDown));
+            }
+            return Ok(());
+        }
         self.semaphore.release_from(self.count, self.epoch).await
     }
 }
 
 impl Drop for Permits {
     fn drop(&mut self) {
-        if !self.held {
+        if !self.claim() {
             return;
         }
         let semaphore = self.semaphore.clone();
@@ -538,12 +602,7 @@ impl Semaphore {
                 // It needs more than this release frees: leave it to the public release.
                 break;
             }
-            let permits = Permits {
-                semaphore: self.clone(),
-                count: need,
-                held: true,
-                epoch,
-            };
+            let permits = Permits::taken(self, need, epoch);
             match claim.deliver(permits) {
                 Ok(()) => n -= need,
                 Err(unclaimed) => {
@@ -605,6 +664,7 @@ impl Semaphore {
                 semaphore: self.clone(),
                 count: 0,
                 held: false,
+                ticket: None,
                 epoch: None,
             }));
         }
@@ -616,7 +676,8 @@ impl Permits {
     /// Lets go of the permits without giving them back: they stay taken until someone
     /// [`release`](Semaphore::release)s that many (as `tokio::sync::SemaphorePermit::forget`).
     pub fn forget(mut self) {
-        self.held = false;
+        // Not the shutdown's to give back either.
+        self.claim();
     }
 }
 
@@ -662,12 +723,7 @@ impl PermitKind for Semaphore {
     }
 
     fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {
-        Permits {
-            semaphore: self.clone(),
-            count: args.n,
-            held: true,
-            epoch: Some(reply.get(4).copied().unwrap_or(0)),
-        }
+        Permits::taken(self, args.n, Some(reply.get(4).copied().unwrap_or(0)))
     }
 }
 

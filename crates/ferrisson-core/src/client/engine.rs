@@ -139,6 +139,11 @@ pub trait ClientEngine: sealed::Sealed {
     ///
     /// [`Error::Closed`].
     fn begin_acquisition(&self) -> Result<InFlight>;
+
+    /// Registers a live hold (a guard, a semaphore's permits) that [`Client::shutdown`] gives
+    /// back if it is still alive then; the ticket goes with it, and is claimed by whoever
+    /// gives it back first ([`HoldTicket::claim`](crate::holds::HoldTicket::claim)).
+    fn register_hold(&self, give: Arc<dyn crate::holds::GiveBack>) -> crate::holds::HoldTicket;
 }
 
 /// An acquisition in flight, which [`Client::shutdown`] waits for until it is dropped
@@ -285,6 +290,10 @@ impl ClientEngine for Client {
             }
             Err(_) => false,
         }
+    }
+
+    fn register_hold(&self, give: Arc<dyn crate::holds::GiveBack>) -> crate::holds::HoldTicket {
+        self.inner.holds.register(give)
     }
 
     fn begin_acquisition(&self) -> Result<InFlight> {

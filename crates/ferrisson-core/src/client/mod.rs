@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     tasks: tokio_util::task::TaskTracker,
     /// Cancelled by [`Client::shutdown`]: new acquisitions are refused and waiting ones end.
     pub(crate) closing: tokio_util::sync::CancellationToken,
+    /// The holds and permits of live guards, which a shutdown gives back.
+    pub(crate) holds: Arc<crate::holds::Holds>,
     /// Where the client connects (passwords hidden), for errors ([`Error::Unreachable`]).
     address: String,
     /// What a synchronizer keeps per client beyond one call ([`ClientEngine::local_state`]),
@@ -261,6 +263,7 @@ impl Client {
                 local: std::sync::Mutex::default(),
                 tasks: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
+                holds: Arc::default(),
                 address,
                 identity,
             }),
@@ -283,14 +286,16 @@ impl Client {
         &self.inner.address
     }
 
-    /// Shuts the client down before the process ends, so that nothing it was doing is lost:
+    /// Shuts the client down before the process ends, so that nothing it holds is lost:
     /// [`shutdown_timeout`](Self::shutdown_timeout) with the client's retry window (how long
-    /// a release may take to settle through a lost reply).
+    /// a release may take to settle through a lost reply) as the time work may take to
+    /// finish.
     ///
-    /// Call it last in `main`, after dropping or releasing guards and permits: their releases
-    /// run in the background on the runtime, and a runtime that ends with `main` stops them
-    /// half way, leaving a lock held for its whole lease (and a plain semaphore's permits
-    /// taken for good).
+    /// Call it last in `main`, or from a Ctrl-C/SIGTERM handler (`examples/tower_outgoing.rs`
+    /// and the README show one): releases of dropped guards and permits run in the
+    /// background on the runtime, and a runtime that ends with `main` stops them half way,
+    /// leaving a lock held for its whole lease (and a plain semaphore's permits taken for
+    /// good). Shutdown waits for them, and gives back what live guards still hold.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -317,15 +322,8 @@ impl Client {
         self.shutdown_timeout(self.retry_window()).await
     }
 
-    /// Shuts the client down, waiting at most `timeout`: it stops taking new work (every
-    /// acquisition of every clone then fails with [`Error::Closed`], and calls still waiting
-    /// end with it), waits for every release, undo and queue exit that dropped guards and
-    /// abandoned calls left to the background, then stops the watchdog. Holds whose guards
-    /// are still alive are no longer renewed: their loss signal fires
-    /// ([`LossReason::ClientShutDown`](crate::LossReason::ClientShutDown)) and they end on the
-    /// server with their lease. A second call waits again for what is still pending.
-    ///
-    /// Guards dropped later, while the runtime lives, still release in the background.
+    /// Shuts the client down, giving work `grace` to finish, and says whether anything was
+    /// left: [`shutdown_report`](Self::shutdown_report) as a `Result`.
     ///
     /// # Cancel safety
     ///
@@ -333,20 +331,78 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Unfinished`] saying what was left: cleanups still running after `timeout`
-    /// (Redis unreachable: what they would have released ends with its lease), and holds
-    /// whose guards were still alive.
-    pub async fn shutdown_timeout(&self, timeout: Duration) -> Result<()> {
+    /// [`Error::Unfinished`] saying what was left ([`ShutdownReport::is_complete`] is false):
+    /// holds or permits that could not be given back (Redis unreachable: a lock then ends
+    /// with its lease, a plain semaphore's permits stay taken), and cleanups still running.
+    pub async fn shutdown_timeout(&self, grace: Duration) -> Result<()> {
+        let report = self.shutdown_report(grace).await;
+        if report.is_complete() {
+            Ok(())
+        } else {
+            Err(Error::Unfinished(report.to_string()))
+        }
+    }
+
+    /// Shuts the client down and gives back everything it holds, then says what it did:
+    ///
+    /// 1. **New work is refused**: every acquisition of every clone fails with
+    ///    [`Error::Closed`] from now on, and calls still waiting end with it.
+    /// 2. **Work in flight may finish**: it waits up to `grace` for the guards and permits
+    ///    still alive to be released or dropped by the work that holds them.
+    /// 3. **What is still held is given back**: the loss signal of every live hold fires
+    ///    ([`LossReason::ClientShutDown`](crate::LossReason::ClientShutDown)), so that work
+    ///    still running learns that it has lost it, and the shutdown releases it (locks of
+    ///    every kind, expirable permits) and returns plain semaphores' permits. A guard
+    ///    released after this has nothing to release: its `unlock` is
+    ///    [`Error::LeaseLost`] with that reason.
+    /// 4. **The background's cleanups land**: releases of dropped guards, undos of abandoned
+    ///    acquires and queue exits, waited for up to `grace` again.
+    ///
+    /// A second call does what is still to do. Guards dropped later, while the runtime lives,
+    /// still release in the background; acquisitions stay refused.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`shutdown`](Self::shutdown).
+    pub async fn shutdown_report(&self, grace: Duration) -> ShutdownReport {
         let inner = &self.inner;
         inner.closing.cancel();
         // Waiters asleep on the subscriber connection look now, and end.
         inner.hub.wake_all();
-        inner.tasks.close();
-        let finished = tokio::time::timeout(timeout, inner.tasks.wait())
+        let finished = tokio::time::timeout(grace, inner.holds.emptied())
             .await
             .is_ok();
-        let pending = if finished { 0 } else { inner.tasks.len() };
-        let held = inner.watchdog.shut_down();
+        tracing::debug!(
+            finished,
+            live = inner.holds.count(),
+            "shutdown: the grace for work in flight is over"
+        );
+        // Work still running learns it has lost what it holds, before it is given back.
+        inner.watchdog.shut_down();
+        let live = inner.holds.take_all();
+        let outcomes = futures::future::join_all(live.into_iter().map(|hold| {
+            let what = hold.what();
+            async move { (what, hold.give_back().await) }
+        }))
+        .await;
+        let mut report = ShutdownReport::default();
+        for (what, outcome) in outcomes {
+            match outcome {
+                Ok(true) => report.given_back.push(what),
+                Ok(false) => report.already_gone.push(what),
+                Err(e) => {
+                    tracing::warn!(%what, error = %e, "shutdown: could not give it back");
+                    report.not_given_back.push((what, e.to_string()));
+                }
+            }
+        }
+        inner.tasks.close();
+        if tokio::time::timeout(grace, inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            report.cleanups_pending = inner.tasks.len();
+        }
         if inner.config.client_record() {
             // The record goes with the client; when Redis is unreachable it ends with its
             // lease.
@@ -357,24 +413,9 @@ impl Client {
                 tracing::debug!(error = %e, "the client's record was not deleted: it ends with its lease");
             }
         }
-        tracing::debug!(pending, held, "client shut down");
-        let mut left = Vec::new();
-        if pending > 0 {
-            left.push(format!(
-                "{pending} background release(s) or cleanup(s) still running after {timeout:?} (Redis at {} unreachable?); what they would have released ends with its lease",
-                inner.address
-            ));
-        }
-        if held > 0 {
-            left.push(format!(
-                "{held} hold(s) still had a live guard: no longer renewed, they end with their lease"
-            ));
-        }
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Unfinished(left.join("; ")))
-        }
+        report.address.clone_from(&inner.address);
+        tracing::debug!(%report, "client shut down");
+        report
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called (on this client or a clone).
@@ -473,6 +514,76 @@ impl Client {
                 }
                 other => return other,
             }
+        }
+    }
+}
+
+/// What [`Client::shutdown_report`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Holds and permits whose guards were still alive, given back by the shutdown: each as
+    /// its kind and key (``lock `orders` ``, ``2 semaphore permit(s) of `api` ``).
+    pub given_back: Vec<String>,
+    /// Those of them that Redis no longer had (their lease had run out, or Redis lost them):
+    /// nothing to give back.
+    pub already_gone: Vec<String>,
+    /// Those that could not be given back, with why (Redis unreachable): a hold then ends
+    /// with its lease, and a plain semaphore's permits stay taken.
+    pub not_given_back: Vec<(String, String)>,
+    /// Background releases, undos and queue exits still running when the shutdown stopped
+    /// waiting (Redis unreachable): what they would have released ends with its lease.
+    pub cleanups_pending: usize,
+    /// Where the client connects, for the report's text.
+    address: String,
+}
+
+impl ShutdownReport {
+    /// Whether nothing was left: everything given back, every cleanup landed.
+    pub fn is_complete(&self) -> bool {
+        self.not_given_back.is_empty() && self.cleanups_pending == 0
+    }
+}
+
+impl std::fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.given_back.is_empty() {
+            parts.push(format!(
+                "gave back {} live hold(s): {}",
+                self.given_back.len(),
+                self.given_back.join(", ")
+            ));
+        }
+        if !self.already_gone.is_empty() {
+            parts.push(format!(
+                "{} live hold(s) were gone from Redis already: {}",
+                self.already_gone.len(),
+                self.already_gone.join(", ")
+            ));
+        }
+        if !self.not_given_back.is_empty() {
+            let each: Vec<String> = self
+                .not_given_back
+                .iter()
+                .map(|(what, why)| format!("{what} ({why})"))
+                .collect();
+            parts.push(format!(
+                "could not give back {} live hold(s): {}; a lock ends with its lease, a plain semaphore's permits stay taken",
+                each.len(),
+                each.join(", ")
+            ));
+        }
+        if self.cleanups_pending > 0 {
+            parts.push(format!(
+                "{} background release(s) or cleanup(s) still running (Redis at {} unreachable?); what they would have released ends with its lease",
+                self.cleanups_pending, self.address
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("nothing was left")
+        } else {
+            f.write_str(&parts.join("; "))
         }
     }
 }

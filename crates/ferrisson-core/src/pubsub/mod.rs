@@ -308,9 +308,24 @@ impl Channel {
     }
 }
 
+/// A channel's turn between clients, kept while no local waiter is on it: the hand-off
+/// streak and the releases still to let pass.
+struct KeptTurn {
+    streak: u32,
+    skips: u32,
+    at: std::time::Instant,
+}
+
+/// How long a kept turn lasts at most (only its memory's bound: a public message seen, or a
+/// channel taken up again, ends it first).
+const KEPT_TURN: Duration = Duration::from_secs(60);
+
 #[derive(Default)]
 struct HubState {
     channels: HashMap<String, Channel>,
+    /// The turns of channels whose last local waiter left while the streak or the skips ran
+    /// (see [`HubState::keep_turn`]).
+    kept: HashMap<String, KeptTurn>,
     /// Channels subscribed and confirmed on the current connection, with local waiters or
     /// lingering after the last one left (see [`Hub::subscribe_if_live`]).
     live: HashSet<String>,
@@ -330,10 +345,48 @@ pub(crate) struct HubShared {
     confirmations: watch::Sender<u64>,
 }
 
+impl HubState {
+    /// A new entry for `name`, with the turn kept for it, if any.
+    fn new_channel(&mut self, name: &str, policy: WakePolicy, confirmed_epoch: u64) -> Channel {
+        let mut channel = Channel::new(name, policy, confirmed_epoch);
+        if let Some(kept) = self.kept.remove(name) {
+            channel.streak = kept.streak;
+            channel.skips = kept.skips;
+        }
+        channel
+    }
+
+    /// The last local waiter left `channel`, removed here: its turn is kept for the next. With
+    /// two tasks that take a lock in turn, each hand-off leaves the channel without a waiter
+    /// for a moment (the task handed the lock stops waiting before the other waits again):
+    /// the streak, forgotten then, would never reach its limit, and the process would keep
+    /// the lock from every other for good.
+    fn keep_turn(&mut self, name: &str, channel: &Channel) {
+        if channel.streak == 0 && channel.skips == 0 {
+            return;
+        }
+        let now = std::time::Instant::now();
+        self.kept
+            .retain(|_, kept| now.saturating_duration_since(kept.at) < KEPT_TURN);
+        self.kept.insert(
+            name.to_owned(),
+            KeptTurn {
+                streak: channel.streak,
+                skips: channel.skips,
+                at: now,
+            },
+        );
+    }
+}
+
 impl HubShared {
     /// A message arrived on `channel`: wake its waiters as the channel's policy says.
     fn message(&self, channel: &str, payload: &[u8]) {
         let mut state = self.state();
+        if !state.channels.contains_key(channel) {
+            // Lingering: a public release ends any turn kept for the channel.
+            state.kept.remove(channel);
+        }
         if let Some(channel) = state.channels.get_mut(channel) {
             // Someone released publicly: the hand-off streak starts over.
             channel.streak = 0;
@@ -432,12 +485,17 @@ impl Hub {
         let slot = new_slot(tag);
         let mut state = self.shared.state();
         let mut kick = false;
-        let entry = state.channels.entry(channel.to_owned()).or_insert_with(|| {
+        let mut fresh = None;
+        if !state.channels.contains_key(channel) {
             kick = true;
             self.shared.active.fetch_add(1, Ordering::AcqRel);
             crate::metrics::channels(1.0);
-            Channel::new(channel, policy, 0)
-        });
+            fresh = Some(state.new_channel(channel, policy, 0));
+        }
+        let entry = state
+            .channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| fresh.unwrap_or_else(|| Channel::new(channel, policy, 0)));
         entry.slots.push_back(slot.clone());
         let name = entry.name.clone();
         drop(state);
@@ -537,9 +595,8 @@ impl Hub {
             // before it unsubscribes it): waiters are back, nothing to send.
             self.shared.active.fetch_add(1, Ordering::AcqRel);
             crate::metrics::channels(1.0);
-            state
-                .channels
-                .insert(channel.to_owned(), Channel::new(channel, policy, epoch));
+            let entry = state.new_channel(channel, policy, epoch);
+            state.channels.insert(channel.to_owned(), entry);
         }
         let entry = state.channels.get_mut(channel)?;
         if entry.confirmed_epoch != epoch {

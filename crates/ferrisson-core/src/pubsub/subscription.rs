@@ -202,7 +202,9 @@ impl Drop for Subscription {
                 channel.wake(Wake::One);
             }
             if channel.slots.is_empty() {
-                state.channels.remove(&*self.channel);
+                if let Some(removed) = state.channels.remove(&*self.channel) {
+                    state.keep_turn(&self.channel, &removed);
+                }
                 self.shared.active.fetch_sub(1, Ordering::AcqRel);
                 crate::metrics::channels(-1.0);
                 kick = true;

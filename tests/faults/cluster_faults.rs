@@ -202,6 +202,21 @@ async fn waiters_and_renewals_survive_a_primary_failover() {
         || async { shard_channels(&cluster, primary).len() >= KindNames::KINDS },
     )
     .await;
+    // The latch's arming is not replica-synced (only acquisitions are): the replica must have
+    // it before its primary dies, or it is lost, and its waiter is told so (`LatchLost`). A
+    // write in its slot on this connection, acknowledged by a replica, follows it there.
+    let mut con = cluster.node_mut(primary).connection();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{{{latch}}}:replicated"))
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica has the latch");
     cluster.node_mut(primary).stop();
     let promoted = cluster.wait_for_failover(primary);
     assert_eq!(cluster.primary_for(&names.lock).port(), promoted);

@@ -5,7 +5,12 @@
 //! the first process to get the lock keeps it for good. Asserted in acquisitions, not time:
 //! the longest waits are printed, and the bench holds them to its targets
 //! (`docs/benchmarks.md`, fairness).
-#![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use crate::common;
 

@@ -242,6 +242,25 @@ pub fn targets(records: &Records) -> Vec<Target> {
             );
         }
     }
+    // Two tasks per process (#52): a process's tasks hand the lock to each other, and the
+    // other processes must still get their turns, each at least half its fair share, none
+    // waiting more than a second.
+    for kind in crate::scenarios::processes::TWO_TASK_KINDS {
+        let variant = crate::scenarios::processes::two_task_variant();
+        let lib = crate::scenarios::processes::library(kind);
+        add(
+            format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
+            records.get("contended", &variant, lib, "process_share_min"),
+            Bound::AtLeast(0.5),
+            None,
+        );
+        add(
+            format!("{kind} across processes {variant}: longest acquire (ms)"),
+            records.get("contended", &variant, lib, "max_wait_ms"),
+            Bound::AtMost(1000.0),
+            None,
+        );
+    }
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {
         add(what, value, Bound::AtMost(bound), None);
     };

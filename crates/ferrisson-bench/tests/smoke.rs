@@ -123,6 +123,18 @@ fn a_quick_run_writes_well_formed_json_and_a_chart() {
             );
         }
     }
+    // And with two tasks per process (#52), with their longest waits.
+    for library in ["ferrisson", "ferrisson-mutex", "ferrisson-fair-lock"] {
+        for metric in ["process_share_min", "max_wait_ms"] {
+            assert!(
+                records.iter().any(|r| r["scenario"] == "contended"
+                    && r["variant"] == "hold=0ms,processes=4,tasks=2"
+                    && r["library"] == library
+                    && r["metric"] == metric),
+                "no contended/hold=0ms,processes=4,tasks=2/{library} {metric}"
+            );
+        }
+    }
     for metric in [
         "ratio_to_standalone",
         "commands_per_acquisition",

@@ -595,7 +595,7 @@ fn watch_wakes_on_release_messages_and_sees_short_states() {
     // The watcher's subscription is made before its first line.
     runtime.block_on(latch.count_down()).unwrap();
     watch.next("nothing stored");
-    assert!(runtime.block_on(latch.try_set_count(2)).unwrap());
+    assert!(runtime.block_on(latch.try_set_count_new_round(2)).unwrap());
     watch.next("count 2");
     runtime.block_on(latch.count_down()).unwrap();
     runtime.block_on(latch.count_down()).unwrap();

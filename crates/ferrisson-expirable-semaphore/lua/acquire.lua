@@ -37,7 +37,9 @@
 --         reservation else 0, ms until something may change (a permit expires, another
 --         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
 --         no limit given; {3, total, 0, -1} when n is more than the permits there are in all
---         (free and taken) [ext]: a wait for them would never end, and nothing was taken
+--         (free and taken), and there are some [ext]: a wait for them would never end, and
+--         nothing was taken (a total of 0 or less, permits reduced below those taken, is a
+--         semaphore drained for now: its acquires wait for add_permits, or find none)
 local function permit_id(i)
   local first = struct.unpack('>I4', ARGV[4], 13)
   return string.sub(ARGV[4], 1, 12) .. struct.pack('>I4', (first + i) % 4294967296)
@@ -92,7 +94,7 @@ if expired > 0 then
 end
 local need = tonumber(ARGV[1])
 local total = value + redis.call('zcard', timeouts)
-if need > total then
+if total > 0 and need > total then
   return {3, total, 0, -1}
 end
 local reserved = 0

@@ -12,7 +12,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use ferrisson::{Client, Mutex as LeanMutex, ReadWriteLock, ReentrantLock, SpinLock};
+use ferrisson::{Client, FairLock, Mutex as LeanMutex, ReadWriteLock, ReentrantLock, SpinLock};
 use tokio::io::AsyncReadExt;
 
 use super::{CONTENDED_CLIENTS, CONTENDED_TASKS, Ctx, HOLDS, hold_variant};
@@ -29,6 +29,13 @@ pub const KINDS: [&str; 6] = [
     "redlock-mutex",
 ];
 
+/// The kinds also run with two tasks per process (#52): a process's two tasks hand the lock
+/// to each other, and the others must still get their turns.
+pub const TWO_TASK_KINDS: [&str; 3] = ["reentrant-lock", "mutex", "fair-lock"];
+
+/// Tasks per process of the two-task variant.
+pub const FEW_TASKS: usize = 2;
+
 /// The RedLocks' long holds while one of their servers is down.
 const OUTAGE_HOLD: Duration = Duration::from_millis(20);
 
@@ -40,13 +47,19 @@ pub fn library(kind: &str) -> &'static str {
         "write-lock" => "ferrisson-write-lock",
         "redlock" => "ferrisson-redlock",
         "redlock-mutex" => "ferrisson-redlock-mutex",
+        "fair-lock" => "ferrisson-fair-lock",
         _ => "ferrisson-mutex",
     }
 }
 
-/// `CONTENDED_TASKS` cycles of `kind` on `name`, over one client of `url` (a RedLock: one client
-/// of each of the comma-separated URLs).
-async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn Cycle>>, String> {
+/// `tasks` cycles of `kind` on `name`, over one client of `url` (a RedLock: one client of each
+/// of the comma-separated URLs).
+async fn client_cycles(
+    url: &str,
+    kind: &str,
+    name: &str,
+    tasks: usize,
+) -> Result<Vec<Box<dyn Cycle>>, String> {
     if let Some(mutexes) = match kind {
         "redlock" => Some(false),
         "redlock-mutex" => Some(true),
@@ -54,8 +67,8 @@ async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn 
     } {
         let urls: Vec<String> = url.split(',').map(str::to_owned).collect();
         let clients = super::redlock::clients(&urls).await?;
-        let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(CONTENDED_TASKS);
-        for _ in 0..CONTENDED_TASKS {
+        let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(tasks);
+        for _ in 0..tasks {
             cycles.push(Box::new(super::redlock::Ours(super::redlock::red_lock(
                 &clients, name, mutexes,
             )?)));
@@ -63,8 +76,8 @@ async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn 
         return Ok(cycles);
     }
     let client = Client::connect(url).await.map_err(|e| e.to_string())?;
-    let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(CONTENDED_TASKS);
-    for _ in 0..CONTENDED_TASKS {
+    let mut cycles: Vec<Box<dyn Cycle>> = Vec::with_capacity(tasks);
+    for _ in 0..tasks {
         let e = |e: ferrisson::Error| e.to_string();
         cycles.push(match kind {
             "reentrant-lock" => Box::new(HoldCycle(ReentrantLock::new(&client, name).map_err(e)?)),
@@ -73,6 +86,7 @@ async fn client_cycles(url: &str, kind: &str, name: &str) -> Result<Vec<Box<dyn 
                 ReadWriteLock::new(&client, name).map_err(e)?.write_lock(),
             )),
             "mutex" => Box::new(HoldCycle(LeanMutex::new(&client, name).map_err(e)?)),
+            "fair-lock" => Box::new(HoldCycle(FairLock::new(&client, name).map_err(e)?)),
             other => return Err(format!("unknown kind `{other}`")),
         });
     }
@@ -100,18 +114,19 @@ fn now_ms() -> u64 {
 /// How long workers get to start and connect before their phase begins.
 const WORKER_START: Duration = Duration::from_millis(1500);
 
-/// The worker process: `--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS`. Connects, waits
-/// for the start, runs one client's tasks until the phase ends and prints `acquisitions <n>`
-/// and `max_wait_us <µs>`.
+/// The worker process: `--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS TASKS`.
+/// Connects, waits for the start, runs one client's `TASKS` tasks until the phase ends and
+/// prints `acquisitions <n>` and `max_wait_us <µs>`.
 pub async fn worker(args: &[String]) -> Result<(), String> {
-    let [kind, url, name, hold_us, phase_ms, start_ms] = args else {
-        return Err("--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS".into());
+    let [kind, url, name, hold_us, phase_ms, start_ms, tasks] = args else {
+        return Err("--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS TASKS".into());
     };
     let parse = |s: &str| s.parse::<u64>().map_err(|e| format!("{s}: {e}"));
     let hold = Duration::from_micros(parse(hold_us)?);
     let phase = Duration::from_millis(parse(phase_ms)?);
     let start = parse(start_ms)?;
-    let cycles = client_cycles(url, kind, name).await?;
+    let tasks = usize::try_from(parse(tasks)?).map_err(|e| e.to_string())?;
+    let cycles = client_cycles(url, kind, name, tasks).await?;
     tokio::time::sleep(Duration::from_millis(start.saturating_sub(now_ms()))).await;
     let mut result = workload::run(cycles, phase, hold).await?;
     println!("acquisitions {}", result.total());
@@ -123,8 +138,7 @@ pub async fn worker(args: &[String]) -> Result<(), String> {
 /// worker runs for the phase, once its client has connected).
 async fn across_processes(
     ctx: &Ctx,
-    url: &str,
-    kind: &str,
+    (url, kind, tasks): (&str, &str, usize),
     name: &str,
     hold: Duration,
     outage: &Outage,
@@ -143,6 +157,7 @@ async fn across_processes(
             .arg(hold.as_micros().to_string())
             .arg(phase.as_millis().to_string())
             .arg(start.to_string())
+            .arg(tasks.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -194,15 +209,14 @@ async fn collect(
 /// The same workload in this process: acquisitions per second.
 async fn in_process(
     ctx: &Ctx,
-    url: &str,
-    kind: &str,
+    (url, kind, tasks): (&str, &str, usize),
     name: &str,
     hold: Duration,
     outage: &Outage,
 ) -> Result<f64, String> {
     let mut cycles = Vec::new();
     for _ in 0..CONTENDED_CLIENTS {
-        cycles.extend(client_cycles(url, kind, name).await?);
+        cycles.extend(client_cycles(url, kind, name, tasks).await?);
     }
     set_down(outage, true);
     let rate = workload::run(cycles, ctx.phase(), hold).await;
@@ -218,6 +232,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The variant of `hold`'s records with every server up.
 pub fn variant(hold: Duration) -> String {
     format!("{},processes={CONTENDED_CLIENTS}", hold_variant(hold))
+}
+
+/// The variant of the two-task runs (0 ms holds).
+pub fn two_task_variant() -> String {
+    format!(
+        "{},processes={CONTENDED_CLIENTS},tasks={FEW_TASKS}",
+        hold_variant(Duration::ZERO)
+    )
 }
 
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
@@ -246,7 +268,15 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         };
         for hold in HOLDS {
             let variant = variant(hold);
-            measure(ctx, records, (url, kind), hold, &variant, &None).await?;
+            measure(
+                ctx,
+                records,
+                (url, kind, CONTENDED_TASKS),
+                hold,
+                &variant,
+                &None,
+            )
+            .await?;
         }
         // Not in quick mode: with one server down a RedLock acquire can take minutes (see
         // docs/benchmarks.md), far past the smoke test's budget.
@@ -256,8 +286,27 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
                 "{},processes={CONTENDED_CLIENTS},one server down",
                 hold_variant(OUTAGE_HOLD)
             );
-            measure(ctx, records, (url, kind), OUTAGE_HOLD, &variant, &down).await?;
+            measure(
+                ctx,
+                records,
+                (url, kind, CONTENDED_TASKS),
+                OUTAGE_HOLD,
+                &variant,
+                &down,
+            )
+            .await?;
         }
+    }
+    for kind in TWO_TASK_KINDS {
+        measure(
+            ctx,
+            records,
+            (ctx.url.as_str(), kind, FEW_TASKS),
+            Duration::ZERO,
+            &two_task_variant(),
+            &None,
+        )
+        .await?;
     }
     Ok(())
 }
@@ -266,7 +315,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
 async fn measure(
     ctx: &Ctx,
     records: &mut Records,
-    (url, kind): (&str, &str),
+    (url, kind, tasks): (&str, &str, usize),
     hold: Duration,
     variant: &str,
     outage: &Outage,
@@ -279,8 +328,8 @@ async fn measure(
     for round in 0..rounds {
         let (counts, here) = workload::in_turn(
             round % 2 == 0,
-            across_processes(ctx, url, kind, &name, hold, outage),
-            in_process(ctx, url, kind, &name, hold, outage),
+            across_processes(ctx, (url, kind, tasks), &name, hold, outage),
+            in_process(ctx, (url, kind, tasks), &name, hold, outage),
         )
         .await?;
         let total: u64 = counts.iter().map(|(n, _)| n).sum();

@@ -288,14 +288,14 @@ impl Client {
 
     /// Shuts the client down before the process ends, so that nothing it holds is lost:
     /// [`shutdown_timeout`](Self::shutdown_timeout) with the client's retry window (how long
-    /// a release may take to settle through a lost reply) as the time work may take to
-    /// finish.
+    /// a release may take to settle through a lost reply).
     ///
-    /// Call it last in `main`, or from a Ctrl-C/SIGTERM handler (`examples/tower_outgoing.rs`
-    /// and the README show one): releases of dropped guards and permits run in the
-    /// background on the runtime, and a runtime that ends with `main` stops them half way,
-    /// leaving a lock held for its whole lease (and a plain semaphore's permits taken for
-    /// good). Shutdown waits for them, and gives back what live guards still hold.
+    /// Call it last in `main`: releases of dropped guards and permits run in the background
+    /// on the runtime, and a runtime that ends with `main` stops them half way, leaving a
+    /// lock held for its whole lease (and a plain semaphore's permits taken for good).
+    /// Shutdown waits for them, and gives back at once what guards still alive hold. From a
+    /// Ctrl-C/SIGTERM handler, where work may still be running, give it time to finish with
+    /// [`shutdown_report`](Self::shutdown_report) (`examples/graceful_shutdown.rs`).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -322,8 +322,9 @@ impl Client {
         self.shutdown_timeout(self.retry_window()).await
     }
 
-    /// Shuts the client down, giving work `grace` to finish, and says whether anything was
-    /// left: [`shutdown_report`](Self::shutdown_report) as a `Result`.
+    /// Shuts the client down as [`shutdown_report`](Self::shutdown_report) does with no grace
+    /// for work in flight (what live guards hold is given back at once), waiting at most
+    /// `timeout` for the background's cleanups, and says whether anything was left.
     ///
     /// # Cancel safety
     ///
@@ -334,8 +335,8 @@ impl Client {
     /// [`Error::Unfinished`] saying what was left ([`ShutdownReport::is_complete`] is false):
     /// holds or permits that could not be given back (Redis unreachable: a lock then ends
     /// with its lease, a plain semaphore's permits stay taken), and cleanups still running.
-    pub async fn shutdown_timeout(&self, grace: Duration) -> Result<()> {
-        let report = self.shutdown_report(grace).await;
+    pub async fn shutdown_timeout(&self, timeout: Duration) -> Result<()> {
+        let report = self.close_and_give_back(Duration::ZERO, timeout).await;
         if report.is_complete() {
             Ok(())
         } else {
@@ -356,7 +357,7 @@ impl Client {
     ///    released after this has nothing to release: its `unlock` is
     ///    [`Error::LeaseLost`] with that reason.
     /// 4. **The background's cleanups land**: releases of dropped guards, undos of abandoned
-    ///    acquires and queue exits, waited for up to `grace` again.
+    ///    acquires and queue exits, waited for up to the client's retry window.
     ///
     /// A second call does what is still to do. Guards dropped later, while the runtime lives,
     /// still release in the background; acquisitions stay refused.
@@ -365,6 +366,12 @@ impl Client {
     ///
     /// As [`shutdown`](Self::shutdown).
     pub async fn shutdown_report(&self, grace: Duration) -> ShutdownReport {
+        self.close_and_give_back(grace, self.retry_window()).await
+    }
+
+    /// The shutdown's steps, with `grace` for work in flight and up to `cleanups` for the
+    /// background's cleanups.
+    async fn close_and_give_back(&self, grace: Duration, cleanups: Duration) -> ShutdownReport {
         let inner = &self.inner;
         inner.closing.cancel();
         // Waiters asleep on the subscriber connection look now, and end.
@@ -397,7 +404,7 @@ impl Client {
             }
         }
         inner.tasks.close();
-        if tokio::time::timeout(grace, inner.tasks.wait())
+        if tokio::time::timeout(cleanups, inner.tasks.wait())
             .await
             .is_err()
         {

@@ -158,6 +158,39 @@ fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
     assert_eq!(hub.stats(), (0, 0));
 }
 
+/// Two tasks of one client taking a lock in turns: each hand-off serves the only waiter, whose
+/// subscription then goes, leaving the channel without a local waiter until the other task
+/// waits again. The streak goes on across those gaps (a streak started over at each would never
+/// reach its limit, and the client would keep the lock from every other for good); a public
+/// message seen while nobody waits ends it.
+#[test]
+fn the_streak_survives_the_channel_emptying_between_hand_offs() {
+    let hub = Hub::detached();
+    for served in 0..3 {
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+        hub.claim::<u32>(CH, 3).unwrap().deliver(served).unwrap();
+        drop(waiter);
+        assert_eq!(hub.stats(), (0, 0), "the channel is gone between hand-offs");
+    }
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    assert!(
+        hub.claim::<u32>(CH, 3).is_none(),
+        "the streak reached its limit across the gaps: release publicly"
+    );
+    drop(waiter);
+    // Lingering (no waiter): a public release seen then ends a kept streak.
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    hub.claim::<u32>(CH, 3).unwrap().deliver(7).unwrap();
+    drop(waiter);
+    hub.shared.message(CH, b"0");
+    let _again = hub.subscribe(CH, lock_message_policy, tag(1));
+    for _ in 0..3 {
+        let next = hub.subscribe(CH, lock_message_policy, tag(1));
+        hub.claim::<u32>(CH, 3).unwrap().deliver(0).unwrap();
+        drop(next);
+    }
+}
+
 /// Ends a turn on `hub`'s channel: the streak is spent (a limit of 0), local waiters wait.
 fn end_of_turn(hub: &Hub) {
     assert!(

@@ -44,16 +44,16 @@
 #[doc(inline)]
 pub use ferrisson_core::{
     AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner,
-    PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
-    SyncObject,
+    PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription,
+    ShutdownReport, SyncMode, SyncObject,
 };
 
 /// Who holds what ([`Client::inspect`], [`Client::list_objects`]): what the Redis layout says
 /// of an object, for operators and the `ferrisson` command-line tool.
 #[doc(inline)]
 pub use ferrisson_core::{
-    ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind, Party,
-    PermitState, RateState, TakenPermit, Waiter,
+    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind,
+    Party, PermitState, RateState, TakenPermit, Waiter,
 };
 
 pub mod core {

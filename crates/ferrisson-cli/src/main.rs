@@ -14,7 +14,7 @@ use ferrisson::{
     ObjectInfo, ObjectKind, Party, RateLimiter, ReadWriteLock, ReentrantLock, Semaphore, SpinLock,
     SyncObject,
 };
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 
 mod render;
 
@@ -71,8 +71,7 @@ enum Command {
         json: bool,
     },
     /// The state of one object, a line each time it changes, until interrupted: it looks again
-    /// at once on each release message of the object (on one Redis server; a Sentinel or
-    /// cluster URL looks on the interval only), and every interval.
+    /// at once on each release message of the object, and every interval.
     Watch {
         name: String,
         #[arg(long)]
@@ -162,7 +161,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             kind,
             interval_ms,
             json,
-        } => watch(&client, &url, &name, kind, interval_ms, json).await,
+        } => watch(&client, &name, kind, interval_ms, json).await,
         Command::ForceUnlock { name, kind, yes } => force_unlock(&client, &name, kind, yes).await,
         Command::Delete { name, kind, yes } => delete(&client, &name, kind, yes).await,
     };
@@ -258,7 +257,6 @@ async fn ls(client: &Client, pattern: &str, json: bool) -> Result<(), Failure> {
 
 async fn watch(
     client: &Client,
-    url: &str,
     name: &str,
     kind: Option<ObjectKind>,
     interval_ms: u64,
@@ -266,13 +264,22 @@ async fn watch(
 ) -> Result<(), Failure> {
     let interval = Duration::from_millis(interval_ms.max(10));
     let first = inspect_stored(client, name, kind).await?;
-    let mut wakes = ReleaseMessages::open(url, &first.wake_channels()).await;
+    // The object's release messages, on the client's subscriber connection (one server,
+    // Sentinel or Cluster alike): each makes the watch look again at once, so a state that a
+    // release ends is seen however short it was. A lost message costs a look delayed to the
+    // interval.
+    let changes = client.watch_changes(&first);
+    changes.confirmed(Duration::from_secs(5)).await;
     // Read again once subscribed: nothing that happened meanwhile goes unseen.
-    let mut info = wakes.discount(inspect(client, name, kind).await?);
+    let own = |mut info: ObjectInfo| {
+        // The watch's own subscriber connection is not among the subscribers it shows.
+        if changes.is_watching() && info.kind.is_some_and(|k| k != ObjectKind::FairLock) {
+            info.subscribers = info.subscribers.map(|n| n.saturating_sub(1));
+        }
+        info
+    };
+    let mut info = own(inspect(client, name, kind).await?);
     let mut last: Option<String> = None;
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.reset();
     loop {
         // What changes the line: holders, waiters, counts; not the lease ticking down.
         let state = render::watch_state(&info);
@@ -286,63 +293,10 @@ async fn watch(
             last = Some(state);
         }
         tokio::select! {
-            _ = ticker.tick() => {}
-            () = wakes.next() => ticker.reset(),
+            _ = changes.changed(interval) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-        info = wakes.discount(inspect(client, name, kind).await?);
-    }
-}
-
-/// The release messages of the object a `watch` looks at, on a subscriber connection of its
-/// own: each makes the watch look again at once, so a state that a release ends is seen
-/// however short it was. Only on one Redis server (`redis://`, `rediss://`); elsewhere, and
-/// when the subscription fails, the watch looks on its interval alone. A message lost on the
-/// way costs nothing but a look delayed to the next interval.
-struct ReleaseMessages {
-    messages: Option<redis::aio::PubSubStream>,
-}
-
-impl ReleaseMessages {
-    async fn open(url: &str, channels: &[String]) -> Self {
-        let standalone = url.starts_with("redis://") || url.starts_with("rediss://");
-        if !standalone || channels.is_empty() {
-            return Self { messages: None };
-        }
-        let subscribed = async {
-            let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
-            for channel in channels {
-                pubsub.subscribe(channel).await?;
-            }
-            redis::RedisResult::Ok(pubsub.into_on_message())
-        };
-        let messages = match tokio::time::timeout(Duration::from_secs(5), subscribed).await {
-            Ok(Ok(messages)) => Some(messages),
-            // The ACL may not allow it: the interval alone, as before.
-            Ok(Err(_)) | Err(_) => None,
-        };
-        Self { messages }
-    }
-
-    /// `info` without the watch's own subscriber connection among the subscribers it counts.
-    fn discount(&self, mut info: ObjectInfo) -> ObjectInfo {
-        if self.messages.is_some() && info.kind.is_some_and(|k| k != ObjectKind::FairLock) {
-            info.subscribers = info.subscribers.map(|n| n.saturating_sub(1));
-        }
-        info
-    }
-
-    /// The next release message, or never (no subscription, or the connection ended). Several
-    /// messages already waiting count as one.
-    async fn next(&mut self) {
-        let Some(messages) = &mut self.messages else {
-            return std::future::pending().await;
-        };
-        if messages.next().await.is_none() {
-            self.messages = None;
-            return std::future::pending().await;
-        }
-        while let Some(Some(_)) = messages.next().now_or_never() {}
+        info = own(inspect(client, name, kind).await?);
     }
 }
 

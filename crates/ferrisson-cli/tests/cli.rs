@@ -580,19 +580,17 @@ fn watch_prints_a_line_for_each_change_of_holder() {
 }
 
 /// `watch` looks again at once on each release message: with an interval of a minute, a latch
-/// that opens and is armed again a moment later shows both states, each as it came.
-#[test]
-fn watch_wakes_on_release_messages_and_sees_short_states() {
-    let server = RedisServer::spawn();
-    let url = server.url();
+/// that opens and is armed again a moment later shows both states, each as it came; on one
+/// server and on a cluster (sharded pub/sub) alike.
+fn watch_sees_short_states_on(url: &str) {
     let name = unique_name("watched-latch");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let client = runtime.block_on(Client::connect(url)).unwrap();
     let latch = CountDownLatch::new(&client, &name).unwrap();
     assert!(runtime.block_on(latch.try_set_count(1)).unwrap());
-    let watch = Watch::start(&url, &[&name, "--kind", "latch", "--interval-ms", "60000"]);
+    let watch = Watch::start(url, &[&name, "--kind", "latch", "--interval-ms", "60000"]);
+    // The watcher's subscription is confirmed before its first line.
     watch.next("count 1");
-    // The watcher's subscription is made before its first line.
     runtime.block_on(latch.count_down()).unwrap();
     watch.next("nothing stored");
     assert!(runtime.block_on(latch.try_set_count_new_round(2)).unwrap());
@@ -600,6 +598,23 @@ fn watch_wakes_on_release_messages_and_sees_short_states() {
     runtime.block_on(latch.count_down()).unwrap();
     runtime.block_on(latch.count_down()).unwrap();
     watch.next("nothing stored");
+}
+
+#[test]
+fn watch_wakes_on_release_messages_and_sees_short_states() {
+    let server = RedisServer::spawn();
+    watch_sees_short_states_on(&server.url());
+}
+
+#[test]
+fn watch_wakes_on_release_messages_on_a_cluster() {
+    let cluster = RedisCluster::spawn();
+    let seeds: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| u.trim_start_matches("redis://").to_owned())
+        .collect();
+    watch_sees_short_states_on(&format!("redis-cluster://{}", seeds.join(",")));
 }
 
 /// An idle expirable semaphore (no permit taken: its set of taken permits is gone) is still an

@@ -94,8 +94,8 @@ pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubs
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use inspect::{
-    ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind, Party,
-    PermitState, RateState, TakenPermit, Waiter,
+    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind,
+    Party, PermitState, RateState, TakenPermit, Waiter,
 };
 pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};

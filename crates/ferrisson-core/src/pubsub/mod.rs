@@ -203,6 +203,10 @@ struct Slot {
     /// what it waits for, or at its bound ([`Hub::parked`]).
     parked: AtomicBool,
     handoff: Mutex<Option<Handoff>>,
+    /// An observer ([`Hub::observe`]): woken by every message and reconnect, beside the
+    /// waiters and never in their place. It waits for nothing: it is never claimed, never
+    /// counted among the waiters a message wakes, and nobody queues behind it.
+    observer: bool,
 }
 
 impl Slot {
@@ -269,8 +273,11 @@ impl Channel {
             Wake::UpTo(n) => n,
             Wake::All => usize::MAX,
         };
+        for slot in self.slots.iter().filter(|s| s.observer) {
+            slot.wake();
+        }
         let mut woken = 0;
-        for slot in &self.slots {
+        for slot in self.slots.iter().filter(|s| !s.observer) {
             if woken >= limit {
                 break;
             }
@@ -293,10 +300,13 @@ impl Channel {
     /// (unless one is woken already), so that it tries only if no other client's waiter takes
     /// the lock within [`TURN_FALLBACK`].
     fn wake_deferred(&self) {
+        for slot in self.slots.iter().filter(|s| s.observer) {
+            slot.wake();
+        }
         let Some(slot) = self
             .slots
             .iter()
-            .find(|s| !s.claimed.load(Ordering::Acquire))
+            .find(|s| !s.observer && !s.claimed.load(Ordering::Acquire))
         else {
             return;
         };
@@ -482,7 +492,17 @@ impl Hub {
         policy: WakePolicy,
         tag: Option<Tag>,
     ) -> Subscription {
-        let slot = new_slot(tag);
+        self.register(channel, policy, new_slot(tag))
+    }
+
+    /// Registers an observer of `channel` (see `Slot::observer`), woken by every message on
+    /// it and by every reconnect; the channel is subscribed if it was not, with `policy` for
+    /// the waiters that may join it.
+    pub(crate) fn observe(&self, channel: &str, policy: WakePolicy) -> Subscription {
+        self.register(channel, policy, slot(None, true))
+    }
+
+    fn register(&self, channel: &str, policy: WakePolicy, slot: Arc<Slot>) -> Subscription {
         let mut state = self.shared.state();
         let mut kick = false;
         let mut fresh = None;
@@ -600,6 +620,10 @@ impl Hub {
         }
         let entry = state.channels.get_mut(channel)?;
         if entry.confirmed_epoch != epoch {
+            return None;
+        }
+        if lingering.is_none() && entry.slots.iter().all(|s| s.observer) {
+            // Only observers: no local waiter to queue behind.
             return None;
         }
         if let Some(behind) = behind
@@ -720,7 +744,7 @@ impl Hub {
             .state()
             .channels
             .get(channel)
-            .is_some_and(|entry| !entry.slots.is_empty())
+            .is_some_and(|entry| entry.slots.iter().any(|s| !s.observer))
     }
 
     /// How many channels are subscribed (or about to be) and how many waiters wait on them.
@@ -749,6 +773,10 @@ impl Hub {
 }
 
 fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
+    slot(tag, false)
+}
+
+fn slot(tag: Option<Tag>, observer: bool) -> Arc<Slot> {
     Arc::new(Slot {
         pending: AtomicBool::new(false),
         deferred: AtomicBool::new(false),
@@ -759,6 +787,7 @@ fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
         busy: AtomicBool::new(false),
         parked: AtomicBool::new(false),
         handoff: Mutex::new(None),
+        observer,
     })
 }
 

@@ -194,8 +194,9 @@ impl Drop for Subscription {
                 .front()
                 .is_some_and(|s| Arc::ptr_eq(s, &self.slot));
             channel.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
-            if self.slot.pending.load(Ordering::Acquire)
-                || (was_head && !self.satisfied.load(Ordering::Acquire))
+            if !self.slot.observer
+                && (self.slot.pending.load(Ordering::Acquire)
+                    || (was_head && !self.satisfied.load(Ordering::Acquire)))
             {
                 // The wake-up this waiter did not use belongs to the next one; and a head
                 // leaving unserved passes the baton, so the queue never waits on nobody.

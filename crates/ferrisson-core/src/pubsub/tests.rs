@@ -291,3 +291,34 @@ fn a_try_and_a_hand_off_never_both_happen() {
         super::races::try_vs_hand_off();
     }
 }
+
+/// An observer (a watcher of the object) is woken by every message, beside the waiters and
+/// never in their place: a message that wakes one waiter still wakes it, the observer is
+/// never claimed for a hand-off, and its leaving passes no wake-up on.
+#[tokio::test]
+async fn an_observer_is_woken_beside_the_waiters_and_never_in_their_place() {
+    let quick = Duration::from_millis(1);
+    let hub = Hub::detached();
+    let observer = hub.observe(CH, lock_message_policy);
+    let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    assert!(matches!(observer.wait(quick).await, Woken::Notified));
+    // Not claimed: the claim goes to the waiter.
+    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    claim.deliver(1).unwrap();
+    assert!(matches!(waiter.wait(quick).await, Woken::Handed(_)));
+    assert!(!hub.has_waiters("other"));
+    drop(waiter);
+    assert!(!hub.has_waiters(CH), "an observer is no waiter");
+    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
+    // A waiter joining later is woken by a release, the observer too.
+    let later = hub.subscribe(CH, lock_message_policy, tag(1));
+    drop(observer);
+    assert!(
+        matches!(later.wait(quick).await, Woken::TimedOut),
+        "the observer's leaving passed nothing on"
+    );
+    hub.shared.message(CH, b"0");
+    assert!(matches!(later.wait(quick).await, Woken::Notified));
+}

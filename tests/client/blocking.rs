@@ -800,3 +800,38 @@ fn configured_handles_block_too_limits_waiter_timeouts_and_backoff() {
             .is_err()
     );
 }
+
+/// The blocking client's shutdown gives back what live guards and permits still hold, and
+/// says so; their own release afterwards has nothing left to release.
+#[test]
+fn a_blocking_shutdown_gives_back_what_live_guards_hold() {
+    let server = RedisServer::spawn();
+    let client = client(&server);
+    let name = unique_name("blocking-shutdown");
+    let lock = client.reentrant_lock(&name).unwrap();
+    let guard = lock.lock().unwrap();
+    let semaphore = client.semaphore(&format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permits = semaphore.acquire().unwrap();
+    let report = client.shutdown_report(Duration::ZERO);
+    assert!(report.is_complete(), "{report}");
+    assert_eq!(report.given_back.len(), 2, "{report}");
+    let other = Client::connect(&server.url()).unwrap();
+    assert!(!other.reentrant_lock(&name).unwrap().is_locked().unwrap());
+    assert_eq!(
+        other
+            .semaphore(&format!("{name}:sem"))
+            .unwrap()
+            .available_permits()
+            .unwrap(),
+        1
+    );
+    assert!(matches!(
+        guard.unlock(),
+        Err(Error::LeaseLost(LossReason::ClientShutDown))
+    ));
+    assert!(matches!(
+        permits.release(),
+        Err(Error::LeaseLost(LossReason::ClientShutDown))
+    ));
+}

@@ -1,0 +1,220 @@
+//! The facts `core/inspect` reads, and what they come to: the kind an object's layout shows,
+//! its times, its owners' records.
+
+use super::*;
+
+/// The facts `core/inspect` returns, by name.
+#[derive(Debug, Default)]
+pub(super) struct Facts {
+    pub(super) now: u64,
+    pub(super) main_type: String,
+    pub(super) pttl: i64,
+    pub(super) fields: Vec<(String, String)>,
+    pub(super) value: Option<String>,
+    pub(super) token: Option<String>,
+    pub(super) mutex_token: Option<String>,
+    pub(super) queue_length: Option<u64>,
+    pub(super) queued: Vec<(String, String, String)>,
+    pub(super) reserved: Option<(String, i64)>,
+    pub(super) read_leases: HashMap<String, i64>,
+    pub(super) permits_taken: Option<(u64, u64)>,
+    pub(super) permits: Vec<(String, String)>,
+    pub(super) reservation: Option<(String, i64)>,
+    pub(super) round: Option<String>,
+    pub(super) participants: Option<u64>,
+    pub(super) participant: Vec<String>,
+    pub(super) window: Option<(String, u64, u64, String)>,
+}
+
+impl Facts {
+    pub(super) fn parse(reply: Vec<Vec<String>>) -> Self {
+        let mut f = Facts::default();
+        let num = |s: &str| s.parse::<i64>().unwrap_or(0);
+        let unum = |s: &str| s.parse::<u64>().unwrap_or(0);
+        for fact in reply {
+            let at = |i: usize| fact.get(i).cloned().unwrap_or_default();
+            match fact.first().map(String::as_str) {
+                Some("now") => f.now = unum(&at(1)),
+                Some("type") => f.main_type = at(1),
+                Some("pttl") => f.pttl = num(&at(1)),
+                Some("field") => f.fields.push((at(1), at(2))),
+                Some("value") => f.value = Some(at(1)),
+                Some("token") => f.token = Some(at(1)),
+                Some("mutex_token") => f.mutex_token = Some(at(1)),
+                Some("queue_length") => f.queue_length = Some(unum(&at(1))),
+                Some("queued") => f.queued.push((at(1), at(2), at(3))),
+                Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
+                Some("read_lease") => {
+                    f.read_leases.insert(at(1), num(&at(2)));
+                }
+                Some("permits_taken") => f.permits_taken = Some((unum(&at(1)), unum(&at(2)))),
+                Some("permit") => f.permits.push((at(1), at(2))),
+                Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
+                Some("round") => f.round = Some(at(1)),
+                Some("participants") => f.participants = Some(unum(&at(1))),
+                Some("participant") => f.participant.push(at(1)),
+                Some("window") => f.window = Some((at(1), unum(&at(2)), unum(&at(3)), at(4))),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    pub(super) fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The kind the layout shows, and whether it is certain; `None` for nothing stored.
+    pub(super) fn kind(&self, key: &str) -> Result<Option<(ObjectKind, bool)>> {
+        let foreign = || Error::WrongType {
+            key: key.to_owned(),
+        };
+        Ok(Some(match self.main_type.as_str() {
+            "none" => {
+                // Nothing under the name, but a queue or taken permits may outlive it.
+                if self.queue_length.is_some() {
+                    (ObjectKind::FairLock, true)
+                } else if self.permits_taken.is_some() {
+                    (ObjectKind::ExpirableSemaphore, true)
+                } else {
+                    return Ok(None);
+                }
+            }
+            "hash" => {
+                const RATE_FIELDS: [&str; 4] = ["rate", "interval", "type", "keepAliveTime"];
+                if self.field("mode").is_some() {
+                    let ok = self.fields.iter().all(|(f, v)| {
+                        if f == "mode" {
+                            v == "read" || v == "write"
+                        } else {
+                            client_tag(f).is_some() && v.parse::<u64>().is_ok()
+                        }
+                    });
+                    if !ok {
+                        return Err(foreign());
+                    }
+                    (ObjectKind::ReadWriteLock, true)
+                } else if self.field("rate").is_some() {
+                    let ok = self.fields.iter().all(|(f, v)| {
+                        RATE_FIELDS.contains(&f.as_str()) && v.parse::<i64>().is_ok()
+                    });
+                    if !ok {
+                        return Err(foreign());
+                    }
+                    (ObjectKind::RateLimiter, true)
+                } else {
+                    let ok = self
+                        .fields
+                        .iter()
+                        .all(|(f, v)| client_tag(f).is_some() && v.parse::<u64>().is_ok());
+                    if !ok {
+                        return Err(foreign());
+                    }
+                    if self.queue_length.is_some() {
+                        (ObjectKind::FairLock, true)
+                    } else if self.reserved.is_some() {
+                        (ObjectKind::SpinLock, true)
+                    } else {
+                        (ObjectKind::Lock, self.token.is_some())
+                    }
+                }
+            }
+            "string" => {
+                let value = self.value.as_deref().unwrap_or_default();
+                if value.parse::<i64>().is_ok() {
+                    if self.permits_taken.is_some() {
+                        (ObjectKind::ExpirableSemaphore, true)
+                    } else if self.round.is_some() || self.participants.is_some() {
+                        (ObjectKind::CountDownLatch, true)
+                    } else {
+                        (ObjectKind::Semaphore, self.reservation.is_some())
+                    }
+                } else {
+                    (
+                        ObjectKind::Mutex,
+                        client_tag(value).is_some() || self.mutex_token.is_some(),
+                    )
+                }
+            }
+            _ => return Err(foreign()),
+        }))
+    }
+}
+
+/// Whether a rate limiter's settings give each client its own rate.
+pub(super) fn per_client_of(facts: &Facts) -> bool {
+    facts.field("type") == Some("1")
+}
+
+/// The permits the overall window of a rate limiter has left as of the read: the rate less
+/// the permits given in the last interval (`value` is as of the last acquire, before permits
+/// that left the window since came back). `None` before any acquire, and for per-client rates
+/// (each client has a window of its own).
+pub(super) fn available_now(
+    value: &str,
+    rate: Option<i64>,
+    given: u64,
+    per_client: bool,
+) -> Option<i64> {
+    if per_client || value.is_empty() {
+        return None;
+    }
+    let rate = rate?;
+    Some(
+        rate.saturating_sub(i64::try_from(given).unwrap_or(i64::MAX))
+            .max(0),
+    )
+}
+
+/// `ms` milliseconds as a duration, `None` when not positive.
+pub(super) fn positive_ms(ms: i64) -> Option<Duration> {
+    u64::try_from(ms)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+}
+
+/// The time left until the epoch-ms `at`, seen at the epoch-ms `now`.
+pub(super) fn until(at: &str, now: u64) -> Option<Duration> {
+    let at = at.parse::<f64>().ok()?;
+    if !at.is_finite() {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let at = at.max(0.0) as u64;
+    Some(Duration::from_millis(at.saturating_sub(now)))
+}
+
+/// Redisson's score of a permit without a lease.
+pub(super) const NO_LEASE_SCORE: u64 = 922_337_203_685_477;
+
+/// The tag that names the record of whoever stands behind an owner or permit id.
+pub(super) fn owner_tag(owner_or_id: &str) -> Option<u64> {
+    client_tag(owner_or_id).or_else(|| {
+        // A permit id: 32 hex digits, the first 16 the taking client's tag.
+        (owner_or_id.len() == 32)
+            .then(|| u64::from_str_radix(owner_or_id.get(..16)?, 16).ok())
+            .flatten()
+    })
+}
+
+/// The record read from a hash's fields and its time to live.
+pub(super) fn record_of(fields: HashMap<String, String>, pttl: i64) -> Option<ClientRecord> {
+    let id = fields.get("id")?.clone();
+    let text = |f: &str| fields.get(f).cloned().unwrap_or_default();
+    Some(ClientRecord {
+        id,
+        app: text("app"),
+        host: text("host"),
+        pid: fields.get("pid").and_then(|p| p.parse().ok()),
+        version: text("version"),
+        started_at: fields
+            .get("started")
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+        expires_in: positive_ms(pttl),
+    })
+}

@@ -1,0 +1,395 @@
+//! Reading one object: [`Client::inspect`] and what it asks the server.
+
+use super::*;
+
+impl Client {
+    /// Everything the Redis layout says about the synchronizer named `name`: its kind, its
+    /// holders (owner, hold count, lease left, and who the owner is: the app, host and pid of
+    /// a ferrisson client from its record, the client id of a Redisson one), its waiters,
+    /// its permits, a latch's count and participants, a rate limiter's window, the fencing
+    /// counter. Read-only: nothing is changed, no waiter is woken.
+    ///
+    /// The kind comes from the layout; where two kinds share one (a semaphore and a latch
+    /// armed by Redisson, a lock and an idle spin lock) the guess is marked
+    /// ([`ObjectInfo::kind_certain`]): [`inspect_as`](Self::inspect_as) settles it.
+    ///
+    /// One script call reads the object's keys (one slot on a cluster); the wake-up channel's
+    /// subscribers and the owners' records are read next, in parallel.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = ferrisson_testkit::RedisServer::spawn();
+    /// use ferrisson_core::{Client, ClientConfig, ObjectKind};
+    ///
+    /// let client = Client::with_config(
+    ///     ClientConfig::new(server.url()).with_app_name("billing-closer"),
+    /// ).await?;
+    /// # let owner = client.new_owner();
+    /// # let mut con = redis::Client::open(server.url())?.get_multiplexed_async_connection().await?;
+    /// # let _: () = redis::cmd("HSET").arg("billing:close").arg(owner.as_str()).arg(1).query_async(&mut con).await?;
+    /// # let _: () = redis::cmd("PEXPIRE").arg("billing:close").arg(30_000).query_async(&mut con).await?;
+    /// # client.refresh_record().await?;
+    /// let info = client.inspect("billing:close").await?;
+    /// assert_eq!(info.kind, Some(ObjectKind::Lock));
+    /// let holder = &info.holders[0];
+    /// assert!(holder.party.describe().starts_with("billing-closer on "));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds data of no synchronizer (a hash of other
+    /// fields, a list, …), [`Error::InvalidArgument`] for an empty name, and Redis errors.
+    pub async fn inspect(&self, name: &str) -> Result<ObjectInfo> {
+        self.inspect_key(self.object_key(name)?, None).await
+    }
+
+    /// As [`inspect`](Self::inspect), for an object the caller knows the kind of.
+    ///
+    /// # Errors
+    ///
+    /// As [`inspect`](Self::inspect), and [`Error::WrongType`] when the key holds another
+    /// kind's layout (a hash where a semaphore's count would be, say).
+    pub async fn inspect_as(&self, name: &str, kind: ObjectKind) -> Result<ObjectInfo> {
+        self.inspect_key(self.object_key(name)?, Some(kind)).await
+    }
+
+    pub(super) async fn inspect_key(
+        &self,
+        key: String,
+        hint: Option<ObjectKind>,
+    ) -> Result<ObjectInfo> {
+        let call = ScriptCall::new(&INSPECT, &[&key]).arg(INSPECT_LIMIT);
+        let reply: Vec<Vec<String>> = self.eval_read(&call).await.map_err(|e| match e {
+            Error::Redis(e) => crate::error::map_redis_error(e, &key),
+            e => e,
+        })?;
+        let facts = Facts::parse(reply);
+        let detected = facts.kind(&key)?;
+        let (kind, certain) = match (hint, detected) {
+            (Some(hint), Some((found, _))) => {
+                let fits = match found {
+                    // A bare count: a semaphore, a latch armed by Redisson, or an expirable
+                    // semaphore with no permit taken (its set of taken permits goes with the
+                    // last one).
+                    ObjectKind::Semaphore => matches!(
+                        hint,
+                        ObjectKind::Semaphore
+                            | ObjectKind::CountDownLatch
+                            | ObjectKind::ExpirableSemaphore
+                    ),
+                    ObjectKind::Lock => matches!(
+                        hint,
+                        ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock
+                    ),
+                    ObjectKind::SpinLock | ObjectKind::FairLock => {
+                        matches!(hint, ObjectKind::Lock) || hint == found
+                    }
+                    found => hint == found,
+                };
+                if !fits {
+                    return Err(Error::InvalidArgument(format!(
+                        "`{key}` holds {} {found}, not {} {hint}",
+                        found.article(),
+                        hint.article()
+                    )));
+                }
+                (Some(hint), true)
+            }
+            // Nothing stored: nothing to say of any kind.
+            (Some(_), None) | (None, None) => (None, true),
+            (None, Some((found, certain))) => (Some(found), certain),
+        };
+        let namespace = self.config().namespace();
+        let name = key.strip_prefix(namespace).unwrap_or(&key).to_owned();
+        let mut info = ObjectInfo {
+            name,
+            key: key.clone(),
+            kind,
+            kind_certain: certain,
+            ttl: positive_ms(facts.pttl),
+            holders: Vec::new(),
+            waiters: Vec::new(),
+            queue_length: facts.queue_length.unwrap_or(0),
+            subscribers: None,
+            fencing_token: None,
+            permits: None,
+            latch: None,
+            rate: None,
+            read_at: UNIX_EPOCH + Duration::from_millis(facts.now),
+        };
+        let Some(kind) = kind else {
+            return Ok(info);
+        };
+        if kind.is_hash() != (facts.main_type == "hash") && facts.main_type != "none" {
+            return Err(Error::WrongType { key });
+        }
+        let now = facts.now;
+        let mut tags: Vec<u64> = Vec::new();
+        let mut tag_of = |s: &str| {
+            if let Some(t) = owner_tag(s)
+                && !tags.contains(&t)
+            {
+                tags.push(t);
+            }
+        };
+        let lease = positive_ms(facts.pttl);
+        match kind {
+            ObjectKind::Lock | ObjectKind::FairLock | ObjectKind::SpinLock => {
+                for (owner, count) in &facts.fields {
+                    tag_of(owner);
+                    info.holders.push(Holder {
+                        owner: owner.clone(),
+                        mode: HoldMode::Exclusive,
+                        count: count.parse().unwrap_or(0),
+                        lease_left: lease,
+                        party: Party::Unknown,
+                    });
+                }
+            }
+            ObjectKind::ReadWriteLock => {
+                for (field, count) in &facts.fields {
+                    if field == "mode" {
+                        continue;
+                    }
+                    let (owner, mode, lease_left) = match field.strip_suffix(":write") {
+                        Some(owner) => (owner.to_owned(), HoldMode::Write, lease),
+                        None => (
+                            field.clone(),
+                            HoldMode::Read,
+                            facts.read_leases.get(field).copied().and_then(positive_ms),
+                        ),
+                    };
+                    tag_of(&owner);
+                    info.holders.push(Holder {
+                        owner,
+                        mode,
+                        count: count.parse().unwrap_or(0),
+                        lease_left,
+                        party: Party::Unknown,
+                    });
+                }
+            }
+            ObjectKind::Mutex => {
+                if let Some(owner) = &facts.value {
+                    tag_of(owner);
+                    info.holders.push(Holder {
+                        owner: owner.clone(),
+                        mode: HoldMode::Exclusive,
+                        count: 1,
+                        lease_left: lease,
+                        party: Party::Unknown,
+                    });
+                }
+            }
+            _ => {}
+        }
+        info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
+        info.fencing_token = match kind {
+            ObjectKind::Mutex => facts.mutex_token.as_deref(),
+            k if k.is_lock() => facts.token.as_deref(),
+            _ => None,
+        }
+        .and_then(|t| t.parse().ok());
+        if kind == ObjectKind::FairLock || kind == ObjectKind::Lock {
+            for (place, (owner, timeout, alive)) in facts.queued.iter().enumerate() {
+                tag_of(owner);
+                info.waiters.push(Waiter {
+                    owner: owner.clone(),
+                    place,
+                    timeout_in: until(timeout, now),
+                    alive_for: until(alive, now),
+                    party: Party::Unknown,
+                });
+            }
+        }
+        if let Some((value, _)) = &facts.reserved {
+            // "<since>|<at>|<owner>"
+            if let Some(owner) = value.splitn(3, '|').nth(2) {
+                tag_of(owner);
+                info.waiters.push(Waiter {
+                    owner: owner.to_owned(),
+                    place: 0,
+                    timeout_in: None,
+                    alive_for: positive_ms(facts.reserved.as_ref().map_or(0, |r| r.1)),
+                    party: Party::Unknown,
+                });
+            }
+        }
+        let count = facts
+            .value
+            .as_deref()
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0);
+        match kind {
+            ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => {
+                let (taken, expired) = facts.permits_taken.unwrap_or((0, 0));
+                let permits = facts
+                    .permits
+                    .iter()
+                    .map(|(id, expiry)| {
+                        tag_of(id);
+                        TakenPermit {
+                            id: id.clone(),
+                            // Expiries are stored a millisecond late (protocol.md, "the
+                            // extra millisecond"): the lease is that much less.
+                            lease_left: match expiry.parse::<u64>() {
+                                Ok(NO_LEASE_SCORE) => None,
+                                _ => until(expiry, now)
+                                    .map(|l| l.saturating_sub(Duration::from_millis(1))),
+                            },
+                            party: Party::Unknown,
+                        }
+                    })
+                    .collect();
+                info.permits = Some(PermitState {
+                    available: count.saturating_add(i64::try_from(expired).unwrap_or(0)),
+                    taken: (kind == ObjectKind::ExpirableSemaphore).then_some(taken),
+                    permits,
+                    reserved_for: facts
+                        .reservation
+                        .as_ref()
+                        .and_then(|(v, pttl)| positive_ms(*pttl).map(|left| (v.clone(), left))),
+                });
+            }
+            ObjectKind::CountDownLatch => {
+                let mut participants = facts.participant.clone();
+                participants.sort();
+                info.latch = Some(LatchState {
+                    count: count.max(0),
+                    participant_count: facts.participants.unwrap_or(0),
+                    participants,
+                });
+            }
+            ObjectKind::RateLimiter => {
+                let num = |f: &str| facts.field(f).and_then(|v| v.parse::<i64>().ok());
+                let (value, given, _, oldest) = facts.window.clone().unwrap_or_default();
+                let interval = num("interval").unwrap_or(0);
+                info.rate = Some(RateState {
+                    rate: num("rate").unwrap_or(0),
+                    interval: Duration::from_millis(u64::try_from(interval).unwrap_or(0)),
+                    per_client: per_client_of(&facts),
+                    keep_alive: num("keepAliveTime").and_then(positive_ms),
+                    // As of now: the stored value is as of the last call, and the permits
+                    // given more than an interval ago have come back since.
+                    available: available_now(&value, num("rate"), given, per_client_of(&facts)),
+                    given_in_window: given,
+                    next_return_in: oldest
+                        .parse::<i64>()
+                        .ok()
+                        .map(|at| at.saturating_add(interval).to_string())
+                        .and_then(|at| until(&at, now)),
+                });
+            }
+            _ => {}
+        }
+        let (subscribers, records) =
+            futures::join!(self.subscribers(kind, &key), self.client_records(&tags));
+        info.subscribers = subscribers;
+        let records = records?;
+        let party = |tag: Option<u64>, owner: &str| match tag.and_then(|t| records.get(&t)) {
+            Some(record) => Party::Ferrisson(record.clone()),
+            None => match client_tag(owner) {
+                Some(_) => Party::Unrecorded {
+                    client_id: owner.get(..36).unwrap_or(owner).to_owned(),
+                },
+                None => Party::Unknown,
+            },
+        };
+        for h in &mut info.holders {
+            h.party = party(owner_tag(&h.owner), &h.owner);
+        }
+        for w in &mut info.waiters {
+            w.party = party(owner_tag(&w.owner), &w.owner);
+        }
+        if let Some(p) = &mut info.permits {
+            for permit in &mut p.permits {
+                permit.party = match owner_tag(&permit.id).and_then(|t| records.get(&t)) {
+                    Some(record) => Party::Ferrisson(record.clone()),
+                    None => Party::Unknown,
+                };
+            }
+        }
+        Ok(info)
+    }
+
+    /// The number of connections subscribed to `kind`'s wake-up channel for `key`, `None`
+    /// when the kind has none or the server did not answer.
+    async fn subscribers(&self, kind: ObjectKind, key: &str) -> Option<u64> {
+        let channel = wake_channel(kind, key)?;
+        let sub = match self.config().publish_command() {
+            crate::config::PublishCommand::Spublish => "SHARDNUMSUB",
+            _ => "NUMSUB",
+        };
+        let reply: Value = self
+            .query(redis::cmd("PUBSUB").arg(sub).arg(&channel))
+            .await
+            .map_err(|e| tracing::debug!(error = %e, "PUBSUB {sub} failed"))
+            .ok()?;
+        let count = |v: &Value| redis::from_redis_value_ref::<u64>(v).ok();
+        match &reply {
+            Value::Array(items) => items.get(1).and_then(count),
+            Value::Map(pairs) => pairs.first().and_then(|(_, v)| count(v)),
+            _ => None,
+        }
+    }
+
+    /// The records of the clients tagged `tags`, those that exist.
+    async fn client_records(&self, tags: &[u64]) -> Result<HashMap<u64, ClientRecord>> {
+        let reads = tags.iter().map(|&tag| async move {
+            let key = record_key(tag);
+            let (hgetall, pttl) = (
+                redis::cmd("HGETALL").arg(&key).clone(),
+                redis::cmd("PTTL").arg(&key).clone(),
+            );
+            // Both at once: the multiplexed connection sends them in one write, one round trip.
+            let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
+                futures::join!(self.query(&hgetall), self.query(&pttl));
+            (tag, fields, pttl)
+        });
+        let mut out = HashMap::new();
+        for (tag, fields, pttl) in futures::future::join_all(reads).await {
+            let fields = match fields {
+                Ok(f) => f,
+                // Someone else's key of another type under the name: no record.
+                Err(Error::Redis(e)) if e.code() == Some("WRONGTYPE") => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(record) = record_of(fields, pttl.unwrap_or(-2)) {
+                out.insert(tag, record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The record of the client with id `client_id` (a UUID, or an owner `<id>:<n>`), if it
+    /// keeps one.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors.
+    pub async fn client_record(&self, client_id: &str) -> Result<Option<ClientRecord>> {
+        let Some(tag) = client_tag(client_id) else {
+            return Ok(None);
+        };
+        Ok(self.client_records(&[tag]).await?.remove(&tag))
+    }
+
+    /// Writes the client's record now (it is also written at connect and every watchdog
+    /// period while the client lives): after a `FLUSHALL`, say, or in a test.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors; [`Error::InvalidArgument`] when records are off.
+    pub async fn refresh_record(&self) -> Result<()> {
+        if !self.config().client_record() {
+            return Err(Error::InvalidArgument(
+                "the client keeps no record (ClientConfig::with_client_record(false))".into(),
+            ));
+        }
+        let call = self.inner.identity.record_call(self.config().lease());
+        let _: i64 = self.eval_read(&call).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! The group's settings and the gate its waiters of one process take turns at.
+
+use super::*;
+
+/// How long one round of an unbounded wait lasts per lock before a MultiLock starts over
+/// (Redisson's `baseWaitTime`: 1.5 s per lock).
+pub(super) const ROUND_PER_LOCK: Duration = Duration::from_millis(1_500);
+
+/// The clock drift a RedLock allows for: 1 % of the lease plus 2 ms (the RedLock description's
+/// and rslock's rule).
+pub(super) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+pub(super) struct Group {
+    pub(super) locks: Vec<Box<dyn AnyLock>>,
+    /// How many must be held: all of them (MultiLock) or a majority (RedLock).
+    pub(super) quorum: usize,
+    pub(super) red: bool,
+    /// A RedLock's turn to wait, shared by every RedLock of this process over the same locks
+    /// of the same clients ([`gate`]): of the acquisitions that found the lock held, only the
+    /// one holding the permit watches and retries; the others queue for it, first come first
+    /// served.
+    pub(super) gate: Option<Arc<Gate>>,
+}
+
+/// The span of the random pause of a RedLock waiter woken by a release before its round
+/// ([`red_pause`]): wide enough that the rivals the same message woke (one per process) rarely
+/// start within one round trip of each other and split the instances.
+pub(super) const WOKEN_SPREAD: Duration = Duration::from_millis(1);
+
+/// How long after freeing a RedLock that other processes wait for a process's fresh
+/// acquisitions queue rather than try at once: long enough for the waiters its release woke to
+/// hear it, pause ([`WOKEN_SPREAD`]) and send their round.
+pub(super) const YIELD: Duration = Duration::from_millis(3);
+
+/// The most RedLock acquisitions one process hands the lock to in a row before a release
+/// frees it for the other processes' waiters (as [`ferrisson_core::__engine::MAX_HANDOFF_STREAK`]
+/// for one lock).
+pub(super) const MAX_RED_STREAK: u32 = 8;
+
+/// What the RedLocks of one process over the same locks share: the turn to watch and retry,
+/// and the acquisitions waiting, to which an unlock hands the lock straight on.
+#[derive(Debug)]
+pub(super) struct Gate {
+    /// The turn to watch and retry (one permit).
+    pub(super) turn: tokio::sync::Semaphore,
+    /// The acquisitions waiting for a hand-off, oldest first.
+    pub(super) waiting: std::sync::Mutex<std::collections::VecDeque<Waiter>>,
+    /// Hand-offs since the lock was last freed for everyone.
+    pub(super) streak: std::sync::atomic::AtomicU32,
+    /// The next waiter's number.
+    pub(super) next_id: std::sync::atomic::AtomicU64,
+    /// When the outage the waiting turn's rounds are in began (fewer than a quorum of
+    /// instances reachable), so that the waiters queued behind the turn count their outage
+    /// limit from then too, not from their own first round.
+    pub(super) outage_since: std::sync::Mutex<Option<Instant>>,
+    /// Until when this process's fresh acquisitions queue instead of trying at once, after a
+    /// release of its that other processes' waiters heard ([`Gate::freed`]).
+    pub(super) yield_until: std::sync::Mutex<Option<Instant>>,
+    /// The instance (by index) the turn-holder of this process watches for a release, if it
+    /// watches one ([`red_pause`]): a release message it reached there is this process's own.
+    pub(super) watching: std::sync::Mutex<Option<usize>>,
+}
+
+/// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
+#[derive(Debug)]
+pub(super) struct Waiter {
+    pub(super) id: u64,
+    pub(super) lease: Option<Duration>,
+    pub(super) tx: tokio::sync::oneshot::Sender<MultiGuard>,
+}
+
+impl Gate {
+    pub(super) fn new() -> Self {
+        Self {
+            turn: tokio::sync::Semaphore::new(1),
+            waiting: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            streak: std::sync::atomic::AtomicU32::new(0),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+            outage_since: std::sync::Mutex::new(None),
+            yield_until: std::sync::Mutex::new(None),
+            watching: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub(super) fn watching(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
+        self.watching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn outage(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.outage_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn queue(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Waiter>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a waiter with `lease`: its place (removed when dropped) and its receiver.
+    pub(super) fn wait(
+        self: &Arc<Self>,
+        lease: Option<Duration>,
+    ) -> (Place, tokio::sync::oneshot::Receiver<MultiGuard>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.queue().push_back(Waiter { id, lease, tx });
+        (
+            Place {
+                gate: self.clone(),
+                id,
+            },
+            rx,
+        )
+    }
+
+    /// Whether acquisitions of this process wait (for a hand-off or their turn).
+    pub(super) fn has_waiters(&self) -> bool {
+        self.queue().iter().any(|w| !w.tx.is_closed())
+    }
+
+    /// Whether this process freed the lock for others a moment ago ([`YIELD`]).
+    pub(super) fn yielding(&self) -> bool {
+        self.yield_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// A release that freed the lock reached, on each instance (by index), that many
+    /// subscriber connections: when one reached more than this process's own watcher (on the
+    /// instance it watches), other processes wait, and this process's fresh acquisitions let
+    /// the ones that message woke go first.
+    pub(super) fn freed(&self, reached: &[(usize, u64)]) {
+        let watched = *self.watching();
+        let others = reached
+            .iter()
+            .map(|&(i, n)| n.saturating_sub(u64::from(watched == Some(i))))
+            .max()
+            .unwrap_or(0);
+        if others > 0 {
+            *self
+                .yield_until
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some(ferrisson_core::__engine::time::later(Instant::now(), YIELD));
+        }
+    }
+
+    /// The oldest waiter still waiting, when the streak allows another hand-off (else the
+    /// streak starts over: this release frees the lock for everyone).
+    pub(super) fn next_waiter(&self) -> Option<Waiter> {
+        use std::sync::atomic::Ordering;
+        let mut queue = self.queue();
+        queue.retain(|w| !w.tx.is_closed());
+        if queue.is_empty() {
+            self.streak.store(0, Ordering::Relaxed);
+            return None;
+        }
+        if self.streak.fetch_add(1, Ordering::Relaxed) >= MAX_RED_STREAK {
+            self.streak.store(0, Ordering::Relaxed);
+            return None;
+        }
+        queue.pop_front()
+    }
+}
+
+/// A waiter's place in its gate's queue: leaving it (dropped) takes the waiter out.
+pub(super) struct Place {
+    pub(super) gate: Arc<Gate>,
+    pub(super) id: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.gate.queue().retain(|w| w.id != self.id);
+    }
+}
+
+/// Which locks of which clients a RedLock is over: the sorted (client id, key) pairs.
+pub(super) type Identity = Vec<(String, String)>;
+
+/// The waiting turns of one client's RedLocks, by identity.
+#[derive(Default)]
+pub(super) struct Gates(
+    pub(super) std::sync::Mutex<std::collections::HashMap<Identity, std::sync::Weak<Gate>>>,
+);
+
+/// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
+/// order), one per process: kept by the client of the first of them in that order (each
+/// RedLock over them finds the same one), made on first use, and forgotten once no RedLock
+/// uses it.
+pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
+    let mut identity: Vec<(String, String, usize)> = locks
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.client_id().to_owned(), l.key().to_owned(), i))
+        .collect();
+    identity.sort();
+    // `check` made sure there is a lock; without one, a turn of its own.
+    let Some(keeper) = identity.first().and_then(|&(_, _, i)| locks.get(i)) else {
+        return Arc::new(Gate::new());
+    };
+    let gates = keeper.any_client().local_state::<Gates>();
+    let identity: Identity = identity.into_iter().map(|(c, k, _)| (c, k)).collect();
+    let mut gates = gates
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(gate) = gates.get(&identity).and_then(std::sync::Weak::upgrade) {
+        return gate;
+    }
+    // Forget the gates no RedLock uses any more, every time the table doubles.
+    if gates.len() >= 64 && gates.len().is_power_of_two() {
+        gates.retain(|_, gate| gate.strong_count() > 0);
+    }
+    let gate = Arc::new(Gate::new());
+    gates.insert(identity, Arc::downgrade(&gate));
+    gate
+}

@@ -1,0 +1,25 @@
+//! MultiLock and RedLock: one acquisition over several locks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use tokio::time::Instant;
+
+use ferrisson_core::__engine::{Between, ClientEngine, Rounds, no_reply, wait_rounds};
+use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, LossReason, Result};
+
+mod any_lock;
+mod gate;
+mod group;
+mod guard;
+mod rounds;
+
+pub use any_lock::AnyLock;
+use gate::*;
+pub use group::{LockGroup, MultiLock, RedLock};
+pub use guard::MultiGuard;
+use guard::*;
+use rounds::*;

@@ -20,12 +20,18 @@
 mod cluster;
 #[cfg(feature = "docker")]
 pub mod docker;
+mod names;
 mod proxy;
 mod sentinel;
+mod stats;
 mod tls;
 pub use cluster::RedisCluster;
+pub use names::{redisson_name, rerun_test_as_process, unique_name, worker_env};
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinel;
+pub use stats::{
+    calls_between, command_calls, count_subscriber_connections, parse_command_calls, total_calls,
+};
 pub use tls::{OPENSSL_INSTRUCTIONS, TestCerts};
 
 use std::io::Read;
@@ -665,130 +671,6 @@ impl TestRedis {
     pub fn connection(&self) -> redis::Connection {
         connect(&self.url())
     }
-}
-
-/// `INFO commandstats` of the server `con` is connected to, as command → calls (panics, as a
-/// test's setup does, when the server does not answer).
-#[allow(clippy::panic)]
-pub fn command_calls(con: &mut redis::Connection) -> std::collections::HashMap<String, u64> {
-    match redis::cmd("INFO").arg("commandstats").query::<String>(con) {
-        Ok(info) => parse_command_calls(&info),
-        Err(e) => panic!("INFO commandstats: {e}"),
-    }
-}
-
-/// The calls of `command` between two [`command_calls`] snapshots (panics when the count went
-/// down: the server restarted or its stats were reset between them, and the difference means
-/// nothing).
-#[allow(clippy::panic)]
-pub fn calls_between(
-    before: &std::collections::HashMap<String, u64>,
-    after: &std::collections::HashMap<String, u64>,
-    command: &str,
-) -> u64 {
-    let count =
-        |calls: &std::collections::HashMap<String, u64>| calls.get(command).copied().unwrap_or(0);
-    match count(after).checked_sub(count(before)) {
-        Some(calls) => calls,
-        None => panic!("`{command}` calls went down between two snapshots: stats were reset"),
-    }
-}
-
-/// Parses `INFO commandstats` into command → calls.
-pub fn parse_command_calls(info: &str) -> std::collections::HashMap<String, u64> {
-    info.lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
-
-/// The calls of every command but `INFO` (which the measuring itself sends) in a
-/// [`parse_command_calls`] snapshot.
-pub fn total_calls(calls: &std::collections::HashMap<String, u64>) -> u64 {
-    calls
-        .iter()
-        .filter(|(command, _)| command.as_str() != "info")
-        .map(|(_, n)| n)
-        .sum()
-}
-
-/// Counts the connections of a `CLIENT LIST` reply that hold a channel, pattern or shard
-/// channel subscription.
-pub fn count_subscriber_connections(client_list: &str) -> usize {
-    client_list
-        .lines()
-        .filter(|line| {
-            line.split(' ').any(|kv| {
-                (kv.starts_with("sub=") || kv.starts_with("psub=") || kv.starts_with("ssub="))
-                    && !kv.ends_with("=0")
-            })
-        })
-        .count()
-}
-
-/// The Redis key or channel Redisson derives from an object's name with `prefix`
-/// (`prefix:{name}`, or `prefix:name` when the name already carries a hash tag), written here
-/// from `shared/PROTOCOL.md` rather than taken from the library, so that tests check the layout
-/// against the protocol: `redisson_name("redisson_lock__channel", "orders")` is the channel a
-/// release of lock `orders` publishes on.
-pub fn redisson_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-/// A name no other test uses, for keys on a shared server.
-pub fn unique_name(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
-}
-
-static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// This test binary again, as another process that runs only its ignored test `test` (a
-/// worker's body), with `env` set, stdin closed, stdout piped and stderr inherited: how a test
-/// plays other processes that hold, wait and die. Spawn it (and read its stdout) yourself.
-#[allow(clippy::panic)]
-pub fn rerun_test_as_process(test: &str, env: &[(&str, &str)]) -> std::process::Command {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("this test's binary: {e}"));
-    let mut command = std::process::Command::new(exe);
-    command
-        .args([
-            test,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit());
-    command
-}
-
-/// The values of the environment variables `names`, all of them, in a worker process started
-/// by [`rerun_test_as_process`]; `None` when one is missing (the worker test was run
-/// directly: it has nothing to do).
-pub fn worker_env<const N: usize>(names: [&str; N]) -> Option<[String; N]> {
-    let mut values: [String; N] = std::array::from_fn(|_| String::new());
-    for (value, name) in values.iter_mut().zip(names) {
-        *value = std::env::var(name).ok()?;
-    }
-    Some(values)
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::__engine::ClientEngine;
-use ferrisson_core::__engine::keys::{RequestId, suffixed};
+use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    Attempt, Instant, ScriptCall, WaitSpec, Wake, first_try, wait_for_turn,
+    Attempt, CallRecord, Instant, ScriptCall, WaitSpec, Wake, first_try, wait_for_turn,
 };
 use ferrisson_core::{Client, Error, Result};
 
@@ -139,8 +139,9 @@ struct Shared {
     counted_key: String,
     /// The last round that ended **\[ext\]**: `<round>` completed, `<round>:d` deleted.
     completed_key: String,
-    /// Count-down call latches **\[ext\]**: a call's latch is `{prefix}:{request id}`.
-    count_latch_prefix: String,
+    /// The client's record on the latch **\[ext\]**: a count-down resent after a lost reply
+    /// counts once, and reports its own result.
+    record: CallRecord,
 }
 
 impl CountDownLatch {
@@ -164,7 +165,7 @@ impl CountDownLatch {
                 round_key: suffixed(&key, "round"),
                 counted_key: suffixed(&key, "counted"),
                 completed_key: suffixed(&key, "completed"),
-                count_latch_prefix: suffixed(&key, "count_latch"),
+                record: CallRecord::new(client, &key),
                 key,
             }),
             memory: DEFAULT_COMPLETION_MEMORY,
@@ -312,28 +313,30 @@ impl CountDownLatch {
     async fn count_down_as(&self, participant: &str) -> Result<CountDown> {
         let shared = &self.shared;
         let client = &shared.client;
-        // Latched by a request id: a retry after a lost reply gets the first call's result, so
-        // that a plain count-down never counts twice and a participant's own count is
-        // reported as counted.
-        let latch = RequestId::random().latch_key(&shared.count_latch_prefix);
-        let call = ScriptCall::new(
-            &COUNT_DOWN,
-            &[
-                &shared.key,
-                &shared.channel,
-                &shared.counted_key,
-                &latch,
-                &shared.round_key,
-                &shared.completed_key,
-            ],
-        )
-        .arg(client.config().publish_command().as_str())
-        .arg(participant)
-        .arg(ferrisson_core::__engine::time::millis(
-            client.retry_window(),
-        ))
-        .arg(ferrisson_core::__engine::time::millis(self.memory));
-        let reply: Vec<i64> = client.eval(&call).await?;
+        // Recorded in the client's record on the latch: a resend after a lost reply gets the
+        // first call's result, so that a plain count-down never counts twice and a
+        // participant's own count is reported as counted.
+        let recorded = shared.record.start(client);
+        let memory = ferrisson_core::__engine::time::millis(self.memory);
+        let call = |attempt: u32| {
+            let call = ScriptCall::new(
+                &COUNT_DOWN,
+                &[
+                    &shared.key,
+                    &shared.channel,
+                    &shared.counted_key,
+                    &shared.round_key,
+                    &shared.completed_key,
+                ],
+            )
+            .arg(client.config().publish_command().as_str())
+            .arg(participant)
+            .arg(shared.record.client_hex());
+            recorded
+                .args_flagged(call, client, attempt > 0, "")
+                .arg(memory)
+        };
+        let reply: Vec<i64> = client.eval_each(call).await?;
         match reply.as_slice() {
             [1, count] => Ok(CountDown::Counted(u64::try_from(*count).unwrap_or(0))),
             [0, _] => Ok(CountDown::AlreadyCounted),

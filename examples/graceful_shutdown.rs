@@ -140,7 +140,9 @@ async fn coordinator() -> AnyResult<()> {
         .kill_on_drop(true)
         .spawn()?;
     // Once calls are in flight (permits taken), the deploy comes.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now()
+        .checked_add(Duration::from_secs(30))
+        .ok_or("30 s from now is past what the clock can show")?;
     while in_flight.acquired_permits().await? == 0 || api.report().await?.calls < 10 {
         if tokio::time::Instant::now() > deadline {
             return Err("the worker made no calls within 30 s".into());

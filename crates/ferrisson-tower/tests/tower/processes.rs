@@ -235,7 +235,9 @@ async fn a_flushall_under_four_workers_kills_none_and_the_rate_holds_after_it() 
     let api = stand_in_api().await;
     // Nothing set up front: the workers' limiters set their limits themselves.
     let workers = start_workers(FOUR, CALLS, &url, &api.addr, &name);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(60))
+        .expect("a test's patience fits the clock");
     while api.arrivals.lock().unwrap().len() < 14 {
         assert!(Instant::now() < deadline, "the workers make no calls");
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -93,10 +93,6 @@ if expired > 0 then
   end
 end
 local need = tonumber(ARGV[1])
-local total = value + redis.call('zcard', timeouts)
-if total > 0 and need > total then
-  return {3, total, 0, -1}
-end
 local reserved = 0
 local mine = false
 local intent = got[2]
@@ -124,6 +120,12 @@ if value - reserved >= need then
     redis.call('del', intent_key)
   end
   return {1, value - need, 0, 0}
+end
+-- Not taken: more than there are in all can never be (asked here only, off the path of a
+-- call that takes its permits: the free ones are part of the total).
+local total = value + redis.call('zcard', timeouts)
+if total > 0 and need > total then
+  return {3, total, 0, -1}
 end
 local hint = -1
 local nearest = redis.call('zrange', timeouts, 0, 0, 'WITHSCORES')

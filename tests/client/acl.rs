@@ -24,11 +24,7 @@ const NAMESPACE: &str = "acl-ns:";
 fn documented_acl() -> Vec<String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployment.md"))
         .unwrap();
-    let block = doc
-        .split("<!-- acl:begin")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- acl:end -->").next())
-        .expect("docs/deployment.md has the acl:begin / acl:end block");
+    let block = common::marked_section(&doc, "acl");
     let line = block
         .lines()
         .find(|l| l.starts_with("ACL SETUSER"))

@@ -11,16 +11,7 @@ mod snippet;
 #[test]
 fn the_readme_shows_the_limits_snippet_this_test_runs() {
     let readme = include_str!("../../README.md");
-    let block = readme
-        .split("<!-- limits:begin -->")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- limits:end -->").next())
-        .expect("README.md has the limits:begin / limits:end block");
-    let code = block
-        .split("```rust\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the block holds a rust snippet");
+    let code = common::fenced_code(common::marked_section(readme, "limits"), "```rust");
     assert_eq!(code, include_str!("readme_limits_snippet.rs"));
 }
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use ferrisson::{Client, ClientConfig};
-pub use ferrisson_testkit::{RedisServer, TestRedis, unique_name};
+pub use ferrisson_testkit::{RedisServer, TestRedis, fenced_code, marked_section, unique_name};
 
 pub mod every_kind;
 

@@ -525,10 +525,14 @@ async fn with_default_settings_a_dead_redis_is_the_error_in_time() {
     )
     .await;
     // Its fixed lease of 200 ms runs out by the client's clock (the watchdog says so).
-    eventually(Duration::from_secs(5), "the fixed lease is known lost", || {
-        let lost = leased.is_lost();
-        async move { lost }
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the fixed lease is known lost",
+        || {
+            let lost = leased.is_lost();
+            async move { lost }
+        },
+    )
     .await;
     let started = Instant::now();
     let err = leased.unlock().await.unwrap_err();

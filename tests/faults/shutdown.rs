@@ -121,6 +121,30 @@ fn shutdown_worker() {
     });
 }
 
+/// The semaphores every worker takes a permit of, `{name}:sem` and `{name}:exp`, with
+/// [`PERMITS`] each.
+async fn shared_semaphores(client: &Client, name: &str) -> (Semaphore, ExpirableSemaphore) {
+    let semaphore = Semaphore::new(client, &format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(PERMITS).await.unwrap());
+    let expirable = ExpirableSemaphore::new(client, &format!("{name}:exp")).unwrap();
+    assert!(expirable.try_set_permits(PERMITS).await.unwrap());
+    (semaphore, expirable)
+}
+
+/// How many of the worker runs `runs` did their part (each notes it once).
+fn workers_that_ran(
+    con: &mut redis::Connection,
+    name: &str,
+    runs: std::ops::Range<usize>,
+) -> usize {
+    runs.filter(|run| {
+        con.get::<_, Option<i64>>(format!("{name}:lock:{run}:ran"))
+            .unwrap()
+            == Some(1)
+    })
+    .count()
+}
+
 /// How a worker ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Ending {
@@ -189,24 +213,17 @@ async fn processes_that_drop_their_guards_and_shut_down_lose_nothing() {
     let url = redis.url();
     let client = client(&url).await;
     let name = unique_name("shutdown");
-    let (semaphore_name, expirable_name) = (format!("{name}:sem"), format!("{name}:exp"));
-    let semaphore = Semaphore::new(&client, &semaphore_name).unwrap();
-    assert!(semaphore.try_set_permits(PERMITS).await.unwrap());
-    let expirable = ExpirableSemaphore::new(&client, &expirable_name).unwrap();
-    assert!(expirable.try_set_permits(PERMITS).await.unwrap());
+    let (semaphore, expirable) = shared_semaphores(&client, &name).await;
 
     run_workers(&url, &name, 0..RUNS, Ending::DropThenShutDown).await;
 
     // Looked at right away: every release landed before its process ended.
     let mut con = redis.connection();
-    let ran = (0..RUNS)
-        .filter(|run| {
-            con.get::<_, Option<i64>>(format!("{name}:lock:{run}:ran"))
-                .unwrap()
-                == Some(1)
-        })
-        .count();
-    assert_eq!(ran, RUNS, "every worker did its part");
+    assert_eq!(
+        workers_that_ran(&mut con, &name, 0..RUNS),
+        RUNS,
+        "every worker did its part"
+    );
     let held: Vec<usize> = (0..RUNS)
         .filter(|run| con.exists::<_, bool>(format!("{name}:lock:{run}")).unwrap())
         .collect();
@@ -254,10 +271,7 @@ async fn processes_that_shut_down_while_holding_leave_nothing_taken_or_queued() 
     let url = redis.url();
     let client = client(&url).await;
     let name = unique_name("shutdown-live");
-    let semaphore = Semaphore::new(&client, &format!("{name}:sem")).unwrap();
-    assert!(semaphore.try_set_permits(PERMITS).await.unwrap());
-    let expirable = ExpirableSemaphore::new(&client, &format!("{name}:exp")).unwrap();
-    assert!(expirable.try_set_permits(PERMITS).await.unwrap());
+    let (semaphore, expirable) = shared_semaphores(&client, &name).await;
     // Held here the whole time: every worker waits in its queue at its shutdown.
     let queue = FairLock::new(&client, &format!("{name}:queue")).unwrap();
     let blocking = queue.lock().await.unwrap();
@@ -265,14 +279,11 @@ async fn processes_that_shut_down_while_holding_leave_nothing_taken_or_queued() 
     run_workers(&url, &name, 0..LIVE_RUNS, Ending::ShutDownWhileHolding).await;
 
     let mut con = redis.connection();
-    let ran = (0..LIVE_RUNS)
-        .filter(|run| {
-            con.get::<_, Option<i64>>(format!("{name}:lock:{run}:ran"))
-                .unwrap()
-                == Some(1)
-        })
-        .count();
-    assert_eq!(ran, LIVE_RUNS, "every worker did its part");
+    assert_eq!(
+        workers_that_ran(&mut con, &name, 0..LIVE_RUNS),
+        LIVE_RUNS,
+        "every worker did its part"
+    );
     let held: Vec<String> = (0..LIVE_RUNS)
         .flat_map(|run| {
             [

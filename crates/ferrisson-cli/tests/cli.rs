@@ -50,6 +50,14 @@ fn show_json(url: &str, name: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A runtime of the test's own and a client of `url` on it, for the synchronizers a test
+/// changes while the tool looks.
+fn runtime_and_client(url: &str) -> (tokio::runtime::Runtime, Client) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(Client::connect(url)).unwrap();
+    (runtime, client)
+}
+
 /// The tool connected and found nothing stored under the name: exit code 2, and it says so.
 fn assert_nothing_stored(out: &Output) {
     let err = String::from_utf8_lossy(&out.stderr);
@@ -584,8 +592,7 @@ fn watch_prints_a_line_for_each_change_of_holder() {
 /// server and on a cluster (sharded pub/sub) alike.
 fn watch_sees_short_states_on(url: &str) {
     let name = unique_name("watched-latch");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(Client::connect(url)).unwrap();
+    let (runtime, client) = runtime_and_client(url);
     let latch = CountDownLatch::new(&client, &name).unwrap();
     assert!(runtime.block_on(latch.try_set_count(1)).unwrap());
     let watch = Watch::start(url, &[&name, "--kind", "latch", "--interval-ms", "60000"]);
@@ -625,8 +632,7 @@ fn an_idle_expirable_semaphore_is_recognised_and_messages_are_grammatical() {
     let server = RedisServer::spawn();
     let url = server.url();
     let name = unique_name("idle-expirable");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let (runtime, client) = runtime_and_client(&url);
     let sem = ExpirableSemaphore::new(&client, &name).unwrap();
     runtime.block_on(sem.set_permits(2)).unwrap();
     let out = ferrisson(&url, &["show", &name, "--kind", "expirable-semaphore"]);
@@ -693,8 +699,7 @@ fn show_of_an_idle_rate_limiter_counts_the_permits_back_in_its_window() {
     let server = RedisServer::spawn();
     let url = server.url();
     let name = unique_name("idle-rate");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let (runtime, client) = runtime_and_client(&url);
     let limiter = RateLimiter::new(&client, &name).unwrap();
     runtime
         .block_on(limiter.set_rate(RateType::Overall, 5, Duration::from_millis(300)))
@@ -758,8 +763,7 @@ fn on_a_cluster_show_and_ls_reach_every_primary() {
     assert!(primaries.len() > 1, "the names spread over primaries");
     let holder = Worker::start("hold-lock", &url, &names[0]);
     holder.expect("ready");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(Client::connect(&url)).unwrap();
+    let (runtime, client) = runtime_and_client(&url);
     runtime.block_on(async {
         for n in &names[1..] {
             let latch = CountDownLatch::new(&client, n).unwrap();
@@ -816,11 +820,7 @@ fn operator_acl(password: &str) -> Vec<String> {
         "/../../docs/deployment.md"
     ))
     .unwrap();
-    let block = doc
-        .split("<!-- ops-acl:begin")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- ops-acl:end -->").next())
-        .expect("docs/deployment.md has the ops-acl:begin / ops-acl:end block");
+    let block = ferrisson_testkit::marked_section(&doc, "ops-acl");
     let line = block
         .lines()
         .find(|l| l.starts_with("ACL SETUSER"))

@@ -4,16 +4,8 @@
 #[test]
 fn the_readme_shows_the_snippet_this_crate_compiles() {
     let readme = include_str!("../../../README.md");
-    let block = readme
-        .split("<!-- single-crate:begin -->")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- single-crate:end -->").next())
-        .expect("README.md has the single-crate:begin / single-crate:end block");
-    let code = block
-        .split("```rust\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the block holds a rust snippet");
+    let section = ferrisson_testkit::marked_section(readme, "single-crate");
+    let code = ferrisson_testkit::fenced_code(section, "```rust");
     assert_eq!(code, include_str!("../src/snippet.rs"));
 }
 

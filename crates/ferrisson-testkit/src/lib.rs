@@ -20,12 +20,14 @@
 mod cluster;
 #[cfg(feature = "docker")]
 pub mod docker;
+mod docs;
 mod names;
 mod proxy;
 mod sentinel;
 mod stats;
 mod tls;
 pub use cluster::RedisCluster;
+pub use docs::{fenced_code, marked_section};
 pub use names::{redisson_name, rerun_test_as_process, unique_name, worker_env};
 pub use proxy::FaultProxy;
 pub use sentinel::RedisSentinel;

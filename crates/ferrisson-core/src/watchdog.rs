@@ -290,21 +290,17 @@ impl Watchdog {
     }
 
     /// Stops the watchdog for good (the client shuts down): every hold still registered is
-    /// lost ([`LossReason::ClientShutDown`]), and no renewal is sent any more. Returns how
-    /// many holds (guards) were still registered.
-    pub(crate) fn shut_down(&self) -> usize {
+    /// lost ([`LossReason::ClientShutDown`]), and no renewal is sent any more.
+    pub(crate) fn shut_down(&self) {
         let mut state = self.shared.state();
         state.closed = true;
         let entries = std::mem::take(&mut state.entries);
         drop(state);
         self.shared.kick.notify_one();
         let now = Instant::now();
-        let mut holds = 0usize;
         for (key, entry) in entries {
-            holds = holds.saturating_add(usize::try_from(entry.holds).unwrap_or(usize::MAX));
             signal_loss(&key, &entry, LossReason::ClientShutDown, now);
         }
-        holds
     }
 }
 

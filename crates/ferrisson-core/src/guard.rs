@@ -322,15 +322,10 @@ impl HoldGuard {
     /// As [`unlock`](Self::unlock).
     #[doc(hidden)]
     pub async fn unlock_reaching(mut self) -> Result<u64> {
-        let Some(lease) = self.lease.take() else {
+        let Some(lease) = self.take_lease() else {
             return Ok(0);
         };
-        self.hold_ended();
-        if !self.ticket.claim() {
-            // The client's shutdown gave it back already.
-            lease.end();
-            return Err(Error::LeaseLost(LossReason::ClientShutDown));
-        }
+        let lease = lease?;
         // Leave the watchdog first, so it does not renew a hold being released.
         let end = lease.end();
         if let Some(reason) = end.lost {
@@ -452,15 +447,10 @@ impl HoldGuard {
         mut self,
         lease: Option<std::time::Duration>,
     ) -> Result<Option<HoldGuard>> {
-        let Some(handle) = self.lease.take() else {
+        let Some(handle) = self.take_lease() else {
             return Ok(None);
         };
-        self.hold_ended();
-        if !self.ticket.claim() {
-            handle.end();
-            return Err(Error::LeaseLost(LossReason::ClientShutDown));
-        }
-        let end = handle.end();
+        let end = handle?.end();
         match self
             .lock
             .clone()
@@ -486,20 +476,27 @@ impl HoldGuard {
 
 impl Drop for HoldGuard {
     fn drop(&mut self) {
-        let Some(lease) = self.lease.take() else {
-            return;
-        };
-        self.hold_ended();
-        if !self.ticket.claim() {
-            // The client's shutdown gave it back already.
-            lease.end();
-            return;
+        if let Some(Ok(lease)) = self.take_lease() {
+            self.release_in_background(lease.end());
         }
-        self.release_in_background(lease.end());
     }
 }
 
 impl HoldGuard {
+    /// The hold's lease, for this guard to release it (unlock, hand-off, drop): `None` when
+    /// it was released already; [`Error::LeaseLost`] with [`LossReason::ClientShutDown`] when
+    /// the client's shutdown gave it back first (its lease is ended here).
+    fn take_lease(&mut self) -> Option<Result<LeaseHandle>> {
+        let lease = self.lease.take()?;
+        self.hold_ended();
+        if self.ticket.claim() {
+            Some(Ok(lease))
+        } else {
+            lease.end();
+            Some(Err(Error::LeaseLost(LossReason::ClientShutDown)))
+        }
+    }
+
     /// Sends the release of the hold that `end` left in the background (a guard dropped, or
     /// unlocked when already known lost).
     fn release_in_background(&self, end: LeaseEnd) {

@@ -56,6 +56,9 @@ pub(super) struct Channel {
     /// channel, not one per waiter).
     pub(super) name: Arc<str>,
     pub(super) slots: VecDeque<Arc<Slot>>,
+    /// How many of the slots are observers: a message's wake-up looks for them only when
+    /// there are some.
+    pub(super) observers: usize,
     pub(super) policy: WakePolicy,
     /// The connection epoch in which the server confirmed the subscription (0: not yet).
     pub(super) confirmed_epoch: u64,
@@ -74,6 +77,7 @@ impl Channel {
         Self {
             name: name.into(),
             slots: VecDeque::new(),
+            observers: 0,
             policy,
             confirmed_epoch,
             streak: 0,
@@ -91,9 +95,7 @@ impl Channel {
             Wake::UpTo(n) => n,
             Wake::All => usize::MAX,
         };
-        for slot in self.slots.iter().filter(|s| s.observer) {
-            slot.wake();
-        }
+        self.wake_observers();
         let mut woken = 0;
         for slot in self.slots.iter().filter(|s| !s.observer) {
             if woken >= limit {
@@ -114,13 +116,20 @@ impl Channel {
         woken
     }
 
+    /// Wakes every observer (each message and reconnect reaches them all).
+    pub(super) fn wake_observers(&self) {
+        if self.observers > 0 {
+            for slot in self.slots.iter().filter(|s| s.observer) {
+                slot.wake();
+            }
+        }
+    }
+
     /// A lock release the client lets pass: wakes the longest-waiting waiter deferred
     /// (unless one is woken already), so that it tries only if no other client's waiter takes
     /// the lock within [`TURN_FALLBACK`].
     pub(super) fn wake_deferred(&self) {
-        for slot in self.slots.iter().filter(|s| s.observer) {
-            slot.wake();
-        }
+        self.wake_observers();
         let Some(slot) = self
             .slots
             .iter()

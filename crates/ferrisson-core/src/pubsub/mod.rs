@@ -388,6 +388,7 @@ impl Hub {
             .channels
             .entry(channel.to_owned())
             .or_insert_with(|| fresh.unwrap_or_else(|| Channel::new(channel, policy, 0)));
+        entry.observers = entry.observers.saturating_add(usize::from(slot.observer));
         entry.slots.push_back(slot.clone());
         let name = entry.name.clone();
         drop(state);
@@ -494,7 +495,7 @@ impl Hub {
         if entry.confirmed_epoch != epoch {
             return None;
         }
-        if lingering.is_none() && entry.slots.iter().all(|s| s.observer) {
+        if lingering.is_none() && entry.observers == entry.slots.len() {
             // Only observers: no local waiter to queue behind.
             return None;
         }
@@ -616,7 +617,7 @@ impl Hub {
             .state()
             .channels
             .get(channel)
-            .is_some_and(|entry| entry.slots.iter().any(|s| !s.observer))
+            .is_some_and(|entry| entry.slots.len() > entry.observers)
     }
 
     /// How many channels are subscribed (or about to be) and how many waiters wait on them.

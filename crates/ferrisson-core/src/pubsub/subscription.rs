@@ -194,6 +194,9 @@ impl Drop for Subscription {
                 .front()
                 .is_some_and(|s| Arc::ptr_eq(s, &self.slot));
             channel.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+            channel.observers = channel
+                .observers
+                .saturating_sub(usize::from(self.slot.observer));
             if !self.slot.observer
                 && (self.slot.pending.load(Ordering::Acquire)
                     || (was_head && !self.satisfied.load(Ordering::Acquire)))

@@ -583,8 +583,15 @@ fn watch_prints_a_line_for_each_change_of_holder() {
     let line = watch.next("exclusive x1 by hold-lock-app on ");
     assert!(line.contains(&format!("(pid {})", holder.pid())), "{line}");
     holder.kill();
-    // The lease runs out (3 s): nothing is stored under the name again.
-    watch.next("nothing stored");
+    // The lease runs out (3 s): nothing is stored under the name again. (The dead holder's
+    // record may end a moment before its lock does: a line of the lock held by a client
+    // without a record can come first.)
+    let mut line = watch.next("");
+    if !line.contains("nothing stored") {
+        assert!(line.contains("exclusive x1 by"), "{line}");
+        line = watch.next("nothing stored");
+    }
+    assert!(line.contains("nothing stored"), "{line}");
 }
 
 /// `watch` looks again at once on each release message: with an interval of a minute, a latch

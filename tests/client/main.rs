@@ -12,6 +12,7 @@ mod blocking;
 mod client;
 mod cluster;
 mod inspect;
+mod layout;
 mod observability;
 mod readme;
 mod redisson_parity;

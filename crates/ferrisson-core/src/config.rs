@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::replication::ReplicaSync;
+use crate::replica_sync::ReplicaSync;
 
 /// Which command scripts use to publish wake-up messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -348,7 +348,7 @@ impl HoldGuard {
     fn hold_ended(&self) {
         #[cfg(feature = "metrics")]
         {
-            let name = crate::metrics::name_label(self.lock.runs_on(), self.lock.key());
+            let name = self.lock.runs_on().metric_name(self.lock.key());
             crate::metrics::held(
                 self.lock.metric_kind(),
                 name.as_deref(),

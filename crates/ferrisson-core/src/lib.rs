@@ -53,6 +53,8 @@ mod identity;
 mod inspect;
 mod keys;
 mod kind;
+#[cfg(test)]
+mod layers;
 mod lock;
 pub mod metrics;
 mod object;
@@ -79,6 +81,7 @@ mod model_check;
 mod pubsub;
 mod record;
 mod releasing;
+mod replica_sync;
 mod replication;
 mod rounds;
 mod script;
@@ -101,7 +104,7 @@ pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};
 pub use options::AcquireOptions;
 pub use owner::Owner;
-pub use replication::{ReplicaSync, Replicas, SyncMode};
+pub use replica_sync::{ReplicaSync, Replicas, SyncMode};
 
 #[doc(hidden)]
 pub mod __engine {
@@ -143,20 +146,24 @@ pub mod __engine {
         HoldKind, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire, read_script_try,
         release,
     };
-    pub use crate::lock::{WATCH_RECHECK, scripts};
+    pub use crate::lock::WATCH_RECHECK;
     pub use crate::object::object_state;
     pub use crate::options::wait_without_lease;
+    pub use crate::scripts;
     /// The semaphores' engine.
     pub mod permits {
         pub use crate::permits::*;
     }
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
-    pub use crate::record::{CallRecord, RECORD_PRELUDE, RecordedCall};
+    pub use crate::record::{CallRecord, RecordedCall};
     pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{
-        LOCK_PRELUDE, PROTOCOL_VERSION, RELEASE_PRELUDE, Script, ScriptCall, TOKEN_PRELUDE,
+        LOCK_PRELUDE, PROTOCOL_VERSION, RECORD_PRELUDE, RELEASE_PRELUDE, Script, ScriptCall,
+        TOKEN_PRELUDE,
     };
-    pub use crate::wait::{Attempt, Poll, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn};
+    pub use crate::wait::{
+        Attempt, Poll, WaitSpec, first_try, no_reply, observed, poll_wait, wait_for_turn,
+    };
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {
         pub use crate::time::*;
@@ -165,4 +172,43 @@ pub mod __engine {
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
     pub use tokio::time::Instant;
+}
+
+/// Every script this crate runs, for tests and tools that load or check them.
+#[doc(hidden)]
+pub fn scripts() -> [&'static script::Script; 15] {
+    [
+        &crate::script::TOKEN_PRELUDE,
+        &crate::object::OBJECT_STATE,
+        &crate::object::OBJECT_EXPIRE,
+        &crate::object::OBJECT_DELETE,
+        &crate::script::LOCK_PRELUDE,
+        &crate::script::RELEASE_PRELUDE,
+        &crate::script::RECORD_PRELUDE,
+        &crate::hash_lock::HASH_LOCK_ACQUIRE,
+        &crate::hash_lock::HASH_LOCK_RELEASE,
+        &crate::hash_lock::RENEW_HASH,
+        &crate::hash_lock::FORCE_RELEASE_HASH,
+        &crate::permits::PERMITS_UPDATE,
+        &crate::permits::PERMITS_LEAVE,
+        &crate::identity::CLIENT_RECORD,
+        &crate::inspect::INSPECT,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_registered_script_keeps_what_it_calls() {
+        for script in super::scripts() {
+            let source = script.source();
+            for (name, _) in crate::script::prelude_functions(source) {
+                assert!(
+                    source.matches(&format!("local function {name}(")).count() == 1,
+                    "{}: {name} defined twice",
+                    script.name()
+                );
+            }
+        }
+    }
 }

@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::guard::HoldGuard;
 use crate::object::SyncObject;
 use crate::options::AcquireOptions;
-use crate::script::Script;
 
 /// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the
 /// watchdog), ask about it, force it free.
@@ -419,25 +418,4 @@ where
             }
         }
     }
-}
-
-/// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 15] {
-    [
-        &crate::script::TOKEN_PRELUDE,
-        &crate::object::OBJECT_STATE,
-        &crate::object::OBJECT_EXPIRE,
-        &crate::object::OBJECT_DELETE,
-        &crate::script::LOCK_PRELUDE,
-        &crate::script::RELEASE_PRELUDE,
-        &crate::record::RECORD_PRELUDE,
-        &crate::hash_lock::HASH_LOCK_ACQUIRE,
-        &crate::hash_lock::HASH_LOCK_RELEASE,
-        &crate::hash_lock::RENEW_HASH,
-        &crate::hash_lock::FORCE_RELEASE_HASH,
-        &crate::permits::PERMITS_UPDATE,
-        &crate::permits::PERMITS_LEAVE,
-        &crate::identity::CLIENT_RECORD,
-        &crate::inspect::INSPECT,
-    ]
 }

@@ -64,41 +64,6 @@ impl Progress {
     }
 }
 
-/// Runs a call of a synchronizer outside the lock and permit engines (the latch's wait, the
-/// rate limiter's acquire) as those engines run theirs: in a `ferrisson.acquire` span (`debug`)
-/// with its kind, key, permits and wait limit, counted and timed by kind as an acquisition
-/// (`Ok(Some(_))`), a timeout (`Ok(None)` with a wait) or neither. The engine's, not public
-/// API.
-#[doc(hidden)]
-pub fn observed<T, F, Fut>(
-    client: &crate::Client,
-    kind: &'static str,
-    key: &str,
-    permits: Option<u32>,
-    wait: Option<Duration>,
-    run: F,
-) -> impl std::future::Future<Output = crate::error::Result<Option<T>>>
-where
-    F: FnOnce(Arc<Progress>) -> Fut,
-    Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
-{
-    let span = tracing::debug_span!(
-        "ferrisson.acquire",
-        kind,
-        key = %key,
-        permits,
-        wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        attempts = tracing::field::Empty,
-    );
-    acquisition(span, kind, name_label(client, key), wait, run)
-}
-
-/// The `name` label of `key`'s metrics: the key when the client's config asks for name
-/// labels ([`ClientConfig::with_metric_names`](crate::ClientConfig::with_metric_names)).
-pub(crate) fn name_label(client: &crate::Client, key: &str) -> Option<Arc<str>> {
-    client.config().metric_names().then(|| Arc::from(key))
-}
-
 /// `$metric!($name, labels)` with the labels `kind` and, when given, `name`: without a name,
 /// the static form, which allocates nothing.
 #[cfg(feature = "metrics")]

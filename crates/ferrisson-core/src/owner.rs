@@ -35,15 +35,6 @@ static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 pub struct Owner(Arc<str>);
 
 impl Owner {
-    /// The owner an acquire call on a handle bound to `bound` acts as: that owner, or a fresh
-    /// one (see [`Owner`]).
-    pub(crate) fn for_call(client: &crate::Client, bound: Option<&Owner>) -> Self {
-        match bound {
-            Some(owner) => owner.clone(),
-            None => client.new_owner(),
-        }
-    }
-
     /// The owner a query about "this handle's holds" asks about: the bound one.
     ///
     /// # Errors

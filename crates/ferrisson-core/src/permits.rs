@@ -488,7 +488,7 @@ pub async fn take<K: PermitKind>(
     let in_flight = kind.names().client.begin_acquisition()?;
     // Boxed, as the lock kinds' body is (`kind::acquire`): inline, it would double what a
     // waiter keeps while it waits.
-    let name = crate::metrics::name_label(&kind.names().client, &kind.names().key);
+    let name = kind.names().client.metric_name(&kind.names().key);
     crate::metrics::acquisition(span, kind.kind_name(), name, wait, |progress| async move {
         let _in_flight = in_flight;
         Box::pin(take_inner(kind, n, wait, need, &progress)).await

@@ -19,14 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientEngine};
-use crate::script::{Script, ScriptCall};
-
-/// The record functions (`lua/core/record_prelude.lua`): `record_state`, `record_mark`,
-/// `was_undone`, `mark_undone`.
-pub static RECORD_PRELUDE: Script = Script::new(
-    "core/record_prelude",
-    include_str!("../lua/record_prelude.lua"),
-);
+use crate::script::ScriptCall;
 
 /// The slots of one object's record, shared by every handle of the object on one client.
 #[derive(Debug, Default)]

@@ -431,7 +431,7 @@ impl CountDownLatch {
     /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let opened = ferrisson_core::metrics::observed(
+        let opened = ferrisson_core::__engine::observed(
             &self.shared.client,
             "latch",
             &self.shared.key,

@@ -509,7 +509,7 @@ impl RateLimiter {
         // Until it ends, the call is work the client's shutdown waits for.
         let _in_flight = self.shared.client.begin_acquisition()?;
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
-        let observed = ferrisson_core::metrics::observed(
+        let observed = ferrisson_core::__engine::observed(
             &self.shared.client,
             "rate_limiter",
             &self.shared.key,

@@ -10,6 +10,7 @@ use redis::aio::ConnectionManagerConfig;
 use crate::batch::Batcher;
 
 mod engine;
+mod upkeep;
 pub use engine::ClientEngine;
 
 use crate::config::ClientConfig;
@@ -81,6 +82,12 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The `name` label of `key`'s metrics: the key when the config asks for name labels
+    /// ([`ClientConfig::with_metric_names`]).
+    pub(crate) fn metric_name(&self, key: &str) -> Option<Arc<str>> {
+        self.inner.config.metric_names().then(|| Arc::from(key))
+    }
+
     /// The hub, where local hand-offs are claimed, unless replica sync is on: a hand-off is an
     /// acquisition made by the releaser's script, and with replica sync every acquisition goes
     /// through its own synced call, which rolls back what the replicas did not get.
@@ -269,9 +276,9 @@ impl Client {
             }),
         };
         // Named and recorded before the client is handed out, then kept so while it lives.
-        let mut upkeep = crate::identity::Upkeep::new(client.inner.config.client_record());
-        crate::identity::refresh(&client, &mut upkeep, lease).await;
-        tokio::spawn(crate::identity::keep_identity(
+        let mut upkeep = upkeep::Upkeep::new(client.inner.config.client_record());
+        upkeep::refresh(&client, &mut upkeep, lease).await;
+        tokio::spawn(upkeep::keep_identity(
             Arc::downgrade(&client.inner),
             upkeep,
             period,

@@ -328,7 +328,8 @@ pub fn acquire<'a, K: HoldKind>(
         Ok(in_flight) => in_flight,
         Err(e) => return Either::Left(std::future::ready(Err(e))),
     };
-    let owner = Owner::for_call(kind.client(), bound);
+    // The bound owner, else a fresh one (see [`Owner`]).
+    let owner = bound.cloned().unwrap_or_else(|| kind.client().new_owner());
     let span = tracing::debug_span!(
         "ferrisson.acquire",
         kind = kind.kind_name(),
@@ -341,7 +342,7 @@ pub fn acquire<'a, K: HoldKind>(
     // The acquire's body is boxed: the compiler lays out a future awaited inside another one
     // next to the outer future's own state instead of over it, which doubled what a waiter
     // keeps while it waits.
-    let name = crate::metrics::name_label(kind.client(), kind.lock_key());
+    let name = kind.client().metric_name(kind.lock_key());
     Either::Right(crate::metrics::acquisition(
         span,
         kind.kind_name(),

@@ -45,6 +45,7 @@ mod config;
 mod connection;
 pub mod duration;
 mod error;
+mod grant;
 mod guard;
 mod handle;
 mod hash_lock;
@@ -127,6 +128,7 @@ pub mod __engine {
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
+    pub use crate::grant::{Grant, Taken, Takes};
     pub use crate::guard::{CleanupGuard, Release, Released, hold_guard, spawn_cleanup};
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
@@ -168,7 +170,7 @@ pub mod __engine {
     pub mod time {
         pub use crate::time::*;
     }
-    pub use crate::watchdog::{LeaseEnd, LeaseSpec};
+    pub use crate::watchdog::{LeaseEnd, LeaseHandle, LeaseSpec};
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
     pub use tokio::time::Instant;

@@ -276,6 +276,14 @@ pub trait PermitKind: Clone + Send + Sync + 'static {
         reply: &[i64],
         sent_at: tokio::time::Instant,
     ) -> Self::Taken;
+
+    /// What a local releaser handed this kind's waiter ([`Taken::Permits`] or
+    /// [`Taken::Permit`], as its `Need::takes` says), as a call's result; `None` for anything
+    /// else (never delivered: a claim checks what the waiter takes).
+    ///
+    /// [`Taken::Permits`]: crate::grant::Taken::Permits
+    /// [`Taken::Permit`]: crate::grant::Taken::Permit
+    fn granted(&self, taken: crate::grant::Taken) -> Option<Self::Taken>;
 }
 
 /// One waiting call for permits: its id, its tries, whether it holds the reservation.
@@ -534,11 +542,9 @@ async fn take_inner<K: PermitKind>(
         // subscribing is needed.
         let behind = (waiter.waits && n == 1)
             .then(|| {
-                client.hub().subscribe_behind(
-                    keys.channel,
-                    || crate::wait::tag_for::<K::Taken>(spec.need.clone()),
-                    &|need| need.count == 1,
-                )
+                client
+                    .hub()
+                    .subscribe_behind(keys.channel, || spec.need.clone(), &|need| need.count == 1)
             })
             .flatten();
         let early = match behind {
@@ -564,7 +570,9 @@ async fn take_inner<K: PermitKind>(
         let early = early
             .as_ref()
             .map(|(subscription, first)| (subscription, *first));
-        let outcome = crate::wait::wait_registered(client, early, spec, attempt).await?;
+        let outcome =
+            crate::wait::wait_registered(client, early, spec, attempt, |taken| kind.granted(taken))
+                .await?;
         reservation.disarm();
         // A try that took permits dropped the reservation itself; a hand-off did not.
         if outcome.is_none()

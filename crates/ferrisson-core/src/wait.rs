@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::grant::{Grant, Taken};
 use crate::guard::HoldGuard;
 use tokio::time::Instant;
 
@@ -34,8 +35,8 @@ pub struct WaitSpec<'a> {
     /// [`Backoff::fixed`]: crate::config::Backoff::fixed
     pub recheck: crate::config::Backoff,
     /// What the waiter tells a local releaser that may hand it what it waits for (a
-    /// releaser claims it for the wait's output type: `ClientEngine::claim_waiter`); `None`:
-    /// no hand-offs.
+    /// releaser claims it for what it hands over, `Need::takes`: `ClientEngine::claim_waiter`);
+    /// `None`: no hand-offs.
     pub need: Option<crate::pubsub::Need>,
 }
 
@@ -64,23 +65,50 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    let subscription = subscribe_confirmed::<T>(client, &spec, spec.need.clone()).await;
-    wait_on(client, &subscription, &spec, FirstRound::Try, attempt).await
+    wait_handed(client, spec, attempt, |_| None).await
 }
 
-/// Registers a waiter for a `T` on `spec`'s channel (with `need`, a local releaser may hand it
-/// a `T`) and waits, up to one response timeout (and never past the deadline), for the
+/// As [`wait_for_turn`], for a waiter a local releaser may hand what it waits for
+/// (`spec.need`): `accept` makes what was handed over ([`Taken`]) the wait's output, as a
+/// taken try's reply is made one.
+///
+/// # Errors
+///
+/// As [`wait_for_turn`].
+pub async fn wait_handed<T, F, Fut>(
+    client: &crate::Client,
+    spec: WaitSpec<'_>,
+    attempt: F,
+    accept: impl FnMut(Taken) -> Option<T>,
+) -> Result<Option<T>>
+where
+    T: Send + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
+    let subscription = subscribe_confirmed(client, &spec, spec.need.clone()).await;
+    wait_on(
+        client,
+        &subscription,
+        &spec,
+        FirstRound::Try,
+        attempt,
+        accept,
+    )
+    .await
+}
+
+/// Registers a waiter on `spec`'s channel (with `need`, a local releaser may hand it what it
+/// waits for) and waits, up to one response timeout (and never past the deadline), for the
 /// subscription to be confirmed. An unconfirmed one still works: the wait loop then re-checks
 /// often (a message could be missed).
-pub async fn subscribe_confirmed<T: 'static>(
+pub async fn subscribe_confirmed(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
     need: Option<crate::pubsub::Need>,
 ) -> crate::pubsub::Subscription {
     let response_timeout = client.config().response_timeout();
-    let subscription = client
-        .hub()
-        .subscribe(spec.channel, spec.policy, tag_for::<T>(need));
+    let subscription = client.hub().subscribe(spec.channel, spec.policy, need);
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
         None => response_timeout,
@@ -106,20 +134,13 @@ pub enum FirstRound {
 /// published from now on reaches it, so its wait needs no second try after subscribing. Then
 /// the caller makes its first try inside [`wait_registered`]; `None`: it tries first, then
 /// waits.
-pub fn register_early<T: 'static>(
+pub fn register_early(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
 ) -> Option<crate::pubsub::Subscription> {
     client
         .hub()
-        .subscribe_if_live(spec.channel, spec.policy, || {
-            tag_for::<T>(spec.need.clone())
-        })
-}
-
-/// The tag of a waiter for a `T` that says `need` (`None`: no hand-offs).
-pub(crate) fn tag_for<T: 'static>(need: Option<crate::pubsub::Need>) -> Option<crate::pubsub::Tag> {
-    need.map(crate::pubsub::Tag::new::<T>)
+        .subscribe_if_live(spec.channel, spec.policy, || spec.need.clone())
 }
 
 /// How a call that may wait starts ([`begin_wait`]).
@@ -137,7 +158,7 @@ pub enum Start<T> {
 /// # Errors
 ///
 /// The first try's error.
-pub async fn begin_wait<T: 'static, F, Fut>(
+pub async fn begin_wait<T, F, Fut>(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
     waits: bool,
@@ -147,7 +168,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    if waits && let Some(early) = register_early::<T>(client, spec) {
+    if waits && let Some(early) = register_early(client, spec) {
         return Ok(Start::Wait(Some(early)));
     }
     Ok(match first_try(client, spec.deadline, attempt()).await? {
@@ -172,6 +193,7 @@ pub async fn wait_registered<T, F, Fut>(
     early: Option<(&crate::pubsub::Subscription, FirstRound)>,
     spec: WaitSpec<'_>,
     attempt: F,
+    accept: impl FnMut(Taken) -> Option<T>,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
@@ -179,14 +201,17 @@ where
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     match early {
-        Some((subscription, first)) => wait_on(client, subscription, &spec, first, attempt).await,
-        None => wait_for_turn(client, spec, attempt).await,
+        Some((subscription, first)) => {
+            wait_on(client, subscription, &spec, first, attempt, accept).await
+        }
+        None => wait_handed(client, spec, attempt, accept).await,
     }
 }
 
 /// The loop of [`wait_for_turn`] on a subscription the caller made (and confirmed) itself:
 /// tries (unless `first` is [`FirstRound::Sleep`]: the first round only sleeps, for a waiter that queued
-/// behind others without trying), takes a hand-off when one arrives, and sleeps until a
+/// behind others without trying), takes a hand-off when one arrives (made the output by
+/// `accept`), and sleeps until a
 /// message, the TTL the last try returned or `spec.recheck`. Tries after the first go through
 /// a [`WaitPacer`]: the outage rule and the deadline bound them.
 ///
@@ -206,6 +231,7 @@ pub fn wait_on<T, F, Fut>(
     spec: &WaitSpec<'_>,
     mut first: FirstRound,
     mut attempt: F,
+    mut accept: impl FnMut(Taken) -> Option<T>,
 ) -> impl std::future::Future<Output = Result<Option<T>>>
 where
     T: Send + 'static,
@@ -223,10 +249,13 @@ where
                 recheck
             } else {
                 match subscription.begin_try() {
-                    Err(Some(handoff)) => {
-                        subscription.satisfied();
-                        return handed(handoff).map(Some);
-                    }
+                    Err(Some(grant)) => match handed(spec, &mut accept, grant) {
+                        Some(taken) => {
+                            subscription.satisfied();
+                            return Ok(Some(taken));
+                        }
+                        None => Duration::ZERO,
+                    },
                     // A local releaser claimed this waiter: what it waits for (or a wake-up, if
                     // the hand-off fails) is on its way; trying now could take it twice.
                     Err(None) => client.config().response_timeout(),
@@ -272,9 +301,11 @@ where
                 woken = subscription.wait(fallback).await;
                 pacer.still_open()?;
             }
-            if let crate::pubsub::Woken::Handed(handoff) = woken {
+            if let crate::pubsub::Woken::Handed(grant) = woken
+                && let Some(taken) = handed(spec, &mut accept, grant)
+            {
                 subscription.satisfied();
-                return handed(handoff).map(Some);
+                return Ok(Some(taken));
             }
         }
     }
@@ -331,12 +362,22 @@ where
     }
 }
 
-/// What a local releaser handed over, as the type the waiter waits for: a releaser claims
-/// only waiters whose tag takes the type it delivers (`tag_for::<T>`), so this never fails.
-fn handed<T: 'static>(handoff: crate::pubsub::Handoff) -> Result<T> {
-    handoff.downcast::<T>().map(|taken| *taken).map_err(|_| {
-        Error::Protocol("a local hand-off carried something else than was waited for".into())
-    })
+/// What a local releaser handed over, made the wait's output by `accept`. A claim delivers only
+/// what the waiter takes (`Claim::deliver` checks its need), so `None` (a grant of something
+/// else, given back as it drops) does not happen: the waiter would try again.
+fn handed<T>(
+    spec: &WaitSpec<'_>,
+    accept: &mut impl FnMut(Taken) -> Option<T>,
+    grant: Grant,
+) -> Option<T> {
+    if spec.need.as_ref().map(|need| need.takes) != Some(grant.takes()) {
+        tracing::warn!(
+            channel = spec.channel,
+            "a local hand-off of something else than the waiter takes was given back"
+        );
+        return None;
+    }
+    accept(grant.accept())
 }
 
 /// The first try of a call with a wait bound `deadline`: cut, if no reply came, one response

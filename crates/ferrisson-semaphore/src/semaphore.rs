@@ -7,8 +7,8 @@ use ferrisson_core::__engine::permits::{
     CountChange, PermitKind, PermitTry, SemaphoreNames, read_permits, take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, GiveBack, HoldTicket, Instant, MAX_HANDOFF_STREAK, Need,
-    RecordedCall, ScriptCall, spawn_cleanup, wait_without_lease,
+    CleanupGuard, ClientEngine, GiveBack, Grant, HoldTicket, Instant, MAX_HANDOFF_STREAK, Need,
+    RecordedCall, ScriptCall, Taken, Takes, spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 use futures::future::BoxFuture;
@@ -591,9 +591,10 @@ impl Semaphore {
     fn hand_off(&self, mut n: u32, epoch: Option<i64>) -> u32 {
         let shared = &self.shared;
         while n > 0 {
-            let Some(claim) = shared
-                .client
-                .claim_waiter::<Permits>(&shared.channel, MAX_HANDOFF_STREAK)
+            let Some(claim) =
+                shared
+                    .client
+                    .claim_waiter(&shared.channel, Takes::Permits, MAX_HANDOFF_STREAK)
             else {
                 break;
             };
@@ -602,12 +603,17 @@ impl Semaphore {
                 // It needs more than this release frees: leave it to the public release.
                 break;
             }
-            let permits = Permits::taken(self, need, epoch);
-            match claim.deliver(permits) {
+            // Left in the waiter's slot unaccepted (it leaves before it looks), the permits
+            // are made a value and dropped, which releases them.
+            let semaphore = self.clone();
+            let grant = Grant::new(Taken::Permits { count: need, epoch }, move |taken| {
+                drop(semaphore.granted(taken))
+            });
+            match claim.deliver(grant) {
                 Ok(()) => n -= need,
                 Err(unclaimed) => {
                     // The waiter left meanwhile: these permits go back with the others.
-                    unclaimed.forget();
+                    let _ = unclaimed.accept();
                     break;
                 }
             }
@@ -724,6 +730,13 @@ impl PermitKind for Semaphore {
 
     fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {
         Permits::taken(self, args.n, Some(reply.get(4).copied().unwrap_or(0)))
+    }
+
+    fn granted(&self, taken: Taken) -> Option<Permits> {
+        match taken {
+            Taken::Permits { count, epoch } => Some(Permits::taken(self, count, epoch)),
+            Taken::Hold { .. } | Taken::Permit { .. } => None,
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use super::{Client, SHUT_DOWN};
 use crate::error::{Error, Result, map_redis_error};
 use crate::keys::validate_name;
 use crate::owner::Owner;
-use crate::pubsub::Claim;
+use crate::pubsub::{Claim, Takes};
 use crate::releasing::ReleaseMark;
 use crate::replication::Synced;
 use crate::script::{Script, ScriptCall};
@@ -111,10 +111,10 @@ pub trait ClientEngine: sealed::Sealed {
     /// [`Error::WrongType`] when `key` is not a hash, [`Error::Redis`].
     async fn hash_count(&self, key: &str, field: &str) -> Result<u32>;
 
-    /// Reserves the longest-waiting local waiter of `channel` that takes a `P` (waits with a
-    /// [`Need`](crate::pubsub::Need)) for a hand-off, unless `max_streak` hand-offs in a row have happened since
-    /// the last public message.
-    fn claim_waiter<P: Send + 'static>(&self, channel: &str, max_streak: u32) -> Option<Claim<P>>;
+    /// Reserves the longest-waiting local waiter of `channel` that takes what `takes` says
+    /// (waits with a [`Need`](crate::pubsub::Need) of it) for a hand-off, unless `max_streak`
+    /// hand-offs in a row have happened since the last public message.
+    fn claim_waiter(&self, channel: &str, takes: Takes, max_streak: u32) -> Option<Claim>;
 
     /// Registers a hold with the client's watchdog.
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle;
@@ -251,9 +251,9 @@ impl ClientEngine for Client {
         Ok(count.unwrap_or(0))
     }
 
-    fn claim_waiter<P: Send + 'static>(&self, channel: &str, max_streak: u32) -> Option<Claim<P>> {
+    fn claim_waiter(&self, channel: &str, takes: Takes, max_streak: u32) -> Option<Claim> {
         self.hand_offs()
-            .and_then(|hub| hub.claim(channel, max_streak))
+            .and_then(|hub| hub.claim(channel, takes, max_streak))
     }
 
     fn hold_lease(&self, spec: LeaseSpec) -> LeaseHandle {
@@ -386,13 +386,9 @@ impl Client {
     /// streak has run out while local waiters wait, the client's turn ends, and the caller,
     /// which then releases publicly, must report how many subscribers its release message
     /// reached ([`end_turn`](Self::end_turn)).
-    pub(crate) fn claim_turn<P: Send + 'static>(
-        &self,
-        channel: &str,
-        max_streak: u32,
-    ) -> Option<Claim<P>> {
+    pub(crate) fn claim_turn(&self, channel: &str, takes: Takes, max_streak: u32) -> Option<Claim> {
         self.hand_offs()
-            .and_then(|hub| hub.claim_turn(channel, max_streak))
+            .and_then(|hub| hub.claim_turn(channel, takes, max_streak))
     }
 
     /// What the client knows locally about the holds of `owner` on `key`.

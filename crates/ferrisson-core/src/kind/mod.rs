@@ -379,16 +379,14 @@ fn acquire_as<'a, K: HoldKind>(
             recheck,
             spin: polls,
         } = kind.waiting(&owner);
+        let handoffs = kind.hands_off();
         let spec = WaitSpec {
             channel: &channel,
             policy,
             deadline,
             recheck,
-            // A subscription made here carries the need already.
-            need: None,
+            need: handoffs.then(|| Need::hold(owner.clone(), lease)),
         };
-        let handoffs = kind.hands_off();
-        let need = || Need::hold(owner.clone(), lease);
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.
         let give_up = waits.then(|| {
@@ -426,12 +424,10 @@ fn acquire_as<'a, K: HoldKind>(
         } else if handoffs {
             client
                 .hub()
-                .subscribe_if_confirmed(spec.channel, || {
-                    crate::wait::tag_for::<HoldGuard>(Some(need()))
-                })
+                .subscribe_if_confirmed(spec.channel, || spec.need.clone())
                 .map(|s| (s, FirstRound::Sleep))
         } else {
-            register_early::<HoldGuard>(client, &spec).map(|s| (s, FirstRound::FirstTry))
+            register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
         } {
             Some(early) => early,
             None => {
@@ -454,18 +450,25 @@ fn acquire_as<'a, K: HoldKind>(
                     Attempt::Held(_) if !waits => return Ok(None),
                     Attempt::Held(_) => {}
                 }
-                let subscription =
-                    subscribe_confirmed::<HoldGuard>(client, &spec, handoffs.then(need)).await;
+                let subscription = subscribe_confirmed(client, &spec, spec.need.clone()).await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
                 (subscription, FirstRound::Try)
             }
         };
         progress.waited.store(true, Ordering::Relaxed);
-        let outcome = wait_on(client, &subscription, &spec, first, || {
-            progress.tried();
-            Box::pin(try_once(kind, &owner, lease, wait, true, Duration::ZERO))
-        })
+        let outcome = wait_on(
+            client,
+            &subscription,
+            &spec,
+            first,
+            || {
+                progress.tried();
+                Box::pin(try_once(kind, &owner, lease, wait, true, Duration::ZERO))
+            },
+            // What a local releaser handed over: the hold it made for this owner.
+            |taken| release::hold_of(kind.clone(), taken),
+        )
         .await?;
         drop(subscription);
         if let Some(give_up) = give_up {

@@ -3,9 +3,10 @@
 use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, Result};
+use crate::grant::{Grant, Taken};
 use crate::guard::{CleanupGuard, HoldGuard, Release, Released};
 use crate::owner::Owner;
-use crate::pubsub::MAX_HANDOFF_STREAK;
+use crate::pubsub::{MAX_HANDOFF_STREAK, Takes};
 use crate::releasing::ReleaseMark;
 use crate::watchdog::{LeaseEnd, LeaseSpec};
 use futures::future::BoxFuture;
@@ -132,7 +133,7 @@ async fn release_inner<K: HoldKind>(
     let channel = turns.then(|| kind.waiting(owner).channel);
     let claim = channel
         .as_deref()
-        .and_then(|channel| client.claim_turn::<HoldGuard>(channel, MAX_HANDOFF_STREAK));
+        .and_then(|channel| client.claim_turn(channel, Takes::Hold, MAX_HANDOFF_STREAK));
     // The claimed waiter: its owner, the lease it asked for, and whether it is watched.
     let successor: Option<(Owner, Duration, bool)> = direct.or_else(|| {
         claim.as_ref().and_then(|c| {
@@ -217,15 +218,22 @@ async fn release_inner<K: HoldKind>(
                 sent_at,
             });
             let token = kind.fenced().then_some(token);
-            let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
             crate::metrics::handed_off(kind.kind_name());
             let Some(claim) = claim else {
                 tracing::debug!(key = %kind.lock_key(), "released straight to a new owner");
+                let guard = HoldGuard::new(kind.clone(), successor_owner, handle, token);
                 return Ok((Released::HandedOff, Some(guard)));
             };
-            // A waiter that left meanwhile gets nothing: its guard comes back and is dropped,
-            // which releases the lock.
-            if let Err(unclaimed) = claim.deliver(guard) {
+            let taken = Taken::Hold {
+                owner: successor_owner,
+                lease: handle,
+                token,
+            };
+            // Never accepted (the waiter left meanwhile), the hold is made a guard and
+            // dropped, which releases the lock.
+            let undo_kind: Arc<dyn crate::guard::Release> = kind.clone();
+            let grant = Grant::new(taken, move |taken| drop(hold_of(undo_kind, taken)));
+            if let Err(unclaimed) = claim.deliver(grant) {
                 drop(unclaimed);
             }
             tracing::debug!(key = %kind.lock_key(), "released straight to a local waiter");
@@ -325,5 +333,18 @@ impl<K: HoldKind> Release for K {
             let renewed: Vec<i64> = self.client().eval(&call).await?;
             Ok(renewed.first() == Some(&1))
         })
+    }
+}
+
+/// The guard of a hold a local releaser handed over ([`Taken::Hold`]) on `lock`; `None` for
+/// anything else (a claim never delivers it: `Claim::deliver` checks what the waiter takes).
+pub(crate) fn hold_of(lock: Arc<dyn crate::guard::Release>, taken: Taken) -> Option<HoldGuard> {
+    match taken {
+        Taken::Hold {
+            owner,
+            lease,
+            token,
+        } => Some(HoldGuard::new(lock, owner, lease, token)),
+        Taken::Permits { .. } | Taken::Permit { .. } => None,
     }
 }

@@ -11,7 +11,9 @@ pub(super) struct Slot {
     /// ([`Hub::subscribe_behind`]).
     pub(super) failed: AtomicBool,
     pub(super) notify: Notify,
-    pub(super) tag: Option<Tag>,
+    /// What the waiter tells a releaser that may hand it what it waits for (`None`: no
+    /// hand-offs).
+    pub(super) need: Option<Need>,
     /// Reserved by a releaser for a hand-off (guarded by the hub's lock).
     pub(super) claimed: AtomicBool,
     /// The waiter is trying right now (guarded by the hub's lock): it cannot be claimed, or
@@ -20,7 +22,7 @@ pub(super) struct Slot {
     /// The waiter is asleep in [`Subscription::wait`]: it tries again only when woken, handed
     /// what it waits for, or at its bound ([`Hub::parked`]).
     pub(super) parked: AtomicBool,
-    pub(super) handoff: Mutex<Option<Handoff>>,
+    pub(super) handoff: Mutex<Option<Grant>>,
     /// An observer ([`Hub::observe`]): woken by every message and reconnect, beside the
     /// waiters and never in their place. It waits for nothing: it is never claimed, never
     /// counted among the waiters a message wakes, and nobody queues behind it.
@@ -43,7 +45,7 @@ impl Slot {
         let _ = self.notify.notified().now_or_never();
     }
 
-    pub(super) fn take_handoff(&self) -> Option<Handoff> {
+    pub(super) fn take_handoff(&self) -> Option<Grant> {
         self.handoff
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -145,17 +147,17 @@ impl Channel {
     }
 }
 
-pub(super) fn new_slot(tag: Option<Tag>) -> Arc<Slot> {
-    slot(tag, false)
+pub(super) fn new_slot(need: Option<Need>) -> Arc<Slot> {
+    slot(need, false)
 }
 
-pub(super) fn slot(tag: Option<Tag>, observer: bool) -> Arc<Slot> {
+pub(super) fn slot(need: Option<Need>, observer: bool) -> Arc<Slot> {
     Arc::new(Slot {
         pending: AtomicBool::new(false),
         deferred: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         notify: Notify::new(),
-        tag,
+        need,
         claimed: AtomicBool::new(false),
         busy: AtomicBool::new(false),
         parked: AtomicBool::new(false),

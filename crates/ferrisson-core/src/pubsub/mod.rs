@@ -36,9 +36,7 @@
 //! anything may have happened while it was away. While nothing changes, Redis sees no command
 //! from any waiter.
 
-use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -52,6 +50,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
+pub use crate::grant::{Grant, Takes};
+#[cfg(test)]
+use crate::grant::Taken;
 
 /// Hand-offs to local waiters in a row (`ClientEngine::claim_waiter`)
 /// before a release goes through Redis publicly, so that waiters of other clients (and
@@ -120,6 +121,8 @@ pub struct Need {
     pub owner: Option<crate::owner::Owner>,
     /// The fixed lease the waiter asked for (`None`: the watchdog keeps the hold).
     pub lease: Option<Duration>,
+    /// What it takes: only a releaser that hands over that claims it.
+    pub takes: Takes,
 }
 
 impl Need {
@@ -129,46 +132,30 @@ impl Need {
             count,
             owner: None,
             lease: None,
+            takes: Takes::Permits,
         }
     }
 
-    /// A waiter for one hold taken for `owner` with `lease` (`None`: kept by the watchdog).
+    /// A waiter for one hold of a lock taken for `owner` with `lease` (`None`: kept by the
+    /// watchdog).
     pub fn hold(owner: crate::owner::Owner, lease: Option<Duration>) -> Self {
         Self {
             count: 1,
             owner: Some(owner),
             lease,
+            takes: Takes::Hold,
         }
     }
-}
 
-/// A waiter's [`Need`] and the type of what it takes (`WaitSpec::need` with the wait's
-/// output type): a releaser claims only waiters that take the type it hands over
-/// ([`Hub::claim`]), so a hand-off always reaches a waiter that takes it.
-#[derive(Debug, Clone)]
-pub(crate) struct Tag {
-    need: Need,
-    takes: TypeId,
-}
-
-impl Tag {
-    /// A waiter for a `T`, needing `need`.
-    pub(crate) fn new<T: 'static>(need: Need) -> Self {
+    /// A waiter for one expirable permit taken for `owner` with `lease` (`None`: kept by the
+    /// watchdog).
+    pub fn permit(owner: crate::owner::Owner, lease: Option<Duration>) -> Self {
         Self {
-            need,
-            takes: TypeId::of::<T>(),
+            takes: Takes::Permit,
+            ..Self::hold(owner, lease)
         }
     }
-
-    fn takes<P: 'static>(&self) -> bool {
-        self.takes == TypeId::of::<P>()
-    }
 }
-
-/// What a releaser handed a waiter, as the slot stores it: of the type the waiter's [`Tag`]
-/// says it takes, which only [`Claim::deliver`] puts there (so
-/// [`Subscription::take_handed`] always gets back what it expects).
-pub(crate) type Handoff = Box<dyn Any + Send>;
 
 /// How a [`Subscription::wait`] ended.
 #[derive(Debug)]
@@ -178,7 +165,7 @@ pub(crate) enum Woken {
     /// The bound passed without a wake-up.
     TimedOut,
     /// A local releaser handed this waiter the synchronizer.
-    Handed(Handoff),
+    Handed(Grant),
     /// A release the waiter's client lets pass: other clients' waiters take their turn first.
     /// The waiter waits again, up to [`TURN_FALLBACK`], and tries only if nothing else wakes it.
     Deferred,
@@ -362,9 +349,9 @@ impl Hub {
         &self,
         channel: &str,
         policy: WakePolicy,
-        tag: Option<Tag>,
+        need: Option<Need>,
     ) -> Subscription {
-        self.register(channel, policy, new_slot(tag))
+        self.register(channel, policy, new_slot(need))
     }
 
     /// Registers an observer of `channel` (see `Slot::observer`), woken by every message on
@@ -406,12 +393,12 @@ impl Hub {
     pub(crate) fn subscribe_if_confirmed(
         &self,
         channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
+        need: impl FnOnce() -> Option<Need>,
     ) -> Option<Subscription> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.register_confirmed(channel, None, None, tag)
+        self.register_confirmed(channel, None, None, need)
     }
 
     /// Registers a waiter on `channel` only if the channel is subscribed and confirmed and a
@@ -423,13 +410,13 @@ impl Hub {
     pub(crate) fn subscribe_behind(
         &self,
         channel: &str,
-        tag: impl FnOnce() -> Option<Tag>,
+        need: impl FnOnce() -> Option<Need>,
         behind: &dyn Fn(&Need) -> bool,
     ) -> Option<Subscription> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.register_confirmed(channel, None, Some(behind), tag)
+        self.register_confirmed(channel, None, Some(behind), need)
     }
 
     /// Wakes every waiter of every channel (the client shuts down: they look, and end).
@@ -456,14 +443,14 @@ impl Hub {
         &self,
         channel: &str,
         policy: WakePolicy,
-        tag: impl FnOnce() -> Option<Tag>,
+        need: impl FnOnce() -> Option<Need>,
     ) -> Option<Subscription> {
         if self.shared.active.load(Ordering::Acquire) == 0
             && self.shared.live.load(Ordering::Acquire) == 0
         {
             return None;
         }
-        self.register_confirmed(channel, Some(policy), None, tag)
+        self.register_confirmed(channel, Some(policy), None, need)
     }
 
     /// The waiter's slot on a confirmed channel; with `lingering` (the policy of a channel
@@ -473,7 +460,7 @@ impl Hub {
         channel: &str,
         lingering: Option<WakePolicy>,
         behind: Option<&dyn Fn(&Need) -> bool>,
-        tag: impl FnOnce() -> Option<Tag>,
+        need: impl FnOnce() -> Option<Need>,
     ) -> Option<Subscription> {
         let mut state = self.shared.state();
         let epoch = state.epoch;
@@ -500,14 +487,14 @@ impl Hub {
             return None;
         }
         if let Some(behind) = behind
-            && !entry.slots.iter().any(|s| {
-                s.failed.load(Ordering::Acquire)
-                    && s.tag.as_ref().is_some_and(|tag| behind(&tag.need))
-            })
+            && !entry
+                .slots
+                .iter()
+                .any(|s| s.failed.load(Ordering::Acquire) && s.need.as_ref().is_some_and(behind))
         {
             return None;
         }
-        let slot = new_slot(tag());
+        let slot = new_slot(need());
         entry.slots.push_back(slot.clone());
         let name = entry.name.clone();
         drop(state);
@@ -517,12 +504,8 @@ impl Hub {
     /// Reserves the longest-waiting tagged waiter of `channel` that takes a `P` for a
     /// hand-off, unless the channel's hand-off streak has reached `max_streak` (then the
     /// streak restarts and the caller should release publicly).
-    pub(crate) fn claim<P: Send + 'static>(
-        &self,
-        channel: &str,
-        max_streak: u32,
-    ) -> Option<Claim<P>> {
-        self.claim_or_yield(channel, max_streak, false)
+    pub(crate) fn claim(&self, channel: &str, takes: Takes, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, takes, max_streak, false)
     }
 
     /// As [`claim`](Self::claim), for a lock: when the streak has reached `max_streak` and
@@ -531,20 +514,17 @@ impl Hub {
     /// own waiters let that message pass, and as many more as there are other clients
     /// subscribed, so that each of them gets a turn before this client's next (see
     /// "Turns between clients" in [docs/architecture.md](https://github.com/ferrisson/ferrisson/blob/main/docs/architecture.md)).
-    pub(crate) fn claim_turn<P: Send + 'static>(
-        &self,
-        channel: &str,
-        max_streak: u32,
-    ) -> Option<Claim<P>> {
-        self.claim_or_yield(channel, max_streak, true)
+    pub(crate) fn claim_turn(&self, channel: &str, takes: Takes, max_streak: u32) -> Option<Claim> {
+        self.claim_or_yield(channel, takes, max_streak, true)
     }
 
-    fn claim_or_yield<P: Send + 'static>(
+    fn claim_or_yield(
         &self,
         channel: &str,
+        takes: Takes,
         max_streak: u32,
         turns: bool,
-    ) -> Option<Claim<P>> {
+    ) -> Option<Claim> {
         if self.shared.active.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -552,7 +532,7 @@ impl Hub {
         let entry = state.channels.get_mut(channel)?;
         if entry.streak >= max_streak {
             entry.streak = 0;
-            if turns && entry.slots.iter().any(|s| s.tag.is_some()) {
+            if turns && entry.slots.iter().any(|s| s.need.is_some()) {
                 // Its own release message is the first to let pass; how many more, the
                 // release's reply says.
                 entry.skips = 1;
@@ -564,13 +544,13 @@ impl Hub {
             .slots
             .iter()
             .find(|s| {
-                s.tag.as_ref().is_some_and(Tag::takes::<P>)
+                s.need.as_ref().is_some_and(|need| need.takes == takes)
                     && !s.claimed.load(Ordering::Acquire)
                     && !s.busy.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
             })?
             .clone();
-        let need = slot.tag.as_ref()?.need.clone();
+        let need = slot.need.clone()?;
         slot.claimed.store(true, Ordering::Release);
         entry.streak += 1;
         drop(state);
@@ -580,7 +560,6 @@ impl Hub {
             slot,
             need,
             settled: false,
-            hands: PhantomData,
         })
     }
 
@@ -636,7 +615,7 @@ impl Hub {
             .values()
             .flat_map(|c| c.slots.iter())
             .filter(|s| {
-                s.tag.is_some()
+                s.need.is_some()
                     && s.parked.load(Ordering::Acquire)
                     && !s.claimed.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
@@ -661,6 +640,27 @@ pub use subscription::Subscription;
 
 #[cfg(test)]
 mod races;
+
+/// A grant of `n` permits that gives nothing back (the hub's own checks).
+#[cfg(test)]
+fn test_grant(n: u32) -> Grant {
+    Grant::new(
+        Taken::Permits {
+            count: n,
+            epoch: None,
+        },
+        |_| {},
+    )
+}
+
+/// How many permits a grant of permits carries (the hub's own checks).
+#[cfg(test)]
+fn granted_count(grant: Grant) -> u32 {
+    match grant.accept() {
+        Taken::Permits { count, .. } => count,
+        Taken::Hold { .. } | Taken::Permit { .. } => u32::MAX,
+    }
+}
 
 // The unit tests, or the model checks: the parent module's choice (`hub_checks`).
 #[cfg(test)]

@@ -12,8 +12,8 @@ const PCT_RUNS: usize = 3_000;
 const PCT_DEPTH: usize = 3;
 
 /// A waiter for a `u32` that needs `n`.
-fn tag(n: u32) -> Option<Tag> {
-    Some(Tag::new::<u32>(Need::permits(n)))
+fn tag(n: u32) -> Option<Need> {
+    Some(Need::permits(n))
 }
 
 /// Runs `scenario` under random schedules and under PCT schedules.
@@ -34,25 +34,25 @@ fn a_try_and_a_hand_off_never_both_happen() {
 /// delivered and returned.
 #[test]
 fn a_hand_off_to_a_leaving_waiter_is_undone_exactly_once() {
-    struct Payload(Arc<AtomicUsize>);
-    impl Drop for Payload {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
     check(|| {
         let hub = Arc::new(Hub::detached());
-        let waiter = hub.subscribe(
-            CH,
-            lock_message_policy,
-            Some(Tag::new::<Payload>(Need::permits(1))),
-        );
+        let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
         let undone = Arc::new(AtomicUsize::new(0));
         let releaser = {
             let (hub, undone) = (hub.clone(), undone.clone());
             thread::spawn(move || {
-                hub.claim::<Payload>(CH, MAX_HANDOFF_STREAK)
-                    .map(|claim| claim.deliver(Payload(undone)).is_ok())
+                hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).map(|claim| {
+                    let grant = Grant::new(
+                        Taken::Permits {
+                            count: 1,
+                            epoch: None,
+                        },
+                        move |_| {
+                            undone.fetch_add(1, Ordering::SeqCst);
+                        },
+                    );
+                    claim.deliver(grant).is_ok()
+                })
             })
         };
         drop(waiter);
@@ -94,7 +94,7 @@ fn a_real_wake_up_is_never_lost_to_a_deferred_one() {
     check(|| {
         let hub = Arc::new(Hub::detached());
         let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-        assert!(hub.claim_turn::<u32>(CH, 0).is_none());
+        assert!(hub.claim_turn(CH, Takes::Permits, 0).is_none());
         let publishers: Vec<_> = (0..2)
             .map(|_| {
                 let hub = hub.clone();
@@ -127,7 +127,7 @@ fn a_waiter_skipped_while_claimed_is_woken_when_the_claim_fails() {
         let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
         let releaser = {
             let hub = hub.clone();
-            thread::spawn(move || drop(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK)))
+            thread::spawn(move || drop(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK)))
         };
         let publisher = {
             let hub = hub.clone();

@@ -15,21 +15,19 @@ const CH: &str = "ch";
 /// claim always ends in a delivery.
 pub(super) fn try_vs_hand_off() {
     let hub = Arc::new(Hub::detached());
-    let waiter = hub.subscribe(
-        CH,
-        lock_message_policy,
-        Some(Tag::new::<()>(Need::permits(1))),
-    );
+    let waiter = hub.subscribe(CH, lock_message_policy, Some(Need::permits(1)));
     let trying = Arc::new(AtomicBool::new(false));
     let releaser = {
         let (hub, trying) = (hub.clone(), trying.clone());
-        thread::spawn(move || match hub.claim::<()>(CH, MAX_HANDOFF_STREAK) {
-            Some(claim) => {
-                assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
-                claim.deliver(()).is_ok()
-            }
-            None => false,
-        })
+        thread::spawn(
+            move || match hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK) {
+                Some(claim) => {
+                    assert!(!trying.load(Ordering::SeqCst), "claimed while trying");
+                    claim.deliver(test_grant(1)).is_ok()
+                }
+                None => false,
+            },
+        )
     };
     let mut received = 0;
     let claimed = match waiter.begin_try() {

@@ -55,7 +55,7 @@ impl Subscription {
     /// # Errors
     ///
     /// As above: the waiter is claimed, or already handed the synchronizer.
-    pub(crate) fn begin_try(&self) -> Result<Trying<'_>, Option<Handoff>> {
+    pub(crate) fn begin_try(&self) -> Result<Trying<'_>, Option<Grant>> {
         let _state = self.shared.state();
         if let Some(handoff) = self.slot.take_handoff() {
             self.slot.forget_notification();

@@ -5,11 +5,11 @@
 use super::*;
 
 /// A waiter for a `u32` that needs `n`.
-fn tag(n: u32) -> Option<Tag> {
-    Some(Tag::new::<u32>(Need::permits(n)))
+fn tag(n: u32) -> Option<Need> {
+    Some(Need::permits(n))
 }
 
-fn tag_of(claim: &Claim<u32>) -> u32 {
+fn tag_of(claim: &Claim) -> u32 {
     claim.need().count
 }
 
@@ -21,59 +21,79 @@ fn a_claim_takes_the_longest_waiting_free_tagged_waiter() {
     let _untagged = hub.subscribe(CH, lock_message_policy, None);
     let first = hub.subscribe(CH, lock_message_policy, tag(1));
     let _second = hub.subscribe(CH, lock_message_policy, tag(2));
-    assert!(hub.claim::<u32>("other", MAX_HANDOFF_STREAK).is_none());
+    assert!(hub.claim("other", Takes::Permits, MAX_HANDOFF_STREAK).is_none());
     // The first is trying: it cannot be claimed, the second is.
     let trying = first.begin_try().unwrap();
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim), 2);
     drop(trying);
-    let claim1 = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim1 = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim1), 1);
     // Both claimed: nobody is left.
-    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
+    assert!(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).is_none());
     drop((claim, claim1));
 }
 
 #[tokio::test]
 async fn a_claim_only_takes_waiters_for_what_it_hands_over() {
     let hub = Hub::detached();
-    let for_text = hub.subscribe(
+    let for_hold = hub.subscribe(
         CH,
         lock_message_policy,
-        Some(Tag::new::<String>(Need::permits(1))),
+        Some(Need {
+            takes: Takes::Hold,
+            ..Need::permits(1)
+        }),
     );
-    let for_number = hub.subscribe(CH, lock_message_policy, tag(5));
-    // The longest-waiting waiter takes a `String`: a releaser handing over a `u32` passes it.
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let for_permits = hub.subscribe(CH, lock_message_policy, tag(5));
+    // The longest-waiting waiter takes a hold: a releaser handing over permits passes it.
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim), 5);
-    claim.deliver(9).unwrap();
+    claim.deliver(test_grant(9)).unwrap();
     assert!(matches!(
-        for_text.wait(Duration::from_millis(1)).await,
+        for_hold.wait(Duration::from_millis(1)).await,
         Woken::TimedOut
     ));
-    match for_number.wait(Duration::from_millis(1)).await {
-        Woken::Handed(handoff) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 9),
+    match for_permits.wait(Duration::from_millis(1)).await {
+        Woken::Handed(handoff) => assert_eq!(granted_count(handoff), 9),
         other => panic!("expected the hand-off, got {other:?}"),
     }
-    // Served, it leaves: nobody else waits for a `u32`, the waiter for a `String` still can
-    // be claimed.
-    drop(for_number);
-    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
-    let text = hub.claim::<String>(CH, MAX_HANDOFF_STREAK).unwrap();
-    text.deliver("yours".into()).unwrap();
-    assert!(matches!(for_text.begin_try(), Err(Some(_))));
+    // Served, it leaves: nobody else waits for permits, the waiter for a hold still can be
+    // claimed, and a grant of permits is not delivered to it: it comes back, undone, and the
+    // waiter is woken to try again.
+    drop(for_permits);
+    assert!(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).is_none());
+    let hold = hub.claim(CH, Takes::Hold, MAX_HANDOFF_STREAK).unwrap();
+    let undone = Arc::new(AtomicUsize::new(0));
+    let counted = undone.clone();
+    let grant = Grant::new(
+        Taken::Permits {
+            count: 1,
+            epoch: None,
+        },
+        move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        },
+    );
+    drop(hold.deliver(grant).unwrap_err());
+    assert_eq!(undone.load(Ordering::SeqCst), 1);
+    assert!(for_hold.begin_try().is_ok());
+    assert!(matches!(
+        for_hold.wait(Duration::from_millis(1)).await,
+        Woken::Notified
+    ));
 }
 
 #[tokio::test]
 async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
     let hub = Hub::detached();
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     // A retried acquire meeting the hand-off: the try must not run.
     assert!(matches!(waiter.begin_try(), Err(None)));
-    claim.deliver(7u32).unwrap();
+    claim.deliver(test_grant(7)).unwrap();
     match waiter.begin_try() {
-        Err(Some(handoff)) => assert_eq!(*handoff.downcast::<u32>().unwrap(), 7),
+        Err(Some(handoff)) => assert_eq!(granted_count(handoff), 7),
         other => panic!("expected the hand-off, got {other:?}"),
     }
     // Nothing is left for a later round, not even a spurious wake-up.
@@ -87,13 +107,13 @@ async fn a_claimed_waiter_does_not_try_and_gets_the_hand_off() {
 async fn a_hand_off_to_a_waiter_that_left_comes_back_and_a_dropped_claim_wakes() {
     let hub = Hub::detached();
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     drop(waiter);
-    let back = claim.deliver(3u32).unwrap_err();
-    assert_eq!(back, 3);
+    let back = claim.deliver(test_grant(3)).unwrap_err();
+    assert_eq!(granted_count(back), 3);
 
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    drop(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap());
+    drop(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap());
     assert!(matches!(
         waiter.wait(Duration::from_secs(5)).await,
         Woken::Notified
@@ -106,7 +126,7 @@ async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
     let a = hub.subscribe(CH, permits_message_policy, tag(1));
     let b = hub.subscribe(CH, permits_message_policy, tag(2));
     let c = hub.subscribe(CH, permits_message_policy, tag(3));
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
     assert_eq!(tag_of(&claim), 1);
     // Two permits released: the two unclaimed waiters wake, the claimed one does not.
     hub.shared.message(CH, b"2");
@@ -114,7 +134,7 @@ async fn messages_wake_as_the_policy_says_and_skip_claimed_waiters() {
     assert!(matches!(b.wait(quick).await, Woken::Notified));
     assert!(matches!(c.wait(quick).await, Woken::Notified));
     assert!(matches!(a.wait(quick).await, Woken::TimedOut));
-    claim.deliver(0).unwrap();
+    claim.deliver(test_grant(0)).unwrap();
     assert!(matches!(a.wait(quick).await, Woken::Handed(_)));
     // A wake-up is used once: no spurious second one.
     assert!(matches!(b.wait(quick).await, Woken::TimedOut));
@@ -146,13 +166,13 @@ fn hand_offs_stop_at_the_streak_limit_until_a_public_message() {
         .map(|i| hub.subscribe(CH, lock_message_policy, tag(i)))
         .collect();
     for _ in 0..2 {
-        hub.claim::<u32>(CH, 2).unwrap().deliver(0).unwrap();
+        hub.claim(CH, Takes::Permits, 2).unwrap().deliver(test_grant(0)).unwrap();
     }
     assert!(
-        hub.claim::<u32>(CH, 2).is_none(),
+        hub.claim(CH, Takes::Permits, 2).is_none(),
         "streak reached: release publicly"
     );
-    assert!(hub.claim::<u32>(CH, 2).is_some(), "the streak restarted");
+    assert!(hub.claim(CH, Takes::Permits, 2).is_some(), "the streak restarted");
     hub.shared.message(CH, b"1");
     drop(waiters);
     assert_eq!(hub.stats(), (0, 0));
@@ -168,25 +188,25 @@ fn the_streak_survives_the_channel_emptying_between_hand_offs() {
     let hub = Hub::detached();
     for served in 0..3 {
         let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-        hub.claim::<u32>(CH, 3).unwrap().deliver(served).unwrap();
+        hub.claim(CH, Takes::Permits, 3).unwrap().deliver(test_grant(served)).unwrap();
         drop(waiter);
         assert_eq!(hub.stats(), (0, 0), "the channel is gone between hand-offs");
     }
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
     assert!(
-        hub.claim::<u32>(CH, 3).is_none(),
+        hub.claim(CH, Takes::Permits, 3).is_none(),
         "the streak reached its limit across the gaps: release publicly"
     );
     drop(waiter);
     // Lingering (no waiter): a public release seen then ends a kept streak.
     let waiter = hub.subscribe(CH, lock_message_policy, tag(1));
-    hub.claim::<u32>(CH, 3).unwrap().deliver(7).unwrap();
+    hub.claim(CH, Takes::Permits, 3).unwrap().deliver(test_grant(7)).unwrap();
     drop(waiter);
     hub.shared.message(CH, b"0");
     let _again = hub.subscribe(CH, lock_message_policy, tag(1));
     for _ in 0..3 {
         let next = hub.subscribe(CH, lock_message_policy, tag(1));
-        hub.claim::<u32>(CH, 3).unwrap().deliver(0).unwrap();
+        hub.claim(CH, Takes::Permits, 3).unwrap().deliver(test_grant(0)).unwrap();
         drop(next);
     }
 }
@@ -194,7 +214,7 @@ fn the_streak_survives_the_channel_emptying_between_hand_offs() {
 /// Ends a turn on `hub`'s channel: the streak is spent (a limit of 0), local waiters wait.
 fn end_of_turn(hub: &Hub) {
     assert!(
-        hub.claim_turn::<u32>(CH, 0).is_none(),
+        hub.claim_turn(CH, Takes::Permits, 0).is_none(),
         "the streak is spent"
     );
 }
@@ -270,7 +290,7 @@ async fn only_a_turn_ending_release_lets_releases_pass() {
     hub.end_turn(CH, 5);
     hub.shared.message(CH, b"0");
     assert!(matches!(waiter.wait(quick).await, Woken::Notified));
-    assert!(hub.claim::<u32>(CH, 0).is_none());
+    assert!(hub.claim(CH, Takes::Permits, 0).is_none());
     hub.end_turn(CH, 5);
     hub.shared.message(CH, b"0");
     assert!(matches!(waiter.wait(quick).await, Woken::Notified));
@@ -305,13 +325,13 @@ async fn an_observer_is_woken_beside_the_waiters_and_never_in_their_place() {
     assert!(matches!(waiter.wait(quick).await, Woken::Notified));
     assert!(matches!(observer.wait(quick).await, Woken::Notified));
     // Not claimed: the claim goes to the waiter.
-    let claim = hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).unwrap();
-    claim.deliver(1).unwrap();
+    let claim = hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).unwrap();
+    claim.deliver(test_grant(1)).unwrap();
     assert!(matches!(waiter.wait(quick).await, Woken::Handed(_)));
     assert!(!hub.has_waiters("other"));
     drop(waiter);
     assert!(!hub.has_waiters(CH), "an observer is no waiter");
-    assert!(hub.claim::<u32>(CH, MAX_HANDOFF_STREAK).is_none());
+    assert!(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).is_none());
     // A waiter joining later is woken by a release, the observer too.
     let later = hub.subscribe(CH, lock_message_policy, tag(1));
     drop(observer);

@@ -101,4 +101,13 @@ impl PermitKind for AcquireCall {
             })
             .collect()
     }
+
+    fn granted(&self, taken: Taken) -> Option<Vec<Permit>> {
+        match taken {
+            Taken::Permit { id, owner, lease } => {
+                Some(vec![permit_of(&self.shared, id, owner, lease)])
+            }
+            Taken::Hold { .. } | Taken::Permits { .. } => None,
+        }
+    }
 }

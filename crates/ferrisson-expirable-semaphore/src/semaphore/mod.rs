@@ -6,8 +6,8 @@ use std::time::Duration;
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, Instant, LeaseEnd, LeaseSpec, MAX_HANDOFF_STREAK, Need, Release,
-    Released, ScriptCall,
+    CleanupGuard, ClientEngine, Grant, Instant, LeaseEnd, LeaseHandle, LeaseSpec,
+    MAX_HANDOFF_STREAK, Need, Release, Released, ScriptCall, Taken, Takes,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Owner, Result};
 
@@ -581,7 +581,7 @@ impl ExpirableSemaphore {
         // from Redis (a permit at a time would hold some while waiting for the rest).
         // The need names the handed permit's owner and lease.
         let need = (n == 1 && wait != Some(Duration::ZERO))
-            .then(|| Need::hold(shared.client.new_owner(), lease));
+            .then(|| Need::permit(shared.client.new_owner(), lease));
         let call = AcquireCall {
             shared: shared.clone(),
             lease,

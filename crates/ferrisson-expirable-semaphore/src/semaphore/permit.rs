@@ -124,7 +124,7 @@ impl PermitRelease {
         let shared = &self.shared;
         let client = &shared.client;
         // Only calls for one permit wait with a need, and it names their owner.
-        let Some(claim) = client.claim_waiter::<Vec<Permit>>(&shared.channel, MAX_HANDOFF_STREAK)
+        let Some(claim) = client.claim_waiter(&shared.channel, Takes::Permit, MAX_HANDOFF_STREAK)
         else {
             return Ok(None);
         };
@@ -172,10 +172,21 @@ impl PermitRelease {
             // The permit had expired: nothing to hand over, and nothing to release either.
             return Ok(Some(Released::NotOwner));
         }
-        let permit = new_permit(shared, successor, owner, lease, watched, sent_at);
-        // A waiter that left meanwhile gets nothing: the permit comes back and is dropped,
-        // which releases it.
-        if let Err(unclaimed) = claim.deliver(vec![permit]) {
+        let handle = permit_lease(shared, &successor, lease, watched, sent_at);
+        let taken = Taken::Permit {
+            id: successor,
+            owner,
+            lease: handle,
+        };
+        // A waiter that left meanwhile gets nothing: the permit comes back (or stays in its
+        // slot unaccepted), is made a permit and dropped, which releases it.
+        let undo_shared = shared.clone();
+        let grant = Grant::new(taken, move |taken| {
+            if let Taken::Permit { id, owner, lease } = taken {
+                drop(permit_of(&undo_shared, id, owner, lease));
+            }
+        });
+        if let Err(unclaimed) = claim.deliver(grant) {
             drop(unclaimed);
         }
         Ok(Some(Released::HandedOff))
@@ -192,14 +203,36 @@ pub(super) fn new_permit(
     watched: bool,
     sent_at: Instant,
 ) -> Permit {
-    let handle = shared.client.hold_lease(LeaseSpec {
+    let handle = permit_lease(shared, &id, lease, watched, sent_at);
+    permit_of(shared, id, owner, handle)
+}
+
+/// The watchdog's registration of the permit `id`, taken at `sent_at` with `lease` (renewed
+/// when `watched`).
+fn permit_lease(
+    shared: &Shared,
+    id: &str,
+    lease: Duration,
+    watched: bool,
+    sent_at: Instant,
+) -> LeaseHandle {
+    shared.client.hold_lease(LeaseSpec {
         script: &RENEW,
         key: shared.timeouts.clone(),
-        owner: id.as_str().into(),
+        owner: id.into(),
         lease,
         renew: watched,
         sent_at,
-    });
+    })
+}
+
+/// The permit `id` of `owner`, registered with the watchdog as `handle`, released by id.
+pub(super) fn permit_of(
+    shared: &Arc<Shared>,
+    id: String,
+    owner: Owner,
+    handle: LeaseHandle,
+) -> Permit {
     let release = Arc::new(PermitRelease {
         shared: shared.clone(),
         id: id.clone(),

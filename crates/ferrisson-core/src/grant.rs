@@ -1,0 +1,120 @@
+//! What a local releaser hands a waiter of its client instead of the waiter's own try
+//! ([`Grant`]): what that try would have taken, as data the waiter's kind makes its guard of,
+//! the same way it makes one of a try's reply. One type for every kind that hands off, so the
+//! hub's slots, claims and wake-ups carry it as it is: nothing is boxed as `Any` or
+//! downcast, and a waiter can only be claimed for what it takes ([`Takes`]).
+
+use crate::owner::Owner;
+use crate::watchdog::LeaseHandle;
+
+/// What a waiter takes when handed over, and so which releasers may claim it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// One hold of a lock, made for the waiter's owner ([`Taken::Hold`]).
+    Hold,
+    /// Permits of a semaphore as they are ([`Taken::Permits`]).
+    Permits,
+    /// One expirable permit, made for the waiter with its lease ([`Taken::Permit`]).
+    Permit,
+}
+
+/// What a hand-off gave the waiter.
+#[derive(Debug)]
+pub enum Taken {
+    /// One hold of a lock, for `owner`, registered with the watchdog, and its fencing token
+    /// where the lock has one.
+    Hold {
+        /// Whose hold it is (the waiter's owner).
+        owner: Owner,
+        /// The hold's registration with the watchdog.
+        lease: LeaseHandle,
+        /// The fencing token the hand-off took.
+        token: Option<u64>,
+    },
+    /// `count` permits, taken in the count's `epoch` (`None`: unknown).
+    Permits {
+        /// How many.
+        count: u32,
+        /// The count's epoch when they were taken.
+        epoch: Option<i64>,
+    },
+    /// One expirable permit under `id`, registered with the watchdog for `owner`.
+    Permit {
+        /// The permit's id.
+        id: String,
+        /// The waiter's owner.
+        owner: Owner,
+        /// The permit's registration with the watchdog.
+        lease: LeaseHandle,
+    },
+}
+
+impl Taken {
+    /// Which waiters take this.
+    pub fn takes(&self) -> Takes {
+        match self {
+            Self::Hold { .. } => Takes::Hold,
+            Self::Permits { .. } => Takes::Permits,
+            Self::Permit { .. } => Takes::Permit,
+        }
+    }
+}
+
+/// What a releaser undoes when its hand-off is never accepted.
+type Undo = Box<dyn FnOnce(Taken) + Send>;
+
+/// A hand-off on its way: what was taken for the waiter, and how to give it back if nobody
+/// accepts it. Dropped unaccepted (the waiter left before it looked, or the delivery found it
+/// gone and the releaser dropped what came back), it runs its undo, which releases what was
+/// taken, once. (Boxed: it passes through the hub's slots and results by value.)
+#[derive(Debug)]
+pub struct Grant(Box<Pending>);
+
+struct Pending {
+    taken: Taken,
+    undo: Option<Undo>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("taken", &self.taken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Grant {
+    /// `taken`, given back by `undo` unless accepted.
+    pub fn new(taken: Taken, undo: impl FnOnce(Taken) + Send + 'static) -> Self {
+        Self(Box::new(Pending {
+            taken,
+            undo: Some(Box::new(undo)),
+        }))
+    }
+
+    /// Which waiters take it.
+    pub fn takes(&self) -> Takes {
+        self.0.taken.takes()
+    }
+
+    /// Takes what was handed over: from now on it is the caller's to keep or release.
+    pub fn accept(self) -> Taken {
+        let mut pending = self.0;
+        pending.undo = None;
+        std::mem::replace(&mut pending.taken, NOTHING)
+    }
+}
+
+/// What is left in a grant whose contents were taken out: nothing to give back.
+const NOTHING: Taken = Taken::Permits {
+    count: 0,
+    epoch: None,
+};
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            undo(std::mem::replace(&mut self.taken, NOTHING));
+        }
+    }
+}

@@ -61,6 +61,7 @@ pub mod metrics;
 mod object;
 mod options;
 mod owner;
+mod pacer;
 mod permits;
 /// The locks, atomics and threads the hub ([`pubsub`]) is built on: std's. Its model checks
 /// build the same source a second time on shuttle's ([`model_check`], in test builds).
@@ -77,6 +78,7 @@ macro_rules! hub_checks {
         mod tests;
     };
 }
+mod drive;
 #[cfg(test)]
 mod model_check;
 mod pubsub;
@@ -84,7 +86,6 @@ mod record;
 mod releasing;
 mod replica_sync;
 mod replication;
-mod rounds;
 mod script;
 mod sentinel;
 mod time;
@@ -156,15 +157,15 @@ pub mod __engine {
     pub mod permits {
         pub use crate::permits::*;
     }
+    pub use crate::drive::{Between, Pace, Rounds, drive};
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
     pub use crate::record::{CallRecord, RecordedCall};
-    pub use crate::rounds::{Between, Rounds, wait_rounds};
     pub use crate::script::{
         LOCK_PRELUDE, PROTOCOL_VERSION, RECORD_PRELUDE, RELEASE_PRELUDE, Script, ScriptCall,
         TOKEN_PRELUDE,
     };
     pub use crate::wait::{
-        Attempt, Poll, WaitSpec, first_try, no_reply, observed, poll_wait, wait_for_turn,
+        Attempt, Poll, WaitPacer, WaitSpec, first_try, no_reply, observed, poll_wait, wait_for_turn,
     };
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {

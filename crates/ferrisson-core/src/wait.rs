@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::drive::{Between, Pace, Rounds, drive};
+use crate::error::Result;
 use crate::grant::{Grant, Taken};
 use crate::guard::HoldGuard;
+pub(crate) use crate::pacer::connection_lost;
+pub use crate::pacer::{Paced, WaitPacer, first_try, no_reply};
 use tokio::time::Instant;
 
 /// How long a waiter sleeps before trying again, from the TTL an acquire script returned:
@@ -40,9 +43,6 @@ pub struct WaitSpec<'a> {
     pub need: Option<crate::pubsub::Need>,
 }
 
-/// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
-const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
-
 /// Waits for a lock whose first try failed: subscribes to the release channel, tries again
 /// (so a release between the first try and the subscription is not missed), then sleeps until
 /// a message, the TTL the last try returned or `recheck` (whichever comes first) and tries
@@ -62,8 +62,8 @@ pub async fn wait_for_turn<T, F, Fut>(
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
 {
     wait_handed(client, spec, attempt, |_| None).await
 }
@@ -79,12 +79,12 @@ pub async fn wait_handed<T, F, Fut>(
     client: &crate::Client,
     spec: WaitSpec<'_>,
     attempt: F,
-    accept: impl FnMut(Taken) -> Option<T>,
+    accept: impl FnMut(Taken) -> Option<T> + Send,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
 {
     let subscription = subscribe_confirmed(client, &spec, spec.need.clone()).await;
     wait_on(
@@ -193,12 +193,12 @@ pub async fn wait_registered<T, F, Fut>(
     early: Option<(&crate::pubsub::Subscription, FirstRound)>,
     spec: WaitSpec<'_>,
     attempt: F,
-    accept: impl FnMut(Taken) -> Option<T>,
+    accept: impl FnMut(Taken) -> Option<T> + Send,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
 {
     match early {
         Some((subscription, first)) => {
@@ -208,12 +208,11 @@ where
     }
 }
 
-/// The loop of [`wait_for_turn`] on a subscription the caller made (and confirmed) itself:
-/// tries (unless `first` is [`FirstRound::Sleep`]: the first round only sleeps, for a waiter that queued
-/// behind others without trying), takes a hand-off when one arrives (made the output by
-/// `accept`), and sleeps until a
-/// message, the TTL the last try returned or `spec.recheck`. Tries after the first go through
-/// a [`WaitPacer`]: the outage rule and the deadline bound them.
+/// The wait of [`wait_for_turn`] on a subscription the caller made (and confirmed) itself, in
+/// the one driver ([`drive`]): tries (unless `first` is [`FirstRound::Sleep`]: the first
+/// round only sleeps, for a waiter that queued behind others without trying), takes a
+/// hand-off when one arrives (made the output by `accept`), and sleeps until a message, the
+/// TTL the last try returned or `spec.recheck`.
 ///
 /// A function returning an `async` block: an `async fn` would keep its parameters beside the
 /// copies its body makes of them for as long as the waiter waits.
@@ -229,85 +228,149 @@ pub fn wait_on<T, F, Fut>(
     client: &crate::Client,
     subscription: &crate::pubsub::Subscription,
     spec: &WaitSpec<'_>,
-    mut first: FirstRound,
-    mut attempt: F,
-    mut accept: impl FnMut(Taken) -> Option<T>,
+    first: FirstRound,
+    attempt: F,
+    accept: impl FnMut(Taken) -> Option<T> + Send,
 ) -> impl std::future::Future<Output = Result<Option<T>>>
 where
     T: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
 {
     async move {
-        let mut pacer = WaitPacer::new(client, spec.deadline);
-        // Tries in vain so far: the re-check grows with them (`spec.recheck`).
-        let mut vain = 0u32;
-        loop {
-            let recheck = spec.recheck.delay(vain);
-            let bound = if first == FirstRound::Sleep {
-                // Queued without a try: nothing is known, so re-check once a `recheck` at most.
-                recheck
-            } else {
-                match subscription.begin_try() {
-                    Err(Some(grant)) => match handed(spec, &mut accept, grant) {
-                        Some(taken) => {
-                            subscription.satisfied();
-                            return Ok(Some(taken));
-                        }
-                        None => Duration::ZERO,
-                    },
-                    // A local releaser claimed this waiter: what it waits for (or a wake-up, if
-                    // the hand-off fails) is on its way; trying now could take it twice.
-                    Err(None) => client.config().response_timeout(),
-                    Ok(trying) => {
-                        let result = if first == FirstRound::FirstTry {
-                            // The call's very first try: its error is the call's, at once.
-                            pacer.first_attempt(attempt()).await
-                        } else {
-                            pacer.attempt(attempt()).await
-                        };
-                        drop(trying);
-                        match result? {
-                            Paced::Reached(Attempt::Acquired(taken)) => {
-                                subscription.satisfied();
-                                return Ok(Some(taken));
-                            }
-                            Paced::Reached(Attempt::Held(ttl)) => {
-                                subscription.tried_in_vain();
-                                vain = vain.saturating_add(1);
-                                ttl_bound(ttl, recheck).min(recheck)
-                            }
-                            Paced::Failed(pause) => pause,
-                        }
+        let waiter = Subscribed {
+            subscription,
+            spec,
+            first,
+            attempt,
+            accept,
+            vain: 0,
+            bound: Duration::ZERO,
+            claimed: client.config().response_timeout(),
+            output: std::marker::PhantomData,
+        };
+        drive(client, spec.deadline, false, waiter).await
+    }
+}
+
+/// A waiter on a channel, as [`drive`] drives it ([`wait_on`]).
+struct Subscribed<'s, 'w, T, F, A> {
+    subscription: &'s crate::pubsub::Subscription,
+    spec: &'s WaitSpec<'w>,
+    first: FirstRound,
+    attempt: F,
+    accept: A,
+    /// Tries in vain so far: the re-check grows with them (`spec.recheck`).
+    vain: u32,
+    /// The longest sleep before the next try, from the last round.
+    bound: Duration,
+    /// How long a claimed waiter waits for its hand-off before it looks again: one response
+    /// timeout.
+    claimed: Duration,
+    output: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T, F, Fut, A> Rounds for Subscribed<'_, '_, T, F, A>
+where
+    T: Send + 'static,
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
+    A: FnMut(Taken) -> Option<T> + Send,
+{
+    type Output = T;
+
+    fn pace(&self, _n: u32) -> Pace {
+        if self.first == FirstRound::FirstTry {
+            // The call's very first try: its error is the call's, at once.
+            Pace::First
+        } else {
+            Pace::Paced
+        }
+    }
+
+    async fn round(
+        &mut self,
+        _n: u32,
+        _started: Instant,
+        _deadline: Option<Instant>,
+    ) -> Result<Option<T>> {
+        let recheck = self.spec.recheck.delay(self.vain);
+        let first = std::mem::replace(&mut self.first, FirstRound::Try);
+        if first == FirstRound::Sleep {
+            // Queued without a try: nothing is known, so re-check once a `recheck` at most.
+            self.bound = recheck;
+            return Ok(None);
+        }
+        let subscription = self.subscription;
+        match subscription.begin_try() {
+            Err(Some(grant)) => match handed(self.spec, &mut self.accept, grant) {
+                Some(taken) => {
+                    subscription.satisfied();
+                    Ok(Some(taken))
+                }
+                None => {
+                    self.bound = Duration::ZERO;
+                    Ok(None)
+                }
+            },
+            // A local releaser claimed this waiter: what it waits for (or a wake-up, if the
+            // hand-off fails) is on its way; trying now could take it twice.
+            Err(None) => {
+                self.bound = self.claimed;
+                Ok(None)
+            }
+            Ok(trying) => {
+                let result = (self.attempt)().await;
+                drop(trying);
+                match result? {
+                    Attempt::Acquired(taken) => {
+                        subscription.satisfied();
+                        Ok(Some(taken))
+                    }
+                    Attempt::Held(ttl) => {
+                        subscription.tried_in_vain();
+                        self.vain = self.vain.saturating_add(1);
+                        self.bound = ttl_bound(ttl, recheck).min(recheck);
+                        Ok(None)
                     }
                 }
-            };
-            first = FirstRound::Try;
-            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
-                return Ok(None);
-            };
-            // A message, a hand-off or the bound: either way, look again; a release the client
-            // lets pass (another client's turn) only after a short wait for nothing else.
-            // (Not raced with the shutdown signal, which would grow what every waiter keeps
-            // while it sleeps: a shutdown wakes every waiter of the hub instead.)
-            let mut woken = subscription.wait(bound).await;
-            pacer.still_open()?;
-            while let crate::pubsub::Woken::Deferred = woken {
-                let Some(fallback) =
-                    pacer.next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
-                else {
-                    return Ok(None);
-                };
-                woken = subscription.wait(fallback).await;
-                pacer.still_open()?;
-            }
-            if let crate::pubsub::Woken::Handed(grant) = woken
-                && let Some(taken) = handed(spec, &mut accept, grant)
-            {
-                subscription.satisfied();
-                return Ok(Some(taken));
             }
         }
+    }
+
+    async fn between(
+        &mut self,
+        _n: u32,
+        failed: Option<Duration>,
+        pacer: &mut WaitPacer<'_>,
+    ) -> Result<Between<T>> {
+        let subscription = self.subscription;
+        let bound = failed.unwrap_or(self.bound);
+        let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
+            return Ok(Between::TimedOut);
+        };
+        // A message, a hand-off or the bound: either way, look again; a release the client
+        // lets pass (another client's turn) only after a short wait for nothing else.
+        // (Not raced with the shutdown signal, which would grow what every waiter keeps
+        // while it sleeps: a shutdown wakes every waiter of the hub instead.)
+        let mut woken = subscription.wait(bound).await;
+        pacer.still_open()?;
+        while let crate::pubsub::Woken::Deferred = woken {
+            let Some(fallback) =
+                pacer.next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
+            else {
+                return Ok(Between::TimedOut);
+            };
+            woken = subscription.wait(fallback).await;
+            pacer.still_open()?;
+        }
+        if let crate::pubsub::Woken::Handed(grant) = woken
+            && let Some(taken) = handed(self.spec, &mut self.accept, grant)
+        {
+            subscription.satisfied();
+            return Ok(Between::Ready(taken));
+        }
+        Ok(Between::Again)
     }
 }
 
@@ -336,29 +399,73 @@ pub enum Poll<T> {
 pub async fn poll_wait<T, F, Fut>(
     client: &crate::Client,
     deadline: Option<Instant>,
-    mut attempt: F,
+    attempt: F,
 ) -> Result<Option<T>>
 where
-    F: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<Poll<T>>>,
+    T: Send,
+    F: FnMut(u32) -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Poll<T>>> + Send,
 {
-    let mut pacer = WaitPacer::new(client, deadline);
-    let mut n: u32 = 0;
-    loop {
-        let tried = if n == 0 {
-            pacer.first_attempt(attempt(n)).await
-        } else {
-            pacer.attempt(attempt(n)).await
-        };
-        n = n.saturating_add(1);
-        let pause = match tried? {
-            Paced::Reached(Poll::Ready(value)) => return Ok(Some(value)),
-            Paced::Reached(Poll::GiveUp) => return Ok(None),
-            Paced::Reached(Poll::After(pause)) | Paced::Failed(pause) => pause,
-        };
-        if !pacer.rest(pause).await? {
-            return Ok(None);
+    let waiter = Polled {
+        attempt,
+        pause: Duration::ZERO,
+        give_up: false,
+        output: std::marker::PhantomData,
+    };
+    drive(client, deadline, false, waiter).await
+}
+
+/// A polled wait, as [`drive`] drives it ([`poll_wait`]).
+struct Polled<T, F> {
+    attempt: F,
+    /// The pause the last try answered.
+    pause: Duration,
+    /// The last try answered [`Poll::GiveUp`].
+    give_up: bool,
+    output: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T, F, Fut> Rounds for Polled<T, F>
+where
+    T: Send,
+    F: FnMut(u32) -> Fut + Send,
+    Fut: std::future::Future<Output = Result<Poll<T>>> + Send,
+{
+    type Output = T;
+
+    async fn round(
+        &mut self,
+        n: u32,
+        _started: Instant,
+        _deadline: Option<Instant>,
+    ) -> Result<Option<T>> {
+        Ok(match (self.attempt)(n).await? {
+            Poll::Ready(value) => Some(value),
+            Poll::After(pause) => {
+                self.pause = pause;
+                None
+            }
+            Poll::GiveUp => {
+                self.give_up = true;
+                None
+            }
+        })
+    }
+
+    async fn between(
+        &mut self,
+        _n: u32,
+        failed: Option<Duration>,
+        pacer: &mut WaitPacer<'_>,
+    ) -> Result<Between<T>> {
+        if self.give_up && failed.is_none() {
+            return Ok(Between::TimedOut);
         }
+        Ok(if pacer.rest(failed.unwrap_or(self.pause)).await? {
+            Between::Again
+        } else {
+            Between::TimedOut
+        })
     }
 }
 
@@ -378,300 +485,6 @@ fn handed<T>(
         return None;
     }
     accept(grant.accept())
-}
-
-/// The first try of a call with a wait bound `deadline`: cut, if no reply came, one response
-/// timeout after the deadline (the longest a round trip may take), so that the call never
-/// overruns its wait by more; an unknown outcome is then the caller's to undo (its cleanup
-/// runs when the try is dropped), and the call fails with a connection error naming the
-/// server. Without a deadline, the try runs as the client's retries take it.
-///
-/// # Errors
-///
-/// The try's error, or [`Error::Unreachable`] when it was cut.
-pub async fn first_try<T>(
-    client: &crate::Client,
-    deadline: Option<Instant>,
-    fut: impl std::future::Future<Output = Result<T>>,
-) -> Result<T> {
-    let Some(deadline) = deadline else {
-        return fut.await;
-    };
-    let patience = client.config().response_timeout();
-    match tokio::time::timeout_at(crate::time::later(deadline, patience), fut).await {
-        Ok(result) => result,
-        Err(_) => Err(no_reply(client, patience)),
-    }
-}
-
-/// A connection error for a call that got no reply within `within`, naming `client`'s server.
-pub fn no_reply(client: &crate::Client, within: Duration) -> Error {
-    Error::Unreachable {
-        address: client.address().to_owned(),
-        source: redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no reply from redis within {within:?}"),
-        )),
-    }
-}
-
-/// A connection error for a wait whose subscriber connection to `client`'s server dropped.
-pub(crate) fn connection_lost(client: &crate::Client) -> Error {
-    Error::Unreachable {
-        address: client.address().to_owned(),
-        source: redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "the subscriber connection dropped",
-        )),
-    }
-}
-
-/// What a try made through [`WaitPacer::attempt`] came to.
-#[derive(Debug)]
-pub enum Paced<T> {
-    /// The try reached Redis, which answered `T`: any outage is over.
-    Reached(T),
-    /// The connection failed: try again after this pause (the outage goes on, within the
-    /// client's outage limit).
-    Failed(Duration),
-}
-
-/// The pace of a wait loop, and its one outage rule, which every waiting call follows (every
-/// lock kind, both semaphores, the latch, the rate limiter, MultiLock and RedLock,
-/// `wait_unlocked`):
-///
-/// - **Through an outage, up to the limit.** A try that fails on the connection starts an
-///   outage (or continues one); the loop tries again with the retry policy's back-off, never
-///   sleeping past the outage's start plus the client's `wait_outage_limit`. A try that
-///   reaches Redis ends the outage.
-/// - **Then the error.** Once the outage has lasted the limit, the call returns the last
-///   connection error ([`Error::Unreachable`]). A try still in flight is cut one retry
-///   interval (the policy's longest pause) after the limit, so the error comes within the
-///   limit plus one retry interval of the outage's start.
-/// - **The wait bound holds.** A try still in flight one response timeout after the call's
-///   deadline is cut (its cleanup undoes what it may have done) and the call fails with a
-///   connection error; a deadline that passes during an outage ends the call with the
-///   connection error, not as a timeout: Redis was not reached, so nothing says the
-///   synchronizer was taken.
-/// - **Shutdown ends it.** A wait ends with [`Error::Closed`] when the client is shut down
-///   (a shutdown wakes every waiter of the client's subscriber connection; a timer's sleep
-///   goes through [`pause`](Self::pause)).
-#[derive(Debug)]
-pub struct WaitPacer<'c> {
-    client: &'c crate::Client,
-    deadline: Option<Instant>,
-    outage_since: Option<Instant>,
-    /// The outage's last error (boxed: a waiter keeps the pacer for as long as it waits).
-    last_error: Option<Box<Error>>,
-    failures: u32,
-}
-
-impl<'c> WaitPacer<'c> {
-    /// A pacer for a wait of `client` that gives up at `deadline` (`None`: never).
-    pub fn new(client: &'c crate::Client, deadline: Option<Instant>) -> Self {
-        Self {
-            client,
-            deadline,
-            outage_since: None,
-            last_error: None,
-            failures: 0,
-        }
-    }
-
-    /// When the outage this wait is in began (`None`: none).
-    pub fn outage_since(&self) -> Option<Instant> {
-        self.outage_since
-    }
-
-    /// Counts an outage that began at `since` as this wait's (another waiter of the same
-    /// synchronizer saw it first): the limit runs from then.
-    pub fn seed_outage(&mut self, since: Instant) {
-        self.outage_since = Some(self.outage_since.map_or(since, |s| s.min(since)));
-    }
-
-    /// The retry interval the outage limit allows a try beyond it: the retry policy's
-    /// longest pause.
-    fn retry_interval(&self) -> Duration {
-        self.client.config().retry().backoff.max
-    }
-
-    /// Runs one try of the wait, bounded as the outage rule says: cut one retry interval
-    /// after the outage limit (counted from this try's start when no outage is on), and one
-    /// response timeout after the wait's deadline.
-    ///
-    /// # Errors
-    ///
-    /// The try's error when it is not a connection error; a connection error once the outage
-    /// has lasted the limit, or when the try was cut.
-    pub async fn attempt<T>(
-        &mut self,
-        fut: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<Paced<T>> {
-        let config = self.client.config();
-        let start = Instant::now();
-        let outage_end = crate::time::later(
-            self.outage_since.unwrap_or(start),
-            config
-                .wait_outage_limit()
-                .saturating_add(self.retry_interval()),
-        );
-        let cap = match self.deadline {
-            Some(d) => outage_end.min(crate::time::later(d, config.response_timeout())),
-            None => outage_end,
-        };
-        match tokio::time::timeout_at(cap, fut).await {
-            Ok(Ok(value)) => {
-                self.reached();
-                Ok(Paced::Reached(value))
-            }
-            Ok(Err(e)) => {
-                if self.outage_since.is_none() && e.is_connection_error() {
-                    self.outage_since = Some(start);
-                }
-                self.failed(e).map(Paced::Failed)
-            }
-            Err(_) => {
-                self.outage_since.get_or_insert(start);
-                let waited = Instant::now().saturating_duration_since(start);
-                Err(self.outage_error(waited))
-            }
-        }
-    }
-
-    /// The wait's first try: its error is the call's, at once, and it is cut one response
-    /// timeout after the deadline ([`first_try`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`first_try`].
-    pub async fn first_attempt<T>(
-        &mut self,
-        fut: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<Paced<T>> {
-        first_try(self.client, self.deadline, fut)
-            .await
-            .map(Paced::Reached)
-    }
-
-    /// Sleeps `pause` before a polled wait's next try (nothing to miss a message on), bounded
-    /// as [`next_sleep`](Self::next_sleep) says; `false` once the deadline has passed.
-    ///
-    /// # Errors
-    ///
-    /// As [`next_sleep`](Self::next_sleep), and [`Error::Closed`] once the client is shut
-    /// down.
-    pub async fn rest(&mut self, pause: Duration) -> Result<bool> {
-        let Some(pause) = self.next_sleep(pause, true)? else {
-            return Ok(false);
-        };
-        self.pause(tokio::time::sleep(pause)).await?;
-        Ok(true)
-    }
-
-    /// A try reached Redis: any outage is over.
-    pub fn reached(&mut self) {
-        self.outage_since = None;
-        self.last_error = None;
-        self.failures = 0;
-    }
-
-    /// A try failed with `e` (made outside [`attempt`](Self::attempt): a compound round):
-    /// the back-off before the next try while a connection outage has lasted less than the
-    /// client's outage limit.
-    ///
-    /// # Errors
-    ///
-    /// `e` itself when it is not a connection error, or when the outage has lasted too long.
-    pub fn failed(&mut self, e: Error) -> Result<Duration> {
-        if !e.is_connection_error() {
-            return Err(e);
-        }
-        let e = e.naming(self.client.address());
-        let since = *self.outage_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.client.config().wait_outage_limit() {
-            tracing::debug!(error = %e, "redis unreachable for longer than the wait outage limit");
-            return Err(e);
-        }
-        self.failures = self.failures.saturating_add(1);
-        tracing::debug!(error = %e, failures = self.failures, "waiting through a redis outage");
-        self.last_error = Some(Box::new(e));
-        Ok(self.client.config().retry().pause(self.failures))
-    }
-
-    /// The error that ends a wait in an outage: the outage's last one, or one saying no reply
-    /// came in `waited`.
-    fn outage_error(&mut self, waited: Duration) -> Error {
-        match self.last_error.take() {
-            Some(e) => *e,
-            None => no_reply(self.client, waited),
-        }
-    }
-
-    /// How long to sleep before the next try: `bound`, at most a short re-check while the
-    /// subscription is not `confirmed` (a message could be missed), never past the end of the
-    /// outage limit (the last try comes then) nor the deadline; `None` once the deadline has
-    /// passed.
-    ///
-    /// # Errors
-    ///
-    /// The outage's connection error when the deadline or the outage limit has passed during
-    /// an outage.
-    pub fn next_sleep(&mut self, bound: Duration, confirmed: bool) -> Result<Option<Duration>> {
-        let now = Instant::now();
-        let mut bound = if confirmed {
-            bound
-        } else {
-            bound.min(UNCONFIRMED_RECHECK)
-        };
-        if let Some(since) = self.outage_since {
-            let limit = self.client.config().wait_outage_limit();
-            let end = crate::time::later(since, limit);
-            if end <= now && self.failures > 0 {
-                return Err(self.outage_error(limit));
-            }
-            bound = bound.min(end.saturating_duration_since(now));
-        }
-        match self.deadline {
-            Some(deadline) => {
-                let remaining = deadline.saturating_duration_since(now);
-                if remaining.is_zero() {
-                    return match self.outage_since {
-                        Some(since) => Err(self.outage_error(now.saturating_duration_since(since))),
-                        None => Ok(None),
-                    };
-                }
-                Ok(Some(bound.min(remaining)))
-            }
-            None => Ok(Some(bound)),
-        }
-    }
-
-    /// `Ok` unless the client was shut down: a waiter woken on the hub looks here.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Closed`] when the client is shut down.
-    pub fn still_open(&self) -> Result<()> {
-        if self.client.is_shut_down() {
-            Err(crate::client::SHUT_DOWN)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Awaits `sleep` (a timer, any wait off the client's subscriber connection) unless the
-    /// client is shut down first.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Closed`] when the client is shut down.
-    pub async fn pause<F: std::future::Future>(&self, sleep: F) -> Result<F::Output> {
-        tokio::select! {
-            biased;
-            () = self.client.shut_down() => Err(crate::client::SHUT_DOWN),
-            output = sleep => Ok(output),
-        }
-    }
 }
 
 /// What one acquire script call did.

@@ -50,9 +50,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::config::RetryPolicy;
-pub use crate::grant::{Grant, Takes};
 #[cfg(test)]
 use crate::grant::Taken;
+pub use crate::grant::{Grant, Takes};
 
 /// Hand-offs to local waiters in a row (`ClientEngine::claim_waiter`)
 /// before a release goes through Redis publicly, so that waiters of other clients (and

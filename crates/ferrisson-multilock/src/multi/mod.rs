@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use ferrisson_core::__engine::{Between, ClientEngine, Rounds, no_reply, wait_rounds};
+use ferrisson_core::__engine::{Between, ClientEngine, Pace, Rounds, WaitPacer, drive, no_reply};
 use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, LossReason, Result};
 
 mod any_lock;

@@ -42,7 +42,7 @@ pub(super) async fn acquire(group: &Group, options: AcquireOptions) -> Result<Op
         handoff: None,
         refused: None,
     };
-    wait_rounds(client, deadline, once, acquisition).await
+    drive(client, deadline, once, acquisition).await
 }
 
 /// One acquisition's rounds, as the engine's round loop drives them ([`wait_rounds`]).
@@ -70,8 +70,15 @@ impl Acquisition<'_> {
 impl Rounds for Acquisition<'_> {
     type Output = MultiGuard;
 
-    fn paced(&self) -> bool {
-        self.group.red
+    /// A RedLock round asks each instance once: after the first, bounded as any try of a
+    /// wait is. A MultiLock round's locks wait (and wait out outages) themselves: not cut,
+    /// its connection error counted when it returns. The first round's error is the call's.
+    fn pace(&self, n: u32) -> Pace {
+        if n > 0 && self.group.red {
+            Pace::Paced
+        } else {
+            Pace::Unpaced
+        }
     }
 
     fn shared_outage(&self) -> Option<Instant> {
@@ -145,7 +152,28 @@ impl Rounds for Acquisition<'_> {
         }))
     }
 
-    async fn between(&mut self, n: u32, deadline: Option<Instant>) -> Between<MultiGuard> {
+    async fn between(
+        &mut self,
+        n: u32,
+        failed: Option<Duration>,
+        pacer: &mut WaitPacer<'_>,
+    ) -> Result<Between<MultiGuard>> {
+        if let Some(pause) = failed {
+            // An outage: its back-off, nothing to watch.
+            return Ok(if pacer.rest(pause).await? {
+                Between::Again
+            } else {
+                Between::TimedOut
+            });
+        }
+        pacer.pause(self.pause_before(n, pacer.deadline())).await
+    }
+}
+
+impl Acquisition<'_> {
+    /// The pause before round `n` (a round that failed without an outage): a RedLock's
+    /// place in its gate's queue and its turn ([`wait_for_round`]), a MultiLock's jitter.
+    async fn pause_before(&mut self, n: u32, deadline: Option<Instant>) -> Between<MultiGuard> {
         // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
         // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
         if let (Some(gate), None) = (self.group.gate.as_ref(), &self.handoff) {

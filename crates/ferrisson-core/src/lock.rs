@@ -344,7 +344,7 @@ async fn look<L: Lock + ?Sized>(lock: &L) -> Result<Option<Option<Duration>>> {
 /// `look` (the lock's hold and TTL), sleep until a message, the holder's lease or the
 /// `recheck`, and again; through outages as long as the client's outage limit allows
 /// (`fail_fast`: not at all, every failed look ends it). Polls with a backoff without a
-/// channel.
+/// channel. The looks run in the one driver ([`drive`](crate::drive::drive)).
 pub(crate) async fn until_unlocked<F, Fut>(
     client: &Client,
     look: F,
@@ -353,50 +353,97 @@ pub(crate) async fn until_unlocked<F, Fut>(
     fail_fast: bool,
 ) -> Result<()>
 where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<Option<Option<Duration>>>>,
+    F: Fn() -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Option<Option<Duration>>>> + Send,
 {
-    let backoff = crate::config::Backoff {
-        min: Duration::from_millis(1),
-        max: WATCH_RECHECK,
+    let watch = Watch {
+        client,
+        look,
+        channel,
+        recheck,
+        fail_fast,
+        subscription: None,
+        lease_end: None,
+        polls: 0,
     };
-    let mut pacer = crate::wait::WaitPacer::new(client, None);
-    let mut polls: u32 = 0;
-    let mut first = true;
-    loop {
+    crate::drive::drive(client, None, false, watch)
+        .await
+        .map(|_| ())
+}
+
+/// A watch of a lock until it is free, as the driver drives it ([`until_unlocked`]).
+struct Watch<'c, F> {
+    client: &'c Client,
+    look: F,
+    channel: Option<&'c str>,
+    recheck: Option<Duration>,
+    fail_fast: bool,
+    /// This round's subscription to the release channel.
+    subscription: Option<crate::pubsub::Subscription>,
+    /// When the holder's lease ends, a millisecond after (`None`: no lease).
+    lease_end: Option<Duration>,
+    /// Polls so far (no channel): the backoff grows with them.
+    polls: u32,
+}
+
+impl<F, Fut> crate::drive::Rounds for Watch<'_, F>
+where
+    F: Fn() -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Option<Option<Duration>>>> + Send,
+{
+    type Output = ();
+
+    fn pace(&self, n: u32) -> crate::drive::Pace {
+        if n == 0 || self.fail_fast {
+            // The first look's error is the call's, at once.
+            crate::drive::Pace::First
+        } else {
+            crate::drive::Pace::Paced
+        }
+    }
+
+    async fn round(
+        &mut self,
+        _n: u32,
+        _started: tokio::time::Instant,
+        _deadline: Option<tokio::time::Instant>,
+    ) -> Result<Option<()>> {
         // Subscribed before looking: a release between the look and the sleep wakes it. A new
         // subscription each round puts this watcher behind the lock's real waiters, and the
         // old one, dropped unserved, passes on a wake-up it took from them.
-        let subscription = channel.map(|channel| {
-            client
+        self.subscription = None;
+        self.subscription = self.channel.map(|channel| {
+            self.client
                 .hub()
                 .subscribe(channel, crate::pubsub::lock_message_policy, None)
         });
-        let looked = look();
-        let looked = if first || fail_fast {
-            // The first look's error is the call's, at once.
-            pacer.first_attempt(looked).await?
-        } else {
-            pacer.attempt(looked).await?
-        };
-        first = false;
-        let ttl = match looked {
-            crate::wait::Paced::Reached(None) => return Ok(()),
-            crate::wait::Paced::Reached(Some(ttl)) => ttl,
-            crate::wait::Paced::Failed(pause) => {
-                // No deadline: the rest always ends in another look.
-                pacer.rest(pause).await?;
-                continue;
+        Ok(match (self.look)().await? {
+            None => Some(()),
+            Some(ttl) => {
+                // Wake as the lease ends (a millisecond after), at the latest.
+                self.lease_end = ttl.map(|t| t.saturating_add(Duration::from_millis(1)));
+                None
             }
-        };
-        // Wake as the lease ends (a millisecond after), at the latest.
-        let lease_end = ttl.map(|t| t.saturating_add(Duration::from_millis(1)));
-        match subscription {
+        })
+    }
+
+    async fn between(
+        &mut self,
+        _n: u32,
+        failed: Option<Duration>,
+        pacer: &mut crate::wait::WaitPacer<'_>,
+    ) -> Result<crate::drive::Between<()>> {
+        if let Some(pause) = failed {
+            // No deadline: the rest always ends in another look.
+            pacer.rest(pause).await?;
+            return Ok(crate::drive::Between::Again);
+        }
+        match &self.subscription {
             Some(subscription) => {
                 // A message wakes it; the client's lease bounds a wait whose message was lost.
-                let lease = client.config().lease();
-                let mut bound = lease_end.unwrap_or(lease).min(lease);
-                if let Some(recheck) = recheck {
+                let lease = self.client.config().lease();
+                let mut bound = self.lease_end.unwrap_or(lease).min(lease);
+                if let Some(recheck) = self.recheck {
                     bound = bound.min(recheck);
                 }
                 let bound = pacer
@@ -404,18 +451,23 @@ where
                     .unwrap_or(Duration::ZERO);
                 subscription.wait(bound).await;
                 pacer.still_open()?;
-                if fail_fast && !subscription.is_confirmed() {
+                if self.fail_fast && !subscription.is_confirmed() {
                     // Woken by the subscriber connection dropping: the caller's own tries
                     // find out what happened, at once.
-                    return Err(crate::wait::connection_lost(client));
+                    return Err(crate::wait::connection_lost(self.client));
                 }
             }
             None => {
-                let pause = backoff.delay(polls);
-                let pause = lease_end.map_or(pause, |end| pause.min(end));
+                let backoff = crate::config::Backoff {
+                    min: Duration::from_millis(1),
+                    max: WATCH_RECHECK,
+                };
+                let pause = backoff.delay(self.polls);
+                let pause = self.lease_end.map_or(pause, |end| pause.min(end));
                 pacer.pause(tokio::time::sleep(pause)).await?;
-                polls = polls.saturating_add(1);
+                self.polls = self.polls.saturating_add(1);
             }
         }
+        Ok(crate::drive::Between::Again)
     }
 }

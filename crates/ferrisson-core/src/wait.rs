@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::grant::{Grant, Taken};
 use crate::guard::HoldGuard;
 pub(crate) use crate::pacer::connection_lost;
-pub use crate::pacer::{Paced, WaitPacer, first_try, no_reply};
+pub use crate::pacer::{WaitPacer, first_try, no_reply};
 use tokio::time::Instant;
 
 /// How long a waiter sleeps before trying again, from the TTL an acquire script returned:

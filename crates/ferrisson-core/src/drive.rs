@@ -10,6 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::metrics::Progress;
+use crate::owner::Owner;
 use crate::pacer::{Paced, WaitPacer};
 
 /// What the pause between two rounds ([`Rounds::between`]) came to.
@@ -107,14 +109,15 @@ pub async fn drive<R: Rounds>(
         if let Some(since) = rounds.shared_outage() {
             pacer.seed_outage(since);
         }
-        let outcome = match rounds.pace(n) {
-            Pace::First => {
-                pacer
-                    .first_attempt(rounds.round(n, started, deadline))
-                    .await?
-            }
-            Pace::Paced => pacer.attempt(rounds.round(n, started, deadline)).await?,
-            Pace::Unpaced => match rounds.round(n, started, deadline).await {
+        let pace = rounds.pace(n);
+        // Boxed: a round's future (a script call through the connection, in the kind's code)
+        // would otherwise size the driver's state, which a waiter keeps for its whole wait,
+        // once for each way a round is awaited.
+        let round = Box::pin(rounds.round(n, started, deadline));
+        let outcome = match pace {
+            Pace::First => pacer.first_attempt(round).await?,
+            Pace::Paced => pacer.attempt(round).await?,
+            Pace::Unpaced => match round.await {
                 Ok(taken) => {
                     pacer.reached();
                     Paced::Reached(taken)
@@ -153,4 +156,72 @@ pub async fn drive<R: Rounds>(
             Between::Again => {}
         }
     }
+}
+
+/// What an acquisition is, for its span and metrics ([`acquisition`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Acquisition<'a> {
+    /// The client it runs on.
+    pub client: &'a crate::Client,
+    /// The kind's name in spans and metrics labels (`lock`, `semaphore`, `latch`, ...).
+    pub kind: &'static str,
+    /// The synchronizer's key.
+    pub key: &'a str,
+    /// Who takes the hold (a lock kind's acquisition).
+    pub owner: Option<&'a Owner>,
+    /// How many permits it asks for (a semaphore's, a rate limiter's).
+    pub permits: Option<u32>,
+    /// Its wait limit (`Some(zero)`: one try; `None`: as long as it takes).
+    pub wait: Option<Duration>,
+}
+
+/// Every acquisition of every kind starts here, and its tries run in [`drive`]: it is work the
+/// client's shutdown waits for (new ones get [`Error::Closed`](crate::Error::Closed) once it
+/// began), it runs in a `ferrisson.acquire` span (`debug`) with its kind, key, owner, permits
+/// and wait limit, and it is counted and timed by kind as an acquisition (`Ok(Some(_))`), a
+/// timeout (`Ok(None)` with a wait) or neither. `run` gets the [`Progress`] its tries and
+/// waits are noted in.
+///
+/// A function returning a future rather than an `async fn`: a waiter carries this future for
+/// as long as it waits, and an `async fn` would keep its parameters twice over.
+pub fn acquisition<T, F, Fut>(
+    what: Acquisition<'_>,
+    run: F,
+) -> impl Future<Output = Result<Option<T>>> + use<T, F, Fut>
+where
+    F: FnOnce(std::sync::Arc<Progress>) -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    use crate::client::ClientEngine;
+    use futures::future::Either;
+    // Until it ends, the acquisition is work the client's shutdown waits for.
+    let in_flight = match what.client.begin_acquisition() {
+        Ok(in_flight) => in_flight,
+        Err(e) => return Either::Left(std::future::ready(Err(e))),
+    };
+    let span = tracing::debug_span!(
+        "ferrisson.acquire",
+        kind = what.kind,
+        key = %what.key,
+        owner = what.owner.map(tracing::field::display),
+        permits = what.permits,
+        wait_ms = what
+            .wait
+            .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        attempts = tracing::field::Empty,
+    );
+    let name = what.client.metric_name(what.key);
+    Either::Right(crate::metrics::acquisition(
+        span,
+        what.kind,
+        name,
+        what.wait,
+        move |progress| {
+            let run = run(progress);
+            async move {
+                let _in_flight = in_flight;
+                run.await
+            }
+        },
+    ))
 }

@@ -157,7 +157,7 @@ pub mod __engine {
     pub mod permits {
         pub use crate::permits::*;
     }
-    pub use crate::drive::{Between, Pace, Rounds, drive};
+    pub use crate::drive::{Acquisition, Between, Pace, Rounds, acquisition, drive};
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
     pub use crate::record::{CallRecord, RecordedCall};
     pub use crate::script::{
@@ -165,7 +165,7 @@ pub mod __engine {
         TOKEN_PRELUDE,
     };
     pub use crate::wait::{
-        Attempt, Poll, WaitPacer, WaitSpec, first_try, no_reply, observed, poll_wait, wait_for_turn,
+        Attempt, Poll, WaitPacer, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn,
     };
     /// Milliseconds for script arguments, deadlines that never overflow the clock.
     pub mod time {

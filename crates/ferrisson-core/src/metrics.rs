@@ -26,13 +26,13 @@
 //! process's first client connects; `examples/prometheus.rs` serves them with
 //! `metrics-exporter-prometheus`, time histograms with buckets.
 //!
-//! `kind` is `lock`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore`,
-//! `expirable_semaphore`, `latch` (a wait that saw the latch open) or `rate_limiter` (permits
-//! given); `ferrisson_hold_seconds` has the lock kinds and `expirable_semaphore`, whose permits
-//! are holds (a plain semaphore's permits and a rate limiter's are not). `reason` is a
-//! [`LossReason`]'s name. MultiLock and RedLock record no acquisitions of their own (each lock of
-//! one counts under its kind); `ferrisson_waiters` counts every call waiting on a channel, of
-//! any kind. Every acquisition, a latch's wait and a rate limiter's acquire included, runs in a
+//! `kind` is `lock`, `mutex`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore`,
+//! `expirable_semaphore`, `latch` (a wait that saw the latch open), `rate_limiter` (permits
+//! given), `multilock` or `redlock` (a group taken; each lock of one also counts under its own
+//! kind, its `name` the group's first key); `ferrisson_hold_seconds` has the lock kinds and
+//! `expirable_semaphore`, whose permits are holds (a plain semaphore's permits and a rate
+//! limiter's are not). `reason` is a [`LossReason`]'s name. `ferrisson_waiters` counts every
+//! call waiting on a channel, of any kind. Every acquisition, a latch's wait and a rate limiter's acquire included, runs in a
 //! `ferrisson.acquire` span.
 
 use std::sync::Arc;

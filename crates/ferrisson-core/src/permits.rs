@@ -484,22 +484,24 @@ pub async fn take<K: PermitKind>(
     wait: Option<std::time::Duration>,
     need: Option<crate::pubsub::Need>,
 ) -> Result<Option<K::Taken>> {
-    let span = tracing::debug_span!(
-        "ferrisson.acquire",
-        kind = kind.kind_name(),
-        key = %kind.names().key,
-        permits = n,
-        wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        attempts = tracing::field::Empty,
-    );
-    // Until it ends, the acquisition is work the client's shutdown waits for.
-    let in_flight = kind.names().client.begin_acquisition()?;
+    let names = kind.names();
+    let what = crate::drive::Acquisition {
+        client: &names.client,
+        kind: kind.kind_name(),
+        key: &names.key,
+        owner: None,
+        permits: Some(n),
+        wait,
+    };
     // Boxed, as the lock kinds' body is (`kind::acquire`): inline, it would double what a
     // waiter keeps while it waits.
-    let name = kind.names().client.metric_name(&kind.names().key);
-    crate::metrics::acquisition(span, kind.kind_name(), name, wait, |progress| async move {
-        let _in_flight = in_flight;
-        Box::pin(take_inner(kind, n, wait, need, &progress)).await
+    crate::drive::acquisition(what, |progress| async move {
+        // A `dyn` future: the compiler then stops there when it checks that a caller's future
+        // is `Send` (the whole type's depth overflowed its recursion limit in a caller's
+        // spawned task).
+        let inner: futures::future::BoxFuture<'_, _> =
+            Box::pin(take_inner(kind, n, wait, need, &progress));
+        inner.await
     })
     .await
 }

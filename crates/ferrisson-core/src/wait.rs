@@ -495,30 +495,3 @@ pub enum Attempt<T = HoldGuard> {
     /// has none).
     Held(i64),
 }
-
-/// Runs a call of a synchronizer outside the lock and permit engines (the latch's wait, the
-/// rate limiter's acquire) as those engines run theirs: in a `ferrisson.acquire` span (`debug`)
-/// with its kind, key, permits and wait limit, counted and timed by kind as an acquisition
-/// (`Ok(Some(_))`), a timeout (`Ok(None)` with a wait) or neither.
-pub fn observed<T, F, Fut>(
-    client: &crate::Client,
-    kind: &'static str,
-    key: &str,
-    permits: Option<u32>,
-    wait: Option<Duration>,
-    run: F,
-) -> impl std::future::Future<Output = crate::error::Result<Option<T>>>
-where
-    F: FnOnce(std::sync::Arc<crate::metrics::Progress>) -> Fut,
-    Fut: std::future::Future<Output = crate::error::Result<Option<T>>>,
-{
-    let span = tracing::debug_span!(
-        "ferrisson.acquire",
-        kind,
-        key = %key,
-        permits,
-        wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        attempts = tracing::field::Empty,
-    );
-    crate::metrics::acquisition(span, kind, client.metric_name(key), wait, run)
-}

@@ -6,7 +6,8 @@ use std::time::Duration;
 use ferrisson_core::__engine::ClientEngine;
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    Attempt, CallRecord, Instant, ScriptCall, WaitSpec, Wake, first_try, wait_for_turn,
+    Acquisition, Attempt, CallRecord, Instant, ScriptCall, WaitSpec, Wake, acquisition, first_try,
+    wait_for_turn,
 };
 use ferrisson_core::{Client, Error, Result};
 
@@ -431,19 +432,20 @@ impl CountDownLatch {
     /// outages, until the round this call started in ends or `deadline` passes.
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let opened = ferrisson_core::__engine::observed(
-            &self.shared.client,
-            "latch",
-            &self.shared.key,
-            None,
+        let what = Acquisition {
+            client: &self.shared.client,
+            kind: "latch",
+            key: &self.shared.key,
+            owner: None,
+            permits: None,
             wait,
-            |progress| async move {
-                Ok(self
-                    .wait_until_observed(deadline, &progress)
-                    .await?
-                    .then_some(()))
-            },
-        )
+        };
+        let opened = acquisition(what, |progress| async move {
+            Ok(self
+                .wait_until_observed(deadline, &progress)
+                .await?
+                .then_some(()))
+        })
         .await?;
         Ok(opened.is_some())
     }
@@ -456,8 +458,6 @@ impl CountDownLatch {
     ) -> Result<bool> {
         let shared = &self.shared;
         progress.tried();
-        // Until it ends, the wait is work the client's shutdown ends and waits for.
-        let _in_flight = shared.client.begin_acquisition()?;
         // Boxed, as each later look is (below).
         let first = first_try(&shared.client, deadline, Box::pin(self.state())).await?;
         if first.count == 0 {

@@ -506,18 +506,19 @@ impl RateLimiter {
         if permits == 0 {
             return Ok(true);
         }
-        // Until it ends, the call is work the client's shutdown waits for.
-        let _in_flight = self.shared.client.begin_acquisition()?;
         let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
-        let observed = ferrisson_core::__engine::observed(
-            &self.shared.client,
-            "rate_limiter",
-            &self.shared.key,
-            Some(permits),
+        let what = ferrisson_core::__engine::Acquisition {
+            client: &self.shared.client,
+            kind: "rate_limiter",
+            key: &self.shared.key,
+            owner: None,
+            permits: Some(permits),
             wait,
-            |progress| self.poll_permits(permits, wait, deadline, progress),
-        );
-        Ok(observed.await?.is_some())
+        };
+        let taken = ferrisson_core::__engine::acquisition(what, |progress| {
+            self.poll_permits(permits, wait, deadline, progress)
+        });
+        Ok(taken.await?.is_some())
     }
 
     /// [`take`](Self::take)'s tries until the permits are given, or the wait is over.

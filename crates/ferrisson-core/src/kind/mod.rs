@@ -323,34 +323,28 @@ pub fn acquire<'a, K: HoldKind>(
     if let Err(e) = options.validate() {
         return Either::Left(std::future::ready(Err(e)));
     }
-    // Until it ends, the acquisition is work the client's shutdown waits for.
-    let in_flight = match kind.client().begin_acquisition() {
-        Ok(in_flight) => in_flight,
-        Err(e) => return Either::Left(std::future::ready(Err(e))),
-    };
     // The bound owner, else a fresh one (see [`Owner`]).
     let owner = bound.cloned().unwrap_or_else(|| kind.client().new_owner());
-    let span = tracing::debug_span!(
-        "ferrisson.acquire",
-        kind = kind.kind_name(),
-        key = %kind.lock_key(),
-        %owner,
-        wait_ms = options.wait().map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        attempts = tracing::field::Empty,
-    );
-    let wait = options.wait();
+    let what = crate::drive::Acquisition {
+        client: kind.client(),
+        kind: kind.kind_name(),
+        key: kind.lock_key(),
+        owner: Some(&owner),
+        permits: None,
+        wait: options.wait(),
+    };
     // The acquire's body is boxed: the compiler lays out a future awaited inside another one
     // next to the outer future's own state instead of over it, which doubled what a waiter
     // keeps while it waits.
-    let name = kind.client().metric_name(kind.lock_key());
-    Either::Right(crate::metrics::acquisition(
-        span,
-        kind.kind_name(),
-        name,
-        wait,
+    let taker = owner.clone();
+    Either::Right(crate::drive::acquisition(
+        what,
         move |progress| async move {
-            let _in_flight = in_flight;
-            Box::pin(acquire_as(kind, owner, options, &progress)).await
+            // A `dyn` future, as `permits::take`'s: the `Send` check of a caller's future
+            // stops here.
+            let inner: futures::future::BoxFuture<'_, _> =
+                Box::pin(acquire_as(kind, taker, options, &progress));
+            inner.await
         },
     ))
 }

@@ -30,22 +30,33 @@ pub(super) async fn acquire(group: &Group, options: AcquireOptions) -> Result<Op
     let once = wait == Some(Duration::ZERO);
     let deadline = wait.and_then(ferrisson_core::__engine::time::deadline_after);
     // The outage rule of every wait, with the first lock's client's settings.
-    let Some(client) = group.locks.first().map(|l| l.any_client()) else {
+    let Some(first) = group.locks.first() else {
         return Ok(None);
     };
-    let _in_flight = client.begin_acquisition()?;
-    let acquisition = Acquisition {
-        group,
-        options,
-        once,
-        turn: None,
-        handoff: None,
-        refused: None,
+    let client = first.any_client();
+    let what = ferrisson_core::__engine::Acquisition {
+        client,
+        kind: if group.red { "redlock" } else { "multilock" },
+        key: first.key(),
+        owner: None,
+        permits: None,
+        wait,
     };
-    drive(client, deadline, once, acquisition).await
+    ferrisson_core::__engine::acquisition(what, |_progress| async move {
+        let acquisition = Acquisition {
+            group,
+            options,
+            once,
+            turn: None,
+            handoff: None,
+            refused: None,
+        };
+        drive(client, deadline, once, acquisition).await
+    })
+    .await
 }
 
-/// One acquisition's rounds, as the engine's round loop drives them ([`wait_rounds`]).
+/// One acquisition's rounds, as the engine's one driver drives them ([`drive`]).
 pub(super) struct Acquisition<'g> {
     pub(super) group: &'g Group,
     pub(super) options: AcquireOptions,

@@ -37,9 +37,9 @@ struct SlotState {
     refreshed: Option<Instant>,
 }
 
-/// A client's slot pools, by record key.
-#[derive(Debug, Default)]
-struct Pools(Mutex<HashMap<String, Weak<Slots>>>);
+/// The slot pools of the process's records, by record key (which ends with its client's id:
+/// no two clients share a pool). An entry lives while a handle of its object does.
+static POOLS: Mutex<Option<HashMap<String, Weak<Slots>>>> = Mutex::new(None);
 
 /// One client's record on one object.
 #[derive(Debug, Clone)]
@@ -84,8 +84,8 @@ impl CallRecord {
     /// the client id.
     pub fn new(client: &Client, object_key: &str) -> Self {
         let key = client.client_latch(&crate::keys::suffixed(object_key, "record"));
-        let pools = client.local_state::<Pools>();
-        let mut pools = pools.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+        let pools = pools.get_or_insert_with(HashMap::new);
         let slots = match pools.get(&key).and_then(Weak::upgrade) {
             Some(slots) => slots,
             None => {

@@ -122,11 +122,6 @@ pub trait ClientEngine: sealed::Sealed {
     /// How long an unlock result is kept for a retried release: the retry window of a call.
     fn retry_window(&self) -> Duration;
 
-    /// The client's one value of type `T` (made with `T::default()` on first use): state a
-    /// synchronizer shares between its handles of this client for as long as the client lives
-    /// (the RedLock's waiting turns), instead of in a process-wide static.
-    fn local_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T>;
-
     /// Runs `cleanup` in the background on the current Tokio runtime, as work that
     /// [`Client::shutdown`] waits for; returns false (nothing runs) outside a runtime.
     fn spawn_cleanup(&self, cleanup: impl Future<Output = ()> + Send + 'static) -> bool;
@@ -263,23 +258,6 @@ impl ClientEngine for Client {
     fn retry_window(&self) -> Duration {
         let config = &self.inner.config;
         config.retry.window(config.response_timeout)
-    }
-
-    fn local_state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
-        let mut local = self
-            .inner
-            .local
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = local
-            .entry(std::any::TypeId::of::<T>())
-            .or_insert_with(|| Arc::new(T::default()));
-        // The entry of `TypeId::of::<T>()` always holds a `T`; a fresh one otherwise (never).
-        entry.clone().downcast::<T>().unwrap_or_else(|_| {
-            let fresh = Arc::new(T::default());
-            *entry = fresh.clone();
-            fresh
-        })
     }
 
     fn spawn_cleanup(&self, cleanup: impl Future<Output = ()> + Send + 'static) -> bool {

@@ -44,11 +44,6 @@ pub(crate) struct Inner {
     pub(crate) holds: Arc<crate::holds::Holds>,
     /// Where the client connects (passwords hidden), for errors ([`Error::Unreachable`]).
     address: String,
-    /// What a synchronizer keeps per client beyond one call ([`ClientEngine::local_state`]),
-    /// one value per type.
-    local: std::sync::Mutex<
-        std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
-    >,
     /// Who the client is, for operators: its connections' name and its record.
     pub(crate) identity: crate::identity::Identity,
 }
@@ -267,7 +262,6 @@ impl Client {
                 releasing: Arc::default(),
                 latch_id: crate::keys::RequestId::of_client(&uuid),
                 call_seq: std::sync::atomic::AtomicU64::new(0),
-                local: std::sync::Mutex::default(),
                 tasks: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
                 holds: Arc::default(),

@@ -187,33 +187,24 @@ impl Drop for Place {
 /// Which locks of which clients a RedLock is over: the sorted (client id, key) pairs.
 pub(super) type Identity = Vec<(String, String)>;
 
-/// The waiting turns of one client's RedLocks, by identity.
-#[derive(Default)]
-pub(super) struct Gates(
-    pub(super) std::sync::Mutex<std::collections::HashMap<Identity, std::sync::Weak<Gate>>>,
-);
+/// The waiting turns of the process's RedLocks, by identity (which names the clients: no two
+/// clients share a turn). An entry lives while a RedLock over its locks does.
+static GATES: std::sync::Mutex<Option<std::collections::HashMap<Identity, std::sync::Weak<Gate>>>> =
+    std::sync::Mutex::new(None);
 
 /// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
-/// order), one per process: kept by the client of the first of them in that order (each
-/// RedLock over them finds the same one), made on first use, and forgotten once no RedLock
-/// uses it.
+/// order), one per process: each RedLock over them finds the same one ([`GATES`]), made on
+/// first use, and forgotten once no RedLock uses it.
 pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
-    let mut identity: Vec<(String, String, usize)> = locks
+    let mut identity: Identity = locks
         .iter()
-        .enumerate()
-        .map(|(i, l)| (l.client_id().to_owned(), l.key().to_owned(), i))
+        .map(|l| (l.client_id().to_owned(), l.key().to_owned()))
         .collect();
     identity.sort();
-    // `check` made sure there is a lock; without one, a turn of its own.
-    let Some(keeper) = identity.first().and_then(|&(_, _, i)| locks.get(i)) else {
-        return Arc::new(Gate::new());
-    };
-    let gates = keeper.any_client().local_state::<Gates>();
-    let identity: Identity = identity.into_iter().map(|(c, k, _)| (c, k)).collect();
-    let mut gates = gates
-        .0
+    let mut gates = GATES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let gates = gates.get_or_insert_with(std::collections::HashMap::new);
     if let Some(gate) = gates.get(&identity).and_then(std::sync::Weak::upgrade) {
         return gate;
     }

@@ -1,5 +1,6 @@
 //! The group's settings and the gate its waiters of one process take turns at.
 
+use super::queue::Queue;
 use super::*;
 
 /// How long one round of an unbounded wait lasts per lock before a MultiLock starts over
@@ -45,12 +46,8 @@ pub(super) const MAX_RED_STREAK: u32 = 8;
 pub(super) struct Gate {
     /// The turn to watch and retry (one permit).
     pub(super) turn: tokio::sync::Semaphore,
-    /// The acquisitions waiting for a hand-off, oldest first.
-    pub(super) waiting: std::sync::Mutex<std::collections::VecDeque<Waiter>>,
-    /// Hand-offs since the lock was last freed for everyone.
-    pub(super) streak: std::sync::atomic::AtomicU32,
-    /// The next waiter's number.
-    pub(super) next_id: std::sync::atomic::AtomicU64,
+    /// The acquisitions waiting for a hand-off, oldest first, and the streak of hand-offs.
+    pub(super) queue: Arc<Queue<MultiGuard>>,
     /// When the outage the waiting turn's rounds are in began (fewer than a quorum of
     /// instances reachable), so that the waiters queued behind the turn count their outage
     /// limit from then too, not from their own first round.
@@ -63,21 +60,17 @@ pub(super) struct Gate {
     pub(super) watching: std::sync::Mutex<Option<usize>>,
 }
 
-/// An acquisition waiting for a hand-off: the lease it asked for, and where its guard goes.
-#[derive(Debug)]
-pub(super) struct Waiter {
-    pub(super) id: u64,
-    pub(super) lease: Option<Duration>,
-    pub(super) tx: tokio::sync::oneshot::Sender<MultiGuard>,
-}
+/// An acquisition waiting for a hand-off of the lock.
+pub(super) type Waiter = super::queue::Waiter<MultiGuard>;
+
+/// A waiter's place in its gate's queue.
+pub(super) type Place = super::queue::Place<MultiGuard>;
 
 impl Gate {
     pub(super) fn new() -> Self {
         Self {
             turn: tokio::sync::Semaphore::new(1),
-            waiting: std::sync::Mutex::new(std::collections::VecDeque::new()),
-            streak: std::sync::atomic::AtomicU32::new(0),
-            next_id: std::sync::atomic::AtomicU64::new(1),
+            queue: Arc::new(Queue::new()),
             outage_since: std::sync::Mutex::new(None),
             yield_until: std::sync::Mutex::new(None),
             watching: std::sync::Mutex::new(None),
@@ -96,34 +89,17 @@ impl Gate {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) fn queue(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Waiter>> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Queues a waiter with `lease`: its place (removed when dropped) and its receiver.
     pub(super) fn wait(
-        self: &Arc<Self>,
+        &self,
         lease: Option<Duration>,
     ) -> (Place, tokio::sync::oneshot::Receiver<MultiGuard>) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let id = self
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.queue().push_back(Waiter { id, lease, tx });
-        (
-            Place {
-                gate: self.clone(),
-                id,
-            },
-            rx,
-        )
+        self.queue.join(lease)
     }
 
     /// Whether acquisitions of this process wait (for a hand-off or their turn).
     pub(super) fn has_waiters(&self) -> bool {
-        self.queue().iter().any(|w| !w.tx.is_closed())
+        self.queue.has_waiters()
     }
 
     /// Whether this process freed the lock for others a moment ago ([`YIELD`]).
@@ -157,30 +133,7 @@ impl Gate {
     /// The oldest waiter still waiting, when the streak allows another hand-off (else the
     /// streak starts over: this release frees the lock for everyone).
     pub(super) fn next_waiter(&self) -> Option<Waiter> {
-        use std::sync::atomic::Ordering;
-        let mut queue = self.queue();
-        queue.retain(|w| !w.tx.is_closed());
-        if queue.is_empty() {
-            self.streak.store(0, Ordering::Relaxed);
-            return None;
-        }
-        if self.streak.fetch_add(1, Ordering::Relaxed) >= MAX_RED_STREAK {
-            self.streak.store(0, Ordering::Relaxed);
-            return None;
-        }
-        queue.pop_front()
-    }
-}
-
-/// A waiter's place in its gate's queue: leaving it (dropped) takes the waiter out.
-pub(super) struct Place {
-    pub(super) gate: Arc<Gate>,
-    pub(super) id: u64,
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        self.gate.queue().retain(|w| w.id != self.id);
+        self.queue.next(MAX_RED_STREAK)
     }
 }
 

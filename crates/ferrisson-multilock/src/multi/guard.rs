@@ -424,7 +424,7 @@ pub(super) async fn deliver(
             "a RedLock hand-off reached fewer than a quorum: released"
         );
         if let Some(gate) = &gate {
-            gate.queue().push_front(waiter);
+            gate.queue.put_back(waiter);
         }
         release_all(passed).await;
         return;
@@ -438,7 +438,7 @@ pub(super) async fn deliver(
         valid_until: Validity::new(valid_until),
         gate,
     };
-    if let Err(unclaimed) = waiter.tx.send(guard) {
+    if let Err(unclaimed) = waiter.deliver(guard) {
         release_all(unclaimed.guards).await;
     }
 }

@@ -225,3 +225,35 @@ where
         },
     ))
 }
+
+/// Runs `attempt` again while it fails with [`Error::NotReplicated`](crate::Error::NotReplicated) (it rolled back what it
+/// took), pausing per the client's retry policy, when the replica sync settings say so.
+pub(crate) async fn retry_unreplicated<T, F, Fut>(
+    client: &crate::Client,
+    mut attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let retries = match client.config().replica_sync() {
+        Some(sync) if sync.retry_acquire() => client.config().retry().retries,
+        _ => 0,
+    };
+    let mut n = 0u32;
+    loop {
+        match attempt().await {
+            Err(crate::Error::NotReplicated { acked, wanted }) if n < retries => {
+                n += 1;
+                tracing::debug!(
+                    acked,
+                    wanted,
+                    retry = n,
+                    "acquire not acknowledged by the replicas: rolled back, trying again"
+                );
+                tokio::time::sleep(client.config().retry().pause(n)).await;
+            }
+            other => return other,
+        }
+    }
+}

@@ -183,3 +183,70 @@ impl HashLock {
         Ok(released == 1)
     }
 }
+
+/// The reentrant lock's kind (Redisson's `RLock`, fenced or not): what `ferrisson-lock`'s
+/// `ReentrantLock` is a handle of. Its scripts are this layout's, so its calls never leave the
+/// core: an acquisition goes from the public call to the connection in this crate.
+impl crate::handle::LockKind for HashLock {
+    fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
+        HashLock::force_unlock(self)
+    }
+
+    fn hold_count_of(
+        &self,
+        owner: &crate::Owner,
+    ) -> impl std::future::Future<Output = Result<u32>> + Send {
+        hash_hold_count(&self.client, &self.key, owner)
+    }
+
+    fn object_keys(&self) -> crate::ObjectKeys<'_> {
+        HashLock::object_keys(self, true)
+    }
+
+    fn release_channel(&self) -> Option<&str> {
+        Some(self.channel())
+    }
+}
+
+impl crate::kind::HoldKind for HashLock {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn lock_key(&self) -> &std::sync::Arc<str> {
+        &self.key
+    }
+
+    fn renew_script(&self) -> &'static Script {
+        &RENEW_HASH
+    }
+
+    fn fenced(&self) -> bool {
+        self.fenced
+    }
+
+    fn waiting(&self, _owner: &crate::Owner) -> crate::kind::Waiting<'_> {
+        crate::kind::Waiting {
+            channel: std::borrow::Cow::Borrowed(self.channel()),
+            policy: crate::pubsub::lock_message_policy,
+            recheck: crate::Backoff::fixed(self.client.config().lease()),
+            spin: None,
+        }
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
+        HashLock::try_call(self, args)
+    }
+
+    fn record(&self) -> Option<&crate::record::CallRecord> {
+        Some(&self.record)
+    }
+
+    fn release_call(&self, args: &crate::kind::ReleaseArgs<'_>) -> crate::script::ScriptCall {
+        HashLock::release_call(self, args, true)
+    }
+}

@@ -120,9 +120,11 @@ pub mod __engine {
     //!   hand-off claims, leases with the watchdog, key naming;
     //! - the lock kinds' engine: [`HoldKind`] (a kind's scripts, waiting and give-up), driven by
     //!   [`acquire`] and [`release`];
-    //! - the wait loops: on a channel ([`wait_for_turn`], [`WaitSpec`]) or polled
-    //!   ([`poll_wait`], [`Poll`]) or in rounds over several locks ([`wait_rounds`],
-    //!   [`Rounds`]), with one outage rule, and their tries ([`Attempt`]);
+    //! - the one acquisition entry ([`acquisition`]) and the one loop ([`drive`]), which runs
+    //!   a kind's [`Rounds`]: on a channel ([`wait_for_turn`], [`WaitSpec`]), polled
+    //!   ([`poll_wait`], [`Poll`]) or in rounds over several locks (MultiLock, RedLock), with
+    //!   one outage rule ([`WaitPacer`]), and their tries ([`Attempt`]);
+    //! - typed local hand-offs ([`Grant`], [`Taken`], [`Takes`]);
     //! - cleanups for cancelled and unknown calls ([`CleanupGuard`], [`spawn_cleanup`]);
     //! - the guard's seam ([`Release`], [`Released`], [`hold_guard`]) and the lease table ([`LeaseSpec`]);
     //! - pub/sub wake policies and local hand-offs ([`Need`], [`Claim`], [`Wake`]);

@@ -302,7 +302,7 @@ impl<K: PermitKind> Waiter<'_, K> {
     /// makes it a no-op), and the reservation the try may have taken is given up.
     async fn attempt(&self) -> Result<crate::wait::Attempt<K::Taken>> {
         let client = &self.kind.names().client;
-        retry_unreplicated(client, || self.attempt_once()).await
+        crate::drive::retry_unreplicated(client, || self.attempt_once()).await
     }
 
     async fn attempt_once(&self) -> Result<crate::wait::Attempt<K::Taken>> {
@@ -436,35 +436,6 @@ impl<K: PermitKind> Waiter<'_, K> {
                 "the acquire script of `{}` replied {other:?}",
                 names.key
             ))),
-        }
-    }
-}
-
-/// Runs `attempt` again while it fails with [`Error::NotReplicated`] (it rolled back what it
-/// took), pausing per the client's retry policy, when the replica sync settings say so.
-pub(crate) async fn retry_unreplicated<T, F, Fut>(client: &Client, mut attempt: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let retries = match client.config().replica_sync() {
-        Some(sync) if sync.retry_acquire() => client.config().retry().retries,
-        _ => 0,
-    };
-    let mut n = 0u32;
-    loop {
-        match attempt().await {
-            Err(Error::NotReplicated { acked, wanted }) if n < retries => {
-                n += 1;
-                tracing::debug!(
-                    acked,
-                    wanted,
-                    retry = n,
-                    "acquire not acknowledged by the replicas: rolled back, trying again"
-                );
-                tokio::time::sleep(client.config().retry().pause(n)).await;
-            }
-            other => return other,
         }
     }
 }

@@ -1,14 +1,7 @@
 //! The reentrant lock.
 
-use std::sync::Arc;
-
-use std::borrow::Cow;
-
-use ferrisson_core::__engine::{
-    HashLock, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs, Script,
-    ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
-};
-use ferrisson_core::{Backoff, Client, ObjectKeys, Owner, Result};
+use ferrisson_core::__engine::{HashLock, LockHandle, LockType};
+use ferrisson_core::{Client, Owner, Result};
 #[cfg(doc)]
 use ferrisson_core::{HoldGuard, Lock};
 
@@ -152,17 +145,7 @@ use ferrisson_core::{HoldGuard, Lock};
 /// The hash and the fencing counter (deleted with the lock, never expired); a delete publishes
 /// `0`, waking a waiter.
 #[derive(Clone, Debug)]
-pub struct ReentrantLock(LockHandle<LockShared>);
-
-/// The lock's keys and calls ([`HashLock`], shared with the spin lock), as the engine's kind.
-pub struct LockShared(HashLock);
-
-impl std::ops::Deref for LockShared {
-    type Target = HashLock;
-    fn deref(&self) -> &HashLock {
-        &self.0
-    }
-}
+pub struct ReentrantLock(LockHandle<HashLock>);
 
 impl ReentrantLock {
     /// A handle to the lock named `name` (after the client's namespace prefix).
@@ -203,9 +186,7 @@ impl ReentrantLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        Ok(Self(LockHandle::new(LockShared(HashLock::new(
-            client, name, fenced,
-        )?))))
+        Ok(Self(LockHandle::new(HashLock::new(client, name, fenced)?)))
     }
 
     /// This lock, acquired and queried as `owner` instead of a fresh owner per acquisition:
@@ -242,74 +223,12 @@ impl ReentrantLock {
     }
 }
 
+/// The lock's kind is the core's [`HashLock`] (Redisson's `RLock` layout, whose scripts are the
+/// core's): an acquisition never comes back into this crate.
 impl LockType for ReentrantLock {
-    type Kind = LockShared;
+    type Kind = HashLock;
 
-    fn handle(&self) -> &LockHandle<LockShared> {
+    fn handle(&self) -> &LockHandle<HashLock> {
         &self.0
-    }
-}
-
-impl LockKind for LockShared {
-    fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
-        self.0.force_unlock()
-    }
-
-    fn hold_count_of(
-        &self,
-        owner: &Owner,
-    ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.client, &self.key, owner)
-    }
-
-    fn object_keys(&self) -> ObjectKeys<'_> {
-        self.0.object_keys(true)
-    }
-
-    fn release_channel(&self) -> Option<&str> {
-        Some(self.channel())
-    }
-}
-
-impl HoldKind for LockShared {
-    fn client(&self) -> &Client {
-        &self.client
-    }
-
-    fn lock_key(&self) -> &Arc<str> {
-        &self.key
-    }
-
-    fn renew_script(&self) -> &'static Script {
-        &RENEW_HASH
-    }
-
-    fn fenced(&self) -> bool {
-        self.fenced
-    }
-
-    fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
-        Waiting {
-            channel: Cow::Borrowed(self.channel()),
-            policy: lock_message_policy,
-            recheck: Backoff::fixed(self.client.config().lease()),
-            spin: None,
-        }
-    }
-
-    fn hands_off(&self) -> bool {
-        true
-    }
-
-    fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        self.0.try_call(args)
-    }
-
-    fn record(&self) -> Option<&ferrisson_core::__engine::CallRecord> {
-        Some(&self.0.record)
-    }
-
-    fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        self.0.release_call(args, true)
     }
 }

@@ -546,7 +546,7 @@ async fn try_once<K: HoldKind>(
     });
     // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
     // small for as long as it waits.
-    let result = crate::permits::retry_unreplicated(kind.client(), || {
+    let result = crate::drive::retry_unreplicated(kind.client(), || {
         Box::pin(try_call(
             kind,
             owner.clone(),

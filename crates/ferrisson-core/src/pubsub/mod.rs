@@ -653,6 +653,20 @@ fn test_grant(n: u32) -> Grant {
     )
 }
 
+/// A grant of one permit whose undo counts in `undone` (the hub's own checks).
+#[cfg(test)]
+fn counting_grant(undone: Arc<AtomicUsize>) -> Grant {
+    Grant::new(
+        Taken::Permits {
+            count: 1,
+            epoch: None,
+        },
+        move |_| {
+            undone.fetch_add(1, Ordering::SeqCst);
+        },
+    )
+}
+
 /// How many permits a grant of permits carries (the hub's own checks).
 #[cfg(test)]
 fn granted_count(grant: Grant) -> u32 {

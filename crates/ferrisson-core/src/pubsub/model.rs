@@ -41,18 +41,8 @@ fn a_hand_off_to_a_leaving_waiter_is_undone_exactly_once() {
         let releaser = {
             let (hub, undone) = (hub.clone(), undone.clone());
             thread::spawn(move || {
-                hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).map(|claim| {
-                    let grant = Grant::new(
-                        Taken::Permits {
-                            count: 1,
-                            epoch: None,
-                        },
-                        move |_| {
-                            undone.fetch_add(1, Ordering::SeqCst);
-                        },
-                    );
-                    claim.deliver(grant).is_ok()
-                })
+                hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK)
+                    .map(|claim| claim.deliver(counting_grant(undone)).is_ok())
             })
         };
         drop(waiter);

@@ -65,17 +65,7 @@ async fn a_claim_only_takes_waiters_for_what_it_hands_over() {
     assert!(hub.claim(CH, Takes::Permits, MAX_HANDOFF_STREAK).is_none());
     let hold = hub.claim(CH, Takes::Hold, MAX_HANDOFF_STREAK).unwrap();
     let undone = Arc::new(AtomicUsize::new(0));
-    let counted = undone.clone();
-    let grant = Grant::new(
-        Taken::Permits {
-            count: 1,
-            epoch: None,
-        },
-        move |_| {
-            counted.fetch_add(1, Ordering::SeqCst);
-        },
-    );
-    drop(hold.deliver(grant).unwrap_err());
+    drop(hold.deliver(counting_grant(undone.clone())).unwrap_err());
     assert_eq!(undone.load(Ordering::SeqCst), 1);
     assert!(for_hold.begin_try().is_ok());
     assert!(matches!(

@@ -186,6 +186,15 @@ impl RecordedCall {
             .arg(self.flags(client, resend, false, extra))
     }
 
+    /// As [`args_flagged`](Self::args_flagged) for the resend of the call, made before it is
+    /// known to be needed: the call is noted as sent again only when it is sent
+    /// ([`send`](Self::send)).
+    pub fn resend_args(&self, call: ScriptCall, client: &Client, extra: &str) -> ScriptCall {
+        let mut flags = self.flags(client, false, false, extra);
+        flags.insert(0, 'r');
+        call.arg(self.slot).arg(self.seq).arg(flags)
+    }
+
     /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
     /// which the undone marks take too.
     pub fn undo_args(&self, call: ScriptCall, client: &Client) -> ScriptCall {
@@ -197,6 +206,36 @@ impl RecordedCall {
 
     /// Notes that the call is sent again (or undone): a copy sent before may still reach
     /// Redis after this one, so the slot rests before another call uses it.
+    /// Sends the recorded call as `ClientEngine::eval` does (retried on a broken connection,
+    /// asked again while a lost reply leaves it unknown), with both of its forms made up front:
+    /// `first` for the first attempt, `resend` (its arguments from
+    /// [`resend_args`](Self::resend_args)) for every one after it, which notes the slot as
+    /// sent again. The engine sends it without calling back into the synchronizer.
+    ///
+    /// # Errors
+    ///
+    /// As `ClientEngine::eval`.
+    pub async fn send<T: redis::FromRedisValue>(
+        &self,
+        client: &Client,
+        first: &ScriptCall,
+        resend: &ScriptCall,
+    ) -> crate::error::Result<T> {
+        let (reply, synced) = client
+            .settle(|n| {
+                let call = if n == 0 {
+                    first
+                } else {
+                    self.sent_again();
+                    resend
+                };
+                client.eval_once_synced(call)
+            })
+            .await?;
+        crate::client::warn_unsynced(first, synced);
+        Ok(reply)
+    }
+
     fn sent_again(&self) {
         self.resent.store(true, Ordering::Relaxed);
     }

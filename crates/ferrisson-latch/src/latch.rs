@@ -319,7 +319,9 @@ impl CountDownLatch {
         // participant's own count is reported as counted.
         let recorded = shared.record.start(client);
         let memory = ferrisson_core::__engine::time::millis(self.memory);
-        let call = |attempt: u32| {
+        // Both forms of the call made here, the first and the resend, so that the engine
+        // sends them without calling back into this crate.
+        let call = |resend: bool| {
             let call = ScriptCall::new(
                 &COUNT_DOWN,
                 &[
@@ -333,11 +335,14 @@ impl CountDownLatch {
             .arg(client.config().publish_command().as_str())
             .arg(participant)
             .arg(shared.record.client_hex());
-            recorded
-                .args_flagged(call, client, attempt > 0, "")
-                .arg(memory)
+            if resend {
+                recorded.resend_args(call, client, "")
+            } else {
+                recorded.args_flagged(call, client, false, "")
+            }
+            .arg(memory)
         };
-        let reply: Vec<i64> = client.eval_each(call).await?;
+        let reply: Vec<i64> = recorded.send(client, &call(false), &call(true)).await?;
         match reply.as_slice() {
             [1, count] => Ok(CountDown::Counted(u64::try_from(*count).unwrap_or(0))),
             [0, _] => Ok(CountDown::AlreadyCounted),

@@ -417,7 +417,7 @@ impl Client {
 /// Releases and other changes are done on the primary whatever the replicas say; a failover
 /// before they have one may undo it (a released hold comes back until its lease ends, and is
 /// no longer renewed): said once, here.
-fn warn_unsynced(call: &ScriptCall, synced: Result<()>) {
+pub(crate) fn warn_unsynced(call: &ScriptCall, synced: Result<()>) {
     if let Err(e) = synced {
         let key = call.keys().next().unwrap_or_default();
         tracing::warn!(script = call.script().name(), %key, error = %e, "a change the replicas did not acknowledge: a failover now could undo it");

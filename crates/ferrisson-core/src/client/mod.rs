@@ -12,6 +12,7 @@ use crate::batch::Batcher;
 mod engine;
 mod upkeep;
 pub use engine::ClientEngine;
+pub(crate) use engine::warn_unsynced;
 
 use crate::config::ClientConfig;
 use crate::config::{PublishCommand, ShardedSubscription};

@@ -219,7 +219,7 @@ where
 ///
 /// # Errors
 ///
-/// As [`wait_for_turn`], and [`Error::Closed`] once the client is shut down.
+/// As [`wait_for_turn`], and [`Error::Closed`](crate::Error::Closed) once the client is shut down.
 #[allow(
     clippy::manual_async_fn,
     reason = "an async fn stores its parameters twice, for as long as the waiter waits"
@@ -391,7 +391,7 @@ pub enum Poll<T> {
 /// deadline passes (`Ok(None)`). `attempt` gets the try's number (0 for the first). The first
 /// try's error is the call's, at once, and it is cut one response timeout after the deadline
 /// ([`first_try`]); later tries follow the outage rule of every wait (`WaitPacer`), and a
-/// shutdown ends the wait with [`Error::Closed`].
+/// shutdown ends the wait with [`Error::Closed`](crate::Error::Closed).
 ///
 /// # Errors
 ///

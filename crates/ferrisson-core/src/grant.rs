@@ -60,26 +60,49 @@ impl Taken {
     }
 }
 
-/// What a releaser undoes when its hand-off is never accepted.
-type Undo = Box<dyn FnOnce(Taken) + Send>;
-
 /// A hand-off on its way: what was taken for the waiter, and how to give it back if nobody
 /// accepts it. Dropped unaccepted (the waiter left before it looked, or the delivery found it
 /// gone and the releaser dropped what came back), it runs its undo, which releases what was
-/// taken, once. (Boxed: it passes through the hub's slots and results by value.)
-#[derive(Debug)]
-pub struct Grant(Box<Pending>);
+/// taken, once. One allocation, what was taken and its undo together: it passes through the
+/// hub's slots and results by value.
+pub struct Grant(Box<dyn Handed>);
 
-struct Pending {
-    taken: Taken,
-    undo: Option<Undo>,
-}
-
-impl std::fmt::Debug for Pending {
+impl std::fmt::Debug for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Grant")
-            .field("taken", &self.taken)
+            .field("taken", self.0.taken())
             .finish_non_exhaustive()
+    }
+}
+
+/// What a grant holds: what was taken, and its undo.
+trait Handed: Send {
+    fn taken(&self) -> &Taken;
+    /// What was taken, the undo dropped unrun.
+    fn accept(self: Box<Self>) -> Taken;
+}
+
+struct Pending<U: FnOnce(Taken) + Send> {
+    taken: Taken,
+    undo: Option<U>,
+}
+
+impl<U: FnOnce(Taken) + Send> Handed for Pending<U> {
+    fn taken(&self) -> &Taken {
+        &self.taken
+    }
+
+    fn accept(mut self: Box<Self>) -> Taken {
+        self.undo = None;
+        std::mem::replace(&mut self.taken, NOTHING)
+    }
+}
+
+impl<U: FnOnce(Taken) + Send> Drop for Pending<U> {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            undo(std::mem::replace(&mut self.taken, NOTHING));
+        }
     }
 }
 
@@ -88,20 +111,18 @@ impl Grant {
     pub fn new(taken: Taken, undo: impl FnOnce(Taken) + Send + 'static) -> Self {
         Self(Box::new(Pending {
             taken,
-            undo: Some(Box::new(undo)),
+            undo: Some(undo),
         }))
     }
 
     /// Which waiters take it.
     pub fn takes(&self) -> Takes {
-        self.0.taken.takes()
+        self.0.taken().takes()
     }
 
     /// Takes what was handed over: from now on it is the caller's to keep or release.
     pub fn accept(self) -> Taken {
-        let mut pending = self.0;
-        pending.undo = None;
-        std::mem::replace(&mut pending.taken, NOTHING)
+        self.0.accept()
     }
 }
 
@@ -110,11 +131,3 @@ const NOTHING: Taken = Taken::Permits {
     count: 0,
     epoch: None,
 };
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some(undo) = self.undo.take() {
-            undo(std::mem::replace(&mut self.taken, NOTHING));
-        }
-    }
-}

@@ -177,32 +177,36 @@ impl Rounds for Acquisition<'_> {
                 Between::TimedOut
             });
         }
-        pacer.pause(self.pause_before(n, pacer.deadline())).await
+        self.pause_before(n, pacer).await
     }
 }
 
 impl Acquisition<'_> {
     /// The pause before round `n` (a round that failed without an outage): a RedLock's
     /// place in its gate's queue and its turn ([`wait_for_round`]), a MultiLock's jitter.
-    async fn pause_before(&mut self, n: u32, deadline: Option<Instant>) -> Between<MultiGuard> {
+    async fn pause_before(
+        &mut self,
+        n: u32,
+        pacer: &mut WaitPacer<'_>,
+    ) -> Result<Between<MultiGuard>> {
         // A RedLock's waiter takes a place in its gate's queue once, kept until it returns:
         // an unlock in this process may hand it the lock ([`MultiGuard::unlock`]).
         if let (Some(gate), None) = (self.group.gate.as_ref(), &self.handoff) {
             self.handoff = Some(gate.wait(self.options.lease()));
         }
-        let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, deadline);
+        let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, pacer);
         let Some((_, handed)) = self.handoff.as_mut() else {
             return wait.await;
         };
         tokio::select! {
             biased;
             guard = handed => match guard {
-                Ok(guard) => Between::Ready(guard),
+                Ok(guard) => Ok(Between::Ready(guard)),
                 // Out of the queue without a hand-off (an unlock that could not put it
                 // back): take a new place.
                 Err(_) => {
                     self.handoff = None;
-                    Between::Again
+                    Ok(Between::Again)
                 }
             },
             step = wait => step,
@@ -212,14 +216,16 @@ impl Acquisition<'_> {
 
 /// The wait before the next round `round` of an acquisition that failed one: a RedLock's
 /// acquisition first takes its turn ([`Gate`]), the one who has it watches for a release
-/// ([`red_pause`]); a MultiLock's pauses at random ([`jitter`]). Never past `deadline`.
+/// ([`red_pause`]); a MultiLock's pauses at random ([`jitter`]). Bounded by `pacer` as every
+/// wait's pause is: never past its deadline, ended by a shutdown.
 pub(super) async fn wait_for_round<'g>(
     group: &'g Group,
     turn: &mut Option<tokio::sync::SemaphorePermit<'g>>,
     refused: Option<usize>,
     round: u32,
-    deadline: Option<Instant>,
-) -> Between<MultiGuard> {
+    pacer: &mut WaitPacer<'_>,
+) -> Result<Between<MultiGuard>> {
+    let deadline = pacer.deadline();
     if let Some(gate) = group.gate.as_ref().filter(|_| turn.is_none()) {
         // Only one acquisition of this process waits for this RedLock at a time: every
         // waiter watching and retrying would send a round to every instance per release
@@ -231,15 +237,15 @@ pub(super) async fn wait_for_round<'g>(
             Err(tokio::sync::TryAcquireError::NoPermits) => {
                 let queued = gate.turn.acquire();
                 let permit = match deadline {
-                    Some(d) => match tokio::time::timeout_at(d, queued).await {
+                    Some(d) => match pacer.pause(tokio::time::timeout_at(d, queued)).await? {
                         Ok(permit) => permit,
-                        Err(_) => return Between::TimedOut,
+                        Err(_) => return Ok(Between::TimedOut),
                     },
-                    None => queued.await,
+                    None => pacer.pause(queued).await?,
                 };
                 if let Ok(permit) = permit {
                     *turn = Some(permit);
-                    return Between::Again;
+                    return Ok(Between::Again);
                 }
             }
             // Never closed; were it, the waiter would wait unqueued.
@@ -251,12 +257,12 @@ pub(super) async fn wait_for_round<'g>(
     } else {
         jitter(round)
     };
-    let pause = ferrisson_core::__engine::time::later(Instant::now(), pause);
-    match deadline {
-        Some(d) => tokio::time::sleep_until(pause.min(d)).await,
-        None => tokio::time::sleep_until(pause).await,
-    }
-    Between::Again
+    // The engine's rest: never past the deadline, ended by a shutdown.
+    Ok(if pacer.rest(pause).await? {
+        Between::Again
+    } else {
+        Between::TimedOut
+    })
 }
 
 /// Between two RedLock rounds: waits until `refused` (an instance that refused because someone

@@ -374,12 +374,15 @@ fn acquire_as<'a, K: HoldKind>(
             spin: polls,
         } = kind.waiting(&owner);
         let handoffs = kind.hands_off();
-        let spec = WaitSpec {
+        // What the waiter tells a local releaser, made only once the call waits (the
+        // uncontended path never does).
+        let need = || handoffs.then(|| Need::hold(owner.clone(), lease));
+        let mut spec = WaitSpec {
             channel: &channel,
             policy,
             deadline,
             recheck,
-            need: handoffs.then(|| Need::hold(owner.clone(), lease)),
+            need: None,
         };
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.
@@ -418,7 +421,7 @@ fn acquire_as<'a, K: HoldKind>(
         } else if handoffs {
             client
                 .hub()
-                .subscribe_if_confirmed(spec.channel, || spec.need.clone())
+                .subscribe_if_confirmed(spec.channel, need)
                 .map(|s| (s, FirstRound::Sleep))
         } else {
             register_early(client, &spec).map(|s| (s, FirstRound::FirstTry))
@@ -444,13 +447,15 @@ fn acquire_as<'a, K: HoldKind>(
                     Attempt::Held(_) if !waits => return Ok(None),
                     Attempt::Held(_) => {}
                 }
-                let subscription = subscribe_confirmed(client, &spec, spec.need.clone()).await;
+                let subscription = subscribe_confirmed(client, &spec, need()).await;
                 // Subscribed first, then tried again: a release between the first try and the
                 // subscription cannot be missed.
                 (subscription, FirstRound::Try)
             }
         };
         progress.waited.store(true, Ordering::Relaxed);
+        // The wait checks a hand-off against what the waiter registered with.
+        spec.need = need();
         let outcome = wait_on(
             client,
             &subscription,

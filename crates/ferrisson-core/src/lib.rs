@@ -83,6 +83,7 @@ mod drive;
 mod model_check;
 mod pubsub;
 mod record;
+mod record_slots;
 mod releasing;
 mod replica_sync;
 mod replication;

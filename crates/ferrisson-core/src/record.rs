@@ -13,33 +13,14 @@
 //! every copy reads its slot and does nothing once the slot names its call, so such a slot goes
 //! back only after [`CallRecord::ttl`] (the record's own TTL), when no copy can still arrive.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientEngine};
 use crate::script::ScriptCall;
 
-/// The slots of one object's record, shared by every handle of the object on one client.
-#[derive(Debug, Default)]
-struct Slots(Mutex<SlotState>);
-
-#[derive(Debug, Default)]
-struct SlotState {
-    /// Slots whose calls have settled.
-    free: Vec<u32>,
-    /// Slots of calls sent more than once, and when they may be used again.
-    resting: VecDeque<(Instant, u32)>,
-    /// The next slot never used.
-    next: u32,
-    /// When a call last asked Redis to set the record's TTL.
-    refreshed: Option<Instant>,
-}
-
-/// The slot pools of the process's records, by record key (which ends with its client's id:
-/// no two clients share a pool). An entry lives while a handle of its object does.
-static POOLS: Mutex<Option<HashMap<String, Weak<Slots>>>> = Mutex::new(None);
+use crate::record_slots::Slots;
 
 /// One client's record on one object.
 #[derive(Debug, Clone)]
@@ -84,18 +65,7 @@ impl CallRecord {
     /// the client id.
     pub fn new(client: &Client, object_key: &str) -> Self {
         let key = client.client_latch(&crate::keys::suffixed(object_key, "record"));
-        let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-        let pools = pools.get_or_insert_with(HashMap::new);
-        let slots = match pools.get(&key).and_then(Weak::upgrade) {
-            Some(slots) => slots,
-            None => {
-                // Forget the pools of objects no handle uses any more.
-                pools.retain(|_, slots| slots.strong_count() > 0);
-                let slots = Arc::new(Slots::default());
-                pools.insert(key.clone(), Arc::downgrade(&slots));
-                slots
-            }
-        };
+        let slots = client.inner.record_pools.slots(&key);
         Self { key, slots }
     }
 

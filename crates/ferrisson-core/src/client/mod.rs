@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     address: String,
     /// Who the client is, for operators: its connections' name and its record.
     pub(crate) identity: crate::identity::Identity,
+    /// The slot pools of the client's call records on objects (`crate::record`).
+    pub(crate) record_pools: crate::record_slots::RecordPools,
 }
 
 /// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
@@ -268,6 +270,7 @@ impl Client {
                 holds: Arc::default(),
                 address,
                 identity,
+                record_pools: crate::record_slots::RecordPools::default(),
             }),
         };
         // Named and recorded before the client is handed out, then kept so while it lives.

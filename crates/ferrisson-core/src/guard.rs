@@ -248,11 +248,7 @@ impl HoldGuard {
     /// [`Error::LeaseLost`] when the hold was lost before or while `work` ran.
     pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
         self.ensure_held()?;
-        tokio::select! {
-            biased;
-            reason = self.lost() => Err(Error::LeaseLost(reason)),
-            output = work => Ok(output),
-        }
+        until_lost(self.lost(), work).await
     }
 
     /// Runs `work` while the hold lasts ([`while_held`](Self::while_held): a loss cuts it
@@ -626,5 +622,23 @@ where
                 "a cancelled call could not clean up outside a Tokio runtime; what it held ends with its lease"
             );
         }
+    }
+}
+
+/// Runs `work` until `lost` resolves: its output, or [`Error::LeaseLost`] with the loss's
+/// reason (then `work` is dropped at its next await point). What every guard's `while_held`
+/// runs once it has checked that it holds.
+///
+/// # Errors
+///
+/// [`Error::LeaseLost`] when `lost` resolves first.
+pub async fn until_lost<F: std::future::Future>(
+    lost: impl std::future::Future<Output = LossReason>,
+    work: F,
+) -> Result<F::Output> {
+    tokio::select! {
+        biased;
+        reason = lost => Err(Error::LeaseLost(reason)),
+        output = work => Ok(output),
     }
 }

@@ -133,7 +133,9 @@ pub mod __engine {
 
     pub use crate::client::ClientEngine;
     pub use crate::grant::{Grant, Taken, Takes};
-    pub use crate::guard::{CleanupGuard, Release, Released, hold_guard, spawn_cleanup};
+    pub use crate::guard::{
+        CleanupGuard, Release, Released, hold_guard, spawn_cleanup, until_lost,
+    };
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
     /// Key and channel naming, and request ids.

@@ -113,11 +113,7 @@ impl MultiGuard {
     /// [`Error::LeaseLost`] when the guard was lost before or while `work` ran.
     pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
         self.ensure_held()?;
-        tokio::select! {
-            biased;
-            reason = self.lost() => Err(Error::LeaseLost(reason)),
-            output = work => Ok(output),
-        }
+        ferrisson_core::__engine::until_lost(self.lost(), work).await
     }
 
     /// Runs `work` while the guard holds ([`while_held`](Self::while_held)), then unlocks,

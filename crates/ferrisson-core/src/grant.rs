@@ -47,6 +47,16 @@ pub enum Taken {
         /// The permit's registration with the watchdog.
         lease: LeaseHandle,
     },
+    /// `count` permits an acquire's own try took under the ids its `seed` makes
+    /// (`PermitsMade::Seeded`), the call having been sent at `sent_at`. Never handed off.
+    Seeded {
+        /// The try's id seed.
+        seed: u128,
+        /// How many.
+        count: u32,
+        /// When the try was sent: the permits' leases run from then.
+        sent_at: tokio::time::Instant,
+    },
 }
 
 impl Taken {
@@ -55,7 +65,7 @@ impl Taken {
         match self {
             Self::Hold { .. } => Takes::Hold,
             Self::Permits { .. } => Takes::Permits,
-            Self::Permit { .. } => Takes::Permit,
+            Self::Permit { .. } | Self::Seeded { .. } => Takes::Permit,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, Result};
+use crate::grant::{Grant, Taken};
 use crate::script::{Script, ScriptCall};
 
 /// Sets or changes a permit count and publishes it (`lua/core/permits_update.lua`).
@@ -216,97 +217,176 @@ impl SemaphoreNames {
     }
 }
 
-/// The arguments of one acquire try of a permit kind ([`PermitKind::try_call`]).
-#[derive(Debug, Clone, Copy)]
-pub struct PermitTry<'a> {
-    /// How many permits the call takes.
-    pub n: u32,
-    /// The waiting call's id (who holds the reservation).
-    pub waiter: &'a str,
-    /// This try in the client's record: a resent try takes its permits once, an undone one
-    /// takes none.
-    pub call: &'a crate::record::RecordedCall,
-    /// Whether this call resends one whose reply was lost.
-    pub resend: bool,
-    /// How long the reservation the try may take lasts, in ms (0: the try does not reserve).
-    pub reservation_ms: u64,
+/// One argument of a permit kind's acquire or undo script, which the engine fills in for each
+/// try ([`PermitScripts`]): a kind says what its scripts take, and in which order, as data, so
+/// that an acquire goes from the kind's public call to the connection in the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermitArg {
+    /// The permits asked for.
+    Count,
+    /// Each permit's lease, in ms ([`PermitAsk::lease_ms`]).
+    Lease,
+    /// The client's publish command (`PUBLISH`, or `SPUBLISH` on a cluster that shards them).
+    Publish,
+    /// The try's id seed, 16 raw bytes: [`PermitAsk::seed_tag`], then 64 random bits, fresh
+    /// for each try.
+    Seed,
+    /// The client's id, 32 hex digits (its record and undone marks).
+    Client,
+    /// The try's slot, sequence number and flags in the client's record
+    /// ([`RecordedCall::args_flagged`](crate::record::RecordedCall::args_flagged)).
+    Record,
+    /// The try's sequence number in the client's record, then `r` for a resend (else `""`).
+    Sequence,
 }
 
-/// A semaphore kind, as [`take`] drives it: the plain semaphore and the permit-expirable one.
-/// A value of it stands for one acquire call (what the call asked for beyond `n`, a lease for
-/// example, lives in it).
+/// What a try whose script says "taken" took, as the engine hands it to the kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermitsMade {
+    /// Permits of a count ([`Taken::Permits`], with the count's epoch from the reply's fifth
+    /// element).
+    Counted,
+    /// Permits under ids made from the try's seed ([`Taken::Seeded`]).
+    Seeded,
+}
+
+/// A permit kind, as data: its name in spans and metrics, its acquire and undo scripts with
+/// their arguments, and what a try takes. The engine ([`take`]) builds every try's calls from
+/// it and never calls back into the kind's crate.
 ///
-/// The engine reads the acquire script's reply as `{1, _, _, _, ..}` (taken; the whole reply
-/// goes to [`taken`](Self::taken)),
+/// The engine reads the acquire script's reply as `{1, _, _, _, ..}` (taken),
 /// `{0, _, reserved, hint}` (not taken; `reserved` 1 when this waiter holds the reservation,
 /// `hint` > 0 the ms after which something may change) or `{2, _, _, _}` (no count is set and
 /// the kind gave no limit to restore it to: [`Error::NotSetUp`] for a call that waits) or
 /// `{3, total, _, _}` (more permits asked than there are in all: [`Error::InvalidArgument`]).
-pub trait PermitKind: Clone + Send + Sync + 'static {
-    /// What a try prepares before its call and needs again to undo or to build its result
-    /// (the permit ids of the expirable semaphore).
-    type Ticket: Clone + Send + Sync + 'static;
-    /// What a call that took its permits returns.
-    type Taken: Send + 'static;
-
-    /// The semaphore's names and client.
-    fn names(&self) -> &SemaphoreNames;
-
+#[derive(Debug)]
+pub struct PermitScripts {
     /// The kind's name in spans and metrics labels (`semaphore`, `expirable_semaphore`).
-    fn kind_name(&self) -> &'static str {
-        "semaphore"
+    pub kind: &'static str,
+    /// The acquire script (its one key is the count).
+    pub acquire: &'static Script,
+    /// Its arguments, which the engine follows with the limit, the reservation's ms and the
+    /// waiter's id, each only when needed (each argument costs Redis on every call).
+    pub acquire_args: &'static [PermitArg],
+    /// The script that gives back what a try whose caller left (or whose outcome stayed
+    /// unknown) may have taken, latched by the try's slot in the record.
+    pub undo: &'static Script,
+    /// Its arguments, which the engine follows with the record's
+    /// ([`RecordedCall::undo_args`](crate::record::RecordedCall::undo_args)).
+    pub undo_args: &'static [PermitArg],
+    /// What a try takes.
+    pub made: PermitsMade,
+}
+
+/// One acquire call for permits ([`take`]): the semaphore, its kind's scripts and what the call
+/// asks for.
+#[derive(Debug, Clone)]
+pub struct PermitAsk {
+    /// The semaphore's names and client.
+    pub names: Arc<SemaphoreNames>,
+    /// The kind.
+    pub scripts: &'static PermitScripts,
+    /// How many permits.
+    pub n: u32,
+    /// Each permit's lease, in ms ([`PermitArg::Lease`]).
+    pub lease_ms: u64,
+    /// The semaphore's configured limit, which restores a lost count.
+    pub limit: Option<u32>,
+    /// The first 64 bits of every seed ([`PermitArg::Seed`]).
+    pub seed_tag: u64,
+}
+
+/// The arguments of one acquire try.
+#[derive(Debug, Clone, Copy)]
+struct PermitTry<'a> {
+    /// The waiting call's id (who holds the reservation).
+    waiter: &'a str,
+    /// This try in the client's record: a resent try takes its permits once, an undone one
+    /// takes none.
+    call: &'a crate::record::RecordedCall,
+    /// Whether this call resends one whose reply was lost.
+    resend: bool,
+    /// How long the reservation the try may take lasts, in ms (0: the try does not reserve).
+    reservation_ms: u64,
+    /// The try's id seed ([`PermitArg::Seed`]).
+    seed: u128,
+}
+
+impl PermitAsk {
+    /// `scripts`' call with `args` filled in for the try `t`.
+    fn call(&self, script: &'static Script, args: &[PermitArg], t: &PermitTry<'_>) -> ScriptCall {
+        let names = &*self.names;
+        let client = &names.client;
+        let mut call = ScriptCall::new(script, &[&names.key]);
+        for arg in args {
+            call = match arg {
+                PermitArg::Count => call.arg(self.n),
+                PermitArg::Lease => call.arg(self.lease_ms),
+                PermitArg::Publish => call.arg(client.config().publish_command().as_str()),
+                PermitArg::Seed => call.arg(&t.seed.to_be_bytes()[..]),
+                PermitArg::Client => call.arg(names.record.client_hex()),
+                PermitArg::Record => t.call.args_flagged(call, client, t.resend, ""),
+                PermitArg::Sequence => call.arg(t.call.seq).arg(if t.resend { "r" } else { "" }),
+            };
+        }
+        call
     }
 
-    /// What a try of `n` permits prepares.
-    fn ticket(&self, n: u32) -> Self::Ticket;
+    /// The acquire call of the try `t`.
+    fn try_call(&self, t: &PermitTry<'_>) -> ScriptCall {
+        let scripts = self.scripts;
+        let call = self.call(scripts.acquire, scripts.acquire_args, t);
+        let limit = || self.limit.map(|l| l.to_string()).unwrap_or_default();
+        // The rest only when needed: each argument costs Redis on every call.
+        match (self.limit, t.reservation_ms) {
+            (None, 0) => call,
+            (_, 0) => call.arg(limit()),
+            (_, ms) => call.arg(limit()).arg(ms).arg(t.waiter),
+        }
+    }
 
-    /// The acquire script call of a try.
-    fn try_call(&self, args: &PermitTry<'_>, ticket: &Self::Ticket) -> ScriptCall;
+    /// The undo call of the try `t`.
+    fn undo_call(&self, t: &PermitTry<'_>) -> ScriptCall {
+        let call = self.call(self.scripts.undo, self.scripts.undo_args, t);
+        t.call.undo_args(call, &self.names.client)
+    }
 
-    /// The script call that gives back what a try whose caller left (or whose outcome stayed
-    /// unknown) may have taken, latched by the try's latch.
-    fn undo_call(&self, args: &PermitTry<'_>, ticket: &Self::Ticket) -> ScriptCall;
-
-    /// The permits a try took (its script replied `reply`), the call having been sent at
-    /// `sent_at`.
-    fn taken(
-        &self,
-        args: &PermitTry<'_>,
-        ticket: Self::Ticket,
-        reply: &[i64],
-        sent_at: tokio::time::Instant,
-    ) -> Self::Taken;
-
-    /// What a local releaser handed this kind's waiter ([`Taken::Permits`] or
-    /// [`Taken::Permit`], as its `Need::takes` says), as a call's result; `None` for anything
-    /// else (never delivered: a claim checks what the waiter takes).
-    ///
-    /// [`Taken::Permits`]: crate::grant::Taken::Permits
-    /// [`Taken::Permit`]: crate::grant::Taken::Permit
-    fn granted(&self, taken: crate::grant::Taken) -> Option<Self::Taken>;
+    /// Sends the undo of the try (`recorded`, `seed`) of `waiter`, logging a failure as `what`.
+    async fn undo(&self, waiter: &str, recorded: &crate::record::RecordedCall, seed: u128) {
+        let t = PermitTry {
+            waiter,
+            call: recorded,
+            resend: true,
+            reservation_ms: 0,
+            seed,
+        };
+        if let Err(e) = self.names.client.eval::<i64>(&self.undo_call(&t)).await {
+            tracing::warn!(key = %self.names.key, n = self.n, error = %e, "giving back the permits of an abandoned acquire failed");
+        }
+    }
 }
 
 /// One waiting call for permits: its id, its tries, whether it holds the reservation.
-struct Waiter<'a, K> {
-    kind: &'a K,
-    n: u32,
+struct Waiter<'a> {
+    ask: &'a PermitAsk,
     id: String,
     tries: std::sync::atomic::AtomicU32,
     holds_reservation: std::sync::atomic::AtomicBool,
     waits: bool,
 }
 
-impl<K: PermitKind> Waiter<'_, K> {
+impl Waiter<'_> {
     /// One acquire try. If the caller drops it while the call may have run, or its outcome
     /// stays unknown, the undo call follows on the same connection (a try that took nothing
     /// makes it a no-op), and the reservation the try may have taken is given up.
-    async fn attempt(&self) -> Result<crate::wait::Attempt<K::Taken>> {
-        let client = &self.kind.names().client;
+    async fn attempt(&self) -> Result<crate::wait::Attempt<Grant>> {
+        let client = &self.ask.names.client;
         crate::drive::retry_unreplicated(client, || self.attempt_once()).await
     }
 
-    async fn attempt_once(&self) -> Result<crate::wait::Attempt<K::Taken>> {
-        let names = self.kind.names();
+    async fn attempt_once(&self) -> Result<crate::wait::Attempt<Grant>> {
+        let ask = self.ask;
+        let names = &*ask.names;
         let client = &names.client;
         let try_no = self
             .tries
@@ -317,39 +397,33 @@ impl<K: PermitKind> Waiter<'_, K> {
         let recorded = Arc::new(names.record.start(client));
         // Only a call for several permits reserves: one permit at a time is served by the
         // release messages (and hand-offs) without the reservation's heartbeat.
-        let reservation_ms = if self.waits && self.n > 1 {
+        let reservation_ms = if self.waits && ask.n > 1 {
             crate::time::millis(RESERVATION)
         } else {
             0
         };
+        let seed = match ask.scripts.made {
+            PermitsMade::Seeded => {
+                (u128::from(ask.seed_tag) << 64)
+                    | (SemaphoreNames::random_bits() & u128::from(u64::MAX))
+            }
+            PermitsMade::Counted => 0,
+        };
         let args = PermitTry {
-            n: self.n,
             waiter: &self.id,
             call: &recorded,
             resend: false,
             reservation_ms,
+            seed,
         };
-        let ticket = self.kind.ticket(self.n);
         let undo = crate::guard::CleanupGuard::new(client, || {
-            let (kind, ticket, recorded) = (self.kind.clone(), ticket.clone(), recorded.clone());
-            let (waiter, n) = (self.id.clone(), self.n);
+            let (ask, recorded, waiter) = (ask.clone(), recorded.clone(), self.id.clone());
             async move {
-                let names = kind.names();
-                let args = PermitTry {
-                    n,
-                    waiter: &waiter,
-                    call: &recorded,
-                    resend: true,
-                    reservation_ms: 0,
-                };
-                let call = kind.undo_call(&args, &ticket);
-                if let Err(e) = names.client.eval::<i64>(&call).await {
-                    tracing::warn!(key = %names.key, n, error = %e, "giving back the permits of an abandoned acquire failed");
-                }
+                ask.undo(&waiter, &recorded, seed).await;
                 // The try may have reserved permits for a caller that has gone.
-                let keys = names.keys();
+                let keys = ask.names.keys();
                 leave_reservation(
-                    &names.client,
+                    &ask.names.client,
                     keys.key,
                     keys.channel,
                     keys.reservation,
@@ -361,13 +435,10 @@ impl<K: PermitKind> Waiter<'_, K> {
         let sent_at = tokio::time::Instant::now();
         // Not `eval`: an acquire the replicas did not acknowledge is rolled back below.
         let reply: Result<(Vec<i64>, Result<()>)> = Box::pin(client.settle(|attempt| {
-            let call = self.kind.try_call(
-                &PermitTry {
-                    resend: attempt > 0,
-                    ..args
-                },
-                &ticket,
-            );
+            let call = ask.try_call(&PermitTry {
+                resend: attempt > 0,
+                ..args
+            });
             async move { client.eval_once_synced(&call).await }
         }))
         .await;
@@ -383,25 +454,9 @@ impl<K: PermitKind> Waiter<'_, K> {
             [1, _, _, _, ..] if synced.is_err() => {
                 // Handed out only once the replicas have it: given back now, in a task of its
                 // own, so that a caller leaving meanwhile does not stop it.
-                let (kind, ticket, recorded) =
-                    (self.kind.clone(), ticket.clone(), recorded.clone());
-                let (waiter, n) = (self.id.clone(), self.n);
+                let (ask, recorded, waiter) = (ask.clone(), recorded.clone(), self.id.clone());
                 let undo = tokio::spawn(crate::replication::without_sync(async move {
-                    let names = kind.names();
-                    let args = PermitTry {
-                        n,
-                        waiter: &waiter,
-                        call: &recorded,
-                        resend: true,
-                        reservation_ms: 0,
-                    };
-                    if let Err(e) = names
-                        .client
-                        .eval::<i64>(&kind.undo_call(&args, &ticket))
-                        .await
-                    {
-                        tracing::warn!(key = %names.key, n, error = %e, "giving back permits the replicas did not acknowledge failed");
-                    }
+                    ask.undo(&waiter, &recorded, seed).await;
                 }));
                 let _ = undo.await;
                 synced.map(|()| crate::wait::Attempt::Held(0))
@@ -412,9 +467,32 @@ impl<K: PermitKind> Waiter<'_, K> {
                 if let Ok(left) = usize::try_from(*left) {
                     client.hub().wake_local(names.keys().channel, left);
                 }
-                Ok(crate::wait::Attempt::Acquired(
-                    self.kind.taken(&args, ticket, &reply, sent_at),
-                ))
+                let taken = match ask.scripts.made {
+                    PermitsMade::Counted => Taken::Permits {
+                        count: ask.n,
+                        epoch: Some(reply.get(4).copied().unwrap_or(0)),
+                    },
+                    PermitsMade::Seeded => Taken::Seeded {
+                        seed,
+                        count: ask.n,
+                        sent_at,
+                    },
+                };
+                // Until the kind makes its permits of it, what the try took is given back if
+                // dropped: by the try's own undo, which its slot in the record latches.
+                let (ask, waiter) = (ask.clone(), self.id.clone());
+                Ok(crate::wait::Attempt::Acquired(Grant::new(
+                    taken,
+                    move |_| {
+                        let client = ask.names.client.clone();
+                        let undo = async move { ask.undo(&waiter, &recorded, seed).await };
+                        if !client.spawn_cleanup(undo) {
+                            tracing::warn!(
+                                "permits taken by an acquire dropped outside a Tokio runtime were not given back"
+                            );
+                        }
+                    },
+                )))
             }
             // The reservation holder must come back before its reservation expires; a waiter
             // blocked by another's reservation alone is told when it ends; the others sleep
@@ -430,7 +508,7 @@ impl<K: PermitKind> Waiter<'_, K> {
             // More than there are in all: no release could ever make them free.
             [3, total, _, _] => Err(Error::InvalidArgument(format!(
                 "{} permits asked of `{}`, which has {total} in all (free and taken): a wait for them would never end, and nothing was taken",
-                self.n, names.key
+                ask.n, names.key
             ))),
             other => Err(Error::Protocol(format!(
                 "the acquire script of `{}` replied {other:?}",
@@ -440,28 +518,31 @@ impl<K: PermitKind> Waiter<'_, K> {
     }
 }
 
-/// Takes `n` permits of `kind`: one try, then (when `wait` is not zero) the wait loop until a
-/// try takes them, a local releaser hands them over (`need`: what the waiter tells it;
+/// Takes the permits `ask` asks for: one try, then (when `wait` is not zero) the wait loop
+/// until a try takes them, a local releaser hands them over (`need`: what the waiter tells it;
 /// `None`: no hand-offs), or the wait ends; a wait that ends without them (deadline, error,
 /// cancellation) gives up the waiter's reservation, and so does a hand-off received while the
 /// waiter holds it. `wait`: `Some(zero)` tries once, `None` waits as long as it takes.
 ///
+/// What was taken comes back as a [`Grant`]: [`Taken::Permits`] or [`Taken::Seeded`] from the
+/// call's own try, what its need takes from a hand-off. The kind makes its permits of it; a
+/// grant dropped unaccepted gives back what it holds.
+///
 /// # Errors
 ///
 /// The errors of the tries (see [`wait_for_turn`](crate::wait::wait_for_turn)).
-pub async fn take<K: PermitKind>(
-    kind: &K,
-    n: u32,
+pub async fn take(
+    ask: PermitAsk,
     wait: Option<std::time::Duration>,
     need: Option<crate::pubsub::Need>,
-) -> Result<Option<K::Taken>> {
-    let names = kind.names();
+) -> Result<Option<Grant>> {
+    let names = ask.names.clone();
     let what = crate::drive::Acquisition {
         client: &names.client,
-        kind: kind.kind_name(),
+        kind: ask.scripts.kind,
         key: &names.key,
         owner: None,
-        permits: Some(n),
+        permits: Some(ask.n),
         wait,
     };
     // Boxed, as the lock kinds' body is (`kind::acquire`): inline, it would double what a
@@ -471,25 +552,24 @@ pub async fn take<K: PermitKind>(
         // is `Send` (the whole type's depth overflowed its recursion limit in a caller's
         // spawned task).
         let inner: futures::future::BoxFuture<'_, _> =
-            Box::pin(take_inner(kind, n, wait, need, &progress));
+            Box::pin(take_inner(&ask, wait, need, &progress));
         inner.await
     })
     .await
 }
 
-async fn take_inner<K: PermitKind>(
-    kind: &K,
-    n: u32,
+async fn take_inner(
+    ask: &PermitAsk,
     wait: Option<std::time::Duration>,
     need: Option<crate::pubsub::Need>,
     progress: &crate::metrics::Progress,
-) -> Result<Option<K::Taken>> {
-    let names = kind.names();
+) -> Result<Option<Grant>> {
+    let names = &*ask.names;
     let client = &names.client;
     let keys = names.keys();
+    let n = ask.n;
     let waiter = Waiter {
-        kind,
-        n,
+        ask,
         id: SemaphoreNames::random_id(),
         tries: std::sync::atomic::AtomicU32::new(0),
         holds_reservation: std::sync::atomic::AtomicBool::new(false),
@@ -543,9 +623,7 @@ async fn take_inner<K: PermitKind>(
         let early = early
             .as_ref()
             .map(|(subscription, first)| (subscription, *first));
-        let outcome =
-            crate::wait::wait_registered(client, early, spec, attempt, |taken| kind.granted(taken))
-                .await?;
+        let outcome = crate::wait::wait_registered(client, early, spec, attempt, Some).await?;
         reservation.disarm();
         // A try that took permits dropped the reservation itself; a hand-off did not.
         if outcome.is_none()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::drive::{Between, Pace, Rounds, drive};
 use crate::error::Result;
-use crate::grant::{Grant, Taken};
+use crate::grant::Grant;
 use crate::guard::HoldGuard;
 pub(crate) use crate::pacer::connection_lost;
 pub use crate::pacer::{WaitPacer, first_try, no_reply};
@@ -69,7 +69,7 @@ where
 }
 
 /// As [`wait_for_turn`], for a waiter a local releaser may hand what it waits for
-/// (`spec.need`): `accept` makes what was handed over ([`Taken`]) the wait's output, as a
+/// (`spec.need`): `accept` makes what was handed over (a [`Grant`]) the wait's output, as a
 /// taken try's reply is made one.
 ///
 /// # Errors
@@ -79,7 +79,7 @@ pub async fn wait_handed<T, F, Fut>(
     client: &crate::Client,
     spec: WaitSpec<'_>,
     attempt: F,
-    accept: impl FnMut(Taken) -> Option<T> + Send,
+    accept: impl FnMut(Grant) -> Option<T> + Send,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
@@ -193,7 +193,7 @@ pub async fn wait_registered<T, F, Fut>(
     early: Option<(&crate::pubsub::Subscription, FirstRound)>,
     spec: WaitSpec<'_>,
     attempt: F,
-    accept: impl FnMut(Taken) -> Option<T> + Send,
+    accept: impl FnMut(Grant) -> Option<T> + Send,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
@@ -230,7 +230,7 @@ pub fn wait_on<T, F, Fut>(
     spec: &WaitSpec<'_>,
     first: FirstRound,
     attempt: F,
-    accept: impl FnMut(Taken) -> Option<T> + Send,
+    accept: impl FnMut(Grant) -> Option<T> + Send,
 ) -> impl std::future::Future<Output = Result<Option<T>>>
 where
     T: Send + 'static,
@@ -275,7 +275,7 @@ where
     T: Send + 'static,
     F: FnMut() -> Fut + Send,
     Fut: std::future::Future<Output = Result<Attempt<T>>> + Send,
-    A: FnMut(Taken) -> Option<T> + Send,
+    A: FnMut(Grant) -> Option<T> + Send,
 {
     type Output = T;
 
@@ -474,7 +474,7 @@ where
 /// else, given back as it drops) does not happen: the waiter would try again.
 fn handed<T>(
     spec: &WaitSpec<'_>,
-    accept: &mut impl FnMut(Taken) -> Option<T>,
+    accept: &mut impl FnMut(Grant) -> Option<T>,
     grant: Grant,
 ) -> Option<T> {
     if spec.need.as_ref().map(|need| need.takes) != Some(grant.takes()) {
@@ -484,7 +484,7 @@ fn handed<T>(
         );
         return None;
     }
-    accept(grant.accept())
+    accept(grant)
 }
 
 /// What one acquire script call did.

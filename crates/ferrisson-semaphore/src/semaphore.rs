@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::__engine::permits::{
-    CountChange, PermitKind, PermitTry, SemaphoreNames, read_permits, take,
+    CountChange, PermitArg, PermitAsk, PermitScripts, PermitsMade, SemaphoreNames, read_permits,
+    take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, GiveBack, Grant, HoldTicket, Instant, MAX_HANDOFF_STREAK, Need,
+    CleanupGuard, ClientEngine, GiveBack, Grant, HoldTicket, MAX_HANDOFF_STREAK, Need,
     RecordedCall, ScriptCall, Taken, Takes, spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
@@ -607,7 +608,7 @@ impl Semaphore {
             // are made a value and dropped, which releases them.
             let semaphore = self.clone();
             let grant = Grant::new(Taken::Permits { count: need, epoch }, move |taken| {
-                drop(semaphore.granted(taken))
+                drop(semaphore.permits_of(taken))
             });
             match claim.deliver(grant) {
                 Ok(()) => n -= need,
@@ -674,7 +675,20 @@ impl Semaphore {
                 epoch: None,
             }));
         }
-        take(self, n, wait, Some(Need::permits(n))).await
+        let ask = PermitAsk {
+            names: self.shared.clone(),
+            scripts: &SCRIPTS,
+            n,
+            lease_ms: 0,
+            limit: self.limit,
+            seed_tag: 0,
+        };
+        let Some(grant) = take(ask, wait, Some(Need::permits(n))).await? else {
+            return Ok(None);
+        };
+        self.permits_of(grant.accept())
+            .map(Some)
+            .ok_or_else(|| Error::Protocol("an acquire of permits took something else".into()))
     }
 }
 
@@ -689,53 +703,25 @@ impl Permits {
 
 /// One acquire call: its id (the reservation's owner) and its tries.
 /// The semaphore's acquire and undo scripts, as the core's permit engine calls them.
-impl PermitKind for Semaphore {
-    type Ticket = ();
-    type Taken = Permits;
+/// The semaphore's kind, as the core's permit engine takes it: its scripts and their arguments,
+/// and what a try takes (permits of the count). The engine builds each try's calls from this and
+/// never calls back into this crate.
+static SCRIPTS: PermitScripts = PermitScripts {
+    kind: "semaphore",
+    acquire: &ACQUIRE,
+    acquire_args: &[PermitArg::Count, PermitArg::Client, PermitArg::Record],
+    undo: &UNDO_ACQUIRE,
+    undo_args: &[PermitArg::Count, PermitArg::Publish, PermitArg::Client],
+    made: PermitsMade::Counted,
+};
 
-    fn names(&self) -> &SemaphoreNames {
-        &self.shared
-    }
-
-    fn ticket(&self, _n: u32) {}
-
-    fn try_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
-        let shared = &self.shared;
-        let call = ScriptCall::new(&ACQUIRE, &[&shared.key]).arg(args.n);
-        let call = args.call.args_flagged(
-            call.arg(shared.record.client_hex()),
-            &shared.client,
-            args.resend,
-            "",
-        );
-        // The rest only when needed: each argument costs Redis on every call.
-        match (self.limit, args.reservation_ms) {
-            (None, 0) => call,
-            (limit, 0) => call.arg(limit.map(|l| l.to_string()).unwrap_or_default()),
-            (limit, ms) => call
-                .arg(limit.map(|l| l.to_string()).unwrap_or_default())
-                .arg(ms)
-                .arg(args.waiter),
-        }
-    }
-
-    fn undo_call(&self, args: &PermitTry<'_>, (): &()) -> ScriptCall {
-        let shared = &self.shared;
-        let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key])
-            .arg(args.n)
-            .arg(shared.client.config().publish_command().as_str())
-            .arg(shared.record.client_hex());
-        args.call.undo_args(call, &shared.client)
-    }
-
-    fn taken(&self, args: &PermitTry<'_>, (): (), reply: &[i64], _sent_at: Instant) -> Permits {
-        Permits::taken(self, args.n, Some(reply.get(4).copied().unwrap_or(0)))
-    }
-
-    fn granted(&self, taken: Taken) -> Option<Permits> {
+impl Semaphore {
+    /// The permits a try took or a local releaser handed over ([`Taken::Permits`]); `None` for
+    /// anything else (never delivered: a claim checks what the waiter takes).
+    fn permits_of(&self, taken: Taken) -> Option<Permits> {
         match taken {
             Taken::Permits { count, epoch } => Some(Permits::taken(self, count, epoch)),
-            Taken::Hold { .. } | Taken::Permit { .. } => None,
+            Taken::Hold { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => None,
         }
     }
 }

@@ -466,7 +466,7 @@ fn acquire_as<'a, K: HoldKind>(
                 Box::pin(try_once(kind, &owner, lease, wait, true, Duration::ZERO))
             },
             // What a local releaser handed over: the hold it made for this owner.
-            |taken| release::hold_of(kind.clone(), taken),
+            |grant| release::hold_of(kind.clone(), grant.accept()),
         )
         .await?;
         drop(subscription);

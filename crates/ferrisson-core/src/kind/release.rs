@@ -345,6 +345,6 @@ pub(crate) fn hold_of(lock: Arc<dyn crate::guard::Release>, taken: Taken) -> Opt
             lease,
             token,
         } => Some(HoldGuard::new(lock, owner, lease, token)),
-        Taken::Permits { .. } | Taken::Permit { .. } => None,
+        Taken::Permits { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => None,
     }
 }

@@ -672,7 +672,7 @@ fn counting_grant(undone: Arc<AtomicUsize>) -> Grant {
 fn granted_count(grant: Grant) -> u32 {
     match grant.accept() {
         Taken::Permits { count, .. } => count,
-        Taken::Hold { .. } | Taken::Permit { .. } => u32::MAX,
+        Taken::Hold { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => u32::MAX,
     }
 }
 

@@ -2,19 +2,67 @@
 
 use super::*;
 
-/// One acquire call: its id (the reservation's owner) and its tries.
-/// One acquire call of the expirable semaphore, as the core's permit engine drives it: each
-/// try makes fresh permit ids, which its undo gives back and its permits carry.
-#[derive(Clone)]
-pub(super) struct AcquireCall {
-    pub(super) shared: Arc<Shared>,
-    pub(super) lease: Option<Duration>,
-    pub(super) limit: Option<u32>,
-}
+/// The expirable semaphore's kind, as the core's permit engine takes it: its scripts and their
+/// arguments, and what a try takes (permits under ids made from the try's seed, which its undo
+/// gives back and its permits carry). The engine builds each try's calls from this and never
+/// calls back into this crate.
+pub(super) static SCRIPTS: PermitScripts = PermitScripts {
+    kind: "expirable_semaphore",
+    acquire: &ACQUIRE,
+    // The ids are the try's record: only its sequence number (for the undone marks) and a
+    // resend's flag go along.
+    acquire_args: &[
+        PermitArg::Count,
+        PermitArg::Lease,
+        PermitArg::Publish,
+        PermitArg::Seed,
+        PermitArg::Client,
+        PermitArg::Sequence,
+    ],
+    undo: &UNDO_ACQUIRE,
+    undo_args: &[
+        PermitArg::Publish,
+        PermitArg::Seed,
+        PermitArg::Count,
+        PermitArg::Client,
+    ],
+    made: PermitsMade::Seeded,
+};
 
-impl AcquireCall {
-    pub(super) fn lease(&self) -> Duration {
-        self.lease.unwrap_or(self.shared.client.config().lease())
+/// The permits of what an acquire got ([`take`]): the ids its own try took
+/// ([`Taken::Seeded`]), or the one permit a local releaser handed over ([`Taken::Permit`]).
+/// `lease`: the lease the call asked for (`None`: the client's, renewed by the watchdog).
+pub(super) fn permits_of(
+    shared: &Arc<Shared>,
+    taken: Taken,
+    lease: Option<Duration>,
+) -> Option<Vec<Permit>> {
+    match taken {
+        Taken::Seeded {
+            seed,
+            count,
+            sent_at,
+        } => {
+            let owner = shared.client.new_owner();
+            let watched = lease.is_none();
+            let lease = lease.unwrap_or(shared.client.config().lease());
+            Some(
+                (0..count)
+                    .map(|i| {
+                        new_permit(
+                            shared,
+                            permit_id(seed, i),
+                            owner.clone(),
+                            lease,
+                            watched,
+                            sent_at,
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        Taken::Permit { id, owner, lease } => Some(vec![permit_of(shared, id, owner, lease)]),
+        Taken::Hold { .. } | Taken::Permits { .. } => None,
     }
 }
 
@@ -27,87 +75,4 @@ pub(super) fn permit_id(seed: u128, i: u32) -> String {
         .unwrap_or(0)
         .wrapping_add(i);
     format!("{:032x}", (seed & !0xffff_ffff) | u128::from(low))
-}
-
-impl PermitKind for AcquireCall {
-    /// The try's id seed ([`permit_id`]): a call's memory and arguments do not grow with the
-    /// permits it asks for.
-    type Ticket = u128;
-    type Taken = Vec<Permit>;
-
-    fn kind_name(&self) -> &'static str {
-        "expirable_semaphore"
-    }
-
-    fn names(&self) -> &SemaphoreNames {
-        &self.shared.names
-    }
-
-    fn ticket(&self, _n: u32) -> u128 {
-        self.shared.fresh_id_seed()
-    }
-
-    fn try_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
-        let shared = &self.shared;
-        let client = &shared.client;
-        // The ids are the try's record: only its sequence number (for the undone marks) and
-        // a resend's flag go along; the rest only when needed (each argument costs Redis on
-        // every call).
-        let call = ScriptCall::new(&ACQUIRE, &[&shared.key])
-            .arg(args.n)
-            .arg(ferrisson_core::__engine::time::millis(self.lease()))
-            .arg(client.config().publish_command().as_str())
-            .arg(&seed.to_be_bytes()[..])
-            .arg(shared.record.client_hex())
-            .arg(args.call.seq)
-            .arg(if args.resend { "r" } else { "" });
-        let limit = || self.limit.map(|l| l.to_string()).unwrap_or_default();
-        match (self.limit, args.reservation_ms) {
-            (None, 0) => call,
-            (_, 0) => call.arg(limit()),
-            (_, ms) => call.arg(limit()).arg(ms).arg(args.waiter),
-        }
-    }
-
-    fn undo_call(&self, args: &PermitTry<'_>, seed: &u128) -> ScriptCall {
-        let shared = &self.shared;
-        let call = ScriptCall::new(&UNDO_ACQUIRE, &[&shared.key])
-            .arg(shared.client.config().publish_command().as_str())
-            .arg(&seed.to_be_bytes()[..])
-            .arg(args.n)
-            .arg(shared.record.client_hex());
-        args.call.undo_args(call, &shared.client)
-    }
-
-    fn taken(
-        &self,
-        args: &PermitTry<'_>,
-        seed: u128,
-        _reply: &[i64],
-        sent_at: Instant,
-    ) -> Vec<Permit> {
-        let owner = self.shared.client.new_owner();
-        let (lease, watched) = (self.lease(), self.lease.is_none());
-        (0..args.n)
-            .map(|i| {
-                new_permit(
-                    &self.shared,
-                    permit_id(seed, i),
-                    owner.clone(),
-                    lease,
-                    watched,
-                    sent_at,
-                )
-            })
-            .collect()
-    }
-
-    fn granted(&self, taken: Taken) -> Option<Vec<Permit>> {
-        match taken {
-            Taken::Permit { id, owner, lease } => {
-                Some(vec![permit_of(&self.shared, id, owner, lease)])
-            }
-            Taken::Hold { .. } | Taken::Permits { .. } => None,
-        }
-    }
 }

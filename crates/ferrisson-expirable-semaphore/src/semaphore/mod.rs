@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson_core::__engine::keys::suffixed;
-use ferrisson_core::__engine::permits::{CountChange, PermitKind, PermitTry, SemaphoreNames, take};
+use ferrisson_core::__engine::permits::{
+    CountChange, PermitArg, PermitAsk, PermitScripts, PermitsMade, SemaphoreNames, take,
+};
 use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Grant, Instant, LeaseEnd, LeaseHandle, LeaseSpec,
     MAX_HANDOFF_STREAK, Need, Release, Released, ScriptCall, Taken, Takes,
@@ -88,7 +90,7 @@ impl std::fmt::Debug for ExpirableSemaphore {
 }
 
 struct Shared {
-    names: SemaphoreNames,
+    names: Arc<SemaphoreNames>,
     /// The taken permits (id → expiry), `suffixed(key, "timeout")`.
     timeouts: Arc<str>,
     /// The client's tag, the first 64 bits of every permit id it makes **\[ext\]**, so that an
@@ -131,7 +133,7 @@ impl ExpirableSemaphore {
                 timeouts: suffixed(&names.key, "timeout").into(),
                 tag: ferrisson_core::__engine::identity::client_tag(client.id())
                     .unwrap_or_default(),
-                names,
+                names: Arc::new(names),
             }),
             limit: None,
         })
@@ -582,12 +584,22 @@ impl ExpirableSemaphore {
         // The need names the handed permit's owner and lease.
         let need = (n == 1 && wait != Some(Duration::ZERO))
             .then(|| Need::permit(shared.client.new_owner(), lease));
-        let call = AcquireCall {
-            shared: shared.clone(),
-            lease,
+        let ask = PermitAsk {
+            names: shared.names.clone(),
+            scripts: &SCRIPTS,
+            n,
+            lease_ms: ferrisson_core::__engine::time::millis(
+                lease.unwrap_or(shared.client.config().lease()),
+            ),
             limit: self.limit,
+            seed_tag: shared.tag,
         };
-        take(&call, n, wait, need).await
+        let Some(grant) = take(ask, wait, need).await? else {
+            return Ok(None);
+        };
+        permits_of(shared, grant.accept(), lease)
+            .map(Some)
+            .ok_or_else(|| Error::Protocol("an acquire of permits took something else".into()))
     }
 }
 fn one(mut permits: Vec<Permit>) -> Result<Permit> {

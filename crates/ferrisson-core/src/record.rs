@@ -165,6 +165,24 @@ impl RecordedCall {
         call.arg(self.slot).arg(self.seq).arg(flags)
     }
 
+    /// The record's arguments of one of a call's two forms made up front (for
+    /// [`send`](Self::send) and [`send_through`](Self::send_through)): the first send's
+    /// ([`args_flagged`](Self::args_flagged), not a resend), or with `resend` the resend's
+    /// ([`resend_args`](Self::resend_args)).
+    pub fn form_args(
+        &self,
+        call: ScriptCall,
+        client: &Client,
+        resend: bool,
+        extra: &str,
+    ) -> ScriptCall {
+        if resend {
+            self.resend_args(call, client, extra)
+        } else {
+            self.args_flagged(call, client, false, extra)
+        }
+    }
+
     /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
     /// which the undone marks take too.
     pub fn undo_args(&self, call: ScriptCall, client: &Client) -> ScriptCall {
@@ -204,6 +222,41 @@ impl RecordedCall {
             .await?;
         crate::client::warn_unsynced(first, synced);
         Ok(reply)
+    }
+
+    /// Sends a recorded call that must reach Redis once even if its caller leaves (a release),
+    /// as [`send`](Self::send) does, with both of its forms made up front. Dropped while the
+    /// call may have run, or left with its outcome unknown, it is sent again in the background
+    /// (`resend`, as work [`Client::shutdown`] waits for) under the same slot, which stays taken
+    /// until then: Redis runs it once. The one way every kind's recorded release is sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped at any point, the call still runs once (unless Redis stays unreachable for
+    /// the resend's retries, which is logged).
+    ///
+    /// # Errors
+    ///
+    /// As `ClientEngine::eval`.
+    pub async fn send_through<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        client: &Client,
+        first: &ScriptCall,
+        resend: &ScriptCall,
+    ) -> crate::error::Result<T> {
+        let again = crate::guard::CleanupGuard::new(client, || {
+            let (recorded, client, resend) = (self.clone(), client.clone(), resend.clone());
+            async move {
+                recorded.sent_again();
+                if let Err(e) = client.eval::<redis::Value>(&resend).await {
+                    let key = resend.keys().next().unwrap_or_default().to_owned();
+                    tracing::warn!(script = resend.script().name(), %key, error = %e, "resending an abandoned call failed");
+                }
+            }
+        });
+        let reply = self.send(client, first, resend).await;
+        again.settle(&reply);
+        reply
     }
 
     fn sent_again(&self) {

@@ -335,12 +335,7 @@ impl CountDownLatch {
             .arg(client.config().publish_command().as_str())
             .arg(participant)
             .arg(shared.record.client_hex());
-            if resend {
-                recorded.resend_args(call, client, "")
-            } else {
-                recorded.args_flagged(call, client, false, "")
-            }
-            .arg(memory)
+            recorded.form_args(call, client, resend, "").arg(memory)
         };
         let reply: Vec<i64> = recorded.send(client, &call(false), &call(true)).await?;
         match reply.as_slice() {

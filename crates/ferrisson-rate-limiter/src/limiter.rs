@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use ferrisson_core::__engine::keys::suffixed;
 use ferrisson_core::__engine::{
-    CallRecord, CleanupGuard, ClientEngine, Instant, Poll, RECORD_PRELUDE, RecordedCall, Script,
-    ScriptCall, poll_wait, wait_without_lease,
+    CallRecord, ClientEngine, Instant, Poll, RECORD_PRELUDE, Script, ScriptCall, poll_wait,
+    wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 
@@ -386,31 +386,18 @@ impl RateLimiter {
             return Ok(());
         }
         let s = &self.shared;
-        // The release's slot in the record stays taken until it is settled, resend included.
+        // The release's slot in the record stays taken until it is settled, resend included:
+        // dropped, or left unknown, it is sent again in the background (Redis counts it once).
         let recorded = Arc::new(s.record.start(&s.client));
-        let resend = CleanupGuard::new(&s.client, || {
-            let (limiter, recorded) = (self.clone(), recorded.clone());
-            async move {
-                if let Err(e) = limiter.release_call(permits, &recorded, true).await {
-                    tracing::warn!(key = %limiter.shared.key, permits, error = %e, "resending an abandoned release failed");
-                }
-            }
-        });
-        let result = self.release_call(permits, &recorded, false).await;
-        resend.settle(&result);
-        result
-    }
-
-    /// One release script call (its resends marked as such; `resend`: the first one too).
-    async fn release_call(&self, n: u32, recorded: &RecordedCall, resend: bool) -> Result<()> {
-        let s = &self.shared;
-        let call = |attempt: u32| {
+        let call = |resend: bool| {
             let call = ScriptCall::new(&RELEASE, &self.keys())
-                .arg(n)
+                .arg(permits)
                 .arg(s.record.client_hex());
-            recorded.args_flagged(call, &s.client, resend || attempt > 0, "")
+            recorded.form_args(call, &s.client, resend, "")
         };
-        let mut reply: i64 = s.client.eval_each(call).await?;
+        let mut reply: i64 = recorded
+            .send_through(&s.client, &call(false), &call(true))
+            .await?;
         if reply == 2 && self.heal().await? {
             // A window set afresh has nothing to give back: the release is done.
             reply = 1;

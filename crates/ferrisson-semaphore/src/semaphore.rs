@@ -8,8 +8,8 @@ use ferrisson_core::__engine::permits::{
     take,
 };
 use ferrisson_core::__engine::{
-    CleanupGuard, ClientEngine, GiveBack, Grant, HoldTicket, MAX_HANDOFF_STREAK, Need,
-    RecordedCall, ScriptCall, Taken, Takes, spawn_cleanup, wait_without_lease,
+    ClientEngine, GiveBack, Grant, HoldTicket, MAX_HANDOFF_STREAK, Need, RecordedCall, ScriptCall,
+    Taken, Takes, spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 use futures::future::BoxFuture;
@@ -563,24 +563,13 @@ impl Semaphore {
         epoch: Option<i64>,
         if_exists: bool,
     ) -> Result<Option<i64>> {
+        let client = &self.shared.client;
         // The release's slot in the record stays taken until it is settled, resend included.
-        let recorded = Arc::new(self.shared.record.start(&self.shared.client));
-        let resend = CleanupGuard::new(&self.shared.client, || {
-            let (semaphore, recorded) = (self.clone(), recorded.clone());
-            async move {
-                if let Err(e) = semaphore
-                    .release_call(n, epoch, if_exists, &recorded, true)
-                    .await
-                {
-                    tracing::warn!(key = %semaphore.shared.key, n, error = %e, "resending an abandoned release failed");
-                }
-            }
-        });
-        let result = self
-            .release_call(n, epoch, if_exists, &recorded, false)
-            .await;
-        resend.settle(&result);
-        result
+        let recorded = Arc::new(self.shared.record.start(client));
+        let call = |resend| self.release_call(n, epoch, if_exists, &recorded, resend);
+        recorded
+            .send_through(client, &call(false), &call(true))
+            .await
     }
 
     /// Hands released permits straight to local waiters, longest-waiting first, while each
@@ -622,36 +611,34 @@ impl Semaphore {
         n
     }
 
-    /// One release script call (settled, its resends marked as such; `resend`: the first one
-    /// too): the count after, `None` when `if_exists` and no count is set (nothing changed).
-    async fn release_call(
+    /// The release script call (`resend`: the form for every send after the first, which notes
+    /// the slot as sent again when it is sent): `None` when `if_exists` and no count is set
+    /// (nothing changed), else the count after.
+    fn release_call(
         &self,
         n: u32,
         epoch: Option<i64>,
         if_exists: bool,
         recorded: &RecordedCall,
         resend: bool,
-    ) -> Result<Option<i64>> {
+    ) -> ScriptCall {
         let shared = &self.shared;
         let client = &shared.client;
-        let call = |attempt: u32| {
-            let call = ScriptCall::new(&RELEASE, &[&shared.key])
-                .arg(n)
-                .arg(client.config().publish_command().as_str())
-                .arg(shared.record.client_hex());
-            let call = recorded.args_flagged(call, client, resend || attempt > 0, "");
-            // The rest only when it differs from the defaults (no limit, epoch "0", not
-            // releaseIfExists): each argument costs Redis on every call.
-            let epoch = epoch.map(|e| e.to_string()).unwrap_or_default();
-            if if_exists {
-                call.arg(self.limit_arg()).arg(epoch).arg("1")
-            } else if self.limit.is_some() || epoch != "0" {
-                call.arg(self.limit_arg()).arg(epoch)
-            } else {
-                call
-            }
-        };
-        client.eval_each(call).await
+        let call = ScriptCall::new(&RELEASE, &[&shared.key])
+            .arg(n)
+            .arg(client.config().publish_command().as_str())
+            .arg(shared.record.client_hex());
+        let call = recorded.form_args(call, client, resend, "");
+        // The rest only when it differs from the defaults (no limit, epoch "0", not
+        // releaseIfExists): each argument costs Redis on every call.
+        let epoch = epoch.map(|e| e.to_string()).unwrap_or_default();
+        if if_exists {
+            call.arg(self.limit_arg()).arg(epoch).arg("1")
+        } else if self.limit.is_some() || epoch != "0" {
+            call.arg(self.limit_arg()).arg(epoch)
+        } else {
+            call
+        }
     }
 
     /// Takes `n` permits, trying once (`wait` zero), up to `wait`, or as long as it takes.

@@ -260,8 +260,6 @@ pub(super) fn check_id(id: &str) -> Result<()> {
     }
 }
 
-/// Releases permits by id, all or nothing, resent under one record slot and number; the count after, or
-/// `-i` when the `i`-th id was not held.
 /// Which permits of a list a release gives back.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum ReleaseMode {
@@ -272,10 +270,17 @@ pub(super) enum ReleaseMode {
     Held,
 }
 
+/// Releases permits by id as `mode` says, under one slot and number of the client's record:
+/// what the script replied (see [`ReleaseMode`]).
+///
+/// # Cancel safety
+///
+/// Dropped, or left with its outcome unknown, the release is sent again in the background
+/// under the same slot and number: Redis runs it once.
 pub(super) async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode) -> Result<i64> {
     let client = &shared.client;
-    let recorded = shared.record.start(client);
-    let call = |attempt: u32| {
+    let recorded = Arc::new(shared.record.start(client));
+    let call = |resend: bool| {
         let call = ScriptCall::new(&RELEASE, &[&shared.key])
             .arg(client.config().publish_command().as_str())
             .arg(match mode {
@@ -283,11 +288,13 @@ pub(super) async fn release_ids(shared: &Shared, ids: &[&str], mode: ReleaseMode
                 ReleaseMode::Held => "held",
             })
             .arg(shared.record.client_hex());
-        let mut call = recorded.args_flagged(call, client, attempt > 0, "");
+        let mut call = recorded.form_args(call, client, resend, "");
         for id in ids {
             call = call.arg(&raw_id(id)[..]);
         }
         call
     };
-    client.eval_each(call).await
+    recorded
+        .send_through(client, &call(false), &call(true))
+        .await
 }

@@ -12,6 +12,7 @@ mod conformance;
 mod fair_lock;
 mod fair_lock_redisson;
 mod fencing_after_loss;
+mod layout_seam;
 mod lock;
 mod multilock;
 mod mutex;

@@ -67,6 +67,8 @@ pub struct HashLock {
     pub record: crate::record::CallRecord,
     /// Whether acquisitions hand out fencing tokens.
     pub fenced: bool,
+    /// The acquire script ([`HASH_LOCK_ACQUIRE`] unless [`with_acquire`](Self::with_acquire)).
+    acquire: &'static Script,
 }
 
 impl HashLock {
@@ -91,7 +93,21 @@ impl HashLock {
             token_at,
             key: key.into(),
             fenced,
+            acquire: &HASH_LOCK_ACQUIRE,
         })
+    }
+
+    /// This layout with an acquire script of a kind's own, which takes the arguments and keys
+    /// of [`HASH_LOCK_ACQUIRE`] and replies as it does, or refuses: a kind on Redisson's `RLock`
+    /// hash that differs only in how it takes it (a non-reentrant lock's script replies `-2`
+    /// when the owner holds the lock already, which the engine makes
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock); see
+    /// [`TryReply::read`](crate::kind::TryReply::read)). Everything else (release, renewal,
+    /// force unlock, hand-off, inspection) stays this layout's.
+    #[must_use]
+    pub fn with_acquire(mut self, script: &'static Script) -> Self {
+        self.acquire = script;
+        self
     }
 
     /// The release channel, `redisson_lock__channel:{name}`.
@@ -104,7 +120,7 @@ impl HashLock {
         self.names.get(self.token_at..).unwrap_or_default()
     }
 
-    /// The acquire call (`core/hash_lock_acquire`): the fencing counter and the believed
+    /// The acquire call (`core/hash_lock_acquire`, or the kind's own script): the fencing counter and the believed
     /// hold count go only where they are read (a fenced lock, a retry).
     pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
         let token_key = self.token_key();
@@ -113,7 +129,7 @@ impl HashLock {
         } else {
             &[&self.key]
         };
-        let call = crate::script::ScriptCall::new(&HASH_LOCK_ACQUIRE, keys)
+        let call = crate::script::ScriptCall::new(self.acquire, keys)
             .arg(crate::time::millis(args.lease))
             .arg(args.owner.as_str());
         if args.retry {

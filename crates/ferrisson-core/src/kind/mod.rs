@@ -75,6 +75,11 @@ pub struct ReleaseArgs<'a> {
     pub local_waiters: bool,
 }
 
+/// The acquire reply of a kind that does not re-enter, when the owner holds the lock already:
+/// the engine makes it [`Error::WouldDeadlock`] naming the lock and the owner (Redisson's
+/// non-reentrant locks refuse the same way), whatever the kind, with no refusal of its own.
+pub const REENTRY_REFUSED: i64 = -2;
+
 /// An acquire reply as the engine reads it ([`HoldKind::read_try`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TryReply {
@@ -97,7 +102,8 @@ pub enum TryReply {
 impl TryReply {
     /// The engine scripts' shapes: `held` alone (a positive integer: taken, not fenced),
     /// `{1, held}` or `{1, held, token}` (taken, with the token when `fenced`), `{0, ttl}`
-    /// (busy); `Err` with the integers of any other integer reply (`None`: not integers).
+    /// (busy); `Err` with the integers of any other integer reply (`None`: not integers),
+    /// among them [`REENTRY_REFUSED`], which [`read_script_try`] makes an error.
     pub fn read(reply: &redis::Value, fenced: bool) -> std::result::Result<Self, Option<Vec<i64>>> {
         let ints = int_reply(reply).ok_or(None)?;
         let held = |n: i64| u32::try_from(n).ok().filter(|n| *n > 0);
@@ -296,6 +302,12 @@ pub fn read_script_try<K: HoldKind + ?Sized>(
     reply: &redis::Value,
 ) -> Result<TryReply> {
     TryReply::read(reply, kind.fenced()).map_err(|ints| {
+        if ints.as_deref() == Some(&[REENTRY_REFUSED]) {
+            return Error::WouldDeadlock(format!(
+                "lock `{}` is non-reentrant and is already held by {owner}",
+                kind.lock_key()
+            ));
+        }
         ints.and_then(|ints| kind.refusal(owner, &ints))
             .unwrap_or_else(|| {
                 Error::Protocol(format!(

@@ -3,6 +3,7 @@
 //! own beyond its script. The script here refuses re-entry with the engine's
 //! `REENTRY_REFUSED` reply; everything else (release, renewal, hand-off, waiting) is the
 //! layout's.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::common::{TestRedis, client, unique_name};
 use ferrisson::{AcquireOptions, Error, Lock};

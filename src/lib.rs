@@ -52,8 +52,9 @@ pub use ferrisson_core::{
 /// of an object, for operators and the `ferrisson` command-line tool.
 #[doc(inline)]
 pub use ferrisson_core::{
-    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind,
-    Party, PermitState, RateState, TakenPermit, Waiter,
+    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, KindFacts, KindInspection,
+    LatchState, ObjectCall, ObjectInfo, ObjectKind, Party, PermitState, RateState, TakenPermit,
+    Waiter,
 };
 
 pub mod core {

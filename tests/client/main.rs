@@ -12,6 +12,7 @@ mod blocking;
 mod client;
 mod cluster;
 mod inspect;
+mod inspect_registered;
 mod layout;
 mod observability;
 mod readme;

@@ -389,6 +389,14 @@ async fn act(
         ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
         ObjectKind::CountDownLatch => on!(object CountDownLatch::new(client, name)),
         ObjectKind::RateLimiter => on!(object RateLimiter::new(client, name)),
+        // A kind its own crate registered: its handle's calls, as the crate gave them.
+        ObjectKind::Registered(kind) => match action {
+            Action::ForceUnlock => match kind.force_unlock {
+                Some(force_unlock) => force_unlock(client, name).await?,
+                None => return Ok(None),
+            },
+            Action::Delete => (kind.delete)(client, name).await?,
+        },
         _ => return Ok(None),
     }))
 }

@@ -178,6 +178,9 @@ pub(crate) fn show(info: &ObjectInfo) -> String {
             out.push("             (the overall window; each client's own is not shown)".into());
         }
     }
+    for (label, value) in &info.details {
+        out.push(format!("  {label:<10} {value}"));
+    }
     if let Some(s) = info.subscribers {
         out.push(format!("  waiting    {s} client connection(s) subscribed"));
     }
@@ -218,6 +221,9 @@ pub(crate) fn watch_state(info: &ObjectInfo) -> String {
     }
     if let Some(r) = &info.rate {
         parts.push(format!("{} given", r.given_in_window));
+    }
+    for (label, value) in &info.details {
+        parts.push(format!("{label} {value}"));
     }
     if let Some(s) = info.subscribers {
         parts.push(format!("{s} subscribed"));
@@ -277,6 +283,9 @@ pub(crate) fn json(info: &ObjectInfo) -> Value {
             "given_in_window": r.given_in_window,
             "next_return_in_ms": ms(r.next_return_in),
         })),
+        "details": info.details.iter().map(|(label, value)| json!({
+            "label": label, "value": value,
+        })).collect::<Vec<_>>(),
         "summary": info.summary(),
     })
 }

@@ -100,8 +100,9 @@ pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubs
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use inspect::{
-    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, LatchState, ObjectInfo, ObjectKind,
-    Party, PermitState, RateState, TakenPermit, Waiter,
+    ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, KindFacts, KindInspection,
+    LatchState, ObjectCall, ObjectInfo, ObjectKind, Party, PermitState, RateState, TakenPermit,
+    Waiter,
 };
 pub use lock::Lock;
 pub use object::{KeyShape, ObjectKeys, SyncObject};
@@ -138,6 +139,9 @@ pub mod __engine {
     };
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
+    /// The registry a kind crate teaches inspection its kind through
+    /// ([`KindInspection`](crate::KindInspection)): `inventory::submit!`.
+    pub use inventory;
     /// Key and channel naming, and request ids.
     pub mod keys {
         pub use crate::keys::*;

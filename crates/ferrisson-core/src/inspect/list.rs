@@ -70,20 +70,31 @@ pub(crate) fn is_derived(key: &str) -> bool {
             let rest = &key[at + 2..];
             let first = rest.split(':').next().unwrap_or_default();
             DERIVED.contains(&first)
+                || kinds::registered()
+                    .iter()
+                    .any(|kind| kind.derived.contains(&first))
         }
         None => false,
     }
 }
 
-/// The keys matching `pattern` of the types synchronizers use, node by node, page by page.
+/// The keys matching `pattern` of the types synchronizers use (registered kinds' too), node by
+/// node, page by page.
 pub(super) fn scan_keys<'a>(
     client: &'a Client,
     nodes: Vec<crate::connection::Node>,
     pattern: String,
 ) -> impl Stream<Item = Result<String>> + 'a {
+    // The types of the layouts read here, and those of the registered kinds.
+    let mut types = vec!["hash", "string"];
+    for kind in kinds::registered() {
+        if !types.contains(&kind.main_type) {
+            types.push(kind.main_type);
+        }
+    }
     let passes: Vec<(crate::connection::Node, &'static str)> = nodes
         .into_iter()
-        .flat_map(|n| [(n.clone(), "hash"), (n, "string")])
+        .flat_map(|n| types.iter().map(move |t| (n.clone(), *t)))
         .collect();
     futures::stream::iter(passes)
         .map(move |(node, kind)| {

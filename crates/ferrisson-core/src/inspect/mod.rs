@@ -42,6 +42,8 @@ pub enum ObjectKind {
     CountDownLatch,
     /// A rate limiter.
     RateLimiter,
+    /// A kind its own crate registered ([`KindInspection`]): known where that crate is linked.
+    Registered(&'static KindInspection),
 }
 
 impl ObjectKind {
@@ -58,10 +60,20 @@ impl ObjectKind {
         Self::RateLimiter,
     ];
 
+    /// Every kind this binary knows: [`ALL`](Self::ALL), then those registered by the crates
+    /// linked into it ([`KindInspection`]), by name.
+    pub fn known() -> Vec<ObjectKind> {
+        let mut kinds = Self::ALL.to_vec();
+        kinds.extend(kinds::registered().iter().copied().map(Self::Registered));
+        kinds
+    }
+
     /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `mutex`, `semaphore`,
-    /// `expirable-semaphore`, `latch` or `rate-limiter` (what [`str::parse`] takes).
+    /// `expirable-semaphore`, `latch` or `rate-limiter`, or a registered kind's own (what
+    /// [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Registered(kind) => kind.name,
             Self::Lock => "lock",
             Self::FairLock => "fair-lock",
             Self::SpinLock => "spin-lock",
@@ -77,27 +89,37 @@ impl ObjectKind {
     /// The indefinite article of the kind's name ([`as_str`](Self::as_str)): "an" before
     /// `expirable-semaphore`, "a" before the others.
     pub fn article(self) -> &'static str {
-        if matches!(self, Self::ExpirableSemaphore) {
-            "an"
-        } else {
-            "a"
+        match self {
+            Self::ExpirableSemaphore => "an",
+            Self::Registered(kind) => kind.article,
+            _ => "a",
         }
     }
 
     /// Whether the kind keeps its state in a hash (else in a string).
     fn is_hash(self) -> bool {
-        matches!(
-            self,
-            Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock | Self::RateLimiter
-        )
+        match self {
+            Self::Registered(kind) => kind.main_type == "hash",
+            _ => matches!(
+                self,
+                Self::Lock
+                    | Self::FairLock
+                    | Self::SpinLock
+                    | Self::ReadWriteLock
+                    | Self::RateLimiter
+            ),
+        }
     }
 
     /// Whether the kind is a lock (something a force unlock ends).
     pub fn is_lock(self) -> bool {
-        matches!(
-            self,
-            Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock | Self::Mutex
-        )
+        match self {
+            Self::Registered(kind) => kind.lock,
+            _ => matches!(
+                self,
+                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock | Self::Mutex
+            ),
+        }
     }
 }
 
@@ -111,11 +133,13 @@ impl std::str::FromStr for ObjectKind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
+        let known = Self::known();
+        known
+            .iter()
+            .copied()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+                let names: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
                 Error::InvalidArgument(format!(
                     "`{s}` is no synchronizer kind; expected one of {}",
                     names.join(", ")
@@ -218,6 +242,21 @@ pub struct Holder {
     pub party: Party,
 }
 
+impl Holder {
+    /// `owner` holding as `mode`, `count` times, with `lease_left` on the server: what a
+    /// registered kind's [`read`](KindInspection::read) reports (who the owner is, the core
+    /// finds out).
+    pub fn new(owner: String, mode: HoldMode, count: u64, lease_left: Option<Duration>) -> Self {
+        Self {
+            owner,
+            mode,
+            count,
+            lease_left,
+            party: Party::Unknown,
+        }
+    }
+}
+
 /// One waiter that the layout names (a fair lock's queue, a spin lock's next in line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -234,6 +273,21 @@ pub struct Waiter {
     pub alive_for: Option<Duration>,
     /// Who it is.
     pub party: Party,
+}
+
+impl Waiter {
+    /// `owner` waiting at `place` (0 first), with `alive_for` left on its liveness deadline:
+    /// what a registered kind's [`read`](KindInspection::read) reports (who the owner is, the
+    /// core finds out).
+    pub fn new(owner: String, place: usize, alive_for: Option<Duration>) -> Self {
+        Self {
+            owner,
+            place,
+            timeout_in: None,
+            alive_for,
+            party: Party::Unknown,
+        }
+    }
 }
 
 /// One taken permit of a permit-expirable semaphore.
@@ -334,11 +388,37 @@ pub struct ObjectInfo {
     pub latch: Option<LatchState>,
     /// A rate limiter's state.
     pub rate: Option<RateState>,
+    /// What a [registered](ObjectKind::Registered) kind shows beyond its holders and waiters,
+    /// as label and value (a group's values, say), in the kind's order.
+    pub details: Vec<(String, String)>,
     /// The server's clock when it was read.
     pub read_at: SystemTime,
 }
 
 impl ObjectInfo {
+    /// The object at `key` with nothing known of it yet: no kind, its time to live `pttl` (ms;
+    /// negative: none), read at the server's `now` (epoch ms).
+    pub(super) fn empty(client: &Client, key: &str, pttl: i64, now: u64) -> Self {
+        let namespace = client.config().namespace();
+        Self {
+            name: key.strip_prefix(namespace).unwrap_or(key).to_owned(),
+            key: key.to_owned(),
+            kind: None,
+            kind_certain: true,
+            ttl: positive_ms(pttl),
+            holders: Vec::new(),
+            waiters: Vec::new(),
+            queue_length: 0,
+            subscribers: None,
+            fencing_token: None,
+            permits: None,
+            latch: None,
+            rate: None,
+            details: Vec::new(),
+            read_at: UNIX_EPOCH + Duration::from_millis(now),
+        }
+    }
+
     /// A line for people: the kind and state at a glance, as `ferrisson ls` shows it.
     pub fn summary(&self) -> String {
         let Some(kind) = self.kind else {
@@ -400,16 +480,21 @@ impl ObjectInfo {
                 r.given_in_window
             ));
         }
+        for (label, value) in &self.details {
+            line.push_str(&format!(", {label} {value}"));
+        }
         line
     }
 }
 
 mod facts;
+mod kinds;
 mod list;
 mod read;
 mod watch;
 
 use facts::*;
+pub use kinds::{KindFacts, KindInspection, ObjectCall};
 #[cfg(test)]
 use list::is_derived;
 pub use watch::ChangeWatch;

@@ -60,13 +60,36 @@ impl Client {
         key: String,
         hint: Option<ObjectKind>,
     ) -> Result<ObjectInfo> {
+        if let Some(ObjectKind::Registered(kind)) = hint {
+            return match self.inspect_registered(&key, kind).await? {
+                Some(info) => Ok(info),
+                None => Err(Error::InvalidArgument(format!(
+                    "`{key}` does not hold {} {}",
+                    kind.article, kind.name
+                ))),
+            };
+        }
         let call = ScriptCall::new(&INSPECT, &[&key]).arg(INSPECT_LIMIT);
         let reply: Vec<Vec<String>> = self.eval_read(&call).await.map_err(|e| match e {
             Error::Redis(e) => crate::error::map_redis_error(e, &key),
             e => e,
         })?;
         let facts = Facts::parse(reply);
-        let detected = facts.kind(&key)?;
+        let detected = match facts.kind(&key) {
+            // A layout of none of the kinds read here: perhaps a registered kind's.
+            Err(Error::WrongType { .. }) if hint.is_none() => {
+                for &kind in kinds::registered() {
+                    if kind.main_type != facts.main_type {
+                        continue;
+                    }
+                    if let Some(info) = self.inspect_registered(&key, kind).await? {
+                        return Ok(info);
+                    }
+                }
+                return Err(Error::WrongType { key });
+            }
+            detected => detected?,
+        };
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
                 let fits = match found {
@@ -101,24 +124,10 @@ impl Client {
             (Some(_), None) | (None, None) => (None, true),
             (None, Some((found, certain))) => (Some(found), certain),
         };
-        let namespace = self.config().namespace();
-        let name = key.strip_prefix(namespace).unwrap_or(&key).to_owned();
-        let mut info = ObjectInfo {
-            name,
-            key: key.clone(),
-            kind,
-            kind_certain: certain,
-            ttl: positive_ms(facts.pttl),
-            holders: Vec::new(),
-            waiters: Vec::new(),
-            queue_length: facts.queue_length.unwrap_or(0),
-            subscribers: None,
-            fencing_token: None,
-            permits: None,
-            latch: None,
-            rate: None,
-            read_at: UNIX_EPOCH + Duration::from_millis(facts.now),
-        };
+        let mut info = ObjectInfo::empty(self, &key, facts.pttl, facts.now);
+        info.kind = kind;
+        info.kind_certain = certain;
+        info.queue_length = facts.queue_length.unwrap_or(0);
         let Some(kind) = kind else {
             return Ok(info);
         };
@@ -126,19 +135,10 @@ impl Client {
             return Err(Error::WrongType { key });
         }
         let now = facts.now;
-        let mut tags: Vec<u64> = Vec::new();
-        let mut tag_of = |s: &str| {
-            if let Some(t) = owner_tag(s)
-                && !tags.contains(&t)
-            {
-                tags.push(t);
-            }
-        };
         let lease = positive_ms(facts.pttl);
         match kind {
             ObjectKind::Lock | ObjectKind::FairLock | ObjectKind::SpinLock => {
                 for (owner, count) in &facts.fields {
-                    tag_of(owner);
                     info.holders.push(Holder {
                         owner: owner.clone(),
                         mode: HoldMode::Exclusive,
@@ -161,7 +161,6 @@ impl Client {
                             facts.read_leases.get(field).copied().and_then(positive_ms),
                         ),
                     };
-                    tag_of(&owner);
                     info.holders.push(Holder {
                         owner,
                         mode,
@@ -173,7 +172,6 @@ impl Client {
             }
             ObjectKind::Mutex => {
                 if let Some(owner) = &facts.value {
-                    tag_of(owner);
                     info.holders.push(Holder {
                         owner: owner.clone(),
                         mode: HoldMode::Exclusive,
@@ -194,7 +192,6 @@ impl Client {
         .and_then(|t| t.parse().ok());
         if kind == ObjectKind::FairLock || kind == ObjectKind::Lock {
             for (place, (owner, timeout, alive)) in facts.queued.iter().enumerate() {
-                tag_of(owner);
                 info.waiters.push(Waiter {
                     owner: owner.clone(),
                     place,
@@ -207,7 +204,6 @@ impl Client {
         if let Some((value, _)) = &facts.reserved {
             // "<since>|<at>|<owner>"
             if let Some(owner) = value.splitn(3, '|').nth(2) {
-                tag_of(owner);
                 info.waiters.push(Waiter {
                     owner: owner.to_owned(),
                     place: 0,
@@ -229,7 +225,6 @@ impl Client {
                     .permits
                     .iter()
                     .map(|(id, expiry)| {
-                        tag_of(id);
                         TakenPermit {
                             id: id.clone(),
                             // Expiries are stored a millisecond late (protocol.md, "the
@@ -284,8 +279,32 @@ impl Client {
             }
             _ => {}
         }
-        let (subscribers, records) =
-            futures::join!(self.subscribers(kind, &key), self.client_records(&tags));
+        self.finish_info(&mut info).await?;
+        Ok(info)
+    }
+
+    /// Fills in what the core finds out about any kind's object once its kind read it: the
+    /// wake-up channel's subscribers, and who stands behind each holder, waiter and permit
+    /// (the records of their clients, read in parallel).
+    pub(super) async fn finish_info(&self, info: &mut ObjectInfo) -> Result<()> {
+        let mut tags: Vec<u64> = Vec::new();
+        let owners = info.holders.iter().map(|h| h.owner.as_str());
+        let owners = owners.chain(info.waiters.iter().map(|w| w.owner.as_str()));
+        let permits = info.permits.iter().flat_map(|p| p.permits.iter());
+        for owner in owners.chain(permits.map(|p| p.id.as_str())) {
+            if let Some(t) = owner_tag(owner)
+                && !tags.contains(&t)
+            {
+                tags.push(t);
+            }
+        }
+        let subscribers = async {
+            match info.kind {
+                Some(kind) => self.subscribers(kind, &info.key).await,
+                None => None,
+            }
+        };
+        let (subscribers, records) = futures::join!(subscribers, self.client_records(&tags));
         info.subscribers = subscribers;
         let records = records?;
         let party = |tag: Option<u64>, owner: &str| match tag.and_then(|t| records.get(&t)) {
@@ -311,7 +330,7 @@ impl Client {
                 };
             }
         }
-        Ok(info)
+        Ok(())
     }
 
     /// The number of connections subscribed to `kind`'s wake-up channel for `key`, `None`

@@ -1,0 +1,161 @@
+//! Kinds that their own crates teach inspection ([`KindInspection`]): [`Client::inspect`],
+//! [`Client::list_objects`], [`Client::watch_changes`] and the `ferrisson` command-line tool
+//! learn a kind from the crate that defines it, with no edit in this crate. The layouts this
+//! crate reads itself (`core/inspect`) are the kinds it ships with ([`ObjectKind::ALL`]).
+
+use futures::future::BoxFuture;
+
+use super::*;
+
+/// What a synchronizer crate tells inspection about its kind: its name, its layout's main key
+/// and derived keys, the script that reads an object of it, and how the facts that script
+/// replies make an [`ObjectInfo`]. A crate registers one `static` of it with
+/// `ferrisson_core::__engine::inventory::submit!`; every binary that links the crate then
+/// knows the kind ([`ObjectKind::known`]).
+///
+/// The script takes the object's main key as `KEYS[1]` (every key it reads derives from it, in
+/// its slot) and the most members to list ([`INSPECT_LIMIT`]) as `ARGV[1]`. It changes
+/// nothing. It replies `false` when the key holds a layout that is not its kind's, else facts
+/// as `core/inspect` does, each a list of strings whose first names it: `{'type', t}` (the
+/// main key's type; `none`: nothing stored), `{'pttl', ms}` and `{'now', ms}` (the server's
+/// clock) first, then the kind's own.
+pub struct KindInspection {
+    /// The kind's name, as [`ObjectKind::as_str`] and `--kind` take it (kebab-case).
+    pub name: &'static str,
+    /// `a` or `an`, before the name.
+    pub article: &'static str,
+    /// Whether it is a lock: a force unlock ends its holds.
+    pub lock: bool,
+    /// The Redis type of its main key (`hash`, `string`, `zset`, …), which a listing scans for.
+    pub main_type: &'static str,
+    /// The suffixes of the keys it derives with `suffixed(name, …)`: not main keys, which a
+    /// listing leaves out.
+    pub derived: &'static [&'static str],
+    /// The prefix of its release channel, `prefixed(prefix, key)` (`None`: no channel).
+    pub channel_prefix: Option<&'static str>,
+    /// The script that reads one object (see above).
+    pub script: &'static Script,
+    /// Makes the script's facts the object's state: its holders, waiters and
+    /// [`details`](ObjectInfo::details). Who stands behind each owner, the subscribers and
+    /// the times are filled in by the core.
+    pub read: fn(&KindFacts, &mut ObjectInfo),
+    /// Frees an object of the kind whoever holds it (its handle's `force_unlock`), for the
+    /// command-line tool; `None` for a kind that is not a lock.
+    pub force_unlock: Option<ObjectCall>,
+    /// Deletes an object of the kind (its handle's [`SyncObject::delete`](crate::SyncObject::delete)),
+    /// for the command-line tool.
+    pub delete: ObjectCall,
+}
+
+/// A call on the object named `name` (after the client's namespace) through its kind's handle:
+/// whether there was something to do.
+pub type ObjectCall = for<'a> fn(&'a Client, &'a str) -> BoxFuture<'a, Result<bool>>;
+
+inventory::collect!(KindInspection);
+
+impl std::fmt::Debug for KindInspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindInspection")
+            .field("name", &self.name)
+            .field("main_type", &self.main_type)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A kind is its name: two registrations of one name are one kind.
+impl PartialEq for KindInspection {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for KindInspection {}
+
+impl std::hash::Hash for KindInspection {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+/// Every kind registered by the crates linked into this binary, sorted by name, each name once
+/// (the ones [`ObjectKind::ALL`] names left out). Read once: the registrations are fixed when
+/// the program starts.
+pub(super) fn registered() -> &'static [&'static KindInspection] {
+    static KINDS: std::sync::OnceLock<Vec<&'static KindInspection>> = std::sync::OnceLock::new();
+    KINDS.get_or_init(|| {
+        let mut kinds: Vec<&'static KindInspection> = inventory::iter::<KindInspection>
+            .into_iter()
+            .filter(|k| ObjectKind::ALL.iter().all(|b| b.as_str() != k.name))
+            .collect();
+        kinds.sort_by_key(|k| k.name);
+        kinds.dedup_by_key(|k| k.name);
+        kinds
+    })
+}
+
+/// The facts a kind's inspection script replied ([`KindInspection::script`]).
+#[derive(Debug, Clone, Default)]
+pub struct KindFacts {
+    rows: Vec<Vec<String>>,
+}
+
+impl KindFacts {
+    /// Every fact named `name`, in the order replied: its values after the name.
+    pub fn all<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a [String]> {
+        self.rows
+            .iter()
+            .filter(move |row| row.first().is_some_and(|n| n == name))
+            .map(|row| row.get(1..).unwrap_or_default())
+    }
+
+    /// The first value of the first fact named `name`.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.all(name).next()?.first().map(String::as_str)
+    }
+
+    /// [`value`](Self::value) as an integer.
+    pub fn number(&self, name: &str) -> Option<i64> {
+        self.value(name)?.parse().ok()
+    }
+
+    /// The server's clock when the script ran, in ms since the epoch (`now`).
+    pub fn now(&self) -> u64 {
+        self.number("now")
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0)
+    }
+
+    /// The time left until the epoch-ms `at`, as of [`now`](Self::now) (`None`: not a time).
+    pub fn until(&self, at: &str) -> Option<Duration> {
+        until(at, self.now())
+    }
+}
+
+impl Client {
+    /// Reads `key` as `kind` with the kind's own script: `None` when the key holds a layout
+    /// that is not the kind's.
+    pub(super) async fn inspect_registered(
+        &self,
+        key: &str,
+        kind: &'static KindInspection,
+    ) -> Result<Option<ObjectInfo>> {
+        let call = ScriptCall::new(kind.script, &[key]).arg(INSPECT_LIMIT);
+        let reply: Option<Vec<Vec<String>>> = self.eval_read(&call).await.map_err(|e| match e {
+            Error::Redis(e) => crate::error::map_redis_error(e, key),
+            e => e,
+        })?;
+        let Some(rows) = reply else {
+            return Ok(None);
+        };
+        let facts = KindFacts { rows };
+        let mut info =
+            ObjectInfo::empty(self, key, facts.number("pttl").unwrap_or(-2), facts.now());
+        if facts.value("type").is_none_or(|t| t == "none") {
+            return Ok(Some(info));
+        }
+        info.kind = Some(ObjectKind::Registered(kind));
+        (kind.read)(&facts, &mut info);
+        self.finish_info(&mut info).await?;
+        Ok(Some(info))
+    }
+}

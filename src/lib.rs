@@ -63,9 +63,9 @@ pub mod core {
     //! engine the synchronizer crates build on is not part of it.
     #[doc(inline)]
     pub use ferrisson_core::{
-        AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, KeyShape, Lock,
-        LossReason, ObjectKeys, Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy,
-        ShardedSubscription, SyncMode, SyncObject, duration, metrics,
+        AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner,
+        PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
+        SyncObject, duration, metrics,
     };
 }
 

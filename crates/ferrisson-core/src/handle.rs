@@ -11,8 +11,8 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::HoldGuard;
 use crate::kind::HoldKind;
-use crate::lock::{Lock, until_unlocked};
-use crate::object::{ObjectKeys, SyncObject};
+use crate::lock::{Lock, LockWatch, until_unlocked};
+use crate::object::{ObjectKeys, ObjectLayout};
 use crate::options::AcquireOptions;
 use crate::owner::Owner;
 
@@ -26,7 +26,7 @@ pub trait LockKind: HoldKind {
     /// How many holds `owner` has (0: none) ([`Lock::hold_count_of`]).
     fn hold_count_of(&self, owner: &Owner) -> impl Future<Output = Result<u32>> + Send;
 
-    /// The kind's keys ([`SyncObject::object_keys`]).
+    /// The kind's keys ([`ObjectLayout::object_keys`](crate::object::ObjectLayout::object_keys)).
     fn object_keys(&self) -> ObjectKeys<'_>;
 
     /// The channel every release of this kind is published on for any listener, which a
@@ -117,6 +117,13 @@ impl<K: LockKind> LockHandle<K> {
         }
     }
 
+    /// As [`Lock::wait_unlocked`], but a look that fails on the connection ends the watch at
+    /// once with its error instead of waiting the outage out: for a caller that watches
+    /// between tries of its own and applies the outage rule to those (a RedLock's rounds).
+    pub fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send + '_ {
+        watch(&*self.kind, true)
+    }
+
     /// This handle's owner over another state of the kind (a spin lock with another backoff).
     #[must_use]
     pub fn with_kind(&self, kind: K) -> Self {
@@ -128,7 +135,7 @@ impl<K: LockKind> LockHandle<K> {
 }
 
 /// A lock kind's type: a [`LockHandle`] of its kind, through which it is a [`Lock`] and a
-/// [`SyncObject`]. The type adds its constructors and what is its own (a spin lock's backoff).
+/// [`SyncObject`](crate::SyncObject). The type adds its constructors and what is its own (a spin lock's backoff).
 pub trait LockType: Send + Sync + 'static {
     /// The kind.
     type Kind: LockKind;
@@ -137,9 +144,15 @@ pub trait LockType: Send + Sync + 'static {
     fn handle(&self) -> &LockHandle<Self::Kind>;
 }
 
-impl<T: LockType> SyncObject for T {
+impl<T: LockType> ObjectLayout for T {
     fn object_keys(&self) -> ObjectKeys<'_> {
         self.handle().kind.object_keys()
+    }
+}
+
+impl<T: LockType> LockWatch for T {
+    fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
+        self.handle().watch_unlocked()
     }
 }
 
@@ -184,10 +197,6 @@ impl<T: LockType> Lock for T {
 
     fn wait_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
         watch(&*self.handle().kind, false)
-    }
-
-    fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
-        watch(&*self.handle().kind, true)
     }
 }
 

@@ -174,9 +174,13 @@ impl HashLock {
 
     /// The lock's keys for [`SyncObject`]: the hash, the fencing counter, and (when its
     /// releases publish) the release channel, whose `0` wakes waiters after a delete.
-    pub fn object_keys(&self, publish: bool) -> crate::ObjectKeys<'_> {
-        let keys = crate::ObjectKeys::new(&self.client, crate::KeyShape::Lock, vec![&self.key])
-            .with_counters(vec![self.token_key()]);
+    pub fn object_keys(&self, publish: bool) -> crate::object::ObjectKeys<'_> {
+        let keys = crate::object::ObjectKeys::new(
+            &self.client,
+            crate::object::KeyShape::Lock,
+            vec![&self.key],
+        )
+        .with_counters(vec![self.token_key()]);
         if publish {
             keys.waking(self.channel(), "0")
         } else {
@@ -215,7 +219,7 @@ impl crate::handle::LockKind for HashLock {
         hash_hold_count(&self.client, &self.key, owner)
     }
 
-    fn object_keys(&self) -> crate::ObjectKeys<'_> {
+    fn object_keys(&self) -> crate::object::ObjectKeys<'_> {
         HashLock::object_keys(self, true)
     }
 

@@ -105,7 +105,7 @@ pub use inspect::{
     Waiter,
 };
 pub use lock::Lock;
-pub use object::{KeyShape, ObjectKeys, SyncObject};
+pub use object::SyncObject;
 pub use options::AcquireOptions;
 pub use owner::Owner;
 pub use replica_sync::{ReplicaSync, Replicas, SyncMode};
@@ -139,6 +139,7 @@ pub mod __engine {
     };
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
+    pub use crate::lock::LockWatch;
     /// The registry a kind crate teaches inspection its kind through
     /// ([`KindInspection`](crate::KindInspection)): `inventory::submit!`.
     pub use inventory;
@@ -159,7 +160,7 @@ pub mod __engine {
         release,
     };
     pub use crate::lock::WATCH_RECHECK;
-    pub use crate::object::object_state;
+    pub use crate::object::{KeyShape, ObjectKeys, ObjectLayout, object_state};
     pub use crate::options::wait_without_lease;
     pub use crate::scripts;
     /// The semaphores' engine.

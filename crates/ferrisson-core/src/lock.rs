@@ -10,6 +10,15 @@ use crate::guard::HoldGuard;
 use crate::object::SyncObject;
 use crate::options::AcquireOptions;
 
+/// What the engine needs of a lock beyond [`Lock`] (every lock kind's type has it through its
+/// handle; users never call it): the watch a RedLock's rounds make between their tries.
+pub trait LockWatch {
+    /// As [`Lock::wait_unlocked`], but a look that fails on the connection ends the watch at
+    /// once with its error instead of waiting the outage out: for a caller that watches
+    /// between tries of its own and applies the outage rule to those (a RedLock).
+    fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send;
+}
+
 /// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the
 /// watchdog), ask about it, force it free.
 ///
@@ -36,7 +45,7 @@ use crate::options::AcquireOptions;
 ///     }
 /// }
 /// ```
-pub trait Lock: SyncObject {
+pub trait Lock: SyncObject + LockWatch {
     /// The client the lock runs on.
     fn client(&self) -> &Client;
 
@@ -162,14 +171,6 @@ pub trait Lock: SyncObject {
     /// the client's outage limit.
     fn wait_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
         until_unlocked(self.client(), || look(self), None, None, false)
-    }
-
-    /// As [`wait_unlocked`](Self::wait_unlocked), but a look that fails on the connection ends
-    /// the watch at once with its error instead of waiting the outage out: for a caller that
-    /// watches between tries of its own and applies the outage rule to those (a RedLock).
-    #[doc(hidden)]
-    fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
-        until_unlocked(self.client(), || look(self), None, None, true)
     }
 
     /// Takes the lock, waiting as long as it takes; the watchdog keeps the hold.

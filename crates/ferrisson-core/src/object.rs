@@ -138,9 +138,6 @@ pub static OBJECT_DELETE: Script = Script::with_prelude(
 /// }
 /// ```
 pub trait SyncObject: Send + Sync {
-    /// The synchronizer's keys, as the other methods work on them.
-    fn object_keys(&self) -> ObjectKeys<'_>;
-
     /// Whether the synchronizer exists in Redis: a lock is held, a semaphore's or latch's
     /// count is set, a rate limiter's rate is set (Redisson's `isExists`).
     ///
@@ -152,10 +149,7 @@ pub trait SyncObject: Send + Sync {
     ///
     /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
     /// data, [`Error::Redis`](crate::Error::Redis).
-    fn exists(&self) -> impl Future<Output = Result<bool>> + Send {
-        let keys = self.object_keys();
-        async move { Ok(object_state(&keys, "").await?.exists) }
-    }
+    fn exists(&self) -> impl Future<Output = Result<bool>> + Send;
 
     /// The time left before the synchronizer's main key expires (a lock's lease, or an expiry
     /// set with [`expire`](Self::expire)); `None` when it does not exist or has no expiry
@@ -170,10 +164,7 @@ pub trait SyncObject: Send + Sync {
     ///
     /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
     /// data, [`Error::Redis`](crate::Error::Redis).
-    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send {
-        let keys = self.object_keys();
-        async move { Ok(object_state(&keys, "").await?.ttl()) }
-    }
+    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send;
 
     /// Makes every state key of the synchronizer expire `ttl` from now (Redisson's `expire`);
     /// `true` when it exists (any of its keys got the expiry).
@@ -189,13 +180,7 @@ pub trait SyncObject: Send + Sync {
     /// millisecond or over [`MAX_LEASE`](crate::duration::MAX_LEASE) (nothing is sent),
     /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
     /// data, [`Error::Redis`](crate::Error::Redis).
-    fn expire(&self, ttl: Duration) -> impl Future<Output = Result<bool>> + Send {
-        let keys = self.object_keys();
-        async move {
-            crate::duration::validate_lease("a time to live", ttl)?;
-            object_expire(&keys, Some(ttl)).await
-        }
-    }
+    fn expire(&self, ttl: Duration) -> impl Future<Output = Result<bool>> + Send;
 
     /// Removes the expiry from every state key of the synchronizer (Redisson's
     /// `clearExpire`); `true` when one had an expiry. On a held lock the next renewal sets
@@ -208,10 +193,7 @@ pub trait SyncObject: Send + Sync {
     /// # Errors
     ///
     /// [`Error::WrongType`](crate::Error::WrongType), [`Error::Redis`](crate::Error::Redis).
-    fn clear_expire(&self) -> impl Future<Output = Result<bool>> + Send {
-        let keys = self.object_keys();
-        async move { object_expire(&keys, None).await }
-    }
+    fn clear_expire(&self) -> impl Future<Output = Result<bool>> + Send;
 
     /// Deletes the synchronizer: every state key and its counters, whatever holds or permits
     /// it had (holders' guards signal the loss at their next renewal), then wakes its waiters
@@ -225,9 +207,50 @@ pub trait SyncObject: Send + Sync {
     ///
     /// [`Error::WrongType`](crate::Error::WrongType) when the main key holds someone else's
     /// data (nothing is deleted), [`Error::Redis`](crate::Error::Redis).
-    fn delete(&self) -> impl Future<Output = Result<bool>> + Send {
+    fn delete(&self) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// What the engine needs of a synchronizer to give it [`SyncObject`]'s calls: its keys (its
+/// crate implements this; users never do).
+pub trait ObjectLayout: Send + Sync {
+    /// The synchronizer's keys, as [`SyncObject`]'s calls work on them.
+    fn object_keys(&self) -> ObjectKeys<'_>;
+
+    /// [`SyncObject::delete`]: by default `core/object_delete` over
+    /// [`object_keys`](Self::object_keys); a kind whose deletion is a script of its own (the
+    /// latch's, which remembers the round it ends) says so here.
+    fn delete_object(&self) -> impl Future<Output = Result<bool>> + Send {
         let keys = self.object_keys();
         async move { object_delete(&keys).await }
+    }
+}
+
+impl<T: ObjectLayout> SyncObject for T {
+    fn exists(&self) -> impl Future<Output = Result<bool>> + Send {
+        let keys = self.object_keys();
+        async move { Ok(object_state(&keys, "").await?.exists) }
+    }
+
+    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send {
+        let keys = self.object_keys();
+        async move { Ok(object_state(&keys, "").await?.ttl()) }
+    }
+
+    fn expire(&self, ttl: Duration) -> impl Future<Output = Result<bool>> + Send {
+        let keys = self.object_keys();
+        async move {
+            crate::duration::validate_lease("a time to live", ttl)?;
+            object_expire(&keys, Some(ttl)).await
+        }
+    }
+
+    fn clear_expire(&self) -> impl Future<Output = Result<bool>> + Send {
+        let keys = self.object_keys();
+        async move { object_expire(&keys, None).await }
+    }
+
+    fn delete(&self) -> impl Future<Output = Result<bool>> + Send {
+        self.delete_object()
     }
 }
 

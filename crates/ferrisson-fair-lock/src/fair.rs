@@ -12,7 +12,8 @@ use ferrisson_core::__engine::{
     CallRecord, ClientEngine, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
     Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
-use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
+use ferrisson_core::__engine::{KeyShape, ObjectKeys};
+use ferrisson_core::{Backoff, Client, Error, Owner, Result};
 
 use crate::scripts::{ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE};
 #[cfg(doc)]

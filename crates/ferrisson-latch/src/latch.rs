@@ -510,12 +510,12 @@ struct State {
 /// completed round **\[ext\]** (an expiry covers all four). A delete uses the latch's own
 /// script: it deletes them and publishes `1`, and every waiter is released (the deletion is
 /// remembered as its round's end).
-impl ferrisson_core::SyncObject for CountDownLatch {
-    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+impl ferrisson_core::__engine::ObjectLayout for CountDownLatch {
+    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys::new(
+        ferrisson_core::__engine::ObjectKeys::new(
             &shared.client,
-            ferrisson_core::KeyShape::Count,
+            ferrisson_core::__engine::KeyShape::Count,
             vec![
                 &shared.key,
                 &shared.counted_key,
@@ -536,7 +536,7 @@ impl ferrisson_core::SyncObject for CountDownLatch {
     /// # Errors
     ///
     /// [`Error::WrongType`] when the key holds something else than a count, [`Error::Redis`].
-    async fn delete(&self) -> Result<bool> {
+    async fn delete_object(&self) -> Result<bool> {
         let shared = &self.shared;
         let call = ScriptCall::new(
             &DELETE,

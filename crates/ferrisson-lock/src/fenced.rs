@@ -186,8 +186,8 @@ impl FencedLock {
 
 /// The keys of the lock ([`ReentrantLock`]'s): deleting a fenced lock deletes its fencing
 /// counter too, and tokens still grow after that (their floor is the server's clock).
-impl ferrisson_core::SyncObject for FencedLock {
-    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+impl ferrisson_core::__engine::ObjectLayout for FencedLock {
+    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
         self.lock.object_keys()
     }
 }

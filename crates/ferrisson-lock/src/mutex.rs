@@ -11,7 +11,8 @@ use ferrisson_core::__engine::{
     ClientEngine, HoldKind, LockHandle, LockKind, LockType, ReleaseArgs, Script, ScriptCall,
     TryArgs, TryReply, Waiting, lock_message_policy, read_script_try,
 };
-use ferrisson_core::{Backoff, Client, Error, KeyShape, ObjectKeys, Owner, Result};
+use ferrisson_core::__engine::{KeyShape, ObjectKeys};
+use ferrisson_core::{Backoff, Client, Error, Owner, Result};
 
 use crate::scripts::{
     MUTEX_ACQUIRE, MUTEX_FORCE_RELEASE, MUTEX_HAND_OFF, MUTEX_RELEASE, MUTEX_RENEW,

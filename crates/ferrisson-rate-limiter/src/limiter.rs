@@ -600,16 +600,16 @@ fn validate(args: &RateArgs) -> Result<()> {
 /// (expire, delete) take it as an argument; the limiter's own scripts, which read the settings
 /// on every call, keep the same list as a table (`limiter_settings` in
 /// `lua/rate_limiter/prelude.lua`) instead of parsing an argument each time.
-const SETTINGS: ferrisson_core::KeyShape =
-    ferrisson_core::KeyShape::NumberHash("rate,interval,type,keepAliveTime");
+const SETTINGS: ferrisson_core::__engine::KeyShape =
+    ferrisson_core::__engine::KeyShape::NumberHash("rate,interval,type,keepAliveTime");
 
 /// The limiter's keys: the settings hash, the window's permits and values, overall and this
 /// client's (an expiry and a delete cover all five, as Redisson's do). A delete sends no
 /// message: a later acquire fails with [`Error::NotSetUp`] until a rate is set again.
-impl ferrisson_core::SyncObject for RateLimiter {
-    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+impl ferrisson_core::__engine::ObjectLayout for RateLimiter {
+    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
         let s = &self.shared;
-        ferrisson_core::ObjectKeys::new(
+        ferrisson_core::__engine::ObjectKeys::new(
             &s.client,
             SETTINGS,
             vec![

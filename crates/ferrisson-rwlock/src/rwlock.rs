@@ -12,7 +12,8 @@ use ferrisson_core::__engine::{
     CallRecord, ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockType,
     ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
-use ferrisson_core::{Client, Error, KeyShape, ObjectKeys, Owner, Result, SyncObject};
+use ferrisson_core::__engine::{KeyShape, ObjectKeys, ObjectLayout};
+use ferrisson_core::{Client, Error, Owner, Result, SyncObject};
 
 use crate::scripts::{
     READ_ACQUIRE, READ_RELEASE, RENEW, WRITE_ACQUIRE, WRITE_LEAVE, WRITE_RELEASE,
@@ -293,7 +294,7 @@ impl RwShared {
 }
 
 /// The lock's keys: the hash and the waiting writer's intent, and the fencing counter.
-impl SyncObject for ReadWriteLock {
+impl ObjectLayout for ReadWriteLock {
     fn object_keys(&self) -> ObjectKeys<'_> {
         self.shared().object_keys()
     }

@@ -718,12 +718,12 @@ impl Semaphore {
 /// then fail with [`Error::NotSetUp`] (or, [`with_limit`](Semaphore::with_limit), restore the
 /// count). The count's epoch is kept: permits taken before the delete give nothing back to a
 /// count restored after it.
-impl ferrisson_core::SyncObject for Semaphore {
-    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+impl ferrisson_core::__engine::ObjectLayout for Semaphore {
+    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys::new(
+        ferrisson_core::__engine::ObjectKeys::new(
             &shared.client,
-            ferrisson_core::KeyShape::Count,
+            ferrisson_core::__engine::KeyShape::Count,
             vec![&shared.key, &shared.intent_key],
         )
     }

@@ -3,11 +3,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use ferrisson_core::__engine::ObjectKeys;
 use ferrisson_core::__engine::{
     HashLock, HoldKind, LOCK_PRELUDE, LockHandle, LockKind, LockType, RECORD_PRELUDE, RENEW_HASH,
     ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
 };
-use ferrisson_core::{Backoff, Client, Error, ObjectKeys, Owner, Result};
+use ferrisson_core::{Backoff, Client, Error, Owner, Result};
 #[cfg(doc)]
 use ferrisson_core::{HoldGuard, Lock};
 

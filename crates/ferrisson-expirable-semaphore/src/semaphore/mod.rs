@@ -618,12 +618,12 @@ fn check_lease(lease: Option<Duration>) -> Result<()> {
 /// The semaphore's keys: the count, the permits taken and the waiting reservation **\[ext\]**
 /// (an expiry and a delete cover all three, as Redisson's cover the first two). A delete sends
 /// no message; holders of permits kept by the watchdog see the loss at their next renewal.
-impl ferrisson_core::SyncObject for ExpirableSemaphore {
-    fn object_keys(&self) -> ferrisson_core::ObjectKeys<'_> {
+impl ferrisson_core::__engine::ObjectLayout for ExpirableSemaphore {
+    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
         let shared = &self.shared;
-        ferrisson_core::ObjectKeys::new(
+        ferrisson_core::__engine::ObjectKeys::new(
             &shared.client,
-            ferrisson_core::KeyShape::Count,
+            ferrisson_core::__engine::KeyShape::Count,
             vec![&shared.key, &shared.timeouts, &shared.intent_key],
         )
     }

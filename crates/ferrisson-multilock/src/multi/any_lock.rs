@@ -3,7 +3,7 @@
 use super::*;
 
 /// Any lock kind, behind one object-safe face, so that a [`MultiLock`] can mix kinds (every
-/// [`Lock`] is one).
+/// [`Lock`] is one: every lock kind's type is a handle of its kind).
 pub trait AnyLock: Send + Sync + 'static {
     /// The Redis key of the lock.
     fn key(&self) -> &str;

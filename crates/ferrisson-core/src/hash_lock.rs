@@ -53,22 +53,25 @@ pub static HASH_LOCK_RELEASE: Script = Script::with_prelude(
 /// client's record on the lock ([docs/protocol.md](https://github.com/ferrisson/ferrisson/blob/main/docs/protocol.md), "\[ext\] Retries").
 #[derive(Debug, Clone)]
 pub struct HashLock {
-    /// The client the lock runs on.
-    pub client: Client,
-    /// The hash.
-    pub key: std::sync::Arc<str>,
+    /// The client, the hash, fencing and the client's record on the lock, where its releases
+    /// record what they did (what every lock kind names alike; a `HashLock` derefs to them).
+    pub names: crate::kind::LockNames,
     /// The release channel and the fencing counter, one after the other in one allocation
     /// ([`channel`](Self::channel), [`token_key`](Self::token_key)): a handle is often made
     /// per task, and a waiter keeps its handle for as long as it waits.
-    names: String,
-    /// Where the fencing counter starts in `names`.
+    derived: String,
+    /// Where the fencing counter starts in `derived`.
     token_at: usize,
-    /// The client's record on the lock, where its releases record what they did.
-    pub record: crate::record::CallRecord,
-    /// Whether acquisitions hand out fencing tokens.
-    pub fenced: bool,
     /// The acquire script ([`HASH_LOCK_ACQUIRE`] unless [`with_acquire`](Self::with_acquire)).
     acquire: &'static Script,
+}
+
+impl std::ops::Deref for HashLock {
+    type Target = crate::kind::LockNames;
+
+    fn deref(&self) -> &crate::kind::LockNames {
+        &self.names
+    }
 }
 
 impl HashLock {
@@ -79,20 +82,16 @@ impl HashLock {
     ///
     /// [`crate::Error::InvalidArgument`] for a name the client refuses.
     pub fn new(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        use crate::client::ClientEngine;
         use crate::keys::prefixed;
-        let key = client.object_key(name)?;
-        let mut names = prefixed("redisson_lock__channel", &key);
-        let token_at = names.len();
-        names.push_str(&prefixed("redisson_lock_token", &key));
-        names.shrink_to_fit();
+        let names = crate::kind::LockNames::new(client, name, fenced, true)?;
+        let mut derived = prefixed("redisson_lock__channel", &names.key);
+        let token_at = derived.len();
+        derived.push_str(&prefixed("redisson_lock_token", &names.key));
+        derived.shrink_to_fit();
         Ok(Self {
-            client: client.clone(),
-            record: crate::record::CallRecord::new(client, &key),
             names,
+            derived,
             token_at,
-            key: key.into(),
-            fenced,
             acquire: &HASH_LOCK_ACQUIRE,
         })
     }
@@ -112,12 +111,12 @@ impl HashLock {
 
     /// The release channel, `redisson_lock__channel:{name}`.
     pub fn channel(&self) -> &str {
-        self.names.get(..self.token_at).unwrap_or_default()
+        self.derived.get(..self.token_at).unwrap_or_default()
     }
 
     /// The fencing counter, `redisson_lock_token:{name}`.
     pub fn token_key(&self) -> &str {
-        self.names.get(self.token_at..).unwrap_or_default()
+        self.derived.get(self.token_at..).unwrap_or_default()
     }
 
     /// The acquire call (`core/hash_lock_acquire`, or the kind's own script): the fencing counter and the believed
@@ -153,7 +152,7 @@ impl HashLock {
             ""
         };
         let call =
-            crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, self.record.key()])
+            crate::script::ScriptCall::new(&HASH_LOCK_RELEASE, &[&self.key, self.record_key()])
                 .arg(args.owner.as_str())
                 .arg(command)
                 .arg(args.renew_lease.map_or(0, crate::time::millis));
@@ -229,20 +228,12 @@ impl crate::handle::LockKind for HashLock {
 }
 
 impl crate::kind::HoldKind for HashLock {
-    fn client(&self) -> &Client {
-        &self.client
-    }
-
-    fn lock_key(&self) -> &std::sync::Arc<str> {
-        &self.key
+    fn names(&self) -> &crate::kind::LockNames {
+        &self.names
     }
 
     fn renew_script(&self) -> &'static Script {
         &RENEW_HASH
-    }
-
-    fn fenced(&self) -> bool {
-        self.fenced
     }
 
     fn waiting(&self, _owner: &crate::Owner) -> crate::kind::Waiting<'_> {
@@ -260,10 +251,6 @@ impl crate::kind::HoldKind for HashLock {
 
     fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
         HashLock::try_call(self, args)
-    }
-
-    fn record(&self) -> Option<&crate::record::CallRecord> {
-        Some(&self.record)
     }
 
     fn release_call(&self, args: &crate::kind::ReleaseArgs<'_>) -> crate::script::ScriptCall {

@@ -156,8 +156,8 @@ pub mod __engine {
         hash_hold_count,
     };
     pub use crate::kind::{
-        HoldKind, ReleaseArgs, ReleaseReply, TryArgs, TryReply, Waiting, acquire, read_script_try,
-        release,
+        HoldKind, LockNames, REENTRY_REFUSED, ReleaseArgs, ReleaseReply, TryArgs, TryReply,
+        Waiting, acquire, read_script_try, release,
     };
     pub use crate::lock::WATCH_RECHECK;
     pub use crate::object::{KeyShape, ObjectKeys, ObjectLayout, object_state};

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::{
-    CallRecord, ClientEngine, HoldKind, LockHandle, LockKind, LockType, RENEW_HASH, ReleaseArgs,
+    ClientEngine, HoldKind, LockHandle, LockKind, LockNames, LockType, RENEW_HASH, ReleaseArgs,
     Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
 };
 use ferrisson_core::__engine::{KeyShape, ObjectKeys};
@@ -120,17 +120,22 @@ pub struct FairLock(LockHandle<FairShared>);
 /// The fair lock's keys and settings, as the engine's kind.
 #[derive(Clone)]
 pub struct FairShared {
-    client: Client,
-    key: Arc<str>,
+    names: LockNames,
     queue: String,
     timeouts: String,
     /// Liveness deadlines of this library's waiters **\[ext\]**, `suffixed(key, "alive")`.
     alive: String,
     channel_prefix: String,
     token_key: String,
-    record: CallRecord,
-    fenced: bool,
     waiter_timeout: Duration,
+}
+
+impl std::ops::Deref for FairShared {
+    type Target = LockNames;
+
+    fn deref(&self) -> &LockNames {
+        &self.names
+    }
 }
 
 impl FairLock {
@@ -154,17 +159,15 @@ impl FairLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        let key = client.object_key(name)?;
+        let names = LockNames::new(client, name, fenced, true)?;
+        let key = &names.key;
         Ok(Self(LockHandle::new(FairShared {
-            client: client.clone(),
-            queue: prefixed("redisson_lock_queue", &key),
-            timeouts: prefixed("redisson_lock_timeout", &key),
-            alive: ferrisson_core::__engine::keys::suffixed(&key, "alive"),
-            channel_prefix: prefixed("redisson_lock__channel", &key),
-            token_key: prefixed("redisson_lock_token", &key),
-            record: CallRecord::new(client, &key),
-            key: key.into(),
-            fenced,
+            queue: prefixed("redisson_lock_queue", key),
+            timeouts: prefixed("redisson_lock_timeout", key),
+            alive: ferrisson_core::__engine::keys::suffixed(key, "alive"),
+            channel_prefix: prefixed("redisson_lock__channel", key),
+            token_key: prefixed("redisson_lock_token", key),
+            names,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
         })))
     }
@@ -296,24 +299,16 @@ impl FairShared {
 }
 
 impl HoldKind for FairShared {
-    fn client(&self) -> &Client {
-        &self.client
+    fn names(&self) -> &LockNames {
+        &self.names
     }
 
     fn kind_name(&self) -> &'static str {
         "fair_lock"
     }
 
-    fn lock_key(&self) -> &Arc<str> {
-        &self.key
-    }
-
     fn renew_script(&self) -> &'static Script {
         &RENEW_HASH
-    }
-
-    fn fenced(&self) -> bool {
-        self.fenced
     }
 
     /// On the owner's own channel, woken by the release before it; calling again every
@@ -370,12 +365,8 @@ impl HoldKind for FairShared {
         Box::pin(async move { self.leave(&owner, wait_limit).await })
     }
 
-    fn record(&self) -> Option<&CallRecord> {
-        Some(&self.record)
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
-        let call = ScriptCall::new(&RELEASE, &[&self.key, self.record.key()])
+        let call = ScriptCall::new(&RELEASE, &[&self.key, self.record_key()])
             .arg(
                 args.renew_lease
                     .map_or(0, ferrisson_core::__engine::time::millis),

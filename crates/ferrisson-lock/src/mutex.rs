@@ -1,15 +1,14 @@
 //! The lean mutex: one lock kind on the standard Redlock layout, plugged into the engine.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use std::time::Duration;
 
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::time::millis;
 use ferrisson_core::__engine::{
-    ClientEngine, HoldKind, LockHandle, LockKind, LockType, ReleaseArgs, Script, ScriptCall,
-    TryArgs, TryReply, Waiting, lock_message_policy, read_script_try,
+    ClientEngine, HoldKind, LockHandle, LockKind, LockNames, LockType, ReleaseArgs, Script,
+    ScriptCall, TryArgs, TryReply, Waiting, lock_message_policy, read_script_try,
 };
 use ferrisson_core::__engine::{KeyShape, ObjectKeys};
 use ferrisson_core::{Backoff, Client, Error, Owner, Result};
@@ -93,11 +92,19 @@ const WAITER_MARK: Duration = Duration::from_secs(1);
 
 /// The mutex's key, channel and (fenced) counter, as the engine's kind.
 pub struct MutexKind {
-    client: Client,
-    key: Arc<str>,
+    /// The client, the key and fencing (no record: a resend reads the key's own state).
+    names: LockNames,
     channel: String,
     /// The fencing counter, `ferrisson_mutex_token:{name}`, when fenced.
     token_key: Option<String>,
+}
+
+impl std::ops::Deref for MutexKind {
+    type Target = LockNames;
+
+    fn deref(&self) -> &LockNames {
+        &self.names
+    }
 }
 
 impl Mutex {
@@ -126,16 +133,16 @@ impl Mutex {
     }
 
     fn with_fencing(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        let key = client.object_key(name)?;
-        let channel = prefixed("ferrisson_mutex__channel", &key);
-        let token_key = fenced.then(|| prefixed("ferrisson_mutex_token", &key));
-        client.check_same_slot(&key, &[&channel])?;
+        let names = LockNames::new(client, name, fenced, false)?;
+        let key = &names.key;
+        let channel = prefixed("ferrisson_mutex__channel", key);
+        let token_key = fenced.then(|| prefixed("ferrisson_mutex_token", key));
+        client.check_same_slot(key, &[&channel])?;
         if let Some(token_key) = &token_key {
-            client.check_same_slot(&key, &[token_key])?;
+            client.check_same_slot(key, &[token_key])?;
         }
         Ok(Self(LockHandle::new(MutexKind {
-            client: client.clone(),
-            key: key.into(),
+            names,
             channel,
             token_key,
         })))
@@ -166,24 +173,16 @@ impl MutexKind {
 }
 
 impl HoldKind for MutexKind {
-    fn client(&self) -> &Client {
-        &self.client
+    fn names(&self) -> &LockNames {
+        &self.names
     }
 
     fn kind_name(&self) -> &'static str {
         "mutex"
     }
 
-    fn lock_key(&self) -> &Arc<str> {
-        &self.key
-    }
-
     fn renew_script(&self) -> &'static Script {
         &MUTEX_RENEW
-    }
-
-    fn fenced(&self) -> bool {
-        self.token_key.is_some()
     }
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use ferrisson_core::__engine::keys::{prefixed, suffixed};
 use ferrisson_core::__engine::{
-    CallRecord, ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockType,
+    ClientEngine, FORCE_RELEASE_HASH, HoldKind, LockHandle, LockKind, LockNames, LockType,
     ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
 use ferrisson_core::__engine::{KeyShape, ObjectKeys, ObjectLayout};
@@ -100,18 +100,24 @@ pub enum Mode {
 
 /// The lock's names and client, shared by both sides.
 pub struct RwShared {
-    client: Client,
-    key: Arc<str>,
+    /// The client, the hash, fencing and the client's record on the lock, where releases of
+    /// either side record what they did.
+    names: LockNames,
     channel: String,
     token_key: String,
-    /// The client's record on the lock, where releases of either side record what they did.
-    record: CallRecord,
     /// `prefixed("redisson_rwlock_writer", key)`: set while a writer waits \[ext\].
     intent_key: String,
     /// `suffixed(key, "")` without its trailing `:`: read hold `i` of owner `o` has its lease
     /// key at `{hold_base}:{o}:rwlock_timeout:{i}`.
     hold_base: String,
-    fenced: bool,
+}
+
+impl std::ops::Deref for RwShared {
+    type Target = LockNames;
+
+    fn deref(&self) -> &LockNames {
+        &self.names
+    }
 }
 
 /// One side of the lock, as the engine's kind: what its guards release through.
@@ -141,18 +147,16 @@ impl ReadWriteLock {
     }
 
     fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
-        let key = client.object_key(name)?;
-        let mut hold_base = suffixed(&key, "");
+        let names = LockNames::new(client, name, fenced, true)?;
+        let key = &names.key;
+        let mut hold_base = suffixed(key, "");
         hold_base.pop();
         let shared = Arc::new(RwShared {
-            client: client.clone(),
-            channel: prefixed("redisson_rwlock", &key),
-            token_key: prefixed("redisson_lock_token", &key),
-            record: CallRecord::new(client, &key),
-            intent_key: prefixed("redisson_rwlock_writer", &key),
+            channel: prefixed("redisson_rwlock", key),
+            token_key: prefixed("redisson_lock_token", key),
+            intent_key: prefixed("redisson_rwlock_writer", key),
             hold_base,
-            key: key.into(),
-            fenced,
+            names,
         });
         Ok(Self {
             read: LockHandle::new(Side {
@@ -421,8 +425,8 @@ impl Side {
 }
 
 impl HoldKind for Side {
-    fn client(&self) -> &Client {
-        &self.shared.client
+    fn names(&self) -> &LockNames {
+        &self.shared.names
     }
 
     fn kind_name(&self) -> &'static str {
@@ -433,20 +437,12 @@ impl HoldKind for Side {
         }
     }
 
-    fn lock_key(&self) -> &Arc<str> {
-        &self.shared.key
-    }
-
     fn renew_script(&self) -> &'static Script {
         &RENEW
     }
 
     fn hold_field(&self, owner: &Owner) -> Arc<str> {
         self.field(owner).into()
-    }
-
-    fn fenced(&self) -> bool {
-        self.shared.fenced
     }
 
     /// On the lock's channel; a waiting writer tries again every second to keep its intent
@@ -519,14 +515,10 @@ impl HoldKind for Side {
         })
     }
 
-    fn record(&self) -> Option<&CallRecord> {
-        Some(&self.shared.record)
-    }
-
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let shared = &self.shared;
         let publish = shared.client.config().publish_command();
-        let record = shared.record.key();
+        let record = shared.record_key();
         let call = if self.write {
             ScriptCall::new(&WRITE_RELEASE, &[&shared.key, &shared.channel, record])
                 .arg(writer(args.owner))

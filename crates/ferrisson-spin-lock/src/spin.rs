@@ -1,12 +1,12 @@
 //! The spin lock.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use ferrisson_core::__engine::ObjectKeys;
 use ferrisson_core::__engine::{
-    HashLock, HoldKind, LOCK_PRELUDE, LockHandle, LockKind, LockType, RECORD_PRELUDE, RENEW_HASH,
-    ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count, lock_message_policy,
+    HashLock, HoldKind, LOCK_PRELUDE, LockHandle, LockKind, LockNames, LockType, RECORD_PRELUDE,
+    RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count,
+    lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, Error, Owner, Result};
 #[cfg(doc)]
@@ -203,24 +203,16 @@ impl LockKind for SpinShared {
 }
 
 impl HoldKind for SpinShared {
-    fn client(&self) -> &Client {
-        &self.client
+    fn names(&self) -> &LockNames {
+        &self.lock.names
     }
 
     fn kind_name(&self) -> &'static str {
         "spin_lock"
     }
 
-    fn lock_key(&self) -> &Arc<str> {
-        &self.key
-    }
-
     fn renew_script(&self) -> &'static Script {
         &RENEW_HASH
-    }
-
-    fn fenced(&self) -> bool {
-        self.fenced
     }
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
@@ -258,10 +250,6 @@ impl HoldKind for SpinShared {
         } else {
             call
         }
-    }
-
-    fn record(&self) -> Option<&ferrisson_core::__engine::CallRecord> {
-        Some(&self.lock.record)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

@@ -193,8 +193,13 @@ pub struct Waiting<'a> {
 /// ([`read_release`](Self::read_release)), and a release records what it did in the client's
 /// record on the lock ([`record`](Self::record), [`ReleaseArgs::record`]).
 pub trait HoldKind: Send + Sync + 'static {
+    /// The lock's client, key, fencing and record, made in one place.
+    fn names(&self) -> &LockNames;
+
     /// The client the lock runs on.
-    fn client(&self) -> &Client;
+    fn client(&self) -> &Client {
+        &self.names().client
+    }
 
     /// The kind's name in spans and metrics labels (`lock`, `fair_lock`, `read_lock`,
     /// `write_lock`, `spin_lock`).
@@ -203,7 +208,9 @@ pub trait HoldKind: Send + Sync + 'static {
     }
 
     /// The Redis key of the lock.
-    fn lock_key(&self) -> &Arc<str>;
+    fn lock_key(&self) -> &Arc<str> {
+        &self.names().key
+    }
 
     /// The watchdog's renewal script for this kind's holds.
     fn renew_script(&self) -> &'static Script;
@@ -214,7 +221,9 @@ pub trait HoldKind: Send + Sync + 'static {
     }
 
     /// Whether acquisitions hand out fencing tokens.
-    fn fenced(&self) -> bool;
+    fn fenced(&self) -> bool {
+        self.names().fenced
+    }
 
     /// Where and how `owner` waits.
     fn waiting(&self, owner: &Owner) -> Waiting<'_>;
@@ -258,10 +267,10 @@ pub trait HoldKind: Send + Sync + 'static {
     }
 
     /// The client's record on the lock, where its releases record what they did, so that a
-    /// resend after a lost reply counts once (none by default: a resend reads the outcome from
-    /// the lock's own state, as the lean mutex's does).
+    /// resend after a lost reply counts once (none: a resend reads the outcome from the lock's
+    /// own state, as the lean mutex's does).
     fn record(&self) -> Option<&crate::record::CallRecord> {
-        None
+        self.names().record.as_ref()
     }
 
     /// One release script call.
@@ -674,6 +683,8 @@ fn int_reply(reply: &redis::Value) -> Option<Vec<i64>> {
     }
 }
 
+mod names;
 mod release;
+pub use names::LockNames;
 pub use release::release;
 use release::release_boxed;

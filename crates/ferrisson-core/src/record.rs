@@ -156,19 +156,11 @@ impl RecordedCall {
             .arg(self.flags(client, resend, false, extra))
     }
 
-    /// As [`args_flagged`](Self::args_flagged) for the resend of the call, made before it is
-    /// known to be needed: the call is noted as sent again only when it is sent
-    /// ([`send`](Self::send)).
-    pub fn resend_args(&self, call: ScriptCall, client: &Client, extra: &str) -> ScriptCall {
-        let mut flags = self.flags(client, false, false, extra);
-        flags.insert(0, 'r');
-        call.arg(self.slot).arg(self.seq).arg(flags)
-    }
-
     /// The record's arguments of one of a call's two forms made up front (for
     /// [`send`](Self::send) and [`send_through`](Self::send_through)): the first send's
-    /// ([`args_flagged`](Self::args_flagged), not a resend), or with `resend` the resend's
-    /// ([`resend_args`](Self::resend_args)).
+    /// ([`args_flagged`](Self::args_flagged), not a resend), or with `resend` the resend's,
+    /// made before it is known to be needed: flagged `r`, but the call is noted as sent again
+    /// only when it is sent.
     pub fn form_args(
         &self,
         call: ScriptCall,
@@ -176,11 +168,11 @@ impl RecordedCall {
         resend: bool,
         extra: &str,
     ) -> ScriptCall {
+        let mut flags = self.flags(client, false, false, extra);
         if resend {
-            self.resend_args(call, client, extra)
-        } else {
-            self.args_flagged(call, client, false, extra)
+            flags.insert(0, 'r');
         }
+        call.arg(self.slot).arg(self.seq).arg(flags)
     }
 
     /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
@@ -197,7 +189,7 @@ impl RecordedCall {
     /// Sends the recorded call as `ClientEngine::eval` does (retried on a broken connection,
     /// asked again while a lost reply leaves it unknown), with both of its forms made up front:
     /// `first` for the first attempt, `resend` (its arguments from
-    /// [`resend_args`](Self::resend_args)) for every one after it, which notes the slot as
+    /// [`form_args`](Self::form_args)) for every one after it, which notes the slot as
     /// sent again. The engine sends it without calling back into the synchronizer.
     ///
     /// # Errors

@@ -332,7 +332,7 @@ async fn latch_count_downs_through_lost_replies_count_exactly_once() {
 
 /// A client through `proxy` whose retries after a lost reply wait `pause`: long enough for a
 /// call made right after the loss to overtake them.
-async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
+pub(crate) async fn slow_retry_client(proxy: &FaultProxy, pause: Duration) -> Client {
     let config = ClientConfig::new(proxy.url())
         .with_lease(Duration::from_secs(600))
         .with_response_timeout(Duration::from_secs(2))
@@ -687,7 +687,7 @@ async fn with_late_copy<T>(
 }
 
 /// Lets the held copy reach Redis, and waits until Redis has answered it (it ran).
-async fn deliver_late(proxy: &FaultProxy) {
+pub(crate) async fn deliver_late(proxy: &FaultProxy) {
     let replies = proxy.late_replies();
     proxy.deliver_held();
     eventually(Duration::from_secs(10), "the late copy ran", || async {

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod abandoned_releases;
 mod bad_input;
 mod cluster_faults;
 mod deadlines;

@@ -11,8 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use ferrisson::{
     Client, ClientConfig, CountDownLatch, Error, ExpirableSemaphore, FairLock, Lock, Mutex,
-    ObjectInfo, ObjectKind, Party, RateLimiter, ReadWriteLock, ReentrantLock, Semaphore, SpinLock,
-    SyncObject,
+    ObjectInfo, ObjectKind, Party, ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -388,7 +387,6 @@ async fn act(
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
         ObjectKind::CountDownLatch => on!(object CountDownLatch::new(client, name)),
-        ObjectKind::RateLimiter => on!(object RateLimiter::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.
         ObjectKind::Registered(kind) => match action {
             Action::ForceUnlock => match kind.force_unlock {

@@ -5,7 +5,7 @@
 -- changing anything (Client::inspect, the `ferrisson` command-line tool): the main key and
 -- every key derived from its name, whichever kind it is. The caller decides the kind.
 -- KEYS[1] the main key (every other key is derived from it, in its slot)
--- ARGV[1] the most members listed of a queue, permit set, participant set or window
+-- ARGV[1] the most members listed of a queue, permit set, or participant set
 -- returns facts, each a list of strings whose first names it:
 --   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
 --   {'field', f, v} each field of a hash; {'value', v} a string's value;
@@ -17,9 +17,8 @@
 --   {'writer_waiting', pttl} a read-write lock's writer intent;
 --   {'permit', id in hex, expiry ms}, {'permits_taken', n, expired n} the expirable semaphore;
 --   {'reservation', value, pttl} a semaphore's reservation for a large waiter;
---   {'round', v}, {'participant', id}, {'participants', n} the latch;
---   {'window', value or '', permits given in the window, members, oldest score or ''} the rate
---   limiter's overall window (only when the hash holds a rate)
+--   {'round', v}, {'participant', id}, {'participants', n} the latch
+-- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
 local limit = tonumber(ARGV[1]) or 100
 local tagged = string.find(name, '{', 1, true) ~= nil
@@ -163,26 +162,6 @@ if key_type(counted) == 'set' then
   for _, id in ipairs(redis.call('srandmember', counted, limit)) do
     fact('participant', id)
   end
-end
-
--- The rate limiter's overall window.
-if main == 'hash' and tonumber(fields['rate'] or '') and tonumber(fields['interval'] or '') then
-  local interval = tonumber(fields['interval'])
-  local value = string_at(suffixed('value')) or ''
-  local permits = suffixed('permits')
-  local given, members, oldest = 0, 0, ''
-  if key_type(permits) == 'zset' then
-    local window = redis.call('zrangebyscore', permits, '(' .. (now - interval), '+inf', 'WITHSCORES')
-    for i = 1, #window, 2 do
-      local _, n = struct.unpack('Bc0I', window[i])
-      given = given + n
-      members = members + 1
-      if oldest == '' then
-        oldest = window[i + 1]
-      end
-    end
-  end
-  fact('window', value, given, members, oldest)
 end
 
 return out

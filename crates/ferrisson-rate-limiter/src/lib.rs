@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod inspect;
 mod limiter;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
@@ -23,8 +24,9 @@ pub use limiter::{RateArgs, RateLimiter, RateType};
 
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 5] {
+pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 6] {
     [
+        &inspect::INSPECT,
         &limiter::PRELUDE,
         &limiter::TRY_ACQUIRE,
         &limiter::SET_RATE,

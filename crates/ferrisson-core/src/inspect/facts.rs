@@ -23,7 +23,6 @@ pub(super) struct Facts {
     pub(super) round: Option<String>,
     pub(super) participants: Option<u64>,
     pub(super) participant: Vec<String>,
-    pub(super) window: Option<(String, u64, u64, String)>,
 }
 
 impl Facts {
@@ -53,7 +52,6 @@ impl Facts {
                 Some("round") => f.round = Some(at(1)),
                 Some("participants") => f.participants = Some(unum(&at(1))),
                 Some("participant") => f.participant.push(at(1)),
-                Some("window") => f.window = Some((at(1), unum(&at(2)), unum(&at(3)), at(4))),
                 _ => {}
             }
         }
@@ -84,7 +82,6 @@ impl Facts {
                 }
             }
             "hash" => {
-                const RATE_FIELDS: [&str; 4] = ["rate", "interval", "type", "keepAliveTime"];
                 if self.field("mode").is_some() {
                     let ok = self.fields.iter().all(|(f, v)| {
                         if f == "mode" {
@@ -97,14 +94,6 @@ impl Facts {
                         return Err(foreign());
                     }
                     (ObjectKind::ReadWriteLock, true)
-                } else if self.field("rate").is_some() {
-                    let ok = self.fields.iter().all(|(f, v)| {
-                        RATE_FIELDS.contains(&f.as_str()) && v.parse::<i64>().is_ok()
-                    });
-                    if !ok {
-                        return Err(foreign());
-                    }
-                    (ObjectKind::RateLimiter, true)
                 } else {
                     let ok = self
                         .fields
@@ -142,31 +131,6 @@ impl Facts {
             _ => return Err(foreign()),
         }))
     }
-}
-
-/// Whether a rate limiter's settings give each client its own rate.
-pub(super) fn per_client_of(facts: &Facts) -> bool {
-    facts.field("type") == Some("1")
-}
-
-/// The permits the overall window of a rate limiter has left as of the read: the rate less
-/// the permits given in the last interval (`value` is as of the last acquire, before permits
-/// that left the window since came back). `None` before any acquire, and for per-client rates
-/// (each client has a window of its own).
-pub(super) fn available_now(
-    value: &str,
-    rate: Option<i64>,
-    given: u64,
-    per_client: bool,
-) -> Option<i64> {
-    if per_client || value.is_empty() {
-        return None;
-    }
-    let rate = rate?;
-    Some(
-        rate.saturating_sub(i64::try_from(given).unwrap_or(i64::MAX))
-            .max(0),
-    )
 }
 
 /// `ms` milliseconds as a duration, `None` when not positive.

@@ -40,15 +40,14 @@ pub enum ObjectKind {
     ExpirableSemaphore,
     /// A countdown latch.
     CountDownLatch,
-    /// A rate limiter.
-    RateLimiter,
     /// A kind its own crate registered ([`KindInspection`]): known where that crate is linked.
     Registered(&'static KindInspection),
 }
 
 impl ObjectKind {
-    /// Every kind.
-    pub const ALL: [ObjectKind; 9] = [
+    /// Every kind whose layout this crate reads itself (the others register with their
+    /// crates: [`known`](Self::known)).
+    pub const ALL: [ObjectKind; 8] = [
         Self::Lock,
         Self::FairLock,
         Self::SpinLock,
@@ -57,7 +56,6 @@ impl ObjectKind {
         Self::Semaphore,
         Self::ExpirableSemaphore,
         Self::CountDownLatch,
-        Self::RateLimiter,
     ];
 
     /// Every kind this binary knows: [`ALL`](Self::ALL), then those registered by the crates
@@ -69,7 +67,7 @@ impl ObjectKind {
     }
 
     /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `mutex`, `semaphore`,
-    /// `expirable-semaphore`, `latch` or `rate-limiter`, or a registered kind's own (what
+    /// `expirable-semaphore` or `latch`, or a registered kind's own (`rate-limiter`, …; what
     /// [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -82,7 +80,6 @@ impl ObjectKind {
             Self::Semaphore => "semaphore",
             Self::ExpirableSemaphore => "expirable-semaphore",
             Self::CountDownLatch => "latch",
-            Self::RateLimiter => "rate-limiter",
         }
     }
 
@@ -102,11 +99,7 @@ impl ObjectKind {
             Self::Registered(kind) => kind.main_type == "hash",
             _ => matches!(
                 self,
-                Self::Lock
-                    | Self::FairLock
-                    | Self::SpinLock
-                    | Self::ReadWriteLock
-                    | Self::RateLimiter
+                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock
             ),
         }
     }
@@ -350,6 +343,30 @@ pub struct RateState {
     pub given_in_window: u64,
     /// When the first of them returns.
     pub next_return_in: Option<Duration>,
+}
+
+impl RateState {
+    /// A rate limiter's state, as its crate's inspection reads it
+    /// ([`KindInspection::read`]).
+    pub fn new(
+        rate: i64,
+        interval: Duration,
+        per_client: bool,
+        keep_alive: Option<Duration>,
+        available: Option<i64>,
+        given_in_window: u64,
+        next_return_in: Option<Duration>,
+    ) -> Self {
+        Self {
+            rate,
+            interval,
+            per_client,
+            keep_alive,
+            available,
+            given_in_window,
+            next_return_in,
+        }
+    }
 }
 
 /// Everything the layout says about one object ([`Client::inspect`]).

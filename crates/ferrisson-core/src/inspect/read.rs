@@ -257,26 +257,6 @@ impl Client {
                     participants,
                 });
             }
-            ObjectKind::RateLimiter => {
-                let num = |f: &str| facts.field(f).and_then(|v| v.parse::<i64>().ok());
-                let (value, given, _, oldest) = facts.window.clone().unwrap_or_default();
-                let interval = num("interval").unwrap_or(0);
-                info.rate = Some(RateState {
-                    rate: num("rate").unwrap_or(0),
-                    interval: Duration::from_millis(u64::try_from(interval).unwrap_or(0)),
-                    per_client: per_client_of(&facts),
-                    keep_alive: num("keepAliveTime").and_then(positive_ms),
-                    // As of now: the stored value is as of the last call, and the permits
-                    // given more than an interval ago have come back since.
-                    available: available_now(&value, num("rate"), given, per_client_of(&facts)),
-                    given_in_window: given,
-                    next_return_in: oldest
-                        .parse::<i64>()
-                        .ok()
-                        .map(|at| at.saturating_add(interval).to_string())
-                        .and_then(|at| until(&at, now)),
-                });
-            }
             _ => {}
         }
         self.finish_info(&mut info).await?;

@@ -13,7 +13,7 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
         ObjectKind::CountDownLatch => format!("redisson_countdownlatch__channel__{{{key}}}"),
         ObjectKind::Mutex => prefixed("ferrisson_mutex__channel", key),
         ObjectKind::Registered(kind) => prefixed(kind.channel_prefix?, key),
-        ObjectKind::FairLock | ObjectKind::RateLimiter => return None,
+        ObjectKind::FairLock => return None,
     })
 }
 

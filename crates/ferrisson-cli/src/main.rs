@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use ferrisson::{
-    Client, ClientConfig, CountDownLatch, Error, ExpirableSemaphore, FairLock, Lock, Mutex,
-    ObjectInfo, ObjectKind, Party, ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
+    Client, ClientConfig, CountDownLatch, Error, ExpirableSemaphore, FairLock, Lock, ObjectInfo,
+    ObjectKind, Party, ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -383,7 +383,6 @@ async fn act(
         ObjectKind::FairLock => on!(lock FairLock::new(client, name)),
         ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
         ObjectKind::ReadWriteLock => on!(lock ReadWriteLock::new(client, name)),
-        ObjectKind::Mutex => on!(lock Mutex::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
         ObjectKind::CountDownLatch => on!(object CountDownLatch::new(client, name)),
@@ -417,9 +416,10 @@ async fn force_unlock(
             kind.article()
         )));
     }
-    if !info.kind_certain && kind == ObjectKind::Mutex {
+    if !info.kind_certain && matches!(kind, ObjectKind::Registered(_)) {
         return Err(Failure::Refused(format!(
-            "`{name}` holds a string that may be anything's: pass --kind mutex if it is a lock of the Redlock layout"
+            "`{name}` holds data that may be anything's: pass --kind {kind} if it is {} {kind}",
+            kind.article()
         )));
     }
     if info.holders.is_empty() {

@@ -9,7 +9,7 @@
 -- returns facts, each a list of strings whose first names it:
 --   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
 --   {'field', f, v} each field of a hash; {'value', v} a string's value;
---   {'token', v} the fencing counter; {'mutex_token', v} the lean mutex's;
+--   {'token', v} the fencing counter;
 --   {'queued', owner, timeout ms or '', liveness deadline ms or ''} the fair queue, in order,
 --   {'queue_length', n};
 --   {'reserved', value, pttl} the spin lock's next-in-line;
@@ -86,10 +86,6 @@ end
 local token = string_at(prefixed('redisson_lock_token'))
 if token then
   fact('token', token)
-end
-local mutex_token = string_at(prefixed('ferrisson_mutex_token'))
-if mutex_token then
-  fact('mutex_token', mutex_token)
 end
 
 -- The fair lock's queue, its timeouts and liveness deadlines.

@@ -22,6 +22,7 @@
 //! promise (failover, pauses) and what to do about it.
 
 mod fenced;
+mod inspect;
 mod lock;
 mod mutex;
 mod scripts;

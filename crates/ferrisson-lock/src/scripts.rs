@@ -37,8 +37,9 @@ pub(crate) static MUTEX_FORCE_RELEASE: Script = Script::new(
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (besides
 /// `ferrisson_core`'s `core/renew_hash` and `core/force_release_hash`).
-pub fn scripts() -> [&'static Script; 7] {
+pub fn scripts() -> [&'static Script; 8] {
     [
+        &crate::inspect::MUTEX_INSPECT,
         &HASH_LOCK_ACQUIRE,
         &HASH_LOCK_RELEASE,
         &MUTEX_ACQUIRE,

@@ -12,7 +12,6 @@ pub(super) struct Facts {
     pub(super) fields: Vec<(String, String)>,
     pub(super) value: Option<String>,
     pub(super) token: Option<String>,
-    pub(super) mutex_token: Option<String>,
     pub(super) queue_length: Option<u64>,
     pub(super) queued: Vec<(String, String, String)>,
     pub(super) reserved: Option<(String, i64)>,
@@ -39,7 +38,6 @@ impl Facts {
                 Some("field") => f.fields.push((at(1), at(2))),
                 Some("value") => f.value = Some(at(1)),
                 Some("token") => f.token = Some(at(1)),
-                Some("mutex_token") => f.mutex_token = Some(at(1)),
                 Some("queue_length") => f.queue_length = Some(unum(&at(1))),
                 Some("queued") => f.queued.push((at(1), at(2), at(3))),
                 Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
@@ -122,10 +120,8 @@ impl Facts {
                         (ObjectKind::Semaphore, self.reservation.is_some())
                     }
                 } else {
-                    (
-                        ObjectKind::Mutex,
-                        client_tag(value).is_some() || self.mutex_token.is_some(),
-                    )
+                    // Not a count: perhaps a registered kind's (the mutex's token).
+                    return Err(foreign());
                 }
             }
             _ => return Err(foreign()),

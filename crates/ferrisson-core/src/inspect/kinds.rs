@@ -35,9 +35,10 @@ pub struct KindInspection {
     pub channel_prefix: Option<&'static str>,
     /// The script that reads one object (see above).
     pub script: &'static Script,
-    /// Makes the script's facts the object's state: its holders, waiters and
-    /// [`details`](ObjectInfo::details). Who stands behind each owner, the subscribers and
-    /// the times are filled in by the core.
+    /// Makes the script's facts the object's state: its holders, waiters, fencing token and
+    /// [`details`](ObjectInfo::details), and [`kind_certain`](ObjectInfo::kind_certain) false
+    /// where the layout could be anything's (a listing leaves such objects out). Who stands
+    /// behind each owner, the subscribers and the times are filled in by the core.
     pub read: fn(&KindFacts, &mut ObjectInfo),
     /// Frees an object of the kind whoever holds it (its handle's `force_unlock`), for the
     /// command-line tool; `None` for a kind that is not a lock.
@@ -133,11 +134,12 @@ impl KindFacts {
 
 impl Client {
     /// Reads `key` as `kind` with the kind's own script: `None` when the key holds a layout
-    /// that is not the kind's.
+    /// that is not the kind's. `named`: the caller said the kind, which makes it certain.
     pub(super) async fn inspect_registered(
         &self,
         key: &str,
         kind: &'static KindInspection,
+        named: bool,
     ) -> Result<Option<ObjectInfo>> {
         let call = ScriptCall::new(kind.script, &[key]).arg(INSPECT_LIMIT);
         let reply: Option<Vec<Vec<String>>> = self.eval_read(&call).await.map_err(|e| match e {
@@ -155,6 +157,7 @@ impl Client {
         }
         info.kind = Some(ObjectKind::Registered(kind));
         (kind.read)(&facts, &mut info);
+        info.kind_certain |= named;
         self.finish_info(&mut info).await?;
         Ok(Some(info))
     }

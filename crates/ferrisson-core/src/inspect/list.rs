@@ -34,10 +34,11 @@ impl Client {
     }
 }
 
-/// Whether a listing shows an object: not a string of any content that merely could be a
-/// mutex's token.
+/// Whether a listing shows an object: not one a registered kind merely could be (a string of
+/// any content could be a mutex's token). A count whose kind is not certain is listed as a
+/// semaphore.
 pub(super) fn listed(info: &ObjectInfo) -> bool {
-    info.kind != Some(ObjectKind::Mutex) || info.kind_certain
+    info.kind_certain || !matches!(info.kind, Some(ObjectKind::Registered(_)))
 }
 
 /// The suffixes of the keys synchronizers derive with `suffixed(name, …)`.

@@ -32,8 +32,6 @@ pub enum ObjectKind {
     SpinLock,
     /// A read-write lock.
     ReadWriteLock,
-    /// The lean mutex on the standard Redlock layout **\[ext\]**.
-    Mutex,
     /// A semaphore.
     Semaphore,
     /// A permit-expirable semaphore.
@@ -47,12 +45,11 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Every kind whose layout this crate reads itself (the others register with their
     /// crates: [`known`](Self::known)).
-    pub const ALL: [ObjectKind; 8] = [
+    pub const ALL: [ObjectKind; 7] = [
         Self::Lock,
         Self::FairLock,
         Self::SpinLock,
         Self::ReadWriteLock,
-        Self::Mutex,
         Self::Semaphore,
         Self::ExpirableSemaphore,
         Self::CountDownLatch,
@@ -66,9 +63,9 @@ impl ObjectKind {
         kinds
     }
 
-    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `mutex`, `semaphore`,
-    /// `expirable-semaphore` or `latch`, or a registered kind's own (`rate-limiter`, …; what
-    /// [`str::parse`] takes).
+    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `semaphore`,
+    /// `expirable-semaphore` or `latch`, or a registered kind's own (`mutex`, `rate-limiter`,
+    /// …; what [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Registered(kind) => kind.name,
@@ -76,7 +73,6 @@ impl ObjectKind {
             Self::FairLock => "fair-lock",
             Self::SpinLock => "spin-lock",
             Self::ReadWriteLock => "rwlock",
-            Self::Mutex => "mutex",
             Self::Semaphore => "semaphore",
             Self::ExpirableSemaphore => "expirable-semaphore",
             Self::CountDownLatch => "latch",
@@ -110,7 +106,7 @@ impl ObjectKind {
             Self::Registered(kind) => kind.lock,
             _ => matches!(
                 self,
-                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock | Self::Mutex
+                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock
             ),
         }
     }

@@ -61,7 +61,7 @@ impl Client {
         hint: Option<ObjectKind>,
     ) -> Result<ObjectInfo> {
         if let Some(ObjectKind::Registered(kind)) = hint {
-            return match self.inspect_registered(&key, kind).await? {
+            return match self.inspect_registered(&key, kind, true).await? {
                 Some(info) => Ok(info),
                 None => Err(Error::InvalidArgument(format!(
                     "`{key}` does not hold {} {}",
@@ -82,7 +82,7 @@ impl Client {
                     if kind.main_type != facts.main_type {
                         continue;
                     }
-                    if let Some(info) = self.inspect_registered(&key, kind).await? {
+                    if let Some(info) = self.inspect_registered(&key, kind, false).await? {
                         return Ok(info);
                     }
                 }
@@ -170,26 +170,14 @@ impl Client {
                     });
                 }
             }
-            ObjectKind::Mutex => {
-                if let Some(owner) = &facts.value {
-                    info.holders.push(Holder {
-                        owner: owner.clone(),
-                        mode: HoldMode::Exclusive,
-                        count: 1,
-                        lease_left: lease,
-                        party: Party::Unknown,
-                    });
-                }
-            }
             _ => {}
         }
         info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
-        info.fencing_token = match kind {
-            ObjectKind::Mutex => facts.mutex_token.as_deref(),
-            k if k.is_lock() => facts.token.as_deref(),
-            _ => None,
-        }
-        .and_then(|t| t.parse().ok());
+        info.fencing_token = kind
+            .is_lock()
+            .then_some(facts.token.as_deref())
+            .flatten()
+            .and_then(|t| t.parse().ok());
         if kind == ObjectKind::FairLock || kind == ObjectKind::Lock {
             for (place, (owner, timeout, alive)) in facts.queued.iter().enumerate() {
                 info.waiters.push(Waiter {

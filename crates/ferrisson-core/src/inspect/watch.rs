@@ -11,7 +11,6 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
         ObjectKind::ReadWriteLock => prefixed("redisson_rwlock", key),
         ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
         ObjectKind::CountDownLatch => format!("redisson_countdownlatch__channel__{{{key}}}"),
-        ObjectKind::Mutex => prefixed("ferrisson_mutex__channel", key),
         ObjectKind::Registered(kind) => prefixed(kind.channel_prefix?, key),
         ObjectKind::FairLock => return None,
     })

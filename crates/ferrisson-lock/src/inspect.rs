@@ -1,0 +1,63 @@
+//! What the lean mutex tells inspection of itself ([`KindInspection`]): `Client::inspect`,
+//! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use ferrisson_core::__engine::identity::client_tag;
+use ferrisson_core::__engine::{Script, inventory};
+use ferrisson_core::{Client, HoldMode, Holder, KindFacts, KindInspection, ObjectInfo, Result};
+
+use crate::Mutex;
+
+/// Reading a mutex's holder and fencing counter (`lua/mutex_inspect.lua`).
+pub(crate) static MUTEX_INSPECT: Script = Script::new(
+    "lock/mutex_inspect",
+    include_str!("../lua/mutex_inspect.lua"),
+);
+
+/// The holder (the token the key holds) and the fencing counter. A string of any content
+/// could be a mutex: the kind is certain when the token names a ferrisson or Redisson client,
+/// or a fencing counter stands beside it.
+fn read(facts: &KindFacts, info: &mut ObjectInfo) {
+    let token = facts.number("token").and_then(|t| u64::try_from(t).ok());
+    if let Some(owner) = facts.value("value") {
+        info.kind_certain = client_tag(owner).is_some() || token.is_some();
+        info.holders.push(Holder::new(
+            owner.to_owned(),
+            HoldMode::Exclusive,
+            1,
+            info.ttl,
+        ));
+    }
+    info.fencing_token = token;
+}
+
+type Call<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
+
+/// The command-line tool's force unlock: the mutex's own.
+fn force_unlock<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
+    use ferrisson_core::Lock;
+    Box::pin(async move { Mutex::new(client, name)?.force_unlock().await })
+}
+
+/// The command-line tool's delete: the mutex's own.
+fn delete<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
+    use ferrisson_core::SyncObject;
+    Box::pin(async move { Mutex::new(client, name)?.delete().await })
+}
+
+inventory::submit! {
+    KindInspection {
+        name: "mutex",
+        article: "a",
+        lock: true,
+        main_type: "string",
+        derived: &[],
+        channel_prefix: Some("ferrisson_mutex__channel"),
+        script: &MUTEX_INSPECT,
+        read,
+        force_unlock: Some(force_unlock),
+        delete,
+    }
+}

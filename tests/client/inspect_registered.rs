@@ -9,19 +9,16 @@ use crate::common::{TestRedis, client, unique_name};
 use ferrisson::{
     Error, HoldMode, Holder, KindFacts, KindInspection, ObjectInfo, ObjectKind, Party,
 };
-use ferrisson_core::__engine::{ClientEngine, Script, inventory};
+use ferrisson_core::__engine::{ClientEngine, INSPECT_PRELUDE, Script, inventory};
 use futures::{FutureExt, StreamExt};
 use redis::Commands;
 use std::time::Duration;
 
-static READ_GROUP: Script = Script::new(
+static READ_GROUP: Script = Script::with_prelude(
     "test/read_group",
+    &INSPECT_PRELUDE,
     r#"
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local kind = redis.call('type', KEYS[1])['ok']
-local out = {{'type', kind}, {'pttl', tostring(redis.call('pttl', KEYS[1]))},
-  {'now', string.format('%.0f', now)}}
+local out, kind = inspect_head(KEYS[1])
 if kind == 'none' then
   return out
 end
@@ -44,7 +41,7 @@ for field, value in pairs(fields) do
     if not expiry then
       return false
     end
-    out[#out + 1] = {'value', field, value, expiry}
+    inspect_fact(out, 'value', field, value, expiry)
   end
 end
 return out

@@ -21,18 +21,15 @@
 -- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
 local limit = tonumber(ARGV[1]) or 100
-local tagged = string.find(name, '{', 1, true) ~= nil
+local out, main, now = inspect_head(name)
+local function fact(...)
+  inspect_fact(out, ...)
+end
 local function prefixed(p)
-  if tagged then
-    return p .. ':' .. name
-  end
-  return p .. ':{' .. name .. '}'
+  return inspect_prefixed(name, p)
 end
 local function suffixed(s)
-  if tagged then
-    return name .. ':' .. s
-  end
-  return '{' .. name .. '}:' .. s
+  return inspect_suffixed(name, s)
 end
 local function key_type(k)
   return redis.call('type', k)['ok']
@@ -48,29 +45,6 @@ local function hex(bytes)
     return string.format('%02x', string.byte(c))
   end))
 end
-
-local out = {}
-local function fact(...)
-  local f = {}
-  for i, v in ipairs({...}) do
-    if type(v) == 'number' then
-      f[i] = string.format('%.0f', v)
-    else
-      f[i] = tostring(v)
-    end
-  end
-  out[#out + 1] = f
-end
-
--- The server's clock in whole ms, up to a millisecond behind: what is computed from it here
--- (time left until a permit's or waiter's expiry) is for people to read, and the client takes
--- the millisecond off a permit's lease (the stored expiry is a millisecond late already).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-fact('now', now)
-local main = key_type(name)
-fact('type', main)
-fact('pttl', redis.call('pttl', name))
 
 local fields = {}
 if main == 'hash' then
@@ -110,7 +84,7 @@ end
 
 -- A read-write lock's read holds and waiting writer.
 if main == 'hash' and fields['mode'] then
-  local base = tagged and name or ('{' .. name .. '}')
+  local base = string.find(name, '{', 1, true) and name or ('{' .. name .. '}')
   for field, count in pairs(fields) do
     if field ~= 'mode' and string.sub(field, -6) ~= ':write' then
       local longest = -2

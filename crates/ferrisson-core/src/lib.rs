@@ -155,6 +155,7 @@ pub mod __engine {
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
         hash_hold_count,
     };
+    pub use crate::inspect::INSPECT_PRELUDE;
     pub use crate::kind::{
         HoldKind, LockNames, REENTRY_REFUSED, ReleaseArgs, ReleaseReply, TryArgs, TryReply,
         Waiting, acquire, read_script_try, release,
@@ -189,7 +190,7 @@ pub mod __engine {
 
 /// Every script this crate runs, for tests and tools that load or check them.
 #[doc(hidden)]
-pub fn scripts() -> [&'static script::Script; 15] {
+pub fn scripts() -> [&'static script::Script; 16] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
@@ -205,6 +206,7 @@ pub fn scripts() -> [&'static script::Script; 15] {
         &crate::permits::PERMITS_UPDATE,
         &crate::permits::PERMITS_LEAVE,
         &crate::identity::CLIENT_RECORD,
+        &crate::inspect::INSPECT_PRELUDE,
         &crate::inspect::INSPECT,
     ]
 }

@@ -5,14 +5,15 @@ use std::future::Future;
 use std::pin::Pin;
 
 use ferrisson_core::__engine::identity::client_tag;
-use ferrisson_core::__engine::{Script, inventory};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
 use ferrisson_core::{Client, HoldMode, Holder, KindFacts, KindInspection, ObjectInfo, Result};
 
 use crate::Mutex;
 
 /// Reading a mutex's holder and fencing counter (`lua/mutex_inspect.lua`).
-pub(crate) static MUTEX_INSPECT: Script = Script::new(
+pub(crate) static MUTEX_INSPECT: Script = Script::with_prelude(
     "lock/mutex_inspect",
+    &INSPECT_PRELUDE,
     include_str!("../lua/mutex_inspect.lua"),
 );
 

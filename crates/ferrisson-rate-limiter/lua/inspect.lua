@@ -2,7 +2,8 @@
 -- operation: rate_limiter/inspect
 -- protocol: 1
 -- [ext] Reads a rate limiter without changing anything (its KindInspection: Client::inspect,
--- the `ferrisson` command-line tool): its settings and its overall window.
+-- the `ferrisson` command-line tool): its settings and its overall window. It starts with
+-- core/inspect_prelude.
 -- KEYS[1] the settings hash (every other key is derived from it, in its slot)
 -- ARGV[1] the most members listed (unused: a window is summed, not listed)
 -- returns false when the key holds something else than a rate limiter's settings; else facts,
@@ -10,21 +11,7 @@
 --   {'field', f, v} each setting, and (when an interval is set) {'window', value or '',
 --   permits given in the window, members, oldest score or ''}
 local name = KEYS[1]
-local tagged = string.find(name, '{', 1, true) ~= nil
-local function suffixed(s)
-  if tagged then
-    return name .. ':' .. s
-  end
-  return '{' .. name .. '}:' .. s
-end
-local function key_type(k)
-  return redis.call('type', k)['ok']
-end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local main = key_type(name)
-local out = {{'type', main}, {'pttl', tostring(redis.call('pttl', name))},
-  {'now', string.format('%.0f', now)}}
+local out, main, now = inspect_head(name)
 if main == 'none' then
   return out
 end
@@ -39,7 +26,7 @@ for i = 1, #all, 2 do
     return false
   end
   fields[all[i]] = all[i + 1]
-  out[#out + 1] = {'field', all[i], all[i + 1]}
+  inspect_fact(out, 'field', all[i], all[i + 1])
 end
 if not fields['rate'] then
   return false
@@ -49,12 +36,13 @@ if not fields['interval'] then
 end
 local interval = tonumber(fields['interval'])
 local value = ''
-if key_type(suffixed('value')) == 'string' then
-  value = redis.call('get', suffixed('value'))
+local value_key = inspect_suffixed(name, 'value')
+if redis.call('type', value_key)['ok'] == 'string' then
+  value = redis.call('get', value_key)
 end
-local permits = suffixed('permits')
+local permits = inspect_suffixed(name, 'permits')
 local given, members, oldest = 0, 0, ''
-if key_type(permits) == 'zset' then
+if redis.call('type', permits)['ok'] == 'zset' then
   local window = redis.call('zrangebyscore', permits, '(' .. (now - interval), '+inf', 'WITHSCORES')
   for i = 1, #window, 2 do
     local _, n = struct.unpack('Bc0I', window[i])
@@ -65,5 +53,5 @@ if key_type(permits) == 'zset' then
     end
   end
 end
-out[#out + 1] = {'window', value, tostring(given), tostring(members), oldest}
+inspect_fact(out, 'window', value, given, members, oldest)
 return out

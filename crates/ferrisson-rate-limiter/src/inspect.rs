@@ -3,14 +3,17 @@
 
 use std::time::Duration;
 
-use ferrisson_core::__engine::{Script, inventory};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
 use ferrisson_core::{Client, KindFacts, KindInspection, ObjectInfo, RateState, Result};
 
 use crate::RateLimiter;
 
 /// Reading a rate limiter's settings and overall window (`lua/inspect.lua`).
-pub(crate) static INSPECT: Script =
-    Script::new("rate_limiter/inspect", include_str!("../lua/inspect.lua"));
+pub(crate) static INSPECT: Script = Script::with_prelude(
+    "rate_limiter/inspect",
+    &INSPECT_PRELUDE,
+    include_str!("../lua/inspect.lua"),
+);
 
 /// The settings and the overall window as `RateState`.
 fn read(facts: &KindFacts, info: &mut ObjectInfo) {

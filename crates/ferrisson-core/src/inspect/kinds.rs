@@ -16,9 +16,11 @@ use super::*;
 /// The script takes the object's main key as `KEYS[1]` (every key it reads derives from it, in
 /// its slot) and the most members to list ([`INSPECT_LIMIT`]) as `ARGV[1]`. It changes
 /// nothing. It replies `false` when the key holds a layout that is not its kind's, else facts
-/// as `core/inspect` does, each a list of strings whose first names it: `{'type', t}` (the
-/// main key's type; `none`: nothing stored), `{'pttl', ms}` and `{'now', ms}` (the server's
-/// clock) first, then the kind's own.
+/// as `core/inspect` does, each a list of strings whose first names it: `{'now', ms}` (the
+/// server's clock), `{'type', t}` (the main key's type; `none`: nothing stored) and
+/// `{'pttl', ms}` first, then the kind's own. Made `Script::with_prelude` of
+/// [`INSPECT_PRELUDE`](crate::__engine::INSPECT_PRELUDE), it starts with
+/// `inspect_head(KEYS[1])`, which reads those three, and adds its facts with `inspect_fact`.
 pub struct KindInspection {
     /// The kind's name, as [`ObjectKind::as_str`] and `--kind` take it (kebab-case).
     pub name: &'static str,

@@ -13,8 +13,19 @@ use crate::identity::{RECORD_PREFIX, client_tag, record_key};
 use crate::script::{Script, ScriptCall};
 
 /// Reading everything the layouts keep about one object (`lua/core/inspect.lua`).
-pub(crate) static INSPECT: Script =
-    Script::new("core/inspect", include_str!("../../lua/inspect.lua"));
+pub(crate) static INSPECT: Script = Script::with_prelude(
+    "core/inspect",
+    &INSPECT_PRELUDE,
+    include_str!("../../lua/inspect.lua"),
+);
+
+/// What every inspection script starts with (`lua/core/inspect_prelude.lua`): the facts every
+/// reply begins with, and the names derived from the object's key. A kind's own inspection
+/// script ([`KindInspection::script`]) is made `Script::with_prelude` of it.
+pub static INSPECT_PRELUDE: Script = Script::new(
+    "core/inspect_prelude",
+    include_str!("../../lua/inspect_prelude.lua"),
+);
 
 /// The most members of a queue, a permit set, a latch's participants listed by
 /// [`Client::inspect`] (the counts are always whole).

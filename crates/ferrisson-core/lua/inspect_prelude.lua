@@ -1,0 +1,50 @@
+-- ferrisson script
+-- operation: core/inspect_prelude
+-- protocol: 1
+-- [ext] A fragment, not run alone: every inspection script starts with it (core/inspect, and
+-- the scripts kinds register with their own crates: Client::inspect, the `ferrisson` tool)
+-- and calls its functions. Nothing here writes.
+--
+-- inspect_head(name) reads the server's clock and the main key's type, and starts the reply
+-- with the facts every inspection reply begins with: {'now', ms}, {'type', t}, {'pttl', ms}.
+-- It returns the reply table, the type and the clock (whole ms, up to a millisecond behind:
+-- what is computed from it is for people to read).
+-- inspect_fact(out, name, ...) adds a fact, its values as strings (numbers without decimals).
+-- inspect_prefixed(name, p) and inspect_suffixed(name, s) are the keys derived from `name` as
+-- docs/protocol.md names them (keys::prefixed, keys::suffixed), in its slot.
+local function inspect_fact(out, ...)
+  local f = {}
+  for i, v in ipairs({...}) do
+    if type(v) == 'number' then
+      f[i] = string.format('%.0f', v)
+    else
+      f[i] = tostring(v)
+    end
+  end
+  out[#out + 1] = f
+end
+
+local function inspect_head(name)
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local main = redis.call('type', name)['ok']
+  local out = {}
+  inspect_fact(out, 'now', now)
+  inspect_fact(out, 'type', main)
+  inspect_fact(out, 'pttl', redis.call('pttl', name))
+  return out, main, now
+end
+
+local function inspect_prefixed(name, p)
+  if string.find(name, '{', 1, true) then
+    return p .. ':' .. name
+  end
+  return p .. ':{' .. name .. '}'
+end
+
+local function inspect_suffixed(name, s)
+  if string.find(name, '{', 1, true) then
+    return name .. ':' .. s
+  end
+  return '{' .. name .. '}:' .. s
+end

@@ -151,9 +151,12 @@ impl RecordedCall {
         resend: bool,
         extra: &str,
     ) -> ScriptCall {
-        call.arg(self.slot)
-            .arg(self.seq)
-            .arg(self.flags(client, resend, false, extra))
+        self.with_flags(call, self.flags(client, resend, false, extra))
+    }
+
+    /// `call` with the slot, the sequence number and `flags`.
+    fn with_flags(&self, call: ScriptCall, flags: String) -> ScriptCall {
+        call.arg(self.slot).arg(self.seq).arg(flags)
     }
 
     /// The record's arguments of one of a call's two forms made up front (for
@@ -172,20 +175,16 @@ impl RecordedCall {
         if resend {
             flags.insert(0, 'r');
         }
-        call.arg(self.slot).arg(self.seq).arg(flags)
+        self.with_flags(call, flags)
     }
 
     /// As [`args`](Self::args) for the undo of the call: the flags always carry the TTL,
     /// which the undone marks take too.
     pub fn undo_args(&self, call: ScriptCall, client: &Client) -> ScriptCall {
         self.sent_again();
-        call.arg(self.slot)
-            .arg(self.seq)
-            .arg(self.flags(client, false, true, ""))
+        self.with_flags(call, self.flags(client, false, true, ""))
     }
 
-    /// Notes that the call is sent again (or undone): a copy sent before may still reach
-    /// Redis after this one, so the slot rests before another call uses it.
     /// Sends the recorded call as `ClientEngine::eval` does (retried on a broken connection,
     /// asked again while a lost reply leaves it unknown), with both of its forms made up front:
     /// `first` for the first attempt, `resend` (its arguments from
@@ -251,6 +250,8 @@ impl RecordedCall {
         reply
     }
 
+    /// Notes that the call is sent again (or undone): a copy sent before may still reach
+    /// Redis after this one, so the slot rests before another call uses it.
     fn sent_again(&self) {
         self.resent.store(true, Ordering::Relaxed);
     }

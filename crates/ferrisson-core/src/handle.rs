@@ -23,8 +23,16 @@ pub trait LockKind: HoldKind {
     /// ([`Lock::force_unlock`]).
     fn force_unlock(&self) -> impl Future<Output = Result<bool>> + Send;
 
-    /// How many holds `owner` has (0: none) ([`Lock::hold_count_of`]).
-    fn hold_count_of(&self, owner: &Owner) -> impl Future<Output = Result<u32>> + Send;
+    /// How many holds `owner` has (0: none) ([`Lock::hold_count_of`]): by default the count
+    /// under the owner's [hold field](HoldKind::hold_field) of the lock's hash (Redisson's
+    /// `RLock` layout, and the read-write lock's); a kind of another layout says how.
+    fn hold_count_of(&self, owner: &Owner) -> impl Future<Output = Result<u32>> + Send {
+        let field = self.hold_field(owner);
+        async move {
+            use crate::client::ClientEngine;
+            self.client().hash_count(self.lock_key(), &field).await
+        }
+    }
 
     /// The kind's keys ([`ObjectLayout::object_keys`](crate::object::ObjectLayout::object_keys)).
     fn object_keys(&self) -> ObjectKeys<'_>;

@@ -4,19 +4,8 @@
 //! crate decides how it waits and what it publishes.
 
 use crate::client::Client;
-use crate::client::ClientEngine;
 use crate::error::Result;
 use crate::script::Script;
-
-/// How many holds `owner` has on a lock kept in a hash of `owner → count` (the reentrant
-/// lock's, the spin lock's and the fair lock's [`Lock::hold_count_of`](crate::Lock::hold_count_of)).
-///
-/// # Errors
-///
-/// As [`Lock::hold_count_of`](crate::Lock::hold_count_of).
-pub async fn hash_hold_count(client: &Client, key: &str, owner: &crate::Owner) -> Result<u32> {
-    client.hash_count(key, owner.as_str()).await
-}
 
 /// The watchdog's renewal script for locks held in a hash (`owner → count`): the reentrant
 /// lock's and the fair lock's (`lua/core/renew_hash.lua`).
@@ -209,13 +198,6 @@ impl HashLock {
 impl crate::handle::LockKind for HashLock {
     fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
         HashLock::force_unlock(self)
-    }
-
-    fn hold_count_of(
-        &self,
-        owner: &crate::Owner,
-    ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.client, &self.key, owner)
     }
 
     fn object_keys(&self) -> crate::object::ObjectKeys<'_> {

@@ -153,7 +153,6 @@ pub mod __engine {
     }
     pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
-        hash_hold_count,
     };
     pub use crate::inspect::INSPECT_PRELUDE;
     pub use crate::kind::{

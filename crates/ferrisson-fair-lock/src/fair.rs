@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::{
     ClientEngine, HoldKind, LockHandle, LockKind, LockNames, LockType, RENEW_HASH, ReleaseArgs,
-    Script, ScriptCall, TryArgs, Waiting, Wake, hash_hold_count,
+    Script, ScriptCall, TryArgs, Waiting, Wake,
 };
 use ferrisson_core::__engine::{KeyShape, ObjectKeys};
 use ferrisson_core::{Backoff, Client, Error, Owner, Result};
@@ -238,13 +238,6 @@ impl LockKind for FairShared {
         .arg(self.client.config().publish_command().as_str());
         let released: i64 = self.client.eval(&call).await?;
         Ok(released == 1)
-    }
-
-    fn hold_count_of(
-        &self,
-        owner: &Owner,
-    ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.client, &self.key, owner)
     }
 
     fn object_keys(&self) -> ObjectKeys<'_> {

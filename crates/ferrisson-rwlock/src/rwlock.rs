@@ -361,14 +361,6 @@ impl LockKind for Side {
     }
 
     /// How many holds of this side `owner` has (0: none).
-    async fn hold_count_of(&self, owner: &Owner) -> Result<u32> {
-        let field = self.field(owner);
-        self.shared
-            .client
-            .hash_count(&self.shared.key, &field)
-            .await
-    }
-
     /// The whole lock's keys ([`ReadWriteLock`]'s), from either side.
     fn object_keys(&self) -> ObjectKeys<'_> {
         self.shared.object_keys()

@@ -5,8 +5,7 @@ use std::borrow::Cow;
 use ferrisson_core::__engine::ObjectKeys;
 use ferrisson_core::__engine::{
     HashLock, HoldKind, LOCK_PRELUDE, LockHandle, LockKind, LockNames, LockType, RECORD_PRELUDE,
-    RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, hash_hold_count,
-    lock_message_policy,
+    RENEW_HASH, ReleaseArgs, Script, ScriptCall, TryArgs, Waiting, lock_message_policy,
 };
 use ferrisson_core::{Backoff, Client, Error, Owner, Result};
 #[cfg(doc)]
@@ -188,13 +187,6 @@ impl LockType for SpinLock {
 impl LockKind for SpinShared {
     fn force_unlock(&self) -> impl std::future::Future<Output = Result<bool>> + Send {
         self.lock.force_unlock()
-    }
-
-    fn hold_count_of(
-        &self,
-        owner: &Owner,
-    ) -> impl std::future::Future<Output = Result<u32>> + Send {
-        hash_hold_count(&self.client, &self.key, owner)
     }
 
     fn object_keys(&self) -> ObjectKeys<'_> {

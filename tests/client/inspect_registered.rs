@@ -78,13 +78,17 @@ fn delete_group<'a>(
     .boxed()
 }
 
+fn group_channel(key: &str) -> String {
+    format!("test_group__channel:{{{key}}}")
+}
+
 const GROUP: KindInspection = KindInspection {
     name: "test-group",
     article: "a",
     lock: true,
     main_type: "hash",
     derived: &["group_extra"],
-    channel_prefix: Some("test_group__channel"),
+    channel: Some(group_channel),
     script: &READ_GROUP,
     read: read_group,
     force_unlock: None,

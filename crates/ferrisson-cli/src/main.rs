@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use ferrisson::{
-    Client, ClientConfig, CountDownLatch, Error, ExpirableSemaphore, FairLock, Lock, ObjectInfo,
-    ObjectKind, Party, ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
+    Client, ClientConfig, Error, ExpirableSemaphore, FairLock, Lock, ObjectInfo, ObjectKind, Party,
+    ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -385,7 +385,6 @@ async fn act(
         ObjectKind::ReadWriteLock => on!(lock ReadWriteLock::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
-        ObjectKind::CountDownLatch => on!(object CountDownLatch::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.
         ObjectKind::Registered(kind) => match action {
             Action::ForceUnlock => match kind.force_unlock {

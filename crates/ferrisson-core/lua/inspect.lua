@@ -5,7 +5,7 @@
 -- changing anything (Client::inspect, the `ferrisson` command-line tool): the main key and
 -- every key derived from its name, whichever kind it is. The caller decides the kind.
 -- KEYS[1] the main key (every other key is derived from it, in its slot)
--- ARGV[1] the most members listed of a queue, permit set, or participant set
+-- ARGV[1] the most members listed of a queue or permit set
 -- returns facts, each a list of strings whose first names it:
 --   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
 --   {'field', f, v} each field of a hash; {'value', v} a string's value;
@@ -16,8 +16,7 @@
 --   {'read_lease', owner, longest pttl of its read holds};
 --   {'writer_waiting', pttl} a read-write lock's writer intent;
 --   {'permit', id in hex, expiry ms}, {'permits_taken', n, expired n} the expirable semaphore;
---   {'reservation', value, pttl} a semaphore's reservation for a large waiter;
---   {'round', v}, {'participant', id}, {'participants', n} the latch
+--   {'reservation', value, pttl} a semaphore's reservation for a large waiter
 -- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
 local limit = tonumber(ARGV[1]) or 100
@@ -119,19 +118,6 @@ local intent_key = suffixed('intent')
 local intent = string_at(intent_key)
 if intent then
   fact('reservation', intent, redis.call('pttl', intent_key))
-end
-
--- The countdown latch's round and participants.
-local round = string_at(suffixed('round'))
-if round then
-  fact('round', round)
-end
-local counted = suffixed('counted')
-if key_type(counted) == 'set' then
-  fact('participants', redis.call('scard', counted))
-  for _, id in ipairs(redis.call('srandmember', counted, limit)) do
-    fact('participant', id)
-  end
 end
 
 return out

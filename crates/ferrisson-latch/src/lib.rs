@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+mod inspect;
 mod latch;
 mod scripts;
 

@@ -21,6 +21,12 @@ pub(crate) static DELETE: Script = Script::with_prelude(
 
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them.
-pub fn scripts() -> [&'static Script; 4] {
-    [&TRY_SET, &COUNT_DOWN, &STATE, &DELETE]
+pub fn scripts() -> [&'static Script; 5] {
+    [
+        &TRY_SET,
+        &COUNT_DOWN,
+        &STATE,
+        &DELETE,
+        &crate::inspect::INSPECT,
+    ]
 }

@@ -34,6 +34,11 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
     info.fencing_token = token;
 }
 
+/// The mutex's release channel, `prefixed("ferrisson_mutex__channel", key)`.
+fn channel(key: &str) -> String {
+    ferrisson_core::__engine::keys::prefixed("ferrisson_mutex__channel", key)
+}
+
 type Call<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 
 /// The command-line tool's force unlock: the mutex's own.
@@ -55,7 +60,7 @@ inventory::submit! {
         lock: true,
         main_type: "string",
         derived: &[],
-        channel_prefix: Some("ferrisson_mutex__channel"),
+        channel: Some(channel),
         script: &MUTEX_INSPECT,
         read,
         force_unlock: Some(force_unlock),

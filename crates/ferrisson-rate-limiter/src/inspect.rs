@@ -74,7 +74,7 @@ inventory::submit! {
         lock: false,
         main_type: "hash",
         derived: &["value", "permits"],
-        channel_prefix: None,
+        channel: None,
         script: &INSPECT,
         read,
         force_unlock: None,

@@ -19,9 +19,6 @@ pub(super) struct Facts {
     pub(super) permits_taken: Option<(u64, u64)>,
     pub(super) permits: Vec<(String, String)>,
     pub(super) reservation: Option<(String, i64)>,
-    pub(super) round: Option<String>,
-    pub(super) participants: Option<u64>,
-    pub(super) participant: Vec<String>,
 }
 
 impl Facts {
@@ -47,9 +44,6 @@ impl Facts {
                 Some("permits_taken") => f.permits_taken = Some((unum(&at(1)), unum(&at(2)))),
                 Some("permit") => f.permits.push((at(1), at(2))),
                 Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
-                Some("round") => f.round = Some(at(1)),
-                Some("participants") => f.participants = Some(unum(&at(1))),
-                Some("participant") => f.participant.push(at(1)),
                 _ => {}
             }
         }
@@ -114,8 +108,6 @@ impl Facts {
                 if value.parse::<i64>().is_ok() {
                     if self.permits_taken.is_some() {
                         (ObjectKind::ExpirableSemaphore, true)
-                    } else if self.round.is_some() || self.participants.is_some() {
-                        (ObjectKind::CountDownLatch, true)
                     } else {
                         (ObjectKind::Semaphore, self.reservation.is_some())
                     }

@@ -14,8 +14,10 @@ use super::*;
 /// knows the kind ([`ObjectKind::known`]).
 ///
 /// The script takes the object's main key as `KEYS[1]` (every key it reads derives from it, in
-/// its slot) and the most members to list ([`INSPECT_LIMIT`]) as `ARGV[1]`. It changes
-/// nothing. It replies `false` when the key holds a layout that is not its kind's, else facts
+/// its slot), the most members to list ([`INSPECT_LIMIT`]) as `ARGV[1]`, and `ARGV[2]` `1`
+/// when the caller named the kind ([`Client::inspect_as`]): a layout another kind shares
+/// (a bare count, say) is then the kind's. It changes nothing. It replies `false` when the
+/// key holds a layout that is not its kind's (or, not named, one it only could be), else facts
 /// as `core/inspect` does, each a list of strings whose first names it: `{'now', ms}` (the
 /// server's clock), `{'type', t}` (the main key's type; `none`: nothing stored) and
 /// `{'pttl', ms}` first, then the kind's own. Made `Script::with_prelude` of
@@ -33,8 +35,9 @@ pub struct KindInspection {
     /// The suffixes of the keys it derives with `suffixed(name, …)`: not main keys, which a
     /// listing leaves out.
     pub derived: &'static [&'static str],
-    /// The prefix of its release channel, `prefixed(prefix, key)` (`None`: no channel).
-    pub channel_prefix: Option<&'static str>,
+    /// Its release channel for the object at `key` (`None`: no channel), which a watcher
+    /// listens on ([`ObjectInfo::wake_channels`]).
+    pub channel: Option<fn(&str) -> String>,
     /// The script that reads one object (see above).
     pub script: &'static Script,
     /// Makes the script's facts the object's state: its holders, waiters, fencing token and
@@ -135,6 +138,28 @@ impl KindFacts {
 }
 
 impl Client {
+    /// The first registered kind of main key type `main_type` (by name) whose script claims
+    /// `key` (`certain`: only a claim it is sure of).
+    pub(super) async fn registered_claim(
+        &self,
+        key: &str,
+        main_type: &str,
+        certain: bool,
+    ) -> Result<Option<ObjectInfo>> {
+        for &kind in registered() {
+            if kind.main_type != main_type {
+                continue;
+            }
+            if let Some(info) = self.inspect_registered(key, kind, false).await?
+                && info.kind.is_some()
+                && (info.kind_certain || !certain)
+            {
+                return Ok(Some(info));
+            }
+        }
+        Ok(None)
+    }
+
     /// Reads `key` as `kind` with the kind's own script: `None` when the key holds a layout
     /// that is not the kind's. `named`: the caller said the kind, which makes it certain.
     pub(super) async fn inspect_registered(
@@ -143,7 +168,9 @@ impl Client {
         kind: &'static KindInspection,
         named: bool,
     ) -> Result<Option<ObjectInfo>> {
-        let call = ScriptCall::new(kind.script, &[key]).arg(INSPECT_LIMIT);
+        let call = ScriptCall::new(kind.script, &[key])
+            .arg(INSPECT_LIMIT)
+            .arg(if named { "1" } else { "0" });
         let reply: Option<Vec<Vec<String>>> = self.eval_read(&call).await.map_err(|e| match e {
             Error::Redis(e) => crate::error::map_redis_error(e, key),
             e => e,

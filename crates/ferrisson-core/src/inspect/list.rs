@@ -41,19 +41,17 @@ pub(super) fn listed(info: &ObjectInfo) -> bool {
     info.kind_certain || !matches!(info.kind, Some(ObjectKind::Registered(_)))
 }
 
-/// The suffixes of the keys synchronizers derive with `suffixed(name, …)`.
-pub(super) const DERIVED: [&str; 13] = [
+/// The suffixes of the keys synchronizers derive with `suffixed(name, …)` (the registered
+/// kinds name theirs too: [`KindInspection::derived`]).
+pub(super) const DERIVED: [&str; 10] = [
     "value",
     "permits",
     "next",
     "intent",
-    "round",
     "record",
     "count_latch",
     "timeout",
     "alive",
-    "counted",
-    "completed",
     "epoch",
     "undone",
 ];

@@ -47,8 +47,6 @@ pub enum ObjectKind {
     Semaphore,
     /// A permit-expirable semaphore.
     ExpirableSemaphore,
-    /// A countdown latch.
-    CountDownLatch,
     /// A kind its own crate registered ([`KindInspection`]): known where that crate is linked.
     Registered(&'static KindInspection),
 }
@@ -56,14 +54,13 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Every kind whose layout this crate reads itself (the others register with their
     /// crates: [`known`](Self::known)).
-    pub const ALL: [ObjectKind; 7] = [
+    pub const ALL: [ObjectKind; 6] = [
         Self::Lock,
         Self::FairLock,
         Self::SpinLock,
         Self::ReadWriteLock,
         Self::Semaphore,
         Self::ExpirableSemaphore,
-        Self::CountDownLatch,
     ];
 
     /// Every kind this binary knows: [`ALL`](Self::ALL), then those registered by the crates
@@ -74,9 +71,9 @@ impl ObjectKind {
         kinds
     }
 
-    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `semaphore`,
-    /// `expirable-semaphore` or `latch`, or a registered kind's own (`mutex`, `rate-limiter`,
-    /// …; what [`str::parse`] takes).
+    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `semaphore` or
+    /// `expirable-semaphore`, or a registered kind's own (`mutex`, `latch`, `rate-limiter`, …;
+    /// what [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Registered(kind) => kind.name,
@@ -86,7 +83,6 @@ impl ObjectKind {
             Self::ReadWriteLock => "rwlock",
             Self::Semaphore => "semaphore",
             Self::ExpirableSemaphore => "expirable-semaphore",
-            Self::CountDownLatch => "latch",
         }
     }
 
@@ -350,6 +346,18 @@ pub struct RateState {
     pub given_in_window: u64,
     /// When the first of them returns.
     pub next_return_in: Option<Duration>,
+}
+
+impl LatchState {
+    /// A countdown latch's state, as its crate's inspection reads it
+    /// ([`KindInspection::read`]).
+    pub fn new(count: i64, participant_count: u64, participants: Vec<String>) -> Self {
+        Self {
+            count,
+            participant_count,
+            participants,
+        }
+    }
 }
 
 impl RateState {

@@ -78,30 +78,30 @@ impl Client {
         let detected = match facts.kind(&key) {
             // A layout of none of the kinds read here: perhaps a registered kind's.
             Err(Error::WrongType { .. }) if hint.is_none() => {
-                for &kind in kinds::registered() {
-                    if kind.main_type != facts.main_type {
-                        continue;
-                    }
-                    if let Some(info) = self.inspect_registered(&key, kind, false).await? {
-                        return Ok(info);
-                    }
-                }
-                return Err(Error::WrongType { key });
+                return match self.registered_claim(&key, &facts.main_type, false).await? {
+                    Some(info) => Ok(info),
+                    None => Err(Error::WrongType { key }),
+                };
             }
             detected => detected?,
         };
+        // A layout the kinds read here only could be (a bare count, a lock hash with no
+        // token): a registered kind that is sure of it (a latch with its round) says so.
+        if hint.is_none()
+            && matches!(detected, Some((_, false)))
+            && let Some(info) = self.registered_claim(&key, &facts.main_type, true).await?
+        {
+            return Ok(info);
+        }
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
                 let fits = match found {
-                    // A bare count: a semaphore, a latch armed by Redisson, or an expirable
-                    // semaphore with no permit taken (its set of taken permits goes with the
-                    // last one).
-                    ObjectKind::Semaphore => matches!(
-                        hint,
-                        ObjectKind::Semaphore
-                            | ObjectKind::CountDownLatch
-                            | ObjectKind::ExpirableSemaphore
-                    ),
+                    // A bare count: a semaphore, or an expirable semaphore with no permit
+                    // taken (its set of taken permits goes with the last one); a latch
+                    // armed by Redisson is the latch's to say (a registered kind).
+                    ObjectKind::Semaphore => {
+                        matches!(hint, ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore)
+                    }
                     ObjectKind::Lock => matches!(
                         hint,
                         ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock
@@ -234,15 +234,6 @@ impl Client {
                         .reservation
                         .as_ref()
                         .and_then(|(v, pttl)| positive_ms(*pttl).map(|left| (v.clone(), left))),
-                });
-            }
-            ObjectKind::CountDownLatch => {
-                let mut participants = facts.participant.clone();
-                participants.sort();
-                info.latch = Some(LatchState {
-                    count: count.max(0),
-                    participant_count: facts.participants.unwrap_or(0),
-                    participants,
                 });
             }
             _ => {}

@@ -10,8 +10,7 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
         ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
         ObjectKind::ReadWriteLock => prefixed("redisson_rwlock", key),
         ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
-        ObjectKind::CountDownLatch => format!("redisson_countdownlatch__channel__{{{key}}}"),
-        ObjectKind::Registered(kind) => prefixed(kind.channel_prefix?, key),
+        ObjectKind::Registered(kind) => (kind.channel?)(key),
         ObjectKind::FairLock => return None,
     })
 }
@@ -98,7 +97,8 @@ impl Client {
             Some(ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore) => {
                 crate::pubsub::permits_message_policy
             }
-            Some(ObjectKind::CountDownLatch | ObjectKind::FairLock) => |_| crate::pubsub::Wake::All,
+            // A watcher looks again at every message of a kind whose messages it cannot read.
+            Some(ObjectKind::FairLock | ObjectKind::Registered(_)) => |_| crate::pubsub::Wake::All,
             _ => crate::pubsub::lock_message_policy,
         };
         let subscriptions = info

@@ -9,8 +9,8 @@
 //!
 //! | feature | type | Redisson |
 //! |---|---|---|
-//! | `lock` | [`ReentrantLock`] (and fenced), [`Mutex`] (**\[ext\]**: the standard Redlock layout) | `RLock`, `RFencedLock` |
-//! | `fair-lock` | [`FairLock`] | `RFairLock` |
+//! | `lock` | [`ReentrantLock`] (and fenced), [`NonReentrantLock`], [`Mutex`] (**\[ext\]**: the standard Redlock layout) | `RLock`, `RFencedLock`, `RNonReentrantLock` |
+//! | `fair-lock` | [`FairLock`], [`NonReentrantFairLock`] | `RFairLock`, `RNonReentrantFairLock` |
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
 //! | `expirable-semaphore` | [`ExpirableSemaphore`] | `RPermitExpirableSemaphore` |
@@ -76,12 +76,12 @@ pub mod blocking;
 #[cfg(feature = "lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
-pub use ferrisson_lock::{FencedGuard, FencedLock, Mutex, ReentrantLock};
+pub use ferrisson_lock::{FencedGuard, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
 
 #[cfg(feature = "fair-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fair-lock")))]
 #[doc(inline)]
-pub use ferrisson_fair_lock::FairLock;
+pub use ferrisson_fair_lock::{FairLock, NonReentrantFairLock};
 
 #[cfg(feature = "rwlock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rwlock")))]

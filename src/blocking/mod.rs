@@ -170,6 +170,16 @@ impl Client {
         Ok(self.wrap(crate::ReentrantLock::fenced(&self.client, name)?))
     }
 
+    /// A non-reentrant lock named `name` ([`NonReentrantLock`](crate::NonReentrantLock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "lock")]
+    pub fn non_reentrant_lock(&self, name: &str) -> Result<BlockingLock<crate::NonReentrantLock>> {
+        Ok(self.wrap(crate::NonReentrantLock::new(&self.client, name)?))
+    }
+
     /// A lean mutex named `name` ([`Mutex`](crate::Mutex), **\[ext\]**: the standard Redlock
     /// layout).
     ///
@@ -199,6 +209,20 @@ impl Client {
     #[cfg(feature = "fair-lock")]
     pub fn fair_lock(&self, name: &str) -> Result<BlockingLock<crate::FairLock>> {
         Ok(self.wrap(crate::FairLock::new(&self.client, name)?))
+    }
+
+    /// A non-reentrant fair lock named `name`
+    /// ([`NonReentrantFairLock`](crate::NonReentrantFairLock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`reentrant_lock`](Self::reentrant_lock).
+    #[cfg(feature = "fair-lock")]
+    pub fn non_reentrant_fair_lock(
+        &self,
+        name: &str,
+    ) -> Result<BlockingLock<crate::NonReentrantFairLock>> {
+        Ok(self.wrap(crate::NonReentrantFairLock::new(&self.client, name)?))
     }
 
     /// A spin lock named `name` ([`SpinLock`](crate::SpinLock)).

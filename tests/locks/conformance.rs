@@ -1,7 +1,8 @@
 //! What every lock kind promises, tested once by a suite generic over [`Lock`]: the reentrant
 //! lock, the fair lock, the spin lock and the write side of the read-write lock run the same
-//! checks; the read side the owner checks; the lean mutex (neither reentrant nor fenced yet)
-//! those that do not need either.
+//! checks, and so do the non-reentrant locks (all but the owner checks, which re-enter); the
+//! read side the owner checks; the lean mutex (neither reentrant nor fenced yet) those that do
+//! not need either.
 //! Kind-specific behaviour (FIFO order, readers sharing, local hand-offs) stays in each kind's
 //! own test file.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -100,6 +101,40 @@ impl Kind for Spin {
 impl Fenced for Spin {
     fn fenced(client: &Client, name: &str) -> SpinLock {
         SpinLock::fenced(client, name).unwrap()
+    }
+}
+
+struct NonReentrant;
+impl Kind for NonReentrant {
+    type L = ferrisson::NonReentrantLock;
+    const NAME: &'static str = "non-reentrant lock";
+    fn make(client: &Client, name: &str) -> Self::L {
+        ferrisson::NonReentrantLock::new(client, name).unwrap()
+    }
+    fn owned_by(lock: &Self::L, owner: Owner) -> Self::L {
+        lock.owned_by(owner)
+    }
+}
+impl Fenced for NonReentrant {
+    fn fenced(client: &Client, name: &str) -> Self::L {
+        ferrisson::NonReentrantLock::fenced(client, name).unwrap()
+    }
+}
+
+struct NonReentrantFair;
+impl Kind for NonReentrantFair {
+    type L = ferrisson::NonReentrantFairLock;
+    const NAME: &'static str = "non-reentrant fair lock";
+    fn make(client: &Client, name: &str) -> Self::L {
+        ferrisson::NonReentrantFairLock::new(client, name).unwrap()
+    }
+    fn owned_by(lock: &Self::L, owner: Owner) -> Self::L {
+        lock.owned_by(owner)
+    }
+}
+impl Fenced for NonReentrantFair {
+    fn fenced(client: &Client, name: &str) -> Self::L {
+        ferrisson::NonReentrantFairLock::fenced(client, name).unwrap()
     }
 }
 
@@ -485,6 +520,8 @@ conformance!(
     Fair => fair_lock,
     Write => write_lock,
     Spin => spin_lock,
+    NonReentrant => non_reentrant_lock,
+    NonReentrantFair => non_reentrant_fair_lock,
 );
 
 /// The mutex's part of the suite: what needs neither re-entry nor fencing (its own file has

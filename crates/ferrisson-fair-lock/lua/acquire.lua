@@ -22,7 +22,7 @@
 -- ARGV[3] flags, any of: "w" join (or stay in) the queue when the lock cannot be taken (else a
 --         try), "f" a fenced lock, "s" publish with SPUBLISH (else PUBLISH), "r" this call
 --         retries one whose reply was lost (then ARGV[5] is the hold count the client believes
---         the owner has)
+--         the owner has), "n" a non-reentrant lock: an owner that holds it already is refused
 -- ARGV[4] "<liveness>:<wait>", or "<liveness>:<wait>:t" for a try with a wait: the liveness
 --         deadline in milliseconds from now (a queued ferrisson waiter that has not called
 --         again by then is dead, and is dropped when it reaches the head [ext]) and the step of
@@ -31,7 +31,8 @@
 --         default)
 -- ARGV[5] (with "r") the hold count the client believes the owner has
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
---         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
+--         -2 when it holds it already and the lock is non-reentrant ("n": the engine's
+--         REENTRY_REFUSED), {0, PTTL of the lock (-2 when free but others queue first)} otherwise
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
@@ -65,6 +66,9 @@ if flag('r') and held == tonumber(ARGV[5]) + 1 then
   return {1, held, token_of(false)}
 end
 if held > 0 then
+  if flag('n') then
+    return -2
+  end
   held = redis.call('hincrby', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, held, token_of(true)}

@@ -128,6 +128,9 @@ pub struct FairShared {
     channel_prefix: String,
     token_key: String,
     waiter_timeout: Duration,
+    /// Whether an owner that holds the lock takes it again (else its acquisition is refused:
+    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock)).
+    reentrant: bool,
 }
 
 impl std::ops::Deref for FairShared {
@@ -158,7 +161,7 @@ impl FairLock {
         Self::build(client, name, true)
     }
 
-    fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
+    pub(crate) fn build(client: &Client, name: &str, fenced: bool) -> Result<Self> {
         let names = LockNames::new(client, name, fenced, true)?;
         let key = &names.key;
         Ok(Self(LockHandle::new(FairShared {
@@ -169,7 +172,15 @@ impl FairLock {
             token_key: prefixed("redisson_lock_token", key),
             names,
             waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+            reentrant: true,
         })))
+    }
+
+    /// This lock with re-entry refused (the script's flag "n").
+    pub(crate) fn non_reentrant(&self) -> Self {
+        let mut shared = (**self.0.kind()).clone();
+        shared.reentrant = false;
+        Self(self.0.with_kind(shared))
     }
 
     /// This lock with another waiter timeout: how long after its last call a queued waiter
@@ -326,6 +337,7 @@ impl HoldKind for FairShared {
             (self.fenced, 'f'),
             (publish == "spublish", 's'),
             (args.retry, 'r'),
+            (!self.reentrant, 'n'),
         ]
         .into_iter()
         .filter_map(|(on, flag)| on.then_some(flag))

@@ -19,10 +19,12 @@
 //! See [`FairLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot promise.
 
 mod fair;
+mod non_reentrant;
 mod scripts;
 
 pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock, REDISSON_THREAD_WAIT};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
+pub use non_reentrant::NonReentrantFairLock;
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
 pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use scripts::scripts;

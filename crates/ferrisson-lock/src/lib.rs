@@ -25,6 +25,7 @@ mod fenced;
 mod inspect;
 mod lock;
 mod mutex;
+mod non_reentrant;
 mod scripts;
 
 pub use fenced::{FencedGuard, FencedLock};
@@ -33,4 +34,5 @@ pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
 pub use lock::ReentrantLock;
 pub use mutex::{FOREIGN_RELEASE_RECHECK, Mutex};
+pub use non_reentrant::NonReentrantLock;
 pub use scripts::scripts;

@@ -2,7 +2,16 @@
 //! (`lua/core/hash_lock_*.lua`, which the spin lock shares), the lean mutex its own
 //! (`lua/lock/mutex_*.lua`).
 
-use ferrisson_core::__engine::{HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, Script, TOKEN_PRELUDE};
+use ferrisson_core::__engine::{
+    HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, LOCK_PRELUDE, Script, TOKEN_PRELUDE,
+};
+
+/// Take a non-reentrant lock, refusing re-entry (`lua/lock/non_reentrant_acquire.lua`).
+pub(crate) static NON_REENTRANT_ACQUIRE: Script = Script::with_prelude(
+    "lock/non_reentrant_acquire",
+    &LOCK_PRELUDE,
+    include_str!("../lua/non_reentrant_acquire.lua"),
+);
 
 /// Take a lean mutex (`lua/lock/mutex_acquire.lua`).
 pub(crate) static MUTEX_ACQUIRE: Script = Script::with_prelude(
@@ -37,8 +46,9 @@ pub(crate) static MUTEX_FORCE_RELEASE: Script = Script::new(
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (besides
 /// `ferrisson_core`'s `core/renew_hash` and `core/force_release_hash`).
-pub fn scripts() -> [&'static Script; 8] {
+pub fn scripts() -> [&'static Script; 9] {
     [
+        &NON_REENTRANT_ACQUIRE,
         &crate::inspect::MUTEX_INSPECT,
         &HASH_LOCK_ACQUIRE,
         &HASH_LOCK_RELEASE,

@@ -133,7 +133,7 @@ pub mod __engine {
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
-    pub use crate::grant::{Grant, Taken, Takes};
+    pub use crate::grant::{Grant, Taken, Takes, hand_off_permits};
     pub use crate::guard::{
         CleanupGuard, Release, Released, hold_guard, spawn_cleanup, until_lost,
     };

@@ -8,8 +8,8 @@ use ferrisson_core::__engine::permits::{
     take,
 };
 use ferrisson_core::__engine::{
-    ClientEngine, GiveBack, Grant, HoldTicket, MAX_HANDOFF_STREAK, Need, RecordedCall, ScriptCall,
-    Taken, Takes, spawn_cleanup, wait_without_lease,
+    ClientEngine, GiveBack, HoldTicket, Need, RecordedCall, ScriptCall, Taken, hand_off_permits,
+    spawn_cleanup, wait_without_lease,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Result};
 use futures::future::BoxFuture;
@@ -547,7 +547,17 @@ impl Semaphore {
             // Zero permits: nothing to give back (Redisson's `release(0)`).
             return Ok(());
         }
-        let n = self.hand_off(n, epoch);
+        // Straight to this client's waiters first (the engine's local hand-off); what they do
+        // not take goes back publicly. A hand-off left unaccepted is made a value and dropped,
+        // which releases it.
+        let semaphore = self.clone();
+        let n = hand_off_permits(
+            &self.shared.client,
+            &self.shared.channel,
+            n,
+            epoch,
+            move |taken| drop(semaphore.permits_of(taken)),
+        );
         if n == 0 {
             return Ok(());
         }
@@ -570,45 +580,6 @@ impl Semaphore {
         recorded
             .send_through(client, &call(false), &call(true))
             .await
-    }
-
-    /// Hands released permits straight to local waiters, longest-waiting first, while each
-    /// needs no more than is left (**\[ext\]**: no round trip, no message; at most
-    /// [`MAX_HANDOFF_STREAK`] in a row between two public releases, so that waiters of other
-    /// clients and Redisson get their turn). Returns the permits left to release publicly.
-    /// Permits handed off keep `epoch`: a stale one stays stale (it never counted since the
-    /// restore, and releasing it later changes nothing).
-    fn hand_off(&self, mut n: u32, epoch: Option<i64>) -> u32 {
-        let shared = &self.shared;
-        while n > 0 {
-            let Some(claim) =
-                shared
-                    .client
-                    .claim_waiter(&shared.channel, Takes::Permits, MAX_HANDOFF_STREAK)
-            else {
-                break;
-            };
-            let need = claim.need().count;
-            if need > n {
-                // It needs more than this release frees: leave it to the public release.
-                break;
-            }
-            // Left in the waiter's slot unaccepted (it leaves before it looks), the permits
-            // are made a value and dropped, which releases them.
-            let semaphore = self.clone();
-            let grant = Grant::new(Taken::Permits { count: need, epoch }, move |taken| {
-                drop(semaphore.permits_of(taken))
-            });
-            match claim.deliver(grant) {
-                Ok(()) => n -= need,
-                Err(unclaimed) => {
-                    // The waiter left meanwhile: these permits go back with the others.
-                    let _ = unclaimed.accept();
-                    break;
-                }
-            }
-        }
-        n
     }
 
     /// The release script call (`resend`: the form for every send after the first, which notes

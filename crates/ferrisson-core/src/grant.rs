@@ -4,9 +4,7 @@
 //! hub's slots, claims and wake-ups carry it as it is: nothing is boxed as `Any` or
 //! downcast, and a waiter can only be claimed for what it takes ([`Takes`]).
 
-use crate::client::{Client, ClientEngine};
 use crate::owner::Owner;
-use crate::pubsub::MAX_HANDOFF_STREAK;
 use crate::watchdog::LeaseHandle;
 
 /// What a waiter takes when handed over, and so which releasers may claim it.
@@ -143,42 +141,3 @@ const NOTHING: Taken = Taken::Permits {
     count: 0,
     epoch: None,
 };
-
-/// Hands `n` released permits of the count whose waiters wait on `channel` straight to the
-/// client's own waiters, longest-waiting first, while each needs no more than is left
-/// (**\[ext\]**: no round trip, no message; at most [`MAX_HANDOFF_STREAK`] in a row between two
-/// public releases, so that waiters of other clients and Redisson get their turn). Returns the
-/// permits left to release publicly. Permits handed off keep `epoch`: a stale one stays stale.
-/// A waiter that leaves before it looks leaves its permits in its slot unaccepted: `undo`
-/// gets them ([`Taken::Permits`]) and releases them.
-pub fn hand_off_permits(
-    client: &Client,
-    channel: &str,
-    mut n: u32,
-    epoch: Option<i64>,
-    undo: impl Fn(Taken) + Clone + Send + 'static,
-) -> u32 {
-    while n > 0 {
-        let Some(claim) = client.claim_waiter(channel, Takes::Permits, MAX_HANDOFF_STREAK) else {
-            break;
-        };
-        let need = claim.need().count;
-        if need > n {
-            // It needs more than this release frees: the public release wakes it (the claim,
-            // dropped, frees it and wakes it to try again).
-            break;
-        }
-        match claim.deliver(Grant::new(
-            Taken::Permits { count: need, epoch },
-            undo.clone(),
-        )) {
-            Ok(()) => n -= need,
-            Err(unclaimed) => {
-                // The waiter left meanwhile: these permits go back with the others.
-                let _ = unclaimed.accept();
-                break;
-            }
-        }
-    }
-    n
-}

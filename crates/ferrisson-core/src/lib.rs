@@ -133,13 +133,14 @@ pub mod __engine {
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
-    pub use crate::grant::{Grant, Taken, Takes, hand_off_permits};
+    pub use crate::grant::{Grant, Taken, Takes};
     pub use crate::guard::{
         CleanupGuard, Release, Released, hold_guard, spawn_cleanup, until_lost,
     };
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
     pub use crate::lock::LockWatch;
+    pub use crate::permits::hand_off_permits;
     /// The registry a kind crate teaches inspection its kind through
     /// ([`KindInspection`](crate::KindInspection)): `inventory::submit!`.
     pub use inventory;

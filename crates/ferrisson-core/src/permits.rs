@@ -5,7 +5,8 @@ use std::sync::Arc;
 use crate::client::Client;
 use crate::client::ClientEngine;
 use crate::error::{Error, Result};
-use crate::grant::{Grant, Taken};
+use crate::grant::{Grant, Taken, Takes};
+use crate::pubsub::MAX_HANDOFF_STREAK;
 use crate::script::{Script, ScriptCall};
 
 /// Sets or changes a permit count and publishes it (`lua/core/permits_update.lua`).
@@ -673,4 +674,43 @@ fn not_taken<T>(client: &Client, holds_reservation: bool, hint_ms: i64) -> crate
         i64::try_from(crate::time::millis(client.config().lease())).unwrap_or(i64::MAX)
     };
     crate::wait::Attempt::Held(ms)
+}
+
+/// Hands `n` released permits of the count whose waiters wait on `channel` straight to the
+/// client's own waiters, longest-waiting first, while each needs no more than is left
+/// (**\[ext\]**: no round trip, no message; at most [`MAX_HANDOFF_STREAK`] in a row between two
+/// public releases, so that waiters of other clients and Redisson get their turn). Returns the
+/// permits left to release publicly. Permits handed off keep `epoch`: a stale one stays stale.
+/// A waiter that leaves before it looks leaves its permits in its slot unaccepted: `undo`
+/// gets them ([`Taken::Permits`]) and releases them.
+pub fn hand_off_permits(
+    client: &Client,
+    channel: &str,
+    mut n: u32,
+    epoch: Option<i64>,
+    undo: impl Fn(Taken) + Clone + Send + 'static,
+) -> u32 {
+    while n > 0 {
+        let Some(claim) = client.claim_waiter(channel, Takes::Permits, MAX_HANDOFF_STREAK) else {
+            break;
+        };
+        let need = claim.need().count;
+        if need > n {
+            // It needs more than this release frees: the public release wakes it (the claim,
+            // dropped, frees it and wakes it to try again).
+            break;
+        }
+        match claim.deliver(Grant::new(
+            Taken::Permits { count: need, epoch },
+            undo.clone(),
+        )) {
+            Ok(()) => n -= need,
+            Err(unclaimed) => {
+                // The waiter left meanwhile: these permits go back with the others.
+                let _ = unclaimed.accept();
+                break;
+            }
+        }
+    }
+    n
 }

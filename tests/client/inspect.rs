@@ -309,7 +309,8 @@ async fn a_read_write_lock_shows_readers_and_the_writer_with_their_leases() {
         .await
         .unwrap();
     let info = a.inspect(&name).await.unwrap();
-    assert_eq!(info.kind, Some(ObjectKind::ReadWriteLock));
+    assert_eq!(info.kind, Some("rwlock".parse().unwrap()));
+    assert!(info.kind_certain);
     assert_eq!(info.holders.len(), 2);
     for h in &info.holders {
         assert_eq!((h.mode, h.count), (HoldMode::Read, 1));

@@ -88,6 +88,7 @@ const GROUP: KindInspection = KindInspection {
     lock: true,
     main_type: "hash",
     derived: &["group_extra"],
+    derived_inside: &[],
     channel: Some(group_channel),
     script: &READ_GROUP,
     read: read_group,

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use ferrisson::{
     Client, ClientConfig, Error, ExpirableSemaphore, FairLock, Lock, ObjectInfo, ObjectKind, Party,
-    ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
+    ReentrantLock, Semaphore, SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -382,7 +382,6 @@ async fn act(
         ObjectKind::Lock => on!(lock ReentrantLock::new(client, name)),
         ObjectKind::FairLock => on!(lock FairLock::new(client, name)),
         ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
-        ObjectKind::ReadWriteLock => on!(lock ReadWriteLock::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.

@@ -13,8 +13,6 @@
 --   {'queued', owner, timeout ms or '', liveness deadline ms or ''} the fair queue, in order,
 --   {'queue_length', n};
 --   {'reserved', value, pttl} the spin lock's next-in-line;
---   {'read_lease', owner, longest pttl of its read holds};
---   {'writer_waiting', pttl} a read-write lock's writer intent;
 --   {'permit', id in hex, expiry ms}, {'permits_taken', n, expired n} the expirable semaphore;
 --   {'reservation', value, pttl} a semaphore's reservation for a large waiter
 -- (kinds registered by their own crates read their layouts with scripts of their own)
@@ -45,11 +43,9 @@ local function hex(bytes)
   end))
 end
 
-local fields = {}
 if main == 'hash' then
   local all = redis.call('hgetall', name)
   for i = 1, #all, 2 do
-    fields[all[i]] = all[i + 1]
     fact('field', all[i], all[i + 1])
   end
 elseif main == 'string' then
@@ -79,27 +75,6 @@ local next_key = suffixed('next')
 local reserved = string_at(next_key)
 if reserved then
   fact('reserved', reserved, redis.call('pttl', next_key))
-end
-
--- A read-write lock's read holds and waiting writer.
-if main == 'hash' and fields['mode'] then
-  local base = string.find(name, '{', 1, true) and name or ('{' .. name .. '}')
-  for field, count in pairs(fields) do
-    if field ~= 'mode' and string.sub(field, -6) ~= ':write' then
-      local longest = -2
-      for i = 1, math.min(tonumber(count) or 0, limit) do
-        local ttl = redis.call('pttl', base .. ':' .. field .. ':rwlock_timeout:' .. i)
-        if ttl > longest then
-          longest = ttl
-        end
-      end
-      fact('read_lease', field, longest)
-    end
-  end
-  local intent = prefixed('redisson_rwlock_writer')
-  if redis.call('exists', intent) == 1 then
-    fact('writer_waiting', redis.call('pttl', intent))
-  end
 end
 
 -- The permit-expirable semaphore's taken permits.

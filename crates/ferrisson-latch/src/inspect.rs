@@ -54,6 +54,7 @@ inventory::submit! {
         lock: false,
         main_type: "string",
         derived: &["round", "counted", "completed"],
+        derived_inside: &[],
         channel: Some(channel),
         script: &INSPECT,
         read,

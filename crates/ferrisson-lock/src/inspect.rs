@@ -60,6 +60,7 @@ inventory::submit! {
         lock: true,
         main_type: "string",
         derived: &[],
+        derived_inside: &[],
         channel: Some(channel),
         script: &MUTEX_INSPECT,
         read,

@@ -74,6 +74,7 @@ inventory::submit! {
         lock: false,
         main_type: "hash",
         derived: &["value", "permits"],
+        derived_inside: &[],
         channel: None,
         script: &INSPECT,
         read,

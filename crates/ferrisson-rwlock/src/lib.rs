@@ -20,6 +20,7 @@
 //! See [`ReadWriteLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot
 //! promise.
 
+mod inspect;
 mod rwlock;
 mod scripts;
 

@@ -29,8 +29,9 @@ pub(crate) static RENEW: Script = Script::new("rwlock/renew", include_str!("../l
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/force_release_hash`).
-pub fn scripts() -> [&'static Script; 6] {
+pub fn scripts() -> [&'static Script; 7] {
     [
+        &crate::inspect::INSPECT,
         &READ_ACQUIRE,
         &WRITE_ACQUIRE,
         &READ_RELEASE,

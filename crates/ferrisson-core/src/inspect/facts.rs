@@ -15,7 +15,6 @@ pub(super) struct Facts {
     pub(super) queue_length: Option<u64>,
     pub(super) queued: Vec<(String, String, String)>,
     pub(super) reserved: Option<(String, i64)>,
-    pub(super) read_leases: HashMap<String, i64>,
     pub(super) permits_taken: Option<(u64, u64)>,
     pub(super) permits: Vec<(String, String)>,
     pub(super) reservation: Option<(String, i64)>,
@@ -38,9 +37,6 @@ impl Facts {
                 Some("queue_length") => f.queue_length = Some(unum(&at(1))),
                 Some("queued") => f.queued.push((at(1), at(2), at(3))),
                 Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
-                Some("read_lease") => {
-                    f.read_leases.insert(at(1), num(&at(2)));
-                }
                 Some("permits_taken") => f.permits_taken = Some((unum(&at(1)), unum(&at(2)))),
                 Some("permit") => f.permits.push((at(1), at(2))),
                 Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
@@ -75,17 +71,9 @@ impl Facts {
             }
             "hash" => {
                 if self.field("mode").is_some() {
-                    let ok = self.fields.iter().all(|(f, v)| {
-                        if f == "mode" {
-                            v == "read" || v == "write"
-                        } else {
-                            client_tag(f).is_some() && v.parse::<u64>().is_ok()
-                        }
-                    });
-                    if !ok {
-                        return Err(foreign());
-                    }
-                    (ObjectKind::ReadWriteLock, true)
+                    // Not a lock hash of the kinds read here: perhaps a registered kind's (a
+                    // read-write lock's).
+                    return Err(foreign());
                 } else {
                     let ok = self
                         .fields

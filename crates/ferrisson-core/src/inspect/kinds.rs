@@ -35,6 +35,10 @@ pub struct KindInspection {
     /// The suffixes of the keys it derives with `suffixed(name, …)`: not main keys, which a
     /// listing leaves out.
     pub derived: &'static [&'static str],
+    /// The markers of the keys it derives per holder inside the object's slot
+    /// (`{name}:<owner>:<marker>:…`, as a read-write lock's `rwlock_timeout`): not main keys
+    /// either.
+    pub derived_inside: &'static [&'static str],
     /// Its release channel for the object at `key` (`None`: no channel), which a watcher
     /// listens on ([`ObjectInfo::wake_channels`]).
     pub channel: Option<fn(&str) -> String>,

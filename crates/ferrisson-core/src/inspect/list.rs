@@ -61,7 +61,14 @@ pub(crate) fn is_derived(key: &str) -> bool {
     if key.starts_with("redisson_") || key.starts_with("ferrisson_") {
         return true;
     }
-    if key.contains(":rwlock_timeout:") || key.starts_with(RECORD_PREFIX) {
+    if key.starts_with(RECORD_PREFIX) {
+        return true;
+    }
+    if kinds::registered().iter().any(|kind| {
+        kind.derived_inside
+            .iter()
+            .any(|marker| key.contains(&format!(":{marker}:")))
+    }) {
         return true;
     }
     match key.rfind("}:") {

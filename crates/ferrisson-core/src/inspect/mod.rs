@@ -41,8 +41,6 @@ pub enum ObjectKind {
     FairLock,
     /// A spin lock: a lock hash, with ferrisson's next-in-line reservation while one waits.
     SpinLock,
-    /// A read-write lock.
-    ReadWriteLock,
     /// A semaphore.
     Semaphore,
     /// A permit-expirable semaphore.
@@ -54,11 +52,10 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Every kind whose layout this crate reads itself (the others register with their
     /// crates: [`known`](Self::known)).
-    pub const ALL: [ObjectKind; 6] = [
+    pub const ALL: [ObjectKind; 5] = [
         Self::Lock,
         Self::FairLock,
         Self::SpinLock,
-        Self::ReadWriteLock,
         Self::Semaphore,
         Self::ExpirableSemaphore,
     ];
@@ -71,8 +68,8 @@ impl ObjectKind {
         kinds
     }
 
-    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `rwlock`, `semaphore` or
-    /// `expirable-semaphore`, or a registered kind's own (`mutex`, `latch`, `rate-limiter`, …;
+    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `semaphore` or
+    /// `expirable-semaphore`, or a registered kind's own (`rwlock`, `mutex`, `latch`, …;
     /// what [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -80,7 +77,6 @@ impl ObjectKind {
             Self::Lock => "lock",
             Self::FairLock => "fair-lock",
             Self::SpinLock => "spin-lock",
-            Self::ReadWriteLock => "rwlock",
             Self::Semaphore => "semaphore",
             Self::ExpirableSemaphore => "expirable-semaphore",
         }
@@ -100,10 +96,7 @@ impl ObjectKind {
     fn is_hash(self) -> bool {
         match self {
             Self::Registered(kind) => kind.main_type == "hash",
-            _ => matches!(
-                self,
-                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock
-            ),
+            _ => matches!(self, Self::Lock | Self::FairLock | Self::SpinLock),
         }
     }
 
@@ -111,10 +104,7 @@ impl ObjectKind {
     pub fn is_lock(self) -> bool {
         match self {
             Self::Registered(kind) => kind.lock,
-            _ => matches!(
-                self,
-                Self::Lock | Self::FairLock | Self::SpinLock | Self::ReadWriteLock
-            ),
+            _ => matches!(self, Self::Lock | Self::FairLock | Self::SpinLock),
         }
     }
 }
@@ -544,7 +534,6 @@ mod tests {
             "{orders}:record:abcd",
             "redisson_lock_token:{orders}",
             "ferrisson_client:0011223344556677",
-            "{orders}:7c9e6679-7425-40de-944b-e07fc1f90ae7:1:rwlock_timeout:1",
             "orders{x}:timeout",
         ] {
             assert!(is_derived(derived), "{derived}");

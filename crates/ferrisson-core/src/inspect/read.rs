@@ -148,28 +148,6 @@ impl Client {
                     });
                 }
             }
-            ObjectKind::ReadWriteLock => {
-                for (field, count) in &facts.fields {
-                    if field == "mode" {
-                        continue;
-                    }
-                    let (owner, mode, lease_left) = match field.strip_suffix(":write") {
-                        Some(owner) => (owner.to_owned(), HoldMode::Write, lease),
-                        None => (
-                            field.clone(),
-                            HoldMode::Read,
-                            facts.read_leases.get(field).copied().and_then(positive_ms),
-                        ),
-                    };
-                    info.holders.push(Holder {
-                        owner,
-                        mode,
-                        count: count.parse().unwrap_or(0),
-                        lease_left,
-                        party: Party::Unknown,
-                    });
-                }
-            }
             _ => {}
         }
         info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));

@@ -8,7 +8,6 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
     use crate::keys::prefixed;
     Some(match kind {
         ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
-        ObjectKind::ReadWriteLock => prefixed("redisson_rwlock", key),
         ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
         ObjectKind::Registered(kind) => (kind.channel?)(key),
         ObjectKind::FairLock => return None,

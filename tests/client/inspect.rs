@@ -359,7 +359,7 @@ async fn semaphores_show_free_and_taken_permits_and_who_took_them() {
         .await
         .unwrap();
     let info = client.inspect(&name).await.unwrap();
-    assert_eq!(info.kind, Some(ObjectKind::ExpirableSemaphore));
+    assert_eq!(info.kind, Some("expirable-semaphore".parse().unwrap()));
     let permits = info.permits.unwrap();
     assert_eq!((permits.available, permits.taken), (1, Some(2)));
     let by_id: BTreeMap<_, _> = permits.permits.iter().map(|p| (p.id.clone(), p)).collect();
@@ -367,6 +367,33 @@ async fn semaphores_show_free_and_taken_permits_and_who_took_them() {
     assert!(fixed.lease_left.unwrap() <= Duration::from_secs(8));
     assert_eq!(record_of(&fixed.party).app, "permit-taker");
     assert_eq!(record_of(&by_id[watched.id()].party).id, client.id());
+
+    // A waiter for more permits than are free holds the reservation, as a plain semaphore's
+    // does: the taken permits beside the count still say which kind it is.
+    let large = tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.acquire_many(3).await }
+    });
+    let expirable: ObjectKind = "expirable-semaphore".parse().unwrap();
+    let mut con = redis.connection();
+    let intent = format!("{{{name}}}:intent");
+    eventually(SOON, "the large waiter's reservation", || {
+        let reserved: bool = redis::cmd("EXISTS").arg(&intent).query(&mut con).unwrap();
+        async move { reserved }
+    })
+    .await;
+    let info = client.inspect(&name).await.unwrap();
+    assert_eq!(info.kind, Some(expirable));
+    assert!(info.permits.unwrap().reserved_for.is_some());
+    large.abort();
+    let _ = large.await;
+
+    // Taken permits outlive a deleted count: they are still told, as the expirable
+    // semaphore's.
+    let _: () = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    let info = client.inspect(&name).await.unwrap();
+    assert_eq!(info.kind, Some(expirable));
+    assert_eq!(info.permits.unwrap().taken, Some(2));
     drop((watched, leased));
 }
 

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use ferrisson::{
-    Client, ClientConfig, Error, ExpirableSemaphore, FairLock, Lock, ObjectInfo, ObjectKind, Party,
-    ReentrantLock, Semaphore, SpinLock, SyncObject,
+    Client, ClientConfig, Error, FairLock, Lock, ObjectInfo, ObjectKind, Party, ReentrantLock,
+    Semaphore, SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -383,7 +383,6 @@ async fn act(
         ObjectKind::FairLock => on!(lock FairLock::new(client, name)),
         ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
-        ObjectKind::ExpirableSemaphore => on!(object ExpirableSemaphore::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.
         ObjectKind::Registered(kind) => match action {
             Action::ForceUnlock => match kind.force_unlock {

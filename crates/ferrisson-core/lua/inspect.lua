@@ -13,12 +13,11 @@
 --   {'queued', owner, timeout ms or '', liveness deadline ms or ''} the fair queue, in order,
 --   {'queue_length', n};
 --   {'reserved', value, pttl} the spin lock's next-in-line;
---   {'permit', id in hex, expiry ms}, {'permits_taken', n, expired n} the expirable semaphore;
 --   {'reservation', value, pttl} a semaphore's reservation for a large waiter
 -- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
 local limit = tonumber(ARGV[1]) or 100
-local out, main, now = inspect_head(name)
+local out, main = inspect_head(name)
 local function fact(...)
   inspect_fact(out, ...)
 end
@@ -36,11 +35,6 @@ local function string_at(k)
     return redis.call('get', k)
   end
   return nil
-end
-local function hex(bytes)
-  return (string.gsub(bytes, '.', function(c)
-    return string.format('%02x', string.byte(c))
-  end))
 end
 
 if main == 'hash' then
@@ -75,17 +69,6 @@ local next_key = suffixed('next')
 local reserved = string_at(next_key)
 if reserved then
   fact('reserved', reserved, redis.call('pttl', next_key))
-end
-
--- The permit-expirable semaphore's taken permits.
-local taken = suffixed('timeout')
-if key_type(taken) == 'zset' then
-  local live = redis.call('zcount', taken, '(' .. now, '+inf')
-  fact('permits_taken', live, redis.call('zcard', taken) - live)
-  local members = redis.call('zrangebyscore', taken, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, limit)
-  for i = 1, #members, 2 do
-    fact('permit', hex(members[i]), members[i + 1])
-  end
 end
 
 -- A semaphore's reservation for a waiter of several permits.

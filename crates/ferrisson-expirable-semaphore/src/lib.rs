@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+mod inspect;
 mod scripts;
 mod semaphore;
 

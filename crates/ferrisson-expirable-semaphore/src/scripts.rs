@@ -33,6 +33,14 @@ pub(crate) static STATE: Script = Script::new(
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (it also runs
 /// `ferrisson_core`'s `core/permits_update` and `core/permits_leave`).
-pub fn scripts() -> [&'static Script; 6] {
-    [&ACQUIRE, &RELEASE, &RENEW, &UNDO_ACQUIRE, &HAND_OFF, &STATE]
+pub fn scripts() -> [&'static Script; 7] {
+    [
+        &crate::inspect::INSPECT,
+        &ACQUIRE,
+        &RELEASE,
+        &RENEW,
+        &UNDO_ACQUIRE,
+        &HAND_OFF,
+        &STATE,
+    ]
 }

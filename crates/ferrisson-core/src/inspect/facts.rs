@@ -15,8 +15,6 @@ pub(super) struct Facts {
     pub(super) queue_length: Option<u64>,
     pub(super) queued: Vec<(String, String, String)>,
     pub(super) reserved: Option<(String, i64)>,
-    pub(super) permits_taken: Option<(u64, u64)>,
-    pub(super) permits: Vec<(String, String)>,
     pub(super) reservation: Option<(String, i64)>,
 }
 
@@ -37,8 +35,6 @@ impl Facts {
                 Some("queue_length") => f.queue_length = Some(unum(&at(1))),
                 Some("queued") => f.queued.push((at(1), at(2), at(3))),
                 Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
-                Some("permits_taken") => f.permits_taken = Some((unum(&at(1)), unum(&at(2)))),
-                Some("permit") => f.permits.push((at(1), at(2))),
                 Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
                 _ => {}
             }
@@ -60,11 +56,10 @@ impl Facts {
         };
         Ok(Some(match self.main_type.as_str() {
             "none" => {
-                // Nothing under the name, but a queue or taken permits may outlive it.
+                // Nothing under the name, but a queue may outlive it (taken permits of a
+                // registered kind too: that kind says so).
                 if self.queue_length.is_some() {
                     (ObjectKind::FairLock, true)
-                } else if self.permits_taken.is_some() {
-                    (ObjectKind::ExpirableSemaphore, true)
                 } else {
                     return Ok(None);
                 }
@@ -94,11 +89,9 @@ impl Facts {
             "string" => {
                 let value = self.value.as_deref().unwrap_or_default();
                 if value.parse::<i64>().is_ok() {
-                    if self.permits_taken.is_some() {
-                        (ObjectKind::ExpirableSemaphore, true)
-                    } else {
-                        (ObjectKind::Semaphore, self.reservation.is_some())
-                    }
+                    // A bare count could be an expirable semaphore's (a registered kind, which
+                    // says so when it is sure) or a latch's.
+                    (ObjectKind::Semaphore, self.reservation.is_some())
                 } else {
                     // Not a count: perhaps a registered kind's (the mutex's token).
                     return Err(foreign());
@@ -127,9 +120,6 @@ pub(super) fn until(at: &str, now: u64) -> Option<Duration> {
     let at = at.max(0.0) as u64;
     Some(Duration::from_millis(at.saturating_sub(now)))
 }
-
-/// Redisson's score of a permit without a lease.
-pub(super) const NO_LEASE_SCORE: u64 = 922_337_203_685_477;
 
 /// The tag that names the record of whoever stands behind an owner or permit id.
 pub(super) fn owner_tag(owner_or_id: &str) -> Option<u64> {

@@ -142,8 +142,9 @@ impl KindFacts {
 }
 
 impl Client {
-    /// The first registered kind of main key type `main_type` (by name) whose script claims
-    /// `key` (`certain`: only a claim it is sure of).
+    /// The first registered kind of main key type `main_type` (by name; `none`, nothing
+    /// under the name: every kind) whose script claims `key` (`certain`: only a claim it is
+    /// sure of).
     pub(super) async fn registered_claim(
         &self,
         key: &str,
@@ -151,7 +152,7 @@ impl Client {
         certain: bool,
     ) -> Result<Option<ObjectInfo>> {
         for &kind in registered() {
-            if kind.main_type != main_type {
+            if main_type != "none" && kind.main_type != main_type {
                 continue;
             }
             if let Some(info) = self.inspect_registered(key, kind, false).await?
@@ -182,10 +183,13 @@ impl Client {
         let Some(rows) = reply else {
             return Ok(None);
         };
+        // Beyond the three facts every reply starts with, a kind replies facts of its own
+        // even when nothing is under the name, when what it keeps beside it outlives it.
+        let own_facts = rows.len() > 3;
         let facts = KindFacts { rows };
         let mut info =
             ObjectInfo::empty(self, key, facts.number("pttl").unwrap_or(-2), facts.now());
-        if facts.value("type").is_none_or(|t| t == "none") {
+        if facts.value("type").is_none_or(|t| t == "none") && !own_facts {
             return Ok(Some(info));
         }
         info.kind = Some(ObjectKind::Registered(kind));

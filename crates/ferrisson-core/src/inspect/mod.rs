@@ -43,8 +43,6 @@ pub enum ObjectKind {
     SpinLock,
     /// A semaphore.
     Semaphore,
-    /// A permit-expirable semaphore.
-    ExpirableSemaphore,
     /// A kind its own crate registered ([`KindInspection`]): known where that crate is linked.
     Registered(&'static KindInspection),
 }
@@ -52,13 +50,7 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Every kind whose layout this crate reads itself (the others register with their
     /// crates: [`known`](Self::known)).
-    pub const ALL: [ObjectKind; 5] = [
-        Self::Lock,
-        Self::FairLock,
-        Self::SpinLock,
-        Self::Semaphore,
-        Self::ExpirableSemaphore,
-    ];
+    pub const ALL: [ObjectKind; 4] = [Self::Lock, Self::FairLock, Self::SpinLock, Self::Semaphore];
 
     /// Every kind this binary knows: [`ALL`](Self::ALL), then those registered by the crates
     /// linked into it ([`KindInspection`]), by name.
@@ -68,8 +60,8 @@ impl ObjectKind {
         kinds
     }
 
-    /// The kind's name: `lock`, `fair-lock`, `spin-lock`, `semaphore` or
-    /// `expirable-semaphore`, or a registered kind's own (`rwlock`, `mutex`, `latch`, …;
+    /// The kind's name: `lock`, `fair-lock`, `spin-lock` or `semaphore`, or a registered
+    /// kind's own (`rwlock`, `expirable-semaphore`, `mutex`, `latch`, …;
     /// what [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -78,7 +70,6 @@ impl ObjectKind {
             Self::FairLock => "fair-lock",
             Self::SpinLock => "spin-lock",
             Self::Semaphore => "semaphore",
-            Self::ExpirableSemaphore => "expirable-semaphore",
         }
     }
 
@@ -86,7 +77,6 @@ impl ObjectKind {
     /// `expirable-semaphore`, "a" before the others.
     pub fn article(self) -> &'static str {
         match self {
-            Self::ExpirableSemaphore => "an",
             Self::Registered(kind) => kind.article,
             _ => "a",
         }
@@ -286,6 +276,35 @@ pub struct TakenPermit {
     pub lease_left: Option<Duration>,
     /// Who took it: ferrisson's permit ids start with the taking client's tag.
     pub party: Party,
+}
+
+impl TakenPermit {
+    /// A taken permit as a kind's inspection reads it ([`KindInspection::read`]); who took
+    /// it is filled in by the core.
+    pub fn new(id: String, lease_left: Option<Duration>) -> Self {
+        Self {
+            id,
+            lease_left,
+            party: Party::Unknown,
+        }
+    }
+}
+
+impl PermitState {
+    /// A semaphore's permits as a kind's inspection reads them ([`KindInspection::read`]).
+    pub fn new(
+        available: i64,
+        taken: Option<u64>,
+        permits: Vec<TakenPermit>,
+        reserved_for: Option<(String, Duration)>,
+    ) -> Self {
+        Self {
+            available,
+            taken,
+            permits,
+            reserved_for,
+        }
+    }
 }
 
 /// A semaphore's permits.

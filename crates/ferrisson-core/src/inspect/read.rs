@@ -61,20 +61,22 @@ impl Client {
         hint: Option<ObjectKind>,
     ) -> Result<ObjectInfo> {
         if let Some(ObjectKind::Registered(kind)) = hint {
-            return match self.inspect_registered(&key, kind, true).await? {
-                Some(info) => Ok(info),
-                None => Err(Error::InvalidArgument(format!(
-                    "`{key}` does not hold {} {}",
-                    kind.article, kind.name
-                ))),
-            };
+            if let Some(info) = self.inspect_registered(&key, kind, true).await? {
+                return Ok(info);
+            }
+            // Say what it holds instead, where the layouts read here tell.
+            let found = self.core_facts(&key).await?.kind(&key).ok().flatten();
+            let hint = ObjectKind::Registered(kind);
+            return Err(Error::InvalidArgument(match found {
+                Some((found, _)) => format!(
+                    "`{key}` holds {} {found}, not {} {hint}",
+                    found.article(),
+                    hint.article()
+                ),
+                None => format!("`{key}` does not hold {} {hint}", hint.article()),
+            }));
         }
-        let call = ScriptCall::new(&INSPECT, &[&key]).arg(INSPECT_LIMIT);
-        let reply: Vec<Vec<String>> = self.eval_read(&call).await.map_err(|e| match e {
-            Error::Redis(e) => crate::error::map_redis_error(e, &key),
-            e => e,
-        })?;
-        let facts = Facts::parse(reply);
+        let facts = self.core_facts(&key).await?;
         let detected = match facts.kind(&key) {
             // A layout of none of the kinds read here: perhaps a registered kind's.
             Err(Error::WrongType { .. }) if hint.is_none() => {
@@ -87,8 +89,10 @@ impl Client {
         };
         // A layout the kinds read here only could be (a bare count, a lock hash with no
         // token): a registered kind that is sure of it (a latch with its round) says so.
+        // A count is one even with a reservation: the expirable semaphore reserves the same
+        // way, and says so when its taken permits stand beside the count.
         if hint.is_none()
-            && matches!(detected, Some((_, false)))
+            && matches!(detected, Some((_, false) | (ObjectKind::Semaphore, _)))
             && let Some(info) = self.registered_claim(&key, &facts.main_type, true).await?
         {
             return Ok(info);
@@ -96,12 +100,8 @@ impl Client {
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
                 let fits = match found {
-                    // A bare count: a semaphore, or an expirable semaphore with no permit
-                    // taken (its set of taken permits goes with the last one); a latch
-                    // armed by Redisson is the latch's to say (a registered kind).
-                    ObjectKind::Semaphore => {
-                        matches!(hint, ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore)
-                    }
+                    // A bare count: a semaphore; an expirable semaphore with no permit taken
+                    // or a latch armed by Redisson is a registered kind's to say, named.
                     ObjectKind::Lock => matches!(
                         hint,
                         ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock
@@ -120,8 +120,16 @@ impl Client {
                 }
                 (Some(hint), true)
             }
-            // Nothing stored: nothing to say of any kind.
-            (Some(_), None) | (None, None) => (None, true),
+            // Nothing stored under the name: what a registered kind keeps beside it may
+            // outlive it (an expirable semaphore's taken permits), which that kind says.
+            (None, None) => {
+                if let Some(info) = self.registered_claim(&key, "none", true).await? {
+                    return Ok(info);
+                }
+                (None, true)
+            }
+            // Nothing stored: nothing to say of a kind named.
+            (Some(_), None) => (None, true),
             (None, Some((found, certain))) => (Some(found), certain),
         };
         let mut info = ObjectInfo::empty(self, &key, facts.pttl, facts.now);
@@ -184,40 +192,29 @@ impl Client {
             .as_deref()
             .and_then(|v| v.parse::<i64>().ok())
             .unwrap_or(0);
-        match kind {
-            ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => {
-                let (taken, expired) = facts.permits_taken.unwrap_or((0, 0));
-                let permits = facts
-                    .permits
-                    .iter()
-                    .map(|(id, expiry)| {
-                        TakenPermit {
-                            id: id.clone(),
-                            // Expiries are stored a millisecond late (protocol.md, "the
-                            // extra millisecond"): the lease is that much less.
-                            lease_left: match expiry.parse::<u64>() {
-                                Ok(NO_LEASE_SCORE) => None,
-                                _ => until(expiry, now)
-                                    .map(|l| l.saturating_sub(Duration::from_millis(1))),
-                            },
-                            party: Party::Unknown,
-                        }
-                    })
-                    .collect();
-                info.permits = Some(PermitState {
-                    available: count.saturating_add(i64::try_from(expired).unwrap_or(0)),
-                    taken: (kind == ObjectKind::ExpirableSemaphore).then_some(taken),
-                    permits,
-                    reserved_for: facts
-                        .reservation
-                        .as_ref()
-                        .and_then(|(v, pttl)| positive_ms(*pttl).map(|left| (v.clone(), left))),
-                });
-            }
-            _ => {}
+        if kind == ObjectKind::Semaphore {
+            info.permits = Some(PermitState::new(
+                count,
+                None,
+                Vec::new(),
+                facts
+                    .reservation
+                    .as_ref()
+                    .and_then(|(v, pttl)| positive_ms(*pttl).map(|left| (v.clone(), left))),
+            ));
         }
         self.finish_info(&mut info).await?;
         Ok(info)
+    }
+
+    /// What `core/inspect` reads of `key`.
+    async fn core_facts(&self, key: &str) -> Result<Facts> {
+        let call = ScriptCall::new(&INSPECT, &[key]).arg(INSPECT_LIMIT);
+        let reply: Vec<Vec<String>> = self.eval_read(&call).await.map_err(|e| match e {
+            Error::Redis(e) => crate::error::map_redis_error(e, key),
+            e => e,
+        })?;
+        Ok(Facts::parse(reply))
     }
 
     /// Fills in what the core finds out about any kind's object once its kind read it: the

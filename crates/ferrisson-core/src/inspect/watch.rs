@@ -8,7 +8,7 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
     use crate::keys::prefixed;
     Some(match kind {
         ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
-        ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => prefixed("redisson_sc", key),
+        ObjectKind::Semaphore => prefixed("redisson_sc", key),
         ObjectKind::Registered(kind) => (kind.channel?)(key),
         ObjectKind::FairLock => return None,
     })
@@ -93,9 +93,7 @@ impl Client {
     /// it was. Acquisitions send no message: a watcher also reads on a period of its own.
     pub fn watch_changes(&self, info: &ObjectInfo) -> ChangeWatch {
         let policy: crate::pubsub::WakePolicy = match info.kind {
-            Some(ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore) => {
-                crate::pubsub::permits_message_policy
-            }
+            Some(ObjectKind::Semaphore) => crate::pubsub::permits_message_policy,
             // A watcher looks again at every message of a kind whose messages it cannot read.
             Some(ObjectKind::FairLock | ObjectKind::Registered(_)) => |_| crate::pubsub::Wake::All,
             _ => crate::pubsub::lock_message_policy,

@@ -35,15 +35,10 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   end
   return {1, held, next_token(KEYS[2])}
 end
--- Held by another owner, or not a lock at all (a user's hash): never wait on that. The key is a
--- hash (HEXISTS fails on any other type), and a lock of this kind has an expiry and no `mode`
--- field: only a hash that lacks the one or has the other is looked at field by field
--- (foreign_lock), so that a refusal, which every waiter's try meets, costs two reads.
-local ttl = redis.call('pttl', KEYS[1])
-if ttl == -1 or redis.call('hexists', KEYS[1], 'mode') == 1 then
-  local foreign = foreign_lock(KEYS[1], false)
-  if foreign then
-    return foreign
-  end
+-- Held by another owner, or not a lock at all (a user's hash): never wait on that (held_ttl).
+-- The key is a hash: HEXISTS failed on any other type above.
+local ttl, foreign = held_ttl(KEYS[1])
+if foreign then
+  return foreign
 end
 return {0, ttl}

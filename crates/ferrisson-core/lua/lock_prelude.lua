@@ -41,6 +41,22 @@ local function foreign_lock(key, rw)
   return nil
 end
 
+-- held_ttl(key) is the PTTL of the lock hash at `key` when another owner holds it, or nil and a
+-- WRONGTYPE error reply when the hash is no lock of the RLock family (a user's hash): never
+-- wait on that. A lock of the family has an expiry and no `mode` field: only a hash that lacks
+-- the one or has the other is looked at field by field (foreign_lock), so that a refusal,
+-- which every waiter's try meets, costs two reads.
+local function held_ttl(key)
+  local ttl = redis.call('pttl', key)
+  if ttl == -1 or redis.call('hexists', key, 'mode') == 1 then
+    local foreign = foreign_lock(key, false)
+    if foreign then
+      return nil, foreign
+    end
+  end
+  return ttl
+end
+
 -- foreign_object(key, shape) is foreign_lock for the lock shapes ("lock", "rwlock") and, for
 -- "count" (a string holding an integer), "value" (a string) and "numbers:<f1>,<f2>,..." (a hash
 -- whose every field is one of the names listed and holds a number: a rate limiter's settings), a

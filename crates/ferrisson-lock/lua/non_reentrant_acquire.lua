@@ -35,13 +35,9 @@ if redis.call('exists', KEYS[1]) == 0 then
   end
   return {1, 1, next_token(KEYS[2])}
 end
--- Held by another owner, or not a lock at all (a user's hash): never wait on that (as
--- core/hash_lock_acquire checks it).
-local ttl = redis.call('pttl', KEYS[1])
-if ttl == -1 or redis.call('hexists', KEYS[1], 'mode') == 1 then
-  local foreign = foreign_lock(KEYS[1], false)
-  if foreign then
-    return foreign
-  end
+-- Held by another owner, or not a lock at all (a user's hash): never wait on that (held_ttl).
+local ttl, foreign = held_ttl(KEYS[1])
+if foreign then
+  return foreign
 end
 return {0, ttl}

@@ -79,13 +79,11 @@ local ttl
 if free then
   ttl = redis.call('pttl', next_key)
 else
-  -- Held by another owner, or not a lock at all, as core/hash_lock_acquire tells it.
-  ttl = redis.call('pttl', KEYS[1])
-  if ttl == -1 or redis.call('hexists', KEYS[1], 'mode') == 1 then
-    local foreign = foreign_lock(KEYS[1], false)
-    if foreign then
-      return foreign
-    end
+  -- Held by another owner, or not a lock at all (held_ttl).
+  local foreign
+  ttl, foreign = held_ttl(KEYS[1])
+  if foreign then
+    return foreign
   end
 end
 local waited = tonumber(ARGV[3]) or 0

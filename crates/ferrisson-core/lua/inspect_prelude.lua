@@ -7,9 +7,15 @@
 --
 -- inspect_head(name) reads the server's clock and the main key's type, and starts the reply
 -- with the facts every inspection reply begins with: {'now', ms}, {'type', t}, {'pttl', ms}.
--- It returns the reply table, the type and the clock (whole ms, up to a millisecond behind:
--- what is computed from it is for people to read).
+-- It returns the reply table, the type and the clock in whole ms, floored as the synchronizers'
+-- own scripts floor it: what this calls live (a permit whose expiry is after it, a rate
+-- window's permit) is what their scripts keep. Up to a millisecond behind the true time, it
+-- never frees or keeps anything itself (nothing here writes); a lease left reckoned from it
+-- must take that millisecond off, as the expirable semaphore's does, so that no lease is shown
+-- longer than the server gives it. Holds' leases are the server's own PTTLs.
 -- inspect_fact(out, name, ...) adds a fact, its values as strings (numbers without decimals).
+-- inspect_elsewhere(out, main) is the reply of a kind's script whose main key is not of its
+-- type: the head alone when nothing is stored (`main` 'none'), else false (another layout).
 -- inspect_prefixed(name, p) and inspect_suffixed(name, s) are the keys derived from `name` as
 -- docs/protocol.md names them (keys::prefixed, keys::suffixed), in its slot.
 local function inspect_fact(out, ...)
@@ -47,4 +53,11 @@ local function inspect_suffixed(name, s)
     return name .. ':' .. s
   end
   return '{' .. name .. '}:' .. s
+end
+
+local function inspect_elsewhere(out, main)
+  if main == 'none' then
+    return out
+  end
+  return false
 end

@@ -101,8 +101,8 @@ pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use inspect::{
     ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, KindFacts, KindInspection,
-    LatchState, ObjectCall, ObjectInfo, ObjectKind, Party, PermitState, RateState, TakenPermit,
-    Waiter,
+    LatchState, ObjectCall, ObjectFuture, ObjectInfo, ObjectKind, Party, PermitState, RateState,
+    TakenPermit, Waiter,
 };
 pub use lock::Lock;
 pub use object::SyncObject;
@@ -155,7 +155,7 @@ pub mod __engine {
     pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
     };
-    pub use crate::inspect::INSPECT_PRELUDE;
+    pub use crate::inspect::{INSPECT_PRELUDE, delete_through};
     pub use crate::kind::{
         HoldKind, LockNames, REENTRY_REFUSED, ReleaseArgs, ReleaseReply, TryArgs, TryReply,
         Waiting, acquire, read_script_try, release,

@@ -2,13 +2,11 @@
 //! `Client::inspect`, `list_objects` and the `ferrisson` command-line tool learn the kind from
 //! this crate.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
 use ferrisson_core::{
-    Client, KindFacts, KindInspection, ObjectInfo, PermitState, Result, TakenPermit,
+    Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, PermitState, TakenPermit,
 };
 
 use crate::ExpirableSemaphore;
@@ -38,8 +36,10 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
         .all("permit")
         .filter_map(|row| {
             let [id, expiry] = row else { return None };
-            // Expiries are stored a millisecond late (protocol.md, "the extra millisecond"):
-            // the lease is that much less.
+            // The server frees a permit once its clock, floored to the ms, reaches the expiry;
+            // `now` is floored the same way, so up to a millisecond behind: the lease left is
+            // at most `expiry - now - 1` ms, never more (expiries are stored a millisecond
+            // late for the same reason: protocol.md, "the extra millisecond").
             let lease_left = match expiry.parse::<u64>() {
                 Ok(NO_LEASE_SCORE) => None,
                 _ => facts
@@ -51,10 +51,7 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
         .collect();
     let reserved_for = facts.all("reservation").next().and_then(|row| {
         let [value, pttl] = row else { return None };
-        let left = u64::try_from(pttl.parse::<i64>().ok()?)
-            .ok()
-            .filter(|&ms| ms > 0)?;
-        Some((value.clone(), Duration::from_millis(left)))
+        Some((value.clone(), facts.duration(pttl)?))
     });
     info.permits = Some(PermitState::new(
         count.saturating_add(i64::try_from(expired).unwrap_or(0)),
@@ -70,12 +67,8 @@ fn channel(key: &str) -> String {
 }
 
 /// The command-line tool's delete: the semaphore's own (count and taken permits).
-fn delete<'a>(
-    client: &'a Client,
-    name: &'a str,
-) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>> {
-    use ferrisson_core::SyncObject;
-    Box::pin(async move { ExpirableSemaphore::new(client, name)?.delete().await })
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(ExpirableSemaphore::new(client, name))
 }
 
 inventory::submit! {

@@ -15,11 +15,8 @@
 local name = KEYS[1]
 local limit = tonumber(ARGV[1]) or 100
 local out, main = inspect_head(name)
-if main == 'none' then
-  return out
-end
 if main ~= 'string' then
-  return false
+  return inspect_elsewhere(out, main)
 end
 local value = redis.call('get', name)
 if not tonumber(value) then

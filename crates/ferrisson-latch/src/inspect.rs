@@ -1,11 +1,8 @@
 //! What the countdown latch tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use std::future::Future;
-use std::pin::Pin;
-
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
-use ferrisson_core::{Client, KindFacts, KindInspection, LatchState, ObjectInfo, Result};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::{Client, KindFacts, KindInspection, LatchState, ObjectFuture, ObjectInfo};
 
 use crate::CountDownLatch;
 
@@ -39,12 +36,8 @@ fn channel(key: &str) -> String {
 }
 
 /// The command-line tool's delete: the latch's own, which releases every waiter.
-fn delete<'a>(
-    client: &'a Client,
-    name: &'a str,
-) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>> {
-    use ferrisson_core::SyncObject;
-    Box::pin(async move { CountDownLatch::new(client, name)?.delete().await })
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(CountDownLatch::new(client, name))
 }
 
 inventory::submit! {

@@ -13,11 +13,8 @@
 local name = KEYS[1]
 local token_key = inspect_prefixed(name, 'ferrisson_mutex_token')
 local out, main = inspect_head(name)
-if main == 'none' then
-  return out
-end
 if main ~= 'string' then
-  return false
+  return inspect_elsewhere(out, main)
 end
 local value = redis.call('get', name)
 if tonumber(value) then

@@ -1,12 +1,11 @@
 //! What the lean mutex tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use ferrisson_core::__engine::identity::client_tag;
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
-use ferrisson_core::{Client, HoldMode, Holder, KindFacts, KindInspection, ObjectInfo, Result};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::{
+    Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo,
+};
 
 use crate::Mutex;
 
@@ -39,18 +38,15 @@ fn channel(key: &str) -> String {
     ferrisson_core::__engine::keys::prefixed("ferrisson_mutex__channel", key)
 }
 
-type Call<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
-
 /// The command-line tool's force unlock: the mutex's own.
-fn force_unlock<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
+fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
     use ferrisson_core::Lock;
     Box::pin(async move { Mutex::new(client, name)?.force_unlock().await })
 }
 
 /// The command-line tool's delete: the mutex's own.
-fn delete<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
-    use ferrisson_core::SyncObject;
-    Box::pin(async move { Mutex::new(client, name)?.delete().await })
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(Mutex::new(client, name))
 }
 
 inventory::submit! {

@@ -12,11 +12,8 @@
 --   permits given in the window, members, oldest score or ''}
 local name = KEYS[1]
 local out, main, now = inspect_head(name)
-if main == 'none' then
-  return out
-end
 if main ~= 'hash' then
-  return false
+  return inspect_elsewhere(out, main)
 end
 local settings = {rate = true, interval = true, type = true, keepAliveTime = true}
 local fields = {}

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
-use ferrisson_core::{Client, KindFacts, KindInspection, ObjectInfo, RateState, Result};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::{Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, RateState};
 
 use crate::RateLimiter;
 
@@ -59,12 +59,8 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
 }
 
 /// The command-line tool's delete: the limiter's own.
-fn delete<'a>(
-    client: &'a Client,
-    name: &'a str,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>> {
-    use ferrisson_core::SyncObject;
-    Box::pin(async move { RateLimiter::new(client, name)?.delete().await })
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(RateLimiter::new(client, name))
 }
 
 inventory::submit! {

@@ -1,12 +1,10 @@
 //! What the read-write lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::time::Duration;
-
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, inventory};
-use ferrisson_core::{Client, HoldMode, Holder, KindFacts, KindInspection, ObjectInfo, Result};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::{
+    Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo,
+};
 
 use crate::ReadWriteLock;
 
@@ -16,14 +14,6 @@ pub(crate) static INSPECT: Script = Script::with_prelude(
     &INSPECT_PRELUDE,
     include_str!("../lua/inspect.lua"),
 );
-
-/// `ms` as a duration, `None` unless positive.
-fn positive_ms(ms: i64) -> Option<Duration> {
-    u64::try_from(ms)
-        .ok()
-        .filter(|&ms| ms > 0)
-        .map(Duration::from_millis)
-}
 
 /// The writer (its field `<owner>:write`, under the hash's lease) and each reader (under the
 /// longest lease of its read holds), sorted by owner, and the fencing counter.
@@ -39,8 +29,7 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
                 let lease = facts
                     .all("read_lease")
                     .find(|r| r.first() == Some(field))
-                    .and_then(|r| r.get(1)?.parse().ok())
-                    .and_then(positive_ms);
+                    .and_then(|r| facts.duration(r.get(1)?));
                 (field.as_str(), HoldMode::Read, lease)
             }
         };
@@ -57,17 +46,14 @@ fn channel(key: &str) -> String {
     ferrisson_core::__engine::keys::prefixed("redisson_rwlock", key)
 }
 
-type Call<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
-
 /// The command-line tool's force unlock: the read-write lock's own (both sides).
-fn force_unlock<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
+fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
     Box::pin(async move { ReadWriteLock::new(client, name)?.force_unlock().await })
 }
 
 /// The command-line tool's delete: the read-write lock's own.
-fn delete<'a>(client: &'a Client, name: &'a str) -> Call<'a> {
-    use ferrisson_core::SyncObject;
-    Box::pin(async move { ReadWriteLock::new(client, name)?.delete().await })
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(ReadWriteLock::new(client, name))
 }
 
 inventory::submit! {

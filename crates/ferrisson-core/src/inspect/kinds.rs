@@ -59,7 +59,16 @@ pub struct KindInspection {
 
 /// A call on the object named `name` (after the client's namespace) through its kind's handle:
 /// whether there was something to do.
-pub type ObjectCall = for<'a> fn(&'a Client, &'a str) -> BoxFuture<'a, Result<bool>>;
+pub type ObjectCall = for<'a> fn(&'a Client, &'a str) -> ObjectFuture<'a>;
+
+/// What an [`ObjectCall`] returns.
+pub type ObjectFuture<'a> = BoxFuture<'a, Result<bool>>;
+
+/// A kind's [`KindInspection::delete`] through its handle, `made` for the object:
+/// `delete_through(Latch::new(client, name))`.
+pub fn delete_through<'a, T: crate::SyncObject + 'a>(made: Result<T>) -> ObjectFuture<'a> {
+    Box::pin(async move { made?.delete().await })
+}
 
 inventory::collect!(KindInspection);
 
@@ -126,6 +135,12 @@ impl KindFacts {
     /// [`value`](Self::value) as an integer.
     pub fn number(&self, name: &str) -> Option<i64> {
         self.value(name)?.parse().ok()
+    }
+
+    /// `ms`, a count of milliseconds the script replied (a PTTL, say), as a duration: `None`
+    /// unless it is a positive number.
+    pub fn duration(&self, ms: &str) -> Option<Duration> {
+        positive_ms(ms.parse().ok()?)
     }
 
     /// The server's clock when the script ran, in ms since the epoch (`now`).

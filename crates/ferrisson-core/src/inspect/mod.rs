@@ -535,7 +535,7 @@ mod read;
 mod watch;
 
 use facts::*;
-pub use kinds::{KindFacts, KindInspection, ObjectCall};
+pub use kinds::{KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through};
 #[cfg(test)]
 use list::is_derived;
 pub use watch::ChangeWatch;

@@ -166,11 +166,14 @@ impl Client {
         main_type: &str,
         certain: bool,
     ) -> Result<Option<ObjectInfo>> {
-        for &kind in registered() {
-            if main_type != "none" && kind.main_type != main_type {
-                continue;
-            }
-            if let Some(info) = self.inspect_registered(key, kind, false).await?
+        // Every candidate asked at once (one round trip on the multiplexed connection, not one
+        // per kind); the first by name that claims it wins.
+        let asked = registered()
+            .iter()
+            .filter(|kind| main_type == "none" || kind.main_type == main_type)
+            .map(|&kind| self.inspect_registered(key, kind, false));
+        for info in futures::future::join_all(asked).await {
+            if let Some(info) = info?
                 && info.kind.is_some()
                 && (info.kind_certain || !certain)
             {

@@ -163,6 +163,7 @@ fn word(e: &dyn std::fmt::Display) -> String {
 async fn worker(kind: &str) {
     let worker: usize = env("CHAOS_ID").parse().unwrap();
     let until: u64 = env("CHAOS_UNTIL_US").parse().unwrap();
+    let stop = std::path::PathBuf::from(env("CHAOS_STOP"));
     let name = env("CHAOS_NAME");
     let mut log = Log {
         file: std::fs::OpenOptions::new()
@@ -186,7 +187,7 @@ async fn worker(kind: &str) {
     let wait = AcquireOptions::new().with_wait(Duration::from_secs(3));
     let mut round = 0;
     let mut unknown_round = None;
-    while now_us() < until {
+    while now_us() < until && !stop.exists() {
         let outcome: ferrisson::Result<()> = match kind {
             "lock" => {
                 let lock = ReentrantLock::fenced(&client, &name).unwrap();
@@ -499,7 +500,15 @@ struct Report {
     documented: usize,
 }
 
-fn spawn_worker(kind: &str, id: usize, url: &str, name: &str, log: &str, until: u64) -> Child {
+/// A worker stops once the file `stop` exists, or at `until` (a backstop) at the latest.
+fn spawn_worker(
+    kind: &str,
+    id: usize,
+    url: &str,
+    name: &str,
+    log: &str,
+    (stop, until): (&str, u64),
+) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .arg(test_name(module_path!(), "chaos_worker"))
         .args(["--exact", "--ignored", "--nocapture"])
@@ -510,6 +519,7 @@ fn spawn_worker(kind: &str, id: usize, url: &str, name: &str, log: &str, until: 
         .env("CHAOS_NAME", name)
         .env("CHAOS_LOG", log)
         .env("CHAOS_UNTIL_US", until.to_string())
+        .env("CHAOS_STOP", stop)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -541,7 +551,11 @@ async fn run(kind: &'static str, faults: &[Fault]) -> Report {
         .checked_mul(u32::try_from(faults.len()).unwrap())
         .and_then(|faults| faults.checked_add(CALM + LEASE))
         .expect("a run's length fits a Duration");
-    let until = now_us() + u64::try_from(total.as_micros()).unwrap();
+    // The workers run until the schedule is over, however long its faults took to inject (a
+    // frozen worker alone takes longer than FAULT), so that every fault has its calm after it:
+    // told by a file; `until` is only a backstop.
+    let stop = server.dir().join("chaos-stop");
+    let until = now_us() + u64::try_from((total + Duration::from_secs(120)).as_micros()).unwrap();
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|id| {
             spawn_worker(
@@ -550,7 +564,7 @@ async fn run(kind: &'static str, faults: &[Fault]) -> Report {
                 &proxy.url(),
                 &name,
                 log_path.to_str().unwrap(),
-                until,
+                (stop.to_str().unwrap(), until),
             )
         })
         .collect();
@@ -566,7 +580,9 @@ async fn run(kind: &'static str, faults: &[Fault]) -> Report {
         });
         tokio::time::sleep(CALM).await;
     }
-    // The workers stop by themselves at `until`; a stuck one is a failure.
+    tokio::time::sleep(LEASE).await;
+    std::fs::File::create(&stop).unwrap();
+    // The workers stop by themselves now; a stuck one is a failure.
     let deadline = std::time::Instant::now()
         .checked_add(total + Duration::from_secs(30))
         .expect("the workers' deadline fits the clock");

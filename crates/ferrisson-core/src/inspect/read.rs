@@ -99,9 +99,10 @@ impl Client {
         }
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
+                // A count fits only the semaphore here: an expirable semaphore or a latch is
+                // a registered kind, which reads the key itself when named (above).
                 let fits = match found {
-                    // A bare count: a semaphore; an expirable semaphore with no permit taken
-                    // or a latch armed by Redisson is a registered kind's to say, named.
+                    // A lock hash: a reentrant lock, or an idle spin or fair lock.
                     ObjectKind::Lock => matches!(
                         hint,
                         ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock

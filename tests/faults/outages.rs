@@ -543,3 +543,58 @@ async fn with_default_settings_a_dead_redis_is_the_error_in_time() {
         started.elapsed()
     );
 }
+
+/// A MultiLock's round is made of its locks' own waits, which wait out an outage themselves: a
+/// round that reached Redis and then met an outage (the first round included) follows the
+/// outage rule, counted from when the outage began, not from when the round began. Here the
+/// outage begins 2.5 s into a round whose first lock waits up to 3 s, and lasts 3.5 s of a
+/// 5 s limit: counted from the round's start, the limit would pass 1 s before Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multilock_round_that_meets_an_outage_waits_it_out() {
+    const OUTAGE_LIMIT: Duration = Duration::from_secs(5);
+    let mut server = RedisServer::spawn();
+    let holder = client(&server.url()).await;
+    let waiter = Client::with_config(
+        ClientConfig::new(server.url())
+            .with_wait_outage_limit(OUTAGE_LIMIT)
+            .with_response_timeout(RESPONSE_TIMEOUT)
+            .with_connect_timeout(RESPONSE_TIMEOUT)
+            .with_retry(RetryPolicy {
+                retries: 2,
+                backoff: ferrisson::Backoff {
+                    min: Duration::from_millis(20),
+                    max: MAX_BACKOFF,
+                },
+            }),
+    )
+    .await
+    .unwrap();
+    let name = unique_name("outage-mid-round");
+    // The group's first lock is held: the first round waits for it (up to 1.5 s per lock of
+    // the group, 3 s).
+    let _held = ReentrantLock::new(&holder, &format!("{name}:multi0"))
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let tasks = spawn_all(vec![("multilock", {
+        let lock = multi_lock(&waiter, &name);
+        boxed(async move { lock.lock().await })
+    })]);
+    eventually(Duration::from_secs(10), "the MultiLock waits", || async {
+        waiter.waiter_stats().1 >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Down for 3.5 s and back without its data: the held lock is gone.
+    server.stop();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    server.start();
+    for (kind, result, _) in join_within(Duration::from_secs(30), "the MultiLock ends", tasks).await
+    {
+        assert!(
+            result.is_ok(),
+            "{kind}: gave up within an outage shorter than its limit: {result:?}"
+        );
+    }
+}

@@ -34,7 +34,8 @@ pub enum Pace {
     /// A try of the wait: cut as the outage rule says (`WaitPacer::attempt`).
     Paced,
     /// A compound round whose parts wait (and wait out outages) themselves: not cut; its
-    /// connection error counts when it returns, and the first round's error is the call's.
+    /// connection error counts when it returns, from when its parts first met the outage, and
+    /// the first round's error is the call's unless a part of it reached Redis.
     Unpaced,
 }
 
@@ -117,17 +118,21 @@ pub async fn drive<R: Rounds>(
         let outcome = match pace {
             Pace::First => pacer.first_attempt(round).await?,
             Pace::Paced => pacer.attempt(round).await?,
-            Pace::Unpaced => match round.await {
-                Ok(taken) => {
+            Pace::Unpaced => match crate::pacer::noting(round).await {
+                (Ok(taken), _) => {
                     pacer.reached();
                     Paced::Reached(taken)
                 }
-                Err(e) if n == 0 => return Err(e),
-                Err(e) => {
-                    // The outage began no later than the round that found it (a round's lock
-                    // may have waited through it already, up to the limit).
+                // A first round that never reached Redis: its error is the call's.
+                (Err(e), note) if n == 0 && !(note.reached && e.is_connection_error()) => {
+                    return Err(e);
+                }
+                (Err(e), note) => {
+                    // The outage began when the round's tries first met it (a part of the
+                    // round may have waited through it already, up to the limit); a part
+                    // that no pacer saw fail began no earlier than the round.
                     if e.is_connection_error() {
-                        pacer.seed_outage(started);
+                        pacer.seed_outage(note.outage_since.unwrap_or(started));
                     }
                     Paced::Failed(pacer.failed(e)?)
                 }

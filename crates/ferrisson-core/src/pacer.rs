@@ -10,6 +10,54 @@ use crate::error::{Error, Result};
 /// How often a waiter re-checks while its subscription is not confirmed (pub/sub down).
 pub(crate) const UNCONFIRMED_RECHECK: Duration = Duration::from_millis(500);
 
+/// What the tries inside a compound round (a MultiLock's, whose locks wait, and wait out
+/// outages, themselves) came to, as their pacers saw them: whether one reached Redis, and when
+/// the outage they are in began. The round's own pacer ([`crate::drive`]) counts its outage
+/// from then, not from the round's start, which may be long before.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RoundNote {
+    /// A try of the round reached Redis.
+    pub(crate) reached: bool,
+    /// When the outage the round's last failed try is in began (`None`: none met, or it ended).
+    pub(crate) outage_since: Option<Instant>,
+}
+
+tokio::task_local! {
+    /// The note of the compound round being polled ([`noting`]); unset outside one.
+    static ROUND: std::cell::Cell<RoundNote>;
+}
+
+/// Runs `round` with a note of what its tries came to ([`RoundNote`]).
+pub(crate) async fn noting<F: std::future::Future>(round: F) -> (F::Output, RoundNote) {
+    ROUND
+        .scope(std::cell::Cell::new(RoundNote::default()), async move {
+            let output = round.await;
+            (
+                output,
+                ROUND.try_with(std::cell::Cell::get).unwrap_or_default(),
+            )
+        })
+        .await
+}
+
+/// Notes, for the compound round being polled (if any), that a try reached Redis (`None`) or
+/// met an outage that began at `since`.
+fn note(since: Option<Instant>) {
+    let _ = ROUND.try_with(|note| {
+        let mut seen = note.get();
+        match since {
+            None => {
+                seen.reached = true;
+                seen.outage_since = None;
+            }
+            Some(since) => {
+                seen.outage_since = Some(seen.outage_since.map_or(since, |s| s.min(since)))
+            }
+        }
+        note.set(seen);
+    });
+}
+
 /// The first try of a call with a wait bound `deadline`: cut, if no reply came, one response
 /// timeout after the deadline (the longest a round trip may take), so that the call never
 /// overruns its wait by more; an unknown outcome is then the caller's to undo (its cleanup
@@ -166,7 +214,7 @@ impl<'c> WaitPacer<'c> {
                 self.failed(e).map(Paced::Failed)
             }
             Err(_) => {
-                self.outage_since.get_or_insert(start);
+                note(Some(*self.outage_since.get_or_insert(start)));
                 let waited = Instant::now().saturating_duration_since(start);
                 Err(self.outage_error(waited))
             }
@@ -183,9 +231,19 @@ impl<'c> WaitPacer<'c> {
         &mut self,
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<Paced<T>> {
-        first_try(self.client, self.deadline, fut)
-            .await
-            .map(Paced::Reached)
+        let start = Instant::now();
+        match first_try(self.client, self.deadline, fut).await {
+            Ok(value) => {
+                note(None);
+                Ok(Paced::Reached(value))
+            }
+            Err(e) => {
+                if e.is_connection_error() {
+                    note(Some(start));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Sleeps `pause` before a polled wait's next try (nothing to miss a message on), bounded
@@ -205,6 +263,7 @@ impl<'c> WaitPacer<'c> {
 
     /// A try reached Redis: any outage is over.
     pub fn reached(&mut self) {
+        note(None);
         self.outage_since = None;
         self.last_error = None;
         self.failures = 0;
@@ -223,6 +282,7 @@ impl<'c> WaitPacer<'c> {
         }
         let e = e.naming(self.client.address());
         let since = *self.outage_since.get_or_insert_with(Instant::now);
+        note(Some(since));
         if since.elapsed() >= self.client.config().wait_outage_limit() {
             tracing::debug!(error = %e, "redis unreachable for longer than the wait outage limit");
             return Err(e);

@@ -81,14 +81,17 @@ impl Acquisition<'_> {
 impl Rounds for Acquisition<'_> {
     type Output = MultiGuard;
 
-    /// A RedLock round asks each instance once: after the first, bounded as any try of a
-    /// wait is. A MultiLock round's locks wait (and wait out outages) themselves: not cut,
-    /// its connection error counted when it returns. The first round's error is the call's.
+    /// A RedLock round asks each instance once: a try like any other kind's, the first one
+    /// the call's own (fewer than a quorum reached is the call's error), the later ones
+    /// bounded as any try of a wait is. A MultiLock round's locks wait (and wait out outages)
+    /// themselves: not cut, its connection error counted when it returns, from when its
+    /// locks met the outage; the first round's error is the call's unless a lock of it
+    /// reached Redis.
     fn pace(&self, n: u32) -> Pace {
-        if n > 0 && self.group.red {
-            Pace::Paced
-        } else {
-            Pace::Unpaced
+        match (self.group.red, n) {
+            (true, 0) => Pace::First,
+            (true, _) => Pace::Paced,
+            (false, _) => Pace::Unpaced,
         }
     }
 

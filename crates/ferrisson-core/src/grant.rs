@@ -16,6 +16,9 @@ pub enum Takes {
     Permits,
     /// One expirable permit, made for the waiter with its lease ([`Taken::Permit`]).
     Permit,
+    /// Holds of several locks at once, made for the waiter's owner (a RedLock's: its
+    /// instances' holds, [`Taken::Holds`]).
+    Holds,
 }
 
 /// What a hand-off gave the waiter.
@@ -47,6 +50,14 @@ pub enum Taken {
         /// The permit's registration with the watchdog.
         lease: LeaseHandle,
     },
+    /// A hold of each of several locks (a RedLock's instances), each a [`Taken::Hold`] for
+    /// the waiter's owner, by the lock's place in the group the waiter and the releaser share.
+    Holds {
+        /// Each lock's place in the group, and its hold.
+        holds: Vec<(usize, Taken)>,
+        /// When the releases that made them began: a fixed lease runs from no later.
+        since: tokio::time::Instant,
+    },
     /// `count` permits an acquire's own try took under the ids its `seed` makes
     /// (`PermitsMade::Seeded`), the call having been sent at `sent_at`. Never handed off.
     Seeded {
@@ -66,6 +77,7 @@ impl Taken {
             Self::Hold { .. } => Takes::Hold,
             Self::Permits { .. } => Takes::Permits,
             Self::Permit { .. } | Self::Seeded { .. } => Takes::Permit,
+            Self::Holds { .. } => Takes::Holds,
         }
     }
 }

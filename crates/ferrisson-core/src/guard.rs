@@ -132,7 +132,55 @@ pub fn hold_guard(
     HoldGuard::new(lock, owner, lease, token)
 }
 
+/// A lock as a hold's guard releases through it: what makes a guard of a hold a local
+/// release handed over ([`Taken::Hold`](crate::grant::Taken::Hold)), on the lock it was taken
+/// on ([`adopt`](Self::adopt)).
+#[derive(Clone)]
+pub struct HoldLock(Arc<dyn Release>);
+
+impl std::fmt::Debug for HoldLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HoldLock").field(&self.0.key()).finish()
+    }
+}
+
+impl HoldLock {
+    /// The lock `lock` releases through.
+    pub(crate) fn new(lock: Arc<dyn Release>) -> Self {
+        Self(lock)
+    }
+
+    /// The guard of the hold `taken` on this lock; `None` when `taken` is no hold
+    /// (dropped: nothing to release).
+    pub fn adopt(&self, taken: crate::grant::Taken) -> Option<HoldGuard> {
+        match taken {
+            crate::grant::Taken::Hold {
+                owner,
+                lease,
+                token,
+            } => Some(HoldGuard::new(self.0.clone(), owner, lease, token)),
+            _ => None,
+        }
+    }
+}
+
 impl HoldGuard {
+    /// The hold as a hand-off carries it: the lock it is on, and the hold itself
+    /// ([`Taken::Hold`](crate::grant::Taken::Hold)), still registered with the watchdog,
+    /// which [`HoldLock::adopt`] makes a guard of again. `None` when the hold was given back
+    /// already (the client shut down).
+    pub fn into_handed(mut self) -> Option<(HoldLock, crate::grant::Taken)> {
+        let lease = self.take_lease()?.ok()?;
+        Some((
+            HoldLock(self.lock.clone()),
+            crate::grant::Taken::Hold {
+                owner: self.owner.clone(),
+                lease,
+                token: self.token,
+            },
+        ))
+    }
+
     /// The guard of a hold just taken: `lease` is its registration with the watchdog.
     pub(crate) fn new(
         lock: Arc<dyn Release>,

@@ -162,6 +162,10 @@ impl<T: LockType> LockWatch for T {
     fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send {
         self.handle().watch_unlocked()
     }
+
+    fn hold_lock(&self) -> crate::guard::HoldLock {
+        crate::guard::HoldLock::new(self.handle().kind.clone())
+    }
 }
 
 impl<T: LockType> Lock for T {

@@ -56,6 +56,7 @@ mod keys;
 mod kind;
 #[cfg(test)]
 mod layers;
+mod local;
 mod lock;
 pub mod metrics;
 mod object;
@@ -135,10 +136,11 @@ pub mod __engine {
     pub use crate::client::ClientEngine;
     pub use crate::grant::{Grant, Taken, Takes};
     pub use crate::guard::{
-        CleanupGuard, Release, Released, hold_guard, spawn_cleanup, until_lost,
+        CleanupGuard, HoldLock, Release, Released, hold_guard, spawn_cleanup, until_lost,
     };
     pub use crate::handle::{LockHandle, LockKind, LockType};
     pub use crate::holds::{GiveBack, HoldTicket};
+    pub use crate::local::{LocalPlace, LocalWaiters};
     pub use crate::lock::LockWatch;
     pub use crate::permits::hand_off_permits;
     /// The registry a kind crate teaches inspection its kind through

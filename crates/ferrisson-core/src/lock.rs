@@ -17,6 +17,10 @@ pub trait LockWatch {
     /// once with its error instead of waiting the outage out: for a caller that watches
     /// between tries of its own and applies the outage rule to those (a RedLock).
     fn watch_unlocked(&self) -> impl Future<Output = Result<()>> + Send;
+
+    /// The lock as a hold's guard releases through it: what makes a guard of a hold handed
+    /// over on it (a RedLock's hand-off, [`HoldLock::adopt`](crate::guard::HoldLock::adopt)).
+    fn hold_lock(&self) -> crate::guard::HoldLock;
 }
 
 /// A distributed lock of any kind: take it (waiting or not, with a fixed lease or the

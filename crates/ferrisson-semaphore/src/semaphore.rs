@@ -679,7 +679,10 @@ impl Semaphore {
     fn permits_of(&self, taken: Taken) -> Option<Permits> {
         match taken {
             Taken::Permits { count, epoch } => Some(Permits::taken(self, count, epoch)),
-            Taken::Hold { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => None,
+            Taken::Hold { .. }
+            | Taken::Permit { .. }
+            | Taken::Seeded { .. }
+            | Taken::Holds { .. } => None,
         }
     }
 }

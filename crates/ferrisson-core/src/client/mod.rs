@@ -93,6 +93,21 @@ impl Client {
         (!self.inner.replication.enabled()).then_some(&self.inner.hub)
     }
 
+    /// Queues a waiter for `need` on the hub's local channel `channel`
+    /// ([`LocalWaiters`](crate::local::LocalWaiters)).
+    pub(crate) fn local_waiter(
+        &self,
+        channel: &str,
+        need: crate::pubsub::Need,
+    ) -> crate::pubsub::Subscription {
+        self.inner.hub.subscribe_local(channel, need)
+    }
+
+    /// Whether waiters of this client wait on `channel`.
+    pub(crate) fn has_local_waiters(&self, channel: &str) -> bool {
+        self.inner.hub.has_waiters(channel)
+    }
+
     /// Connects to the server at `url` with default settings.
     ///
     /// # Errors

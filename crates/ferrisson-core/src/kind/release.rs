@@ -339,12 +339,5 @@ impl<K: HoldKind> Release for K {
 /// The guard of a hold a local releaser handed over ([`Taken::Hold`]) on `lock`; `None` for
 /// anything else (a claim never delivers it: `Claim::deliver` checks what the waiter takes).
 pub(crate) fn hold_of(lock: Arc<dyn crate::guard::Release>, taken: Taken) -> Option<HoldGuard> {
-    match taken {
-        Taken::Hold {
-            owner,
-            lease,
-            token,
-        } => Some(HoldGuard::new(lock, owner, lease, token)),
-        Taken::Permits { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => None,
-    }
+    crate::guard::HoldLock::new(lock).adopt(taken)
 }

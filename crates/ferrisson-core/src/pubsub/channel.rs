@@ -72,6 +72,9 @@ pub(super) struct Channel {
     pub(super) skips: u32,
     /// The client's turn-ending release is in flight ([`Hub::claim_turn`] to [`Hub::end_turn`]).
     pub(super) turn_ending: bool,
+    /// A local channel ([`Hub::subscribe_local`]): never subscribed on the server, its
+    /// waiters are served by this process's hand-offs alone.
+    pub(super) local: bool,
 }
 
 impl Channel {
@@ -85,6 +88,7 @@ impl Channel {
             streak: 0,
             skips: 0,
             turn_ending: false,
+            local: false,
         }
     }
 

@@ -417,9 +417,9 @@ impl Driver {
             let mut state = self.shared.state();
             let add: Vec<String> = state
                 .channels
-                .keys()
-                .filter(|c| !subscribed.contains(*c))
-                .cloned()
+                .iter()
+                .filter(|(c, channel)| !channel.local && !subscribed.contains(*c))
+                .map(|(c, _)| c.clone())
                 .collect();
             // A channel nobody waits on any more lingers before it is unsubscribed: the same
             // waiter (a task taking a fair lock in a loop) is often back within moments, and

@@ -361,15 +361,36 @@ impl Hub {
         self.register(channel, policy, slot(None, true))
     }
 
+    /// Registers a waiter for `need` on the local channel `channel`: a queue of this
+    /// process's acquisitions that only its own releases serve, by hand-off ([`claim`]
+    /// (Self::claim)); nothing is subscribed on the server, and no message wakes it (a
+    /// reconnect, or a claim that falls through, does).
+    pub(crate) fn subscribe_local(&self, channel: &str, need: Need) -> Subscription {
+        self.register_as(channel, lock_message_policy, new_slot(Some(need)), true)
+    }
+
     fn register(&self, channel: &str, policy: WakePolicy, slot: Arc<Slot>) -> Subscription {
+        self.register_as(channel, policy, slot, false)
+    }
+
+    fn register_as(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        slot: Arc<Slot>,
+        local: bool,
+    ) -> Subscription {
         let mut state = self.shared.state();
         let mut kick = false;
         let mut fresh = None;
         if !state.channels.contains_key(channel) {
-            kick = true;
+            // A local channel has nothing for the driver to subscribe.
+            kick = !local;
             self.shared.active.fetch_add(1, Ordering::AcqRel);
             crate::metrics::channels(1.0);
-            fresh = Some(state.new_channel(channel, policy, 0));
+            let mut channel = state.new_channel(channel, policy, 0);
+            channel.local = local;
+            fresh = Some(channel);
         }
         let entry = state
             .channels
@@ -548,6 +569,9 @@ impl Hub {
                     && !s.claimed.load(Ordering::Acquire)
                     && !s.busy.load(Ordering::Acquire)
                     && !s.pending.load(Ordering::Acquire)
+                    // Handed something already, not yet taken: a second hand-off would
+                    // replace (and undo) the first.
+                    && s.handoff.lock().unwrap_or_else(|e| e.into_inner()).is_none()
             })?
             .clone();
         let need = slot.need.clone()?;
@@ -636,7 +660,7 @@ mod subscription;
 
 use driver::Driver;
 pub(crate) use driver::Source;
-pub use subscription::Subscription;
+pub use subscription::{Subscription, Trying};
 
 #[cfg(test)]
 mod races;
@@ -672,7 +696,9 @@ fn counting_grant(undone: Arc<AtomicUsize>) -> Grant {
 fn granted_count(grant: Grant) -> u32 {
     match grant.accept() {
         Taken::Permits { count, .. } => count,
-        Taken::Hold { .. } | Taken::Permit { .. } | Taken::Seeded { .. } => u32::MAX,
+        Taken::Hold { .. } | Taken::Permit { .. } | Taken::Seeded { .. } | Taken::Holds { .. } => {
+            u32::MAX
+        }
     }
 }
 

@@ -131,3 +131,109 @@ fn a_waiter_skipped_while_claimed_is_woken_when_the_claim_fails() {
         );
     });
 }
+
+/// A RedLock gate's waiter: on a local channel, for holds of several locks.
+fn local_waiter(hub: &Hub) -> Subscription {
+    hub.subscribe_local(
+        LOCAL,
+        Need {
+            count: 1,
+            owner: None,
+            lease: None,
+            takes: Takes::Holds,
+        },
+    )
+}
+
+const LOCAL: &str = "\u{0}local";
+
+/// The group gate (a RedLock's waiters of one process, on a local channel): two unlocks at
+/// once never hand one waiter the lock twice; with two waiters, each gets at most one, and
+/// what is not delivered comes back to its unlocker, undone exactly once.
+#[test]
+fn the_group_gate_never_hands_one_waiter_the_lock_twice() {
+    check(|| {
+        let hub = Arc::new(Hub::detached());
+        let waiter = local_waiter(&hub);
+        let undone = Arc::new(AtomicUsize::new(0));
+        let unlockers: Vec<_> = (0..2)
+            .map(|_| {
+                let (hub, undone) = (hub.clone(), undone.clone());
+                thread::spawn(move || {
+                    hub.claim(LOCAL, Takes::Holds, MAX_HANDOFF_STREAK)
+                        .map(|claim| claim.deliver(counting_holds(undone)).is_ok())
+                })
+            })
+            .collect();
+        let delivered = unlockers
+            .into_iter()
+            .map(|u| u.join().unwrap())
+            .filter(|d| *d == Some(true))
+            .count();
+        assert_eq!(delivered, 1, "one waiter, one hand-off");
+        assert_eq!(undone.load(Ordering::SeqCst), 0);
+        assert!(matches!(waiter.slot.take_handoff(), Some(g) if g.takes() == Takes::Holds));
+        drop(waiter);
+        assert_eq!(hub.stats(), (0, 0));
+    });
+}
+
+/// The group gate's hand-off racing its waiter's leave (its acquisition dropped): undone
+/// exactly once, whether it landed in the slot or came back to the unlocker.
+#[test]
+fn the_group_gate_undoes_a_hand_off_to_a_leaving_waiter_exactly_once() {
+    check(|| {
+        let hub = Arc::new(Hub::detached());
+        let waiter = local_waiter(&hub);
+        let undone = Arc::new(AtomicUsize::new(0));
+        let unlocker = {
+            let (hub, undone) = (hub.clone(), undone.clone());
+            thread::spawn(move || {
+                hub.claim(LOCAL, Takes::Holds, MAX_HANDOFF_STREAK)
+                    .map(|claim| drop(claim.deliver(counting_holds(undone))))
+            })
+        };
+        drop(waiter);
+        let claimed = unlocker.join().unwrap().is_some();
+        assert_eq!(undone.load(Ordering::SeqCst), usize::from(claimed));
+        assert_eq!(hub.stats(), (0, 0));
+    });
+}
+
+/// The group gate's streak: after `max` hand-offs in a row, an unlock frees the lock for
+/// everyone (no claim), and the streak starts over; a waiter joining meanwhile changes
+/// nothing of it.
+#[test]
+fn the_group_gate_frees_the_lock_after_its_streak() {
+    check(|| {
+        const MAX: u32 = 2;
+        let hub = Arc::new(Hub::detached());
+        let waiter = local_waiter(&hub);
+        let joiner = {
+            let hub = hub.clone();
+            thread::spawn(move || drop(local_waiter(&hub)))
+        };
+        // Each claim dropped undelivered wakes its waiter, which takes the wake-up (and would
+        // try again): then it is free for the next.
+        for _ in 0..MAX {
+            assert!(hub.claim(LOCAL, Takes::Holds, MAX).is_some());
+            assert!(waiter.take_wake_up().is_some());
+        }
+        assert!(hub.claim(LOCAL, Takes::Holds, MAX).is_none(), "the streak ran out");
+        assert!(hub.claim(LOCAL, Takes::Holds, MAX).is_some(), "it starts over");
+        joiner.join().unwrap();
+    });
+}
+
+/// A grant of holds whose undo counts in `undone`.
+fn counting_holds(undone: Arc<AtomicUsize>) -> Grant {
+    Grant::new(
+        Taken::Holds {
+            holds: Vec::new(),
+            since: tokio::time::Instant::now(),
+        },
+        move |_| {
+            undone.fetch_add(1, Ordering::SeqCst);
+        },
+    )
+}

@@ -62,7 +62,7 @@ pub(super) fn permits_of(
             )
         }
         Taken::Permit { id, owner, lease } => Some(vec![permit_of(shared, id, owner, lease)]),
-        Taken::Hold { .. } | Taken::Permits { .. } => None,
+        Taken::Hold { .. } | Taken::Permits { .. } | Taken::Holds { .. } => None,
     }
 }
 

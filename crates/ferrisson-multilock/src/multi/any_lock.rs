@@ -24,6 +24,10 @@ pub trait AnyLock: Send + Sync + 'static {
     /// [`Lock::acquire`], boxed.
     fn acquire_any(&self, options: AcquireOptions) -> BoxFuture<'_, Result<Option<HoldGuard>>>;
 
+    /// The lock as a hold's guard releases through it: what makes a guard of a hold an
+    /// unlock of a RedLock hands over.
+    fn hold_lock(&self) -> HoldLock;
+
     /// [`Lock::wait_unlocked`], boxed, ending at the first look that fails on the connection
     /// (the RedLock's rounds wait the outage out).
     fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>>;
@@ -56,5 +60,9 @@ impl<L: Lock + 'static> AnyLock for L {
 
     fn wait_unlocked_any(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.watch_unlocked())
+    }
+
+    fn hold_lock(&self) -> HoldLock {
+        ferrisson_core::__engine::LockWatch::hold_lock(self)
     }
 }

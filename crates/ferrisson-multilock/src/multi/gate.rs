@@ -1,7 +1,7 @@
 //! The group's settings and the gate its waiters of one process take turns at.
 
-use super::queue::Queue;
 use super::*;
+use ferrisson_core::__engine::{Claim, LocalPlace, LocalWaiters, Need, Takes};
 
 /// How long one round of an unbounded wait lasts per lock before a MultiLock starts over
 /// (Redisson's `baseWaitTime`: 1.5 s per lock).
@@ -41,13 +41,16 @@ pub(super) const YIELD: Duration = Duration::from_millis(3);
 pub(super) const MAX_RED_STREAK: u32 = 8;
 
 /// What the RedLocks of one process over the same locks share: the turn to watch and retry,
-/// and the acquisitions waiting, to which an unlock hands the lock straight on.
+/// and the acquisitions waiting, to which an unlock hands the lock straight on (on a local
+/// channel of the engine's hub: its queue, claims and streak, as every kind's hand-off).
 #[derive(Debug)]
 pub(super) struct Gate {
     /// The turn to watch and retry (one permit).
     pub(super) turn: tokio::sync::Semaphore,
+    /// Which locks of which clients, sorted: a lock's place here is how a hand-off names it.
+    identity: Identity,
     /// The acquisitions waiting for a hand-off, oldest first, and the streak of hand-offs.
-    pub(super) queue: Arc<Queue<MultiGuard>>,
+    waiters: LocalWaiters,
     /// When the outage the waiting turn's rounds are in began (fewer than a quorum of
     /// instances reachable), so that the waiters queued behind the turn count their outage
     /// limit from then too, not from their own first round.
@@ -60,21 +63,36 @@ pub(super) struct Gate {
     pub(super) watching: std::sync::Mutex<Option<usize>>,
 }
 
-/// An acquisition waiting for a hand-off of the lock.
-pub(super) type Waiter = super::queue::Waiter<MultiGuard>;
-
-/// A waiter's place in its gate's queue.
-pub(super) type Place = super::queue::Place<MultiGuard>;
-
 impl Gate {
-    pub(super) fn new() -> Self {
+    /// The gate of the locks `identity` (sorted), whose waiters queue on `client`'s hub.
+    pub(super) fn new(identity: Identity, client: &Client) -> Self {
+        let name = identity
+            .iter()
+            .map(|(client, key)| format!("{client}\u{1}{key}"))
+            .collect::<Vec<_>>()
+            .join("\u{2}");
         Self {
             turn: tokio::sync::Semaphore::new(1),
-            queue: Arc::new(Queue::new()),
+            identity,
+            waiters: LocalWaiters::new(client, &format!("redlock:{name}")),
             outage_since: std::sync::Mutex::new(None),
             yield_until: std::sync::Mutex::new(None),
             watching: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The place of the lock `key` of the client `client_id` in the gate's locks.
+    pub(super) fn place_of(&self, client_id: &str, key: &str) -> Option<usize> {
+        self.identity
+            .binary_search_by(|(c, k)| (c.as_str(), k.as_str()).cmp(&(client_id, key)))
+            .ok()
+    }
+
+    /// Which lock of the gate's is at `place`: its client's id and its key.
+    pub(super) fn at(&self, place: usize) -> Option<(&str, &str)> {
+        self.identity
+            .get(place)
+            .map(|(c, k)| (c.as_str(), k.as_str()))
     }
 
     pub(super) fn watching(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
@@ -89,17 +107,20 @@ impl Gate {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues a waiter with `lease`: its place (removed when dropped) and its receiver.
-    pub(super) fn wait(
-        &self,
-        lease: Option<Duration>,
-    ) -> (Place, tokio::sync::oneshot::Receiver<MultiGuard>) {
-        self.queue.join(lease)
+    /// Queues a waiter with `lease`: its place (which takes it out when dropped), where the
+    /// hand-off arrives.
+    pub(super) fn wait(&self, lease: Option<Duration>) -> LocalPlace {
+        self.waiters.join(Need {
+            count: 1,
+            owner: None,
+            lease,
+            takes: Takes::Holds,
+        })
     }
 
     /// Whether acquisitions of this process wait (for a hand-off or their turn).
     pub(super) fn has_waiters(&self) -> bool {
-        self.queue.has_waiters()
+        self.waiters.has_waiters()
     }
 
     /// Whether this process freed the lock for others a moment ago ([`YIELD`]).
@@ -130,10 +151,10 @@ impl Gate {
         }
     }
 
-    /// The oldest waiter still waiting, when the streak allows another hand-off (else the
-    /// streak starts over: this release frees the lock for everyone).
-    pub(super) fn next_waiter(&self) -> Option<Waiter> {
-        self.queue.next(MAX_RED_STREAK)
+    /// The oldest waiter still waiting, claimed for a hand-off, when the streak allows
+    /// another (else the streak starts over: this release frees the lock for everyone).
+    pub(super) fn claim(&self) -> Option<Claim> {
+        self.waiters.claim(Takes::Holds, MAX_RED_STREAK)
     }
 }
 
@@ -148,7 +169,7 @@ static GATES: std::sync::Mutex<Option<std::collections::HashMap<Identity, std::s
 /// The waiting turn of the RedLocks over `locks` (the same keys of the same clients, in any
 /// order), one per process: each RedLock over them finds the same one ([`GATES`]), made on
 /// first use, and forgotten once no RedLock uses it.
-pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
+pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Option<Arc<Gate>> {
     let mut identity: Identity = locks
         .iter()
         .map(|l| (l.client_id().to_owned(), l.key().to_owned()))
@@ -159,13 +180,21 @@ pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Arc<Gate> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let gates = gates.get_or_insert_with(std::collections::HashMap::new);
     if let Some(gate) = gates.get(&identity).and_then(std::sync::Weak::upgrade) {
-        return gate;
+        return Some(gate);
     }
     // Forget the gates no RedLock uses any more, every time the table doubles.
     if gates.len() >= 64 && gates.len().is_power_of_two() {
         gates.retain(|_, gate| gate.strong_count() > 0);
     }
-    let gate = Arc::new(Gate::new());
+    // The waiters queue on the hub of the first lock's client (in the sorted order: the same
+    // for every RedLock over these locks).
+    // (None for no locks: a RedLock is never made without, `check`.)
+    let (c, k) = identity.first()?;
+    let client = locks
+        .iter()
+        .find(|l| l.client_id() == c && l.key() == k)?
+        .any_client();
+    let gate = Arc::new(Gate::new(identity.clone(), client));
     gates.insert(identity, Arc::downgrade(&gate));
-    gate
+    Some(gate)
 }

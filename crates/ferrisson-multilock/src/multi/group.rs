@@ -248,7 +248,7 @@ impl LockGroup<true> {
     pub fn new(locks: Vec<Box<dyn AnyLock>>) -> Result<Self> {
         check(&locks, "RedLock")?;
         let quorum = locks.len() / 2 + 1;
-        let gate = Some(gate(&locks));
+        let gate = gate(&locks);
         Ok(Self {
             group: Arc::new(Group {
                 locks,

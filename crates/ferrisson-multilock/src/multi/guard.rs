@@ -236,18 +236,18 @@ impl MultiGuard {
             ..
         } = self;
         let count = guards.len();
-        let waiter = gate
+        let claim = gate
             .as_ref()
             .filter(|_| lost.is_none())
-            .and_then(|gate| gate.next_waiter());
+            .and_then(|gate| gate.claim());
         // The holds passed on start their leases when their scripts run, after this.
         let started = Instant::now();
-        let lease = waiter.as_ref().map(|w| w.lease);
+        let lease = claim.as_ref().map(|c| c.need().lease);
         let ended = end_all(guards, lease, quorum).await;
         let released = ended.released;
-        match waiter {
-            Some(waiter) => deliver(waiter, ended.passed, quorum, gate, started).await,
-            None => {
+        match (claim, &gate) {
+            (Some(claim), Some(gate)) => deliver(claim, ended.passed, quorum, gate, started).await,
+            _ => {
                 if let Some(gate) = &gate {
                     gate.freed(&ended.reached);
                 }
@@ -403,15 +403,17 @@ pub(super) fn end_one(
     }
 }
 
-/// Gives `waiter` the holds `passed` on to it, as its guard, when they are a quorum (and valid,
-/// with a fixed lease); otherwise, or when the waiter has gone meanwhile, releases them. A
-/// waiter the hand-off fell short for goes back to the head of the queue, its place kept.
+/// Hands the claimed waiter the holds `passed` on to it, when they are a quorum; otherwise
+/// releases them, and the claim, dropped, wakes the waiter to try again. The holds travel as
+/// the engine's hand-off carries them ([`Taken::Holds`]: each by its lock's place in the
+/// gate); a waiter that has gone meanwhile leaves them to the grant's undo, which releases
+/// them.
 pub(super) async fn deliver(
-    waiter: Waiter,
+    claim: Claim,
     passed: Vec<HoldGuard>,
     quorum: usize,
-    gate: Option<Arc<Gate>>,
-    started: Instant,
+    gate: &Gate,
+    since: Instant,
 ) {
     if passed.len() < quorum {
         tracing::debug!(
@@ -419,24 +421,33 @@ pub(super) async fn deliver(
             quorum,
             "a RedLock hand-off reached fewer than a quorum: released"
         );
-        if let Some(gate) = &gate {
-            gate.queue.put_back(waiter);
-        }
+        drop(claim);
         release_all(passed).await;
         return;
     }
-    let valid_until = waiter.lease.map(|lease| {
-        ferrisson_core::__engine::time::later(started, lease.saturating_sub(drift(lease)))
-    });
-    let guard = MultiGuard {
-        guards: passed,
-        quorum,
-        valid_until: Validity::new(valid_until),
-        gate,
-    };
-    if let Err(unclaimed) = waiter.deliver(guard) {
-        release_all(unclaimed.guards).await;
+    let mut holds = Vec::with_capacity(passed.len());
+    let mut locks = Vec::with_capacity(passed.len());
+    for guard in passed {
+        let Some(place) = gate.place_of(guard.client().id(), guard.key()) else {
+            // Not one of the gate's locks (never: the guard's holds are its group's).
+            drop(guard);
+            continue;
+        };
+        if let Some((lock, hold)) = guard.into_handed() {
+            holds.push((place, hold));
+            locks.push(lock);
+        }
     }
+    let grant = Grant::new(Taken::Holds { holds, since }, move |taken| {
+        // Not taken: every hold is released (in the background, as a dropped guard is).
+        if let Taken::Holds { holds, .. } = taken {
+            for (lock, (_, hold)) in locks.iter().zip(holds) {
+                drop(lock.adopt(hold));
+            }
+        }
+    });
+    // A waiter gone meanwhile gives the grant back: dropped, it releases.
+    drop(claim.deliver(grant));
 }
 
 /// Releases holds taken in a round that failed, all at once.

@@ -8,22 +8,16 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use ferrisson_core::__engine::{Between, ClientEngine, Pace, Rounds, WaitPacer, drive, no_reply};
+use ferrisson_core::__engine::{
+    Between, Claim, ClientEngine, Grant, HoldLock, LocalPlace, Pace, Rounds, Taken, WaitPacer,
+    drive, no_reply,
+};
 use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, LossReason, Result};
 
 mod any_lock;
 mod gate;
 mod group;
 mod guard;
-/// The locks and atomics the gate's queue ([`queue`]) is built on: std's. Its model checks
-/// build the same source a second time on shuttle's ([`model_check`], in test builds).
-mod queue_sync {
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
-    pub(crate) use std::sync::{Mutex, MutexGuard};
-}
-#[cfg(test)]
-mod model_check;
-mod queue;
 mod rounds;
 
 pub use any_lock::AnyLock;

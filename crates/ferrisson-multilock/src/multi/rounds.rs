@@ -63,8 +63,9 @@ pub(super) struct Acquisition<'g> {
     pub(super) once: bool,
     /// A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     pub(super) turn: Option<tokio::sync::SemaphorePermit<'g>>,
-    /// A RedLock waiter's place in the queue for a hand-off, and where the lock comes.
-    pub(super) handoff: Option<(Place, tokio::sync::oneshot::Receiver<MultiGuard>)>,
+    /// A RedLock waiter's place in its gate's queue, where an unlock in this process hands
+    /// it the lock.
+    pub(super) handoff: Option<LocalPlace>,
     /// A RedLock instance that refused the last round because someone holds it: what the
     /// pause before the next round watches.
     pub(super) refused: Option<usize>,
@@ -130,6 +131,15 @@ impl Rounds for Acquisition<'_> {
             return Ok(None);
         }
         let taken = if group.red {
+            // Queued for a hand-off: no unlock may hand it the lock while its own round could
+            // take it too; one that did already is taken instead.
+            let _trying = match self.handoff.as_ref().map(LocalPlace::begin_try) {
+                Some(Err(Some(grant))) => return Ok(self.adopt(grant).await),
+                // On its way: the pause gets it.
+                Some(Err(None)) => return Ok(None),
+                Some(Ok(trying)) => Some(trying),
+                None => None,
+            };
             red_round(group, self.options, &mut self.refused).await?
         } else {
             let round_end = deadline.unwrap_or_else(|| {
@@ -158,6 +168,10 @@ impl Rounds for Acquisition<'_> {
             }
             _ => None,
         };
+        if let Some(place) = &self.handoff {
+            // Served: its leaving wakes nobody.
+            place.satisfied();
+        }
         Ok(Some(MultiGuard {
             quorum: group.quorum,
             guards,
@@ -198,22 +212,60 @@ impl Acquisition<'_> {
             self.handoff = Some(gate.wait(self.options.lease()));
         }
         let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, pacer);
-        let Some((_, handed)) = self.handoff.as_mut() else {
+        let Some(place) = self.handoff.as_ref() else {
             return wait.await;
         };
-        tokio::select! {
+        let handed = tokio::select! {
             biased;
-            guard = handed => match guard {
-                Ok(guard) => Ok(Between::Ready(guard)),
-                // Out of the queue without a hand-off (an unlock that could not put it
-                // back): take a new place.
-                Err(_) => {
-                    self.handoff = None;
-                    Ok(Between::Again)
-                }
-            },
-            step = wait => step,
+            handed = place.handed() => handed,
+            step = wait => return step,
+        };
+        // Woken without the lock (a hand-off that fell short, a reconnect): try again.
+        let Some(grant) = handed else {
+            return Ok(Between::Again);
+        };
+        Ok(match self.adopt(grant).await {
+            Some(guard) => Between::Ready(guard),
+            None => Between::Again,
+        })
+    }
+
+    /// The guard of the holds an unlock of this process handed over ([`deliver`]), each on
+    /// this group's lock at its place in the gate; `None` (what came released) when they are
+    /// fewer than a quorum, or the lease they were taken with has run out meanwhile.
+    async fn adopt(&self, grant: Grant) -> Option<MultiGuard> {
+        let group = self.group;
+        let gate = group.gate.as_ref()?;
+        let Taken::Holds { holds, since } = grant.accept() else {
+            return None;
+        };
+        let guards: Vec<HoldGuard> = holds
+            .into_iter()
+            .filter_map(|(place, hold)| {
+                let (client_id, key) = gate.at(place)?;
+                let lock = group
+                    .locks
+                    .iter()
+                    .find(|l| l.client_id() == client_id && l.key() == key)?;
+                lock.hold_lock().adopt(hold)
+            })
+            .collect();
+        let valid_until = self.options.lease().map(|lease| {
+            ferrisson_core::__engine::time::later(since, lease.saturating_sub(drift(lease)))
+        });
+        if guards.len() < group.quorum || valid_until.is_some_and(|at| at <= Instant::now()) {
+            release_all(guards).await;
+            return None;
         }
+        if let Some(place) = &self.handoff {
+            place.satisfied();
+        }
+        Some(MultiGuard {
+            quorum: group.quorum,
+            guards,
+            valid_until: Validity::new(valid_until),
+            gate: group.gate.clone(),
+        })
     }
 }
 

@@ -616,6 +616,10 @@ impl Hub {
 
     /// Whether waiters of this client wait on `channel`.
     pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        // No channel has waiters: nothing to look up (the uncontended path takes no lock).
+        if self.shared.active.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         self.shared
             .state()
             .channels

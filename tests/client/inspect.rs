@@ -234,6 +234,51 @@ async fn a_redisson_holder_shows_its_client_id_and_a_peer_mutex_holder_is_unknow
     assert!(!client.inspect(&peer).await.unwrap().kind_certain);
 }
 
+/// The fair lock reads its own layout (its crate's registered inspection): an idle fair lock's
+/// hash is a lock's unless the fair lock is named, and its queue, which outlives the hash,
+/// is told with nothing stored under the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_lock_is_read_by_its_own_crate_and_its_queue_outlives_its_hash() {
+    let redis = TestRedis::any();
+    let holder = named(&redis.url(), "fair-holder").await;
+    let waiter = named(&redis.url(), "fair-waiter").await;
+    let fair: ObjectKind = "fair-lock".parse().unwrap();
+    let name = unique_name("inspect-fair-own");
+    let guard = FairLock::new(&holder, &name).unwrap().lock().await.unwrap();
+    // Idle (no queue): the hash of any lock, unless named.
+    assert_eq!(
+        holder.inspect(&name).await.unwrap().kind,
+        Some(ObjectKind::Lock)
+    );
+    let named_fair = holder.inspect_as(&name, fair).await.unwrap();
+    assert_eq!(named_fair.kind, Some(fair));
+    assert_eq!(record_of(&named_fair.holders[0].party).app, "fair-holder");
+    // A waiter queues; then the hash goes (its holder's lease over, say) before the waiter
+    // looks again: the queue alone is still a fair lock's, with its waiter.
+    let queued = {
+        let lock = FairLock::new(&waiter, &name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+    };
+    eventually(SOON, "the waiter queues", || async {
+        holder.inspect(&name).await.unwrap().queue_length == 1
+    })
+    .await;
+    guard.detach();
+    let mut con = redis.connection();
+    let _: () = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    let info = holder.inspect(&name).await.unwrap();
+    assert_eq!(info.kind, Some(fair), "{info:?}");
+    assert!(info.holders.is_empty());
+    assert_eq!(info.waiters.len(), 1);
+    assert_eq!(record_of(&info.waiters[0].party).app, "fair-waiter");
+    // Woken by nothing (the hash was deleted, not released): it takes the lock at its next
+    // look, within its lease's worth of re-checks.
+    tokio::time::timeout(Duration::from_secs(40), queued)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_locks_queue_and_a_spin_locks_next_in_line_are_its_waiters() {
     let redis = TestRedis::any();
@@ -254,7 +299,7 @@ async fn a_fair_locks_queue_and_a_spin_locks_next_in_line_are_its_waiters() {
         .await;
     }
     let info = holder.inspect(&name).await.unwrap();
-    assert_eq!(info.kind, Some(ObjectKind::FairLock));
+    assert_eq!(info.kind.map(ObjectKind::as_str), Some("fair-lock"));
     assert_eq!(info.waiters.len(), 3);
     let mut last = Duration::ZERO;
     for (i, w) in info.waiters.iter().enumerate() {

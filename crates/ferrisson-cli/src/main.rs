@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use ferrisson::{
-    Client, ClientConfig, Error, FairLock, Lock, ObjectInfo, ObjectKind, Party, ReentrantLock,
-    Semaphore, SpinLock, SyncObject,
+    Client, ClientConfig, Error, Lock, ObjectInfo, ObjectKind, Party, ReentrantLock, Semaphore,
+    SpinLock, SyncObject,
 };
 use futures::StreamExt;
 
@@ -272,7 +272,7 @@ async fn watch(
     // Read again once subscribed: nothing that happened meanwhile goes unseen.
     let own = |mut info: ObjectInfo| {
         // The watch's own subscriber connection is not among the subscribers it shows.
-        if changes.is_watching() && info.kind.is_some_and(|k| k != ObjectKind::FairLock) {
+        if changes.is_watching() && info.kind.is_some() {
             info.subscribers = info.subscribers.map(|n| n.saturating_sub(1));
         }
         info
@@ -380,7 +380,6 @@ async fn act(
     }
     Ok(Some(match kind {
         ObjectKind::Lock => on!(lock ReentrantLock::new(client, name)),
-        ObjectKind::FairLock => on!(lock FairLock::new(client, name)),
         ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.

@@ -5,18 +5,14 @@
 -- changing anything (Client::inspect, the `ferrisson` command-line tool): the main key and
 -- every key derived from its name, whichever kind it is. The caller decides the kind.
 -- KEYS[1] the main key (every other key is derived from it, in its slot)
--- ARGV[1] the most members listed of a queue or permit set
 -- returns facts, each a list of strings whose first names it:
 --   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
 --   {'field', f, v} each field of a hash; {'value', v} a string's value;
 --   {'token', v} the fencing counter;
---   {'queued', owner, timeout ms or '', liveness deadline ms or ''} the fair queue, in order,
---   {'queue_length', n};
 --   {'reserved', value, pttl} the spin lock's next-in-line;
 --   {'reservation', value, pttl} a semaphore's reservation for a large waiter
 -- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
-local limit = tonumber(ARGV[1]) or 100
 local out, main = inspect_head(name)
 local function fact(...)
   inspect_fact(out, ...)
@@ -49,19 +45,6 @@ end
 local token = string_at(prefixed('redisson_lock_token'))
 if token then
   fact('token', token)
-end
-
--- The fair lock's queue, its timeouts and liveness deadlines.
-local queue = prefixed('redisson_lock_queue')
-if key_type(queue) == 'list' then
-  local timeouts, alive = prefixed('redisson_lock_timeout'), suffixed('alive')
-  local timeouts_ok, alive_ok = key_type(timeouts) == 'zset', key_type(alive) == 'zset'
-  fact('queue_length', redis.call('llen', queue))
-  for _, owner in ipairs(redis.call('lrange', queue, 0, limit - 1)) do
-    local timeout = timeouts_ok and redis.call('zscore', timeouts, owner) or false
-    local live = alive_ok and redis.call('zscore', alive, owner) or false
-    fact('queued', owner, timeout or '', live or '')
-  end
 end
 
 -- The spin lock's reservation.

@@ -19,6 +19,7 @@
 //! See [`FairLock`] for the semantics and [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot promise.
 
 mod fair;
+mod inspect;
 mod non_reentrant;
 mod scripts;
 

@@ -35,6 +35,13 @@ pub(crate) static FORCE_RELEASE: Script = Script::with_prelude(
 #[doc(hidden)]
 /// Every script this crate runs, for tests and tools that load or check them (the watchdog
 /// renews its holds with `ferrisson_core`'s `core/renew_hash`).
-pub fn scripts() -> [&'static Script; 5] {
-    [&PRELUDE, &ACQUIRE, &RELEASE, &LEAVE, &FORCE_RELEASE]
+pub fn scripts() -> [&'static Script; 6] {
+    [
+        &PRELUDE,
+        &ACQUIRE,
+        &RELEASE,
+        &LEAVE,
+        &FORCE_RELEASE,
+        &crate::inspect::INSPECT,
+    ]
 }

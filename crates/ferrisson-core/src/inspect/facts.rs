@@ -12,8 +12,6 @@ pub(super) struct Facts {
     pub(super) fields: Vec<(String, String)>,
     pub(super) value: Option<String>,
     pub(super) token: Option<String>,
-    pub(super) queue_length: Option<u64>,
-    pub(super) queued: Vec<(String, String, String)>,
     pub(super) reserved: Option<(String, i64)>,
     pub(super) reservation: Option<(String, i64)>,
 }
@@ -32,8 +30,6 @@ impl Facts {
                 Some("field") => f.fields.push((at(1), at(2))),
                 Some("value") => f.value = Some(at(1)),
                 Some("token") => f.token = Some(at(1)),
-                Some("queue_length") => f.queue_length = Some(unum(&at(1))),
-                Some("queued") => f.queued.push((at(1), at(2), at(3))),
                 Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
                 Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
                 _ => {}
@@ -55,15 +51,9 @@ impl Facts {
             key: key.to_owned(),
         };
         Ok(Some(match self.main_type.as_str() {
-            "none" => {
-                // Nothing under the name, but a queue may outlive it (taken permits of a
-                // registered kind too: that kind says so).
-                if self.queue_length.is_some() {
-                    (ObjectKind::FairLock, true)
-                } else {
-                    return Ok(None);
-                }
-            }
+            // Nothing under the name: what a registered kind keeps beside it may outlive it
+            // (a fair lock's queue, an expirable semaphore's taken permits): that kind says so.
+            "none" => return Ok(None),
             "hash" => {
                 if self.field("mode").is_some() {
                     // Not a lock hash of the kinds read here: perhaps a registered kind's (a
@@ -77,9 +67,9 @@ impl Facts {
                     if !ok {
                         return Err(foreign());
                     }
-                    if self.queue_length.is_some() {
-                        (ObjectKind::FairLock, true)
-                    } else if self.reserved.is_some() {
+                    // An idle lock hash of any kind, or a fair lock's with its queue (which
+                    // the fair lock, a registered kind, says when it is sure of it).
+                    if self.reserved.is_some() {
                         (ObjectKind::SpinLock, true)
                     } else {
                         (ObjectKind::Lock, self.token.is_some())

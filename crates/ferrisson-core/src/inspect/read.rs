@@ -102,14 +102,9 @@ impl Client {
                 // A count fits only the semaphore here: an expirable semaphore or a latch is
                 // a registered kind, which reads the key itself when named (above).
                 let fits = match found {
-                    // A lock hash: a reentrant lock, or an idle spin or fair lock.
-                    ObjectKind::Lock => matches!(
-                        hint,
-                        ObjectKind::Lock | ObjectKind::SpinLock | ObjectKind::FairLock
-                    ),
-                    ObjectKind::SpinLock | ObjectKind::FairLock => {
-                        matches!(hint, ObjectKind::Lock) || hint == found
-                    }
+                    // A lock hash: a reentrant lock, or an idle spin lock.
+                    ObjectKind::Lock => matches!(hint, ObjectKind::Lock | ObjectKind::SpinLock),
+                    ObjectKind::SpinLock => matches!(hint, ObjectKind::Lock) || hint == found,
                     found => hint == found,
                 };
                 if !fits {
@@ -136,17 +131,15 @@ impl Client {
         let mut info = ObjectInfo::empty(self, &key, facts.pttl, facts.now);
         info.kind = kind;
         info.kind_certain = certain;
-        info.queue_length = facts.queue_length.unwrap_or(0);
         let Some(kind) = kind else {
             return Ok(info);
         };
         if kind.is_hash() != (facts.main_type == "hash") && facts.main_type != "none" {
             return Err(Error::WrongType { key });
         }
-        let now = facts.now;
         let lease = positive_ms(facts.pttl);
         match kind {
-            ObjectKind::Lock | ObjectKind::FairLock | ObjectKind::SpinLock => {
+            ObjectKind::Lock | ObjectKind::SpinLock => {
                 for (owner, count) in &facts.fields {
                     info.holders.push(Holder {
                         owner: owner.clone(),
@@ -165,17 +158,6 @@ impl Client {
             .then_some(facts.token.as_deref())
             .flatten()
             .and_then(|t| t.parse().ok());
-        if kind == ObjectKind::FairLock || kind == ObjectKind::Lock {
-            for (place, (owner, timeout, alive)) in facts.queued.iter().enumerate() {
-                info.waiters.push(Waiter {
-                    owner: owner.clone(),
-                    place,
-                    timeout_in: until(timeout, now),
-                    alive_for: until(alive, now),
-                    party: Party::Unknown,
-                });
-            }
-        }
         if let Some((value, _)) = &facts.reserved {
             // "<since>|<at>|<owner>"
             if let Some(owner) = value.splitn(3, '|').nth(2) {
@@ -210,7 +192,7 @@ impl Client {
 
     /// What `core/inspect` reads of `key`.
     async fn core_facts(&self, key: &str) -> Result<Facts> {
-        let call = ScriptCall::new(&INSPECT, &[key]).arg(INSPECT_LIMIT);
+        let call = ScriptCall::new(&INSPECT, &[key]);
         let reply: Vec<Vec<String>> = self.eval_read(&call).await.map_err(|e| match e {
             Error::Redis(e) => crate::error::map_redis_error(e, key),
             e => e,

@@ -10,7 +10,6 @@ pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
         ObjectKind::Lock | ObjectKind::SpinLock => prefixed("redisson_lock__channel", key),
         ObjectKind::Semaphore => prefixed("redisson_sc", key),
         ObjectKind::Registered(kind) => (kind.channel?)(key),
-        ObjectKind::FairLock => return None,
     })
 }
 
@@ -23,9 +22,6 @@ impl ObjectInfo {
     /// after a release, and looks again on a period for the rest.
     pub fn wake_channels(&self) -> Vec<String> {
         match self.kind {
-            Some(ObjectKind::FairLock) => {
-                vec![crate::keys::prefixed("redisson_lock__channel", &self.key)]
-            }
             Some(kind) => wake_channel(kind, &self.key).into_iter().collect(),
             None => Vec::new(),
         }
@@ -95,7 +91,7 @@ impl Client {
         let policy: crate::pubsub::WakePolicy = match info.kind {
             Some(ObjectKind::Semaphore) => crate::pubsub::permits_message_policy,
             // A watcher looks again at every message of a kind whose messages it cannot read.
-            Some(ObjectKind::FairLock | ObjectKind::Registered(_)) => |_| crate::pubsub::Wake::All,
+            Some(ObjectKind::Registered(_)) => |_| crate::pubsub::Wake::All,
             _ => crate::pubsub::lock_message_policy,
         };
         let subscriptions = info

@@ -1,0 +1,79 @@
+//! What the fair lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
+//! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
+
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::{
+    Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter,
+};
+
+use crate::FairLock;
+
+/// Reading a fair lock's holds and queue (`lua/inspect.lua`).
+pub(crate) static INSPECT: Script = Script::with_prelude(
+    "fair_lock/inspect",
+    &INSPECT_PRELUDE,
+    include_str!("../lua/inspect.lua"),
+);
+
+/// Each hold (under the hash's lease), sorted by owner, and each waiter in its place, with
+/// the time left on its Redisson timeout and on its liveness deadline.
+fn read(facts: &KindFacts, info: &mut ObjectInfo) {
+    for row in facts.all("field") {
+        let [owner, count] = row else { continue };
+        let count = count.parse().unwrap_or(0);
+        info.holders.push(Holder::new(
+            owner.clone(),
+            HoldMode::Exclusive,
+            count,
+            info.ttl,
+        ));
+    }
+    info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
+    info.queue_length = facts
+        .number("queue_length")
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0);
+    for (place, row) in facts.all("queued").enumerate() {
+        let [owner, timeout, alive] = row else {
+            continue;
+        };
+        let mut waiter = Waiter::new(owner.clone(), place, facts.until(alive));
+        waiter.timeout_in = facts.until(timeout);
+        info.waiters.push(waiter);
+    }
+}
+
+/// The channel this library's releases of a fair lock also publish on (beside the next
+/// waiter's own), `redisson_lock__channel:{<key>}`: what a watcher listens on.
+fn channel(key: &str) -> String {
+    ferrisson_core::__engine::keys::prefixed("redisson_lock__channel", key)
+}
+
+/// The command-line tool's force unlock: the fair lock's own (its queue stays).
+fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    Box::pin(async move {
+        use ferrisson_core::Lock;
+        FairLock::new(client, name)?.force_unlock().await
+    })
+}
+
+/// The command-line tool's delete: the fair lock's own (its queue with it).
+fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
+    delete_through(FairLock::new(client, name))
+}
+
+inventory::submit! {
+    KindInspection {
+        name: "fair-lock",
+        article: "a",
+        lock: true,
+        main_type: "hash",
+        derived: &["alive"],
+        derived_inside: &[],
+        channel: Some(channel),
+        script: &INSPECT,
+        read,
+        force_unlock: Some(force_unlock),
+        delete,
+    }
+}

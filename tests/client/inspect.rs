@@ -326,13 +326,35 @@ async fn a_fair_locks_queue_and_a_spin_locks_next_in_line_are_its_waiters() {
         tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
     };
     eventually(SOON, "the spinner reserves the next turn", || async {
-        holder.inspect(&spin).await.unwrap().kind == Some(ObjectKind::SpinLock)
+        holder
+            .inspect(&spin)
+            .await
+            .unwrap()
+            .kind
+            .map(ObjectKind::as_str)
+            == Some("spin-lock")
     })
     .await;
     let info = holder.inspect(&spin).await.unwrap();
     assert_eq!(record_of(&info.waiters[0].party).app, "fair-waiter");
+    assert_eq!(record_of(&info.holders[0].party).app, "fair-holder");
     held.unlock().await.unwrap();
     tokio::time::timeout(SOON, spinning).await.unwrap().unwrap();
+    // Idle, with no reservation: a lock hash, a spin lock's only when named (its own crate
+    // reads it then).
+    let idle = SpinLock::new(&holder, &spin).unwrap().lock().await.unwrap();
+    eventually(SOON, "the reservation is gone", || async {
+        holder.inspect(&spin).await.unwrap().kind == Some(ObjectKind::Lock)
+    })
+    .await;
+    let as_spin = holder
+        .inspect_as(&spin, "spin-lock".parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(as_spin.kind.map(ObjectKind::as_str), Some("spin-lock"));
+    assert_eq!(record_of(&as_spin.holders[0].party).app, "fair-holder");
+    assert!(as_spin.waiters.is_empty());
+    idle.unlock().await.unwrap();
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use ferrisson::{
     Client, ClientConfig, Error, Lock, ObjectInfo, ObjectKind, Party, ReentrantLock, Semaphore,
-    SpinLock, SyncObject,
+    SyncObject,
 };
 use futures::StreamExt;
 
@@ -380,7 +380,6 @@ async fn act(
     }
     Ok(Some(match kind {
         ObjectKind::Lock => on!(lock ReentrantLock::new(client, name)),
-        ObjectKind::SpinLock => on!(lock SpinLock::new(client, name)),
         ObjectKind::Semaphore => on!(object Semaphore::new(client, name)),
         // A kind its own crate registered: its handle's calls, as the crate gave them.
         ObjectKind::Registered(kind) => match action {

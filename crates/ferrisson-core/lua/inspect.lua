@@ -9,7 +9,6 @@
 --   {'now', ms} the server's clock; {'type', t} and {'pttl', ms} of the main key;
 --   {'field', f, v} each field of a hash; {'value', v} a string's value;
 --   {'token', v} the fencing counter;
---   {'reserved', value, pttl} the spin lock's next-in-line;
 --   {'reservation', value, pttl} a semaphore's reservation for a large waiter
 -- (kinds registered by their own crates read their layouts with scripts of their own)
 local name = KEYS[1]
@@ -45,13 +44,6 @@ end
 local token = string_at(prefixed('redisson_lock_token'))
 if token then
   fact('token', token)
-end
-
--- The spin lock's reservation.
-local next_key = suffixed('next')
-local reserved = string_at(next_key)
-if reserved then
-  fact('reserved', reserved, redis.call('pttl', next_key))
 end
 
 -- A semaphore's reservation for a waiter of several permits.

@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+mod inspect;
 mod spin;
 
 pub use ferrisson_core::Backoff;
@@ -26,7 +27,12 @@ pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result}
 pub use spin::{DEFAULT_BACKOFF, SpinLock};
 
 #[doc(hidden)]
-/// Every script this crate runs (its acquire, and `ferrisson_core`'s hash-lock release).
-pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 2] {
-    [&spin::ACQUIRE, &ferrisson_core::__engine::HASH_LOCK_RELEASE]
+/// Every script this crate runs (its acquire and inspection, and `ferrisson_core`'s hash-lock
+/// release).
+pub fn scripts() -> [&'static ferrisson_core::__engine::Script; 3] {
+    [
+        &spin::ACQUIRE,
+        &inspect::INSPECT,
+        &ferrisson_core::__engine::HASH_LOCK_RELEASE,
+    ]
 }

@@ -12,7 +12,6 @@ pub(super) struct Facts {
     pub(super) fields: Vec<(String, String)>,
     pub(super) value: Option<String>,
     pub(super) token: Option<String>,
-    pub(super) reserved: Option<(String, i64)>,
     pub(super) reservation: Option<(String, i64)>,
 }
 
@@ -30,7 +29,6 @@ impl Facts {
                 Some("field") => f.fields.push((at(1), at(2))),
                 Some("value") => f.value = Some(at(1)),
                 Some("token") => f.token = Some(at(1)),
-                Some("reserved") => f.reserved = Some((at(1), num(&at(2)))),
                 Some("reservation") => f.reservation = Some((at(1), num(&at(2)))),
                 _ => {}
             }
@@ -67,13 +65,10 @@ impl Facts {
                     if !ok {
                         return Err(foreign());
                     }
-                    // An idle lock hash of any kind, or a fair lock's with its queue (which
-                    // the fair lock, a registered kind, says when it is sure of it).
-                    if self.reserved.is_some() {
-                        (ObjectKind::SpinLock, true)
-                    } else {
-                        (ObjectKind::Lock, self.token.is_some())
-                    }
+                    // An idle lock hash of any kind, or a fair lock's with its queue or a
+                    // spin lock's with its reservation (which those kinds, registered, say
+                    // when they are sure of it).
+                    (ObjectKind::Lock, self.token.is_some())
                 }
             }
             "string" => {

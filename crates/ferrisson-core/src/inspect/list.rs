@@ -43,15 +43,13 @@ pub(super) fn listed(info: &ObjectInfo) -> bool {
 
 /// The suffixes of the keys synchronizers derive with `suffixed(name, …)` (the registered
 /// kinds name theirs too: [`KindInspection::derived`]).
-pub(super) const DERIVED: [&str; 10] = [
+pub(super) const DERIVED: [&str; 8] = [
     "value",
     "permits",
-    "next",
     "intent",
     "record",
     "count_latch",
     "timeout",
-    "alive",
     "epoch",
     "undone",
 ];

@@ -37,8 +37,6 @@ pub const INSPECT_LIMIT: usize = 100;
 pub enum ObjectKind {
     /// A reentrant lock (Redisson's `RLock`), fenced or not.
     Lock,
-    /// A spin lock: a lock hash, with ferrisson's next-in-line reservation while one waits.
-    SpinLock,
     /// A semaphore.
     Semaphore,
     /// A kind its own crate registered ([`KindInspection`]): known where that crate is linked.
@@ -48,7 +46,7 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Every kind whose layout this crate reads itself (the others register with their
     /// crates: [`known`](Self::known)).
-    pub const ALL: [ObjectKind; 3] = [Self::Lock, Self::SpinLock, Self::Semaphore];
+    pub const ALL: [ObjectKind; 2] = [Self::Lock, Self::Semaphore];
 
     /// Every kind this binary knows: [`ALL`](Self::ALL), then those registered by the crates
     /// linked into it ([`KindInspection`]), by name.
@@ -58,14 +56,13 @@ impl ObjectKind {
         kinds
     }
 
-    /// The kind's name: `lock`, `spin-lock` or `semaphore`, or a registered kind's own
-    /// (`fair-lock`, `rwlock`, `expirable-semaphore`, `mutex`, `latch`, …;
+    /// The kind's name: `lock` or `semaphore`, or a registered kind's own (`fair-lock`,
+    /// `spin-lock`, `rwlock`, `expirable-semaphore`, `mutex`, `latch`, …;
     /// what [`str::parse`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Registered(kind) => kind.name,
             Self::Lock => "lock",
-            Self::SpinLock => "spin-lock",
             Self::Semaphore => "semaphore",
         }
     }
@@ -83,7 +80,7 @@ impl ObjectKind {
     fn is_hash(self) -> bool {
         match self {
             Self::Registered(kind) => kind.main_type == "hash",
-            _ => matches!(self, Self::Lock | Self::SpinLock),
+            _ => matches!(self, Self::Lock),
         }
     }
 
@@ -91,7 +88,7 @@ impl ObjectKind {
     pub fn is_lock(self) -> bool {
         match self {
             Self::Registered(kind) => kind.lock,
-            _ => matches!(self, Self::Lock | Self::SpinLock),
+            _ => matches!(self, Self::Lock),
         }
     }
 }

@@ -99,15 +99,10 @@ impl Client {
         }
         let (kind, certain) = match (hint, detected) {
             (Some(hint), Some((found, _))) => {
-                // A count fits only the semaphore here: an expirable semaphore or a latch is
-                // a registered kind, which reads the key itself when named (above).
-                let fits = match found {
-                    // A lock hash: a reentrant lock, or an idle spin lock.
-                    ObjectKind::Lock => matches!(hint, ObjectKind::Lock | ObjectKind::SpinLock),
-                    ObjectKind::SpinLock => matches!(hint, ObjectKind::Lock) || hint == found,
-                    found => hint == found,
-                };
-                if !fits {
+                // A lock hash fits only the reentrant lock here, a count only the semaphore:
+                // every other kind is a registered one, which reads the key itself when
+                // named (above).
+                if hint != found {
                     return Err(Error::InvalidArgument(format!(
                         "`{key}` holds {} {found}, not {} {hint}",
                         found.article(),
@@ -138,19 +133,16 @@ impl Client {
             return Err(Error::WrongType { key });
         }
         let lease = positive_ms(facts.pttl);
-        match kind {
-            ObjectKind::Lock | ObjectKind::SpinLock => {
-                for (owner, count) in &facts.fields {
-                    info.holders.push(Holder {
-                        owner: owner.clone(),
-                        mode: HoldMode::Exclusive,
-                        count: count.parse().unwrap_or(0),
-                        lease_left: lease,
-                        party: Party::Unknown,
-                    });
-                }
+        if kind == ObjectKind::Lock {
+            for (owner, count) in &facts.fields {
+                info.holders.push(Holder {
+                    owner: owner.clone(),
+                    mode: HoldMode::Exclusive,
+                    count: count.parse().unwrap_or(0),
+                    lease_left: lease,
+                    party: Party::Unknown,
+                });
             }
-            _ => {}
         }
         info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
         info.fencing_token = kind
@@ -158,18 +150,6 @@ impl Client {
             .then_some(facts.token.as_deref())
             .flatten()
             .and_then(|t| t.parse().ok());
-        if let Some((value, _)) = &facts.reserved {
-            // "<since>|<at>|<owner>"
-            if let Some(owner) = value.splitn(3, '|').nth(2) {
-                info.waiters.push(Waiter {
-                    owner: owner.to_owned(),
-                    place: 0,
-                    timeout_in: None,
-                    alive_for: positive_ms(facts.reserved.as_ref().map_or(0, |r| r.1)),
-                    party: Party::Unknown,
-                });
-            }
-        }
         let count = facts
             .value
             .as_deref()

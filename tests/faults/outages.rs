@@ -42,9 +42,14 @@ type Ended = (&'static str, Result<(), Error>, Instant);
 
 /// A client whose waits give up after [`LIMIT`] of outage.
 async fn waiting_client(url: &str) -> Client {
+    waiting_client_for(url, LIMIT).await
+}
+
+/// A client whose waits give up after `limit` of outage.
+async fn waiting_client_for(url: &str, limit: Duration) -> Client {
     Client::with_config(
         ClientConfig::new(url)
-            .with_wait_outage_limit(LIMIT)
+            .with_wait_outage_limit(limit)
             .with_response_timeout(RESPONSE_TIMEOUT)
             .with_connect_timeout(RESPONSE_TIMEOUT)
             .with_retry(RetryPolicy {
@@ -554,21 +559,7 @@ async fn a_multilock_round_that_meets_an_outage_waits_it_out() {
     const OUTAGE_LIMIT: Duration = Duration::from_secs(5);
     let mut server = RedisServer::spawn();
     let holder = client(&server.url()).await;
-    let waiter = Client::with_config(
-        ClientConfig::new(server.url())
-            .with_wait_outage_limit(OUTAGE_LIMIT)
-            .with_response_timeout(RESPONSE_TIMEOUT)
-            .with_connect_timeout(RESPONSE_TIMEOUT)
-            .with_retry(RetryPolicy {
-                retries: 2,
-                backoff: ferrisson::Backoff {
-                    min: Duration::from_millis(20),
-                    max: MAX_BACKOFF,
-                },
-            }),
-    )
-    .await
-    .unwrap();
+    let waiter = waiting_client_for(&server.url(), OUTAGE_LIMIT).await;
     let name = unique_name("outage-mid-round");
     // The group's first lock is held: the first round waits for it (up to 1.5 s per lock of
     // the group, 3 s).

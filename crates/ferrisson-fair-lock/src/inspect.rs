@@ -1,10 +1,8 @@
 //! What the fair lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
-use ferrisson_core::{
-    Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter,
-};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory, lock_channel};
+use ferrisson_core::{Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter};
 
 use crate::FairLock;
 
@@ -18,17 +16,7 @@ pub(crate) static INSPECT: Script = Script::with_prelude(
 /// Each hold (under the hash's lease), sorted by owner, and each waiter in its place, with
 /// the time left on its Redisson timeout and on its liveness deadline.
 fn read(facts: &KindFacts, info: &mut ObjectInfo) {
-    for row in facts.all("field") {
-        let [owner, count] = row else { continue };
-        let count = count.parse().unwrap_or(0);
-        info.holders.push(Holder::new(
-            owner.clone(),
-            HoldMode::Exclusive,
-            count,
-            info.ttl,
-        ));
-    }
-    info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
+    facts.exclusive_holders(info);
     info.queue_length = facts
         .number("queue_length")
         .and_then(|n| u64::try_from(n).ok())
@@ -41,12 +29,6 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
         waiter.timeout_in = facts.until(timeout);
         info.waiters.push(waiter);
     }
-}
-
-/// The channel this library's releases of a fair lock also publish on (beside the next
-/// waiter's own), `redisson_lock__channel:{<key>}`: what a watcher listens on.
-fn channel(key: &str) -> String {
-    ferrisson_core::__engine::keys::prefixed("redisson_lock__channel", key)
 }
 
 /// The command-line tool's force unlock: the fair lock's own (its queue stays).
@@ -70,7 +52,7 @@ inventory::submit! {
         main_type: "hash",
         derived: &["alive"],
         derived_inside: &[],
-        channel: Some(channel),
+        channel: Some(lock_channel),
         script: &INSPECT,
         read,
         force_unlock: Some(force_unlock),

@@ -1,10 +1,8 @@
 //! What the spin lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
-use ferrisson_core::{
-    Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter,
-};
+use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory, lock_channel};
+use ferrisson_core::{Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter};
 
 use crate::SpinLock;
 
@@ -19,17 +17,7 @@ pub(crate) static INSPECT: Script = Script::with_prelude(
 /// that holds the next-in-line reservation (`<since>|<at>|<owner>`), first in line for as long
 /// as the reservation lasts.
 fn read(facts: &KindFacts, info: &mut ObjectInfo) {
-    for row in facts.all("field") {
-        let [owner, count] = row else { continue };
-        let count = count.parse().unwrap_or(0);
-        info.holders.push(Holder::new(
-            owner.clone(),
-            HoldMode::Exclusive,
-            count,
-            info.ttl,
-        ));
-    }
-    info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
+    facts.exclusive_holders(info);
     info.fencing_token = facts.number("token").and_then(|t| u64::try_from(t).ok());
     if let Some([value, pttl]) = facts.all("reserved").next()
         && let Some(owner) = value.splitn(3, '|').nth(2)
@@ -37,12 +25,6 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
         info.waiters
             .push(Waiter::new(owner.to_owned(), 0, facts.duration(pttl)));
     }
-}
-
-/// The channel a watcher listens on, `redisson_lock__channel:{<key>}`, as for every lock of
-/// the reentrant lock's layout.
-fn channel(key: &str) -> String {
-    ferrisson_core::__engine::keys::prefixed("redisson_lock__channel", key)
 }
 
 /// The command-line tool's force unlock: the spin lock's own.
@@ -66,7 +48,7 @@ inventory::submit! {
         main_type: "hash",
         derived: &["next"],
         derived_inside: &[],
-        channel: Some(channel),
+        channel: Some(lock_channel),
         script: &INSPECT,
         read,
         force_unlock: Some(force_unlock),

@@ -154,6 +154,28 @@ impl KindFacts {
     pub fn until(&self, at: &str) -> Option<Duration> {
         until(at, self.now())
     }
+
+    /// Every `{'field', owner, count}` fact as an exclusive hold of `info`'s lock hash (the
+    /// `RLock` layout every lock kind of it shares), under the hash's lease, sorted by owner.
+    pub fn exclusive_holders(&self, info: &mut ObjectInfo) {
+        for row in self.all("field") {
+            let [owner, count] = row else { continue };
+            let count = count.parse().unwrap_or(0);
+            info.holders.push(Holder::new(
+                owner.clone(),
+                HoldMode::Exclusive,
+                count,
+                info.ttl,
+            ));
+        }
+        info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
+    }
+}
+
+/// The channel releases of the lock hash at `key` publish on, `redisson_lock__channel:{<key>}`:
+/// what a watcher of any lock kind of that layout listens on ([`KindInspection::channel`]).
+pub fn lock_channel(key: &str) -> String {
+    crate::keys::prefixed("redisson_lock__channel", key)
 }
 
 impl Client {

@@ -529,7 +529,9 @@ mod read;
 mod watch;
 
 use facts::*;
-pub use kinds::{KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through};
+pub use kinds::{
+    KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through, lock_channel,
+};
 #[cfg(test)]
 use list::is_derived;
 pub use watch::ChangeWatch;

@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn wake_channel(kind: ObjectKind, key: &str) -> Option<String> {
     use crate::keys::prefixed;
     Some(match kind {
-        ObjectKind::Lock => prefixed("redisson_lock__channel", key),
+        ObjectKind::Lock => super::kinds::lock_channel(key),
         ObjectKind::Semaphore => prefixed("redisson_sc", key),
         ObjectKind::Registered(kind) => (kind.channel?)(key),
     })

@@ -206,7 +206,8 @@ impl MultiGuard {
     /// freed for everyone): each instance's hold goes to the waiter in the release's own
     /// script call, so that the lock passes on in one round trip instead of a release, its
     /// message and a new round. The waiter gets it when a quorum of instances passed it on;
-    /// otherwise what passed is released and the waiter goes on waiting, first in line.
+    /// otherwise what passed is released and the waiter, still first in line, is woken to
+    /// try a round of its own.
     ///
     /// The unlock returns once every release has ended, or a quorum of instances (a
     /// MultiLock: every lock) released and the others had twice as long again (at least

@@ -131,15 +131,16 @@ impl Rounds for Acquisition<'_> {
             return Ok(None);
         }
         let taken = if group.red {
-            // Queued for a hand-off: no unlock may hand it the lock while its own round could
-            // take it too; one that did already is taken instead.
-            let _trying = match self.handoff.as_ref().map(LocalPlace::begin_try) {
+            // Queued for a hand-off: one that came already is taken instead of a round, and
+            // one on its way is waited for (the pause gets it). An unlock may still claim it
+            // during its round: the unlock's holds keep the round from a quorum, so the two
+            // never both give it the lock, and a hand-off that lands once the round has
+            // failed is what its pause takes.
+            match self.handoff.as_ref().map(LocalPlace::begin_try) {
                 Some(Err(Some(grant))) => return Ok(self.adopt(grant).await),
-                // On its way: the pause gets it.
                 Some(Err(None)) => return Ok(None),
-                Some(Ok(trying)) => Some(trying),
-                None => None,
-            };
+                Some(Ok(_)) | None => {}
+            }
             red_round(group, self.options, &mut self.refused).await?
         } else {
             let round_end = deadline.unwrap_or_else(|| {

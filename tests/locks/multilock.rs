@@ -653,6 +653,42 @@ async fn a_redlock_unlock_hands_the_lock_to_a_waiter_of_the_process() {
     }
 }
 
+/// A hand-off that reaches fewer than a quorum of instances (the holder's holds gone from two
+/// of three, unknown to it) is not the waiter's: what passed is released, and the waiter, woken,
+/// takes the lock with a round of its own. Nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_hand_off_short_of_a_quorum_is_released_and_the_waiter_takes_the_lock_itself() {
+    let instances = Instances::spawn(3);
+    let clients = instances.clients(Duration::from_secs(30)).await;
+    let name = unique_name("redlock-handoff-short");
+    let guard = red_lock(&clients, &name, false).lock().await.unwrap();
+    let waiter = red_lock(&clients, &name, false);
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock().await.unwrap();
+        let holds = guard.holds().len();
+        guard.unlock().await.unwrap();
+        holds
+    });
+    eventually(Duration::from_secs(10), "the waiter watching", || async {
+        instances.servers.iter().any(|s| watched(s, &name))
+    })
+    .await;
+    for server in &instances.servers[1..] {
+        let _: () = redis::cmd("DEL")
+            .arg(&name)
+            .query(&mut server.connection())
+            .unwrap();
+    }
+    // The unlock's own outcome is the guard's (it had lost its quorum): not what this is about.
+    let _ = guard.unlock().await;
+    let holds = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap();
+    assert!(holds >= 2, "a quorum of holds: {holds}");
+    released_everywhere(&instances, &name).await;
+}
+
 /// A waiter that gave up is not handed the lock: the unlock frees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_unlock_frees_the_lock_when_its_waiter_gave_up() {

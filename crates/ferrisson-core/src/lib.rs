@@ -157,7 +157,7 @@ pub mod __engine {
     pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
     };
-    pub use crate::inspect::{INSPECT_PRELUDE, delete_through, lock_channel};
+    pub use crate::inspect::{INSPECT_PRELUDE, delete_through, force_unlock_through, lock_channel};
     pub use crate::kind::{
         HoldKind, LockNames, REENTRY_REFUSED, ReleaseArgs, ReleaseReply, TryArgs, TryReply,
         Waiting, acquire, read_script_try, release,

@@ -1,7 +1,9 @@
 //! What the fair lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory, lock_channel};
+use ferrisson_core::__engine::{
+    INSPECT_PRELUDE, Script, delete_through, force_unlock_through, inventory, lock_channel,
+};
 use ferrisson_core::{Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter};
 
 use crate::FairLock;
@@ -33,10 +35,7 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
 
 /// The command-line tool's force unlock: the fair lock's own (its queue stays).
 fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
-    Box::pin(async move {
-        use ferrisson_core::Lock;
-        FairLock::new(client, name)?.force_unlock().await
-    })
+    force_unlock_through(FairLock::new(client, name))
 }
 
 /// The command-line tool's delete: the fair lock's own (its queue with it).

@@ -2,7 +2,9 @@
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
 use ferrisson_core::__engine::identity::client_tag;
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory};
+use ferrisson_core::__engine::{
+    INSPECT_PRELUDE, Script, delete_through, force_unlock_through, inventory,
+};
 use ferrisson_core::{
     Client, HoldMode, Holder, KindFacts, KindInspection, ObjectFuture, ObjectInfo,
 };
@@ -40,8 +42,7 @@ fn channel(key: &str) -> String {
 
 /// The command-line tool's force unlock: the mutex's own.
 fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
-    use ferrisson_core::Lock;
-    Box::pin(async move { Mutex::new(client, name)?.force_unlock().await })
+    force_unlock_through(Mutex::new(client, name))
 }
 
 /// The command-line tool's delete: the mutex's own.

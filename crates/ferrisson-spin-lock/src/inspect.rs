@@ -1,7 +1,9 @@
 //! What the spin lock tells inspection of itself ([`KindInspection`]): `Client::inspect`,
 //! `list_objects` and the `ferrisson` command-line tool learn the kind from this crate.
 
-use ferrisson_core::__engine::{INSPECT_PRELUDE, Script, delete_through, inventory, lock_channel};
+use ferrisson_core::__engine::{
+    INSPECT_PRELUDE, Script, delete_through, force_unlock_through, inventory, lock_channel,
+};
 use ferrisson_core::{Client, KindFacts, KindInspection, ObjectFuture, ObjectInfo, Waiter};
 
 use crate::SpinLock;
@@ -29,10 +31,7 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
 
 /// The command-line tool's force unlock: the spin lock's own.
 fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
-    Box::pin(async move {
-        use ferrisson_core::Lock;
-        SpinLock::new(client, name)?.force_unlock().await
-    })
+    force_unlock_through(SpinLock::new(client, name))
 }
 
 /// The command-line tool's delete: the spin lock's own (its reservation with it).

@@ -70,6 +70,12 @@ pub fn delete_through<'a, T: crate::SyncObject + 'a>(made: Result<T>) -> ObjectF
     Box::pin(async move { made?.delete().await })
 }
 
+/// A lock kind's [`KindInspection::force_unlock`] through its handle, `made` for the object:
+/// `force_unlock_through(FairLock::new(client, name))`.
+pub fn force_unlock_through<'a, T: crate::Lock + 'a>(made: Result<T>) -> ObjectFuture<'a> {
+    Box::pin(async move { made?.force_unlock().await })
+}
+
 inventory::collect!(KindInspection);
 
 impl std::fmt::Debug for KindInspection {

@@ -530,7 +530,8 @@ mod watch;
 
 use facts::*;
 pub use kinds::{
-    KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through, lock_channel,
+    KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through, force_unlock_through,
+    lock_channel,
 };
 #[cfg(test)]
 use list::is_derived;

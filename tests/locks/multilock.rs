@@ -617,6 +617,19 @@ async fn a_redlock_unlock_hands_the_lock_to_a_waiter_of_the_process() {
             && instances.servers.iter().any(|s| watched(s, &name))
     })
     .await;
+    // Its place in the process's queue is no channel of Redis's: nothing subscribed for it.
+    for server in &instances.servers {
+        let channels: Vec<Vec<u8>> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .query(&mut server.connection())
+            .unwrap();
+        assert!(
+            channels
+                .iter()
+                .all(|c| !c.windows(5).any(|w| w == b"local")),
+            "a local channel reached the server: {channels:?}"
+        );
+    }
     let holder_owners: Vec<String> = guard
         .holds()
         .iter()

@@ -473,7 +473,8 @@ impl Client {
         Owner::fresh(&self.inner.id)
     }
 
-    /// Channels currently subscribed (or being subscribed) and waiters on them.
+    /// Channels currently subscribed (or being subscribed), and the client's waiters: on those
+    /// channels, and a RedLock's queued for a hand-off in this process (no channel of Redis's).
     pub fn waiter_stats(&self) -> (usize, usize) {
         self.inner.hub.stats()
     }

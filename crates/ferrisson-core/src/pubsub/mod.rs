@@ -384,10 +384,13 @@ impl Hub {
         let mut kick = false;
         let mut fresh = None;
         if !state.channels.contains_key(channel) {
-            // A local channel has nothing for the driver to subscribe.
+            // A local channel has nothing for the driver to subscribe, and is no subscribed
+            // channel in the metrics.
             kick = !local;
             self.shared.active.fetch_add(1, Ordering::AcqRel);
-            crate::metrics::channels(1.0);
+            if !local {
+                crate::metrics::channels(1.0);
+            }
             let mut channel = state.new_channel(channel, policy, 0);
             channel.local = local;
             fresh = Some(channel);
@@ -631,7 +634,8 @@ impl Hub {
     pub(crate) fn stats(&self) -> (usize, usize) {
         let state = self.shared.state();
         let waiters = state.channels.values().map(|c| c.slots.len()).sum();
-        (state.channels.len(), waiters)
+        let subscribed = state.channels.values().filter(|c| !c.local).count();
+        (subscribed, waiters)
     }
 
     /// Waiters asleep until a message, a hand-off or their bound, free for a local release to

@@ -208,10 +208,12 @@ impl Drop for Subscription {
             if channel.slots.is_empty() {
                 if let Some(removed) = state.channels.remove(&*self.channel) {
                     state.keep_turn(&self.channel, &removed);
+                    if !removed.local {
+                        crate::metrics::channels(-1.0);
+                        kick = true;
+                    }
                 }
                 self.shared.active.fetch_sub(1, Ordering::AcqRel);
-                crate::metrics::channels(-1.0);
-                kick = true;
             }
         }
         // A hand-off that arrived and was never taken is dropped here, outside the hub's

@@ -18,6 +18,9 @@
 -- type: the head alone when nothing is stored (`main` 'none'), else false (another layout).
 -- inspect_prefixed(name, p) and inspect_suffixed(name, s) are the keys derived from `name` as
 -- docs/protocol.md names them (keys::prefixed, keys::suffixed), in its slot.
+-- inspect_lock_hash(name) is the HGETALL of a lock hash (RLock's layout: every field an owner
+-- "<id>:<n>" holding a count), or nil when the hash holds anything else.
+-- inspect_token(out, name) adds {'token', v}, the lock's fencing counter, when there is one.
 local function inspect_fact(out, ...)
   local f = {}
   for i, v in ipairs({...}) do
@@ -60,4 +63,21 @@ local function inspect_elsewhere(out, main)
     return out
   end
   return false
+end
+
+local function inspect_lock_hash(name)
+  local all = redis.call('hgetall', name)
+  for i = 1, #all, 2 do
+    if not string.match(all[i], ':%d+$') or not string.match(all[i + 1], '^%d+$') then
+      return nil
+    end
+  end
+  return all
+end
+
+local function inspect_token(out, name)
+  local token_key = inspect_prefixed(name, 'redisson_lock_token')
+  if redis.call('type', token_key)['ok'] == 'string' then
+    inspect_fact(out, 'token', redis.call('get', token_key))
+  end
 end

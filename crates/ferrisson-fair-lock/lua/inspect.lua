@@ -24,11 +24,9 @@ if main ~= 'hash' and main ~= 'none' then
 end
 local all = {}
 if main == 'hash' then
-  all = redis.call('hgetall', name)
-  for i = 1, #all, 2 do
-    if not string.match(all[i], ':%d+$') or not string.match(all[i + 1], '^%d+$') then
-      return false
-    end
+  all = inspect_lock_hash(name)
+  if not all then
+    return false
   end
 end
 local queue = inspect_prefixed(name, 'redisson_lock_queue')

@@ -22,7 +22,7 @@ pub(crate) static MUTEX_INSPECT: Script = Script::with_prelude(
 /// could be a mutex: the kind is certain when the token names a ferrisson or Redisson client,
 /// or a fencing counter stands beside it.
 fn read(facts: &KindFacts, info: &mut ObjectInfo) {
-    let token = facts.number("token").and_then(|t| u64::try_from(t).ok());
+    let token = facts.fencing_token();
     if let Some(owner) = facts.value("value") {
         info.kind_certain = client_tag(owner).is_some() || token.is_some();
         info.holders.push(Holder::new(

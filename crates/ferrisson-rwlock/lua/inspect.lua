@@ -49,8 +49,5 @@ for field, count in pairs(fields) do
     inspect_fact(out, 'read_lease', field, longest)
   end
 end
-local token_key = inspect_prefixed(name, 'redisson_lock_token')
-if redis.call('type', token_key)['ok'] == 'string' then
-  inspect_fact(out, 'token', redis.call('get', token_key))
-end
+inspect_token(out, name)
 return out

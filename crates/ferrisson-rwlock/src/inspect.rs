@@ -38,7 +38,7 @@ fn read(facts: &KindFacts, info: &mut ObjectInfo) {
             .push(Holder::new(owner.to_owned(), mode, count, lease_left));
     }
     info.holders.sort_by(|a, b| a.owner.cmp(&b.owner));
-    info.fencing_token = facts.number("token").and_then(|t| u64::try_from(t).ok());
+    info.fencing_token = facts.fencing_token();
 }
 
 /// The protocol's read-write lock channel, `redisson_rwlock:{<key>}`.

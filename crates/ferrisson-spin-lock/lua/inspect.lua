@@ -19,11 +19,9 @@ local out, main = inspect_head(name)
 if main ~= 'hash' then
   return inspect_elsewhere(out, main)
 end
-local all = redis.call('hgetall', name)
-for i = 1, #all, 2 do
-  if not string.match(all[i], ':%d+$') or not string.match(all[i + 1], '^%d+$') then
-    return false
-  end
+local all = inspect_lock_hash(name)
+if not all then
+  return false
 end
 local next_key = inspect_suffixed(name, 'next')
 local reserved = redis.call('type', next_key)['ok'] == 'string'
@@ -33,10 +31,7 @@ end
 for i = 1, #all, 2 do
   inspect_fact(out, 'field', all[i], all[i + 1])
 end
-local token_key = inspect_prefixed(name, 'redisson_lock_token')
-if redis.call('type', token_key)['ok'] == 'string' then
-  inspect_fact(out, 'token', redis.call('get', token_key))
-end
+inspect_token(out, name)
 if reserved then
   inspect_fact(out, 'reserved', redis.call('get', next_key), redis.call('pttl', next_key))
 end

@@ -20,7 +20,7 @@ pub(crate) static INSPECT: Script = Script::with_prelude(
 /// as the reservation lasts.
 fn read(facts: &KindFacts, info: &mut ObjectInfo) {
     facts.exclusive_holders(info);
-    info.fencing_token = facts.number("token").and_then(|t| u64::try_from(t).ok());
+    info.fencing_token = facts.fencing_token();
     if let Some([value, pttl]) = facts.all("reserved").next()
         && let Some(owner) = value.splitn(3, '|').nth(2)
     {

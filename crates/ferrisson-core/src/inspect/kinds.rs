@@ -161,6 +161,11 @@ impl KindFacts {
         until(at, self.now())
     }
 
+    /// The lock's fencing counter, `{'token', v}` (`None`: none).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.number("token").and_then(|t| u64::try_from(t).ok())
+    }
+
     /// Every `{'field', owner, count}` fact as an exclusive hold of `info`'s lock hash (the
     /// `RLock` layout every lock kind of it shares), under the hash's lease, sorted by owner.
     pub fn exclusive_holders(&self, info: &mut ObjectInfo) {

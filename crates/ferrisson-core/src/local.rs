@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::grant::{Grant, Takes};
-use crate::pubsub::{Claim, Need, Subscription, Trying, Woken};
+use crate::pubsub::{Claim, Need, Subscription, Woken};
 
 /// Local channel names start with this: no key-derived channel does.
 const LOCAL_PREFIX: &str = "\u{0}ferrisson-local:";
@@ -73,15 +73,11 @@ impl LocalPlace {
         }
     }
 
-    /// Announces a try of the acquisition's own: while the returned guard lives, no release
-    /// can claim it, so that its try and a hand-off never both give it the synchronizer.
-    ///
-    /// # Errors
-    ///
-    /// `Some(grant)`: a hand-off came already (take it instead of trying); `None`: one is on
-    /// its way ([`handed`](Self::handed) gets it, or a wake-up if it fails).
-    pub fn begin_try(&self) -> Result<Trying<'_>, Option<Grant>> {
-        self.0.begin_try()
+    /// A hand-off that has arrived (`Some(Some(grant))`, taken out here) or is on its way
+    /// (`Some(None)`: [`handed`](Self::handed) gets it, or a wake-up if it fails), `None` when
+    /// neither. Unlike a hub waiter's try, it leaves the place claimable.
+    pub fn handed_or_coming(&self) -> Option<Option<Grant>> {
+        self.0.handed_or_coming()
     }
 
     /// The acquisition got what it waited for: its leaving wakes nobody.

@@ -40,6 +40,11 @@ pub(crate) async fn noting<F: std::future::Future>(round: F) -> (F::Output, Roun
         .await
 }
 
+/// Whether a compound round is being polled ([`noting`]).
+fn in_round() -> bool {
+    ROUND.try_with(|_| ()).is_ok()
+}
+
 /// Notes, for the compound round being polled (if any), that a try reached Redis (`None`) or
 /// met an outage that began at `since`.
 fn note(since: Option<Instant>) {
@@ -231,14 +236,17 @@ impl<'c> WaitPacer<'c> {
         &mut self,
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<Paced<T>> {
-        let start = Instant::now();
+        // Only a compound round's parts are noted: no clock read on every other first try.
+        let start = in_round().then(Instant::now);
         match first_try(self.client, self.deadline, fut).await {
             Ok(value) => {
-                note(None);
+                if start.is_some() {
+                    note(None);
+                }
                 Ok(Paced::Reached(value))
             }
             Err(e) => {
-                if e.is_connection_error() {
+                if let Some(start) = start.filter(|_| e.is_connection_error()) {
                     note(Some(start));
                 }
                 Err(e)

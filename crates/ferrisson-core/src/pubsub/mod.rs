@@ -668,7 +668,7 @@ mod subscription;
 
 use driver::Driver;
 pub(crate) use driver::Source;
-pub use subscription::{Subscription, Trying};
+pub use subscription::Subscription;
 
 #[cfg(test)]
 mod races;

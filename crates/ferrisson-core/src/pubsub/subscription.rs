@@ -68,6 +68,18 @@ impl Subscription {
         Ok(Trying { slot: &self.slot })
     }
 
+    /// What a releaser handed this waiter, without announcing a try (a claim may still come):
+    /// `Some(Some(grant))` when a hand-off has arrived (taken out here), `Some(None)` when one
+    /// is on its way (a releaser has claimed the waiter), `None` when neither.
+    pub(crate) fn handed_or_coming(&self) -> Option<Option<Grant>> {
+        let _state = self.shared.state();
+        if let Some(handoff) = self.slot.take_handoff() {
+            self.slot.forget_notification();
+            return Some(Some(handoff));
+        }
+        self.slot.claimed.load(Ordering::Acquire).then_some(None)
+    }
+
     /// Waits up to `timeout` for [`is_confirmed`](Self::is_confirmed); returns whether it is.
     ///
     /// # Cancel safety

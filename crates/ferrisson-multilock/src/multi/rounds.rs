@@ -136,10 +136,10 @@ impl Rounds for Acquisition<'_> {
             // during its round: the unlock's holds keep the round from a quorum, so the two
             // never both give it the lock, and a hand-off that lands once the round has
             // failed is what its pause takes.
-            match self.handoff.as_ref().map(LocalPlace::begin_try) {
-                Some(Err(Some(grant))) => return Ok(self.adopt(grant).await),
-                Some(Err(None)) => return Ok(None),
-                Some(Ok(_)) | None => {}
+            match self.handoff.as_ref().and_then(LocalPlace::handed_or_coming) {
+                Some(Some(grant)) => return Ok(self.adopt(grant).await),
+                Some(None) => return Ok(None),
+                None => {}
             }
             red_round(group, self.options, &mut self.refused).await?
         } else {

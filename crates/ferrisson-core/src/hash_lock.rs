@@ -224,6 +224,7 @@ impl crate::kind::HoldKind for HashLock {
             policy: crate::pubsub::lock_message_policy,
             recheck: crate::Backoff::fixed(self.client.config().lease()),
             spin: None,
+            interest: u64::MAX,
         }
     }
 

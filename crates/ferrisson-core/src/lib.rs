@@ -67,7 +67,7 @@ mod permits;
 /// The locks, atomics and threads the hub ([`pubsub`]) is built on: std's. Its model checks
 /// build the same source a second time on shuttle's ([`model_check`], in test builds).
 mod hub_sync {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     pub(crate) use std::sync::{Mutex, MutexGuard};
     #[cfg(test)]
     pub(crate) use std::thread;

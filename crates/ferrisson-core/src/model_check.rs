@@ -6,7 +6,7 @@
 
 /// shuttle's locks, atomics and threads, in place of std's.
 mod hub_sync {
-    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicUsize};
+    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     pub(crate) use shuttle::sync::{Mutex, MutexGuard};
     pub(crate) use shuttle::thread;
 }

@@ -584,6 +584,7 @@ async fn take_inner(
         // A safety net for lost messages; tries that know better say so (`not_taken`).
         recheck: crate::config::Backoff::fixed(client.config().lease()),
         need,
+        interest: u64::MAX,
     };
     let outcome = async {
         // Each try boxed, as the lock kinds' tries are: inline, a try's future (the script

@@ -41,6 +41,9 @@ pub struct WaitSpec<'a> {
     /// releaser claims it for what it hands over, `Need::takes`: `ClientEngine::claim_waiter`);
     /// `None`: no hand-offs.
     pub need: Option<crate::pubsub::Need>,
+    /// What the waiter waits for, as bits a [`Wake::Matching`](crate::pubsub::Wake::Matching)
+    /// message must share to wake it (`u64::MAX`: every release may be for it).
+    pub interest: u64,
 }
 
 /// Waits for a lock whose first try failed: subscribes to the release channel, tries again
@@ -109,6 +112,7 @@ pub async fn subscribe_confirmed(
 ) -> crate::pubsub::Subscription {
     let response_timeout = client.config().response_timeout();
     let subscription = client.hub().subscribe(spec.channel, spec.policy, need);
+    subscription.set_interest(spec.interest);
     let confirm_within = match spec.deadline {
         Some(d) => d.saturating_duration_since(Instant::now()),
         None => response_timeout,
@@ -138,9 +142,11 @@ pub fn register_early(
     client: &crate::Client,
     spec: &WaitSpec<'_>,
 ) -> Option<crate::pubsub::Subscription> {
-    client
+    let early = client
         .hub()
-        .subscribe_if_live(spec.channel, spec.policy, || spec.need.clone())
+        .subscribe_if_live(spec.channel, spec.policy, || spec.need.clone())?;
+    early.set_interest(spec.interest);
+    Some(early)
 }
 
 /// How a call that may wait starts ([`begin_wait`]).

@@ -323,6 +323,7 @@ impl HoldKind for FairShared {
             policy: |_| Wake::All,
             recheck: Backoff::fixed(self.heartbeat()),
             spin: None,
+            interest: u64::MAX,
         }
     }
 

@@ -471,6 +471,7 @@ impl CountDownLatch {
             deadline,
             recheck: ferrisson_core::Backoff::fixed(RECHECK),
             need: None,
+            interest: u64::MAX,
         };
         // Subscribed first, then looked again: an opening in between is not missed. Each look
         // is boxed, as the lock kinds' tries are: inline, its future (a read through the

@@ -191,6 +191,7 @@ impl HoldKind for MutexKind {
             policy: lock_message_policy,
             recheck: FOREIGN_RELEASE_RECHECK,
             spin: None,
+            interest: u64::MAX,
         }
     }
 

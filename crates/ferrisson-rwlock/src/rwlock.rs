@@ -449,6 +449,7 @@ impl HoldKind for Side {
                 self.shared.client.config().lease()
             }),
             spin: None,
+            interest: u64::MAX,
         }
     }
 

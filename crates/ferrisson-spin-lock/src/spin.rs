@@ -213,6 +213,7 @@ impl HoldKind for SpinShared {
             policy: lock_message_policy,
             recheck: Backoff::fixed(self.backoff.max),
             spin: Some(self.backoff),
+            interest: u64::MAX,
         }
     }
 

@@ -181,6 +181,10 @@ pub struct Waiting<'a> {
     /// `Some`: the waiter polls instead, with this backoff, and never subscribes (the spin
     /// lock, whose releases publish nothing); `channel` and `policy` are then unused.
     pub spin: Option<Backoff>,
+    /// What the waiter waits for, as bits a [`Wake::Matching`](crate::pubsub::Wake::Matching)
+    /// message must share to wake it (`u64::MAX`: every release may be for it; a faster
+    /// multi-lock's waiter sets the bits of the values it wants).
+    pub interest: u64,
 }
 
 /// A lock kind, as the engine drives it: the reentrant, spin and fair locks, either side of the
@@ -393,6 +397,7 @@ fn acquire_as<'a, K: HoldKind>(
             policy,
             recheck,
             spin: polls,
+            interest,
         } = kind.waiting(&owner);
         let handoffs = kind.hands_off();
         // What the waiter tells a local releaser, made only once the call waits (the
@@ -404,6 +409,7 @@ fn acquire_as<'a, K: HoldKind>(
             deadline,
             recheck,
             need: None,
+            interest,
         };
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.

@@ -27,6 +27,9 @@ pub(super) struct Slot {
     /// waiters and never in their place. It waits for nothing: it is never claimed, never
     /// counted among the waiters a message wakes, and nobody queues behind it.
     pub(super) observer: bool,
+    /// What the waiter waits for, as bits a [`Wake::Matching`] message is matched against
+    /// (all bits: any release may be for it).
+    pub(super) interest: AtomicU64,
 }
 
 impl Slot {
@@ -95,15 +98,17 @@ impl Channel {
     /// Wakes as `wake` says. A waiter woken deferred that has not looked yet is woken for
     /// real instead (it counts as one).
     pub(super) fn wake(&self, wake: Wake) -> usize {
-        let limit = match wake {
-            Wake::None => 0,
-            Wake::One => 1,
-            Wake::UpTo(n) => n,
-            Wake::All => usize::MAX,
+        let (limit, mask) = match wake {
+            Wake::None => (0, u64::MAX),
+            Wake::One => (1, u64::MAX),
+            Wake::UpTo(n) => (n, u64::MAX),
+            Wake::All => (usize::MAX, u64::MAX),
+            Wake::Matching(mask) => (usize::MAX, mask),
         };
         self.wake_observers();
         let mut woken = 0;
-        for slot in self.slots.iter().filter(|s| !s.observer) {
+        let wanted = |s: &&Arc<Slot>| !s.observer && s.interest.load(Ordering::Relaxed) & mask != 0;
+        for slot in self.slots.iter().filter(wanted) {
             if woken >= limit {
                 break;
             }
@@ -167,5 +172,6 @@ pub(super) fn slot(need: Option<Need>, observer: bool) -> Arc<Slot> {
         parked: AtomicBool::new(false),
         handoff: Mutex::new(None),
         observer,
+        interest: AtomicU64::new(u64::MAX),
     })
 }

@@ -43,7 +43,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 // The parent module decides whose: std's, or shuttle's under the model checks.
 use super::hub_sync as sync;
-use sync::{AtomicBool, AtomicUsize, Mutex, MutexGuard};
+use sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
@@ -80,6 +80,11 @@ pub enum Wake {
     UpTo(usize),
     /// Wake every waiter (a latch opening, a write release of a read-write lock).
     All,
+    /// Wake every waiter whose interest shares a bit with this mask
+    /// ([`Subscription::set_interest`]): a release that says what it freed (values of a
+    /// faster multi-lock's group, each a bit of the mask) wakes only the waiters that want
+    /// one of them.
+    Matching(u64),
 }
 
 /// Turns the payload of a message into a [`Wake`]. One policy per channel.

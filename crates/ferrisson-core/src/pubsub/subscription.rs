@@ -32,6 +32,13 @@ impl Subscription {
                 .is_some_and(|c| c.confirmed_epoch == state.epoch)
     }
 
+    /// What the waiter waits for, as bits that a [`Wake::Matching`] message must share for it
+    /// to wake (all bits, the default: any release may be for it). A message that came
+    /// before this was set was matched against all bits: it woke the waiter.
+    pub fn set_interest(&self, interest: u64) {
+        self.slot.interest.store(interest, Ordering::Relaxed);
+    }
+
     /// Marks the waiter as served (it got what it waited for), so that leaving the queue does
     /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
     /// head of the queue wakes the new head, which may have queued without a try of its own.

@@ -332,3 +332,26 @@ async fn an_observer_is_woken_beside_the_waiters_and_never_in_their_place() {
     hub.shared.message(CH, b"0");
     assert!(matches!(later.wait(quick).await, Woken::Notified));
 }
+
+#[tokio::test]
+async fn a_matching_message_wakes_only_the_waiters_that_want_what_it_names() {
+    fn mask_policy(payload: &[u8]) -> Wake {
+        Wake::Matching(std::str::from_utf8(payload).unwrap().parse().unwrap())
+    }
+    let hub = Hub::detached();
+    let wants_a = hub.subscribe(CH, mask_policy, None);
+    wants_a.set_interest(0b01);
+    let wants_b = hub.subscribe(CH, mask_policy, None);
+    wants_b.set_interest(0b10);
+    let wants_any = hub.subscribe(CH, mask_policy, None);
+    let quick = Duration::from_millis(1);
+    hub.shared.message(CH, b"1");
+    assert!(matches!(wants_a.wait(quick).await, Woken::Notified));
+    assert!(matches!(wants_any.wait(quick).await, Woken::Notified));
+    assert!(matches!(wants_b.wait(quick).await, Woken::TimedOut));
+    // Every one that matches wakes, however many.
+    hub.shared.message(CH, b"3");
+    for waiter in [&wants_a, &wants_b, &wants_any] {
+        assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    }
+}

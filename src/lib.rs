@@ -17,6 +17,7 @@
 //! | `latch` | [`CountDownLatch`] | `RCountDownLatch` |
 //! | `spin-lock` | [`SpinLock`] | `RSpinLock` |
 //! | `multilock` | [`MultiLock`], [`RedLock`] | `RedissonMultiLock`, `RedissonRedLock` |
+//! | `faster-multilock` | [`FasterMultiLock`] | `RedissonFasterMultiLock` |
 //! | `rate-limiter` | [`RateLimiter`] | `RRateLimiter` |
 //!
 //! ```no_run
@@ -112,6 +113,11 @@ pub use ferrisson_spin_lock::SpinLock;
 #[cfg_attr(docsrs, doc(cfg(feature = "multilock")))]
 #[doc(inline)]
 pub use ferrisson_multilock::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};
+
+#[cfg(feature = "faster-multilock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "faster-multilock")))]
+#[doc(inline)]
+pub use ferrisson_faster_multilock::{FasterMultiLock, Part};
 
 #[cfg(feature = "rate-limiter")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]

@@ -138,6 +138,18 @@ impl Fenced for NonReentrantFair {
     }
 }
 
+struct Faster;
+impl Kind for Faster {
+    type L = ferrisson::FasterMultiLock;
+    const NAME: &'static str = "faster multi-lock";
+    fn make(client: &Client, name: &str) -> Self::L {
+        ferrisson::FasterMultiLock::new(client, name, ["item-1", "item-2", "item-3"]).unwrap()
+    }
+    fn owned_by(lock: &Self::L, owner: Owner) -> Self::L {
+        lock.owned_by(owner)
+    }
+}
+
 struct Mutex;
 impl Kind for Mutex {
     type L = ferrisson::Mutex;
@@ -475,6 +487,7 @@ owners!(
     Write => write_lock_owners_and_watchers,
     Read => read_lock_owners_and_watchers,
     Spin => spin_lock_owners_and_watchers,
+    Faster => faster_multilock_owners_and_watchers,
 );
 
 macro_rules! conformance {
@@ -523,6 +536,36 @@ conformance!(
     NonReentrant => non_reentrant_lock,
     NonReentrantFair => non_reentrant_fair_lock,
 );
+
+/// The faster multi-lock's part of the suite: all but fencing (Redisson's layout has none).
+mod faster_multilock {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exclusion_force_unlock_and_loss() {
+        super::exclusion_force_unlock_and_loss::<Faster>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases() {
+        super::leases::<Faster>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wrong_types() {
+        super::wrong_types::<Faster>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropped_futures_leak_nothing() {
+        super::dropped_futures_leak_nothing::<Faster>().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_key_lasts_after_use() {
+        super::no_key_lasts_after_use::<Faster>().await;
+    }
+}
 
 /// The mutex's part of the suite: what needs neither re-entry nor fencing (its own file has
 /// the rest: a string at its name is a mutex there, held by another token).

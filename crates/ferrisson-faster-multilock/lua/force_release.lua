@@ -1,0 +1,38 @@
+-- ferrisson script
+-- operation: faster_multilock/force_release
+-- protocol: 1
+-- Release values of a group whoever holds them (Redisson's RFasterMultiLock forceUnlock), or
+-- every value of the group, and tell the group's waiters (fml_wake).
+-- KEYS[1] the group hash
+-- ARGV[1] publish command ("publish", "spublish")
+-- ARGV[2] "- <field> <field> ...": the values to release (none: every value of the group)
+-- returns how many held values were released; WRONGTYPE error when the key holds no group
+local foreign = fml_foreign(KEYS[1])
+if foreign then
+  return foreign
+end
+local key = KEYS[1]
+local _, fields = fml_hold(ARGV[2])
+if #fields == 0 then
+  -- A value's field is the only one without a colon.
+  for _, field in ipairs(redis.call('hkeys', key)) do
+    if not string.find(field, ':', 1, true) then
+      fields[#fields + 1] = field
+    end
+  end
+end
+local now = fml_now()
+local released, freed = 0, {}
+for i = 1, #fields do
+  local holder, expires = fml_holder(key, fields[i], now)
+  local last = holder or expires
+  if last then
+    fml_clear(key, fields[i], last)
+    freed[fml_bit(fields[i])] = true
+  end
+  if holder then
+    released = released + 1
+  end
+end
+fml_wake(ARGV[1], prefixed('redisson_lock__channel', key), freed)
+return released

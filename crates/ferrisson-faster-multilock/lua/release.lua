@@ -1,0 +1,55 @@
+-- ferrisson script
+-- operation: faster_multilock/release
+-- protocol: 1
+-- Release one hold of each value of a hold (Redisson's RFasterMultiLock unlockInner): a value
+-- whose lock_count drops to 0 is deleted, and the group's waiters are told which values are
+-- free (fml_wake). What the owner no longer holds is left alone; the call then says the owner
+-- did not hold everything, as Redisson's unlock does. A resend after a lost reply counts once
+-- (core/release_prelude).
+-- KEYS[1] the group hash
+-- KEYS[2] the client's record on the group [ext] (core/record_prelude)
+-- ARGV[1] the hold, "<owner> <field> <field> ..." (faster_multilock/prelude)
+-- ARGV[2] publish command ("publish", "spublish")
+-- ARGV[3] lease in milliseconds to set on the values still held, or "0" to leave them
+-- ARGV[4] the release's slot in the record, ARGV[5] its sequence number
+-- ARGV[6] (optional) flags: "r" a resend, "e<ms>" set the record's TTL
+-- returns a code, or {code, 0, subscribers}: -1 = the owner did not hold every value (those
+--   it held are released), 0 = holds of every value remain, 1 = values were freed;
+--   subscribers: the subscriber connections the wake-up reached
+local done = release_recorded(KEYS[2], ARGV[4], ARGV[5])
+if done then
+  return done
+end
+local key, lease = KEYS[1], tonumber(ARGV[3])
+local owner, fields = fml_hold(ARGV[1])
+local now = fml_now()
+local missing, freed, remain = false, {}, false
+for i = 1, #fields do
+  local field = fields[i]
+  if fml_holder(key, field, now) ~= owner then
+    missing = true
+  elseif redis.call('hincrby', key, field .. ':' .. owner .. ':lock_count', -1) <= 0 then
+    fml_clear(key, field, owner)
+    freed[fml_bit(field)] = true
+  else
+    remain = true
+    if lease > 0 then
+      fml_extend(key, field, owner, now + lease)
+    end
+  end
+end
+if remain and lease > 0 then
+  fml_expire(key, lease)
+end
+local code = 0
+if missing then
+  code = -1
+elseif next(freed) ~= nil then
+  code = 1
+end
+release_record(KEYS[2], ARGV[4], ARGV[5], ARGV[6] or '', code, 0)
+local subscribers = fml_wake(ARGV[2], prefixed('redisson_lock__channel', key), freed)
+if subscribers == 0 then
+  return code
+end
+return {code, 0, subscribers}

@@ -11,6 +11,7 @@ mod common;
 mod conformance;
 mod fair_lock;
 mod fair_lock_redisson;
+mod faster_multilock;
 mod fencing_after_loss;
 mod lock;
 mod multilock;

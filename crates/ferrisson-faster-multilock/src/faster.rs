@@ -109,7 +109,7 @@ fn wake_policy(payload: &[u8]) -> Wake {
 pub struct FasterMultiLock(LockHandle<Group>);
 
 /// A group's hash, and the values a handle locks in it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Group {
     names: LockNames,
     channel: String,
@@ -227,8 +227,15 @@ pub struct Part {
 }
 
 impl Part {
+    /// The lock of the values a hold keeps after [`unlock`](Self::unlock) (`None`: none): the
+    /// kept guard's values, to unlock a further part of them.
+    pub fn rest(&self) -> Option<FasterMultiLock> {
+        let kept = self.kept.as_deref()?;
+        Some(FasterMultiLock(LockHandle::new(kept.clone())))
+    }
+
     /// Unlocks these values of the hold `guard` (taken through the lock this part is of) in
-    /// one call, and returns the guard of the values it keeps: renewed by the watchdog, or
+    /// one call, and returns the guard of the values it keeps (those of [`rest`](Self::rest)): renewed by the watchdog, or
     /// ending with its fixed lease, as before; `None` when no value is kept.
     ///
     /// # Cancel safety

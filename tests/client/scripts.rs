@@ -25,6 +25,7 @@ fn registered() -> Vec<&'static Script> {
     all.extend(ferrisson_latch::scripts());
     all.extend(ferrisson_spin_lock::scripts());
     all.extend(ferrisson_rate_limiter::scripts());
+    all.extend(ferrisson_faster_multilock::scripts());
     all
 }
 

@@ -19,41 +19,55 @@ end
 local key, lease = KEYS[1], tonumber(ARGV[1])
 local owner, fields = fml_hold(ARGV[2])
 local now = fml_now()
-local busy, held, last = -1, nil, {}
+local values = fml_read(key, fields, owner, now)
+local busy, least = -1, nil
 for i = 1, #fields do
-  local holder, expires = fml_holder(key, fields[i], now)
-  if holder and holder ~= owner then
-    busy = math.max(busy, expires - now)
-  elseif holder then
-    local count = tonumber(redis.call('hget', key, fields[i] .. ':' .. owner .. ':lock_count')) or 0
-    held = math.min(held or count, count)
-  else
-    held = 0
-    last[i] = expires
+  local v = values[i]
+  if v[3] and v[1] ~= owner then
+    busy = math.max(busy, v[2] - now)
   end
+  least = math.min(least or v[4], v[4])
 end
 if busy >= 0 then
   return {0, busy}
 end
-if ARGV[3] and held == tonumber(ARGV[3]) + 1 then
+local ends = now + lease
+local flat, stale = {}, {}
+if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
   -- The lost attempt ran: these holds are the ones it took.
   for i = 1, #fields do
-    fml_extend(key, fields[i], owner, now + lease)
+    if values[i][2] < ends then
+      flat[#flat + 1] = fml_names(fields[i], owner)
+      flat[#flat + 1] = string.format('%d', ends)
+    end
   end
+  fml_set(key, flat)
   fml_expire(key, lease)
-  return held
+  return least
 end
-local least = nil
+least = nil
 for i = 1, #fields do
-  local field = fields[i]
-  if last[i] then
-    -- Free, or its last holder's lease ran out: nothing of that hold is left.
-    fml_clear(key, field, last[i])
+  local field, v = fields[i], values[i]
+  local holder, at, live, count = v[1], v[2], v[3], v[4]
+  if holder and holder ~= owner then
+    -- Its last holder's lease ran out: nothing of that hold is left.
+    local stale_end, stale_count = fml_names(field, holder)
+    stale[#stale + 1] = stale_end
+    stale[#stale + 1] = stale_count
   end
-  redis.call('hset', key, field, owner)
-  fml_extend(key, field, owner, now + lease)
-  local count = redis.call('hincrby', key, field .. ':' .. owner .. ':lock_count', 1)
-  least = math.min(least or count, count)
+  local end_name, count_name = fml_names(field, owner)
+  if not (live and at > ends) then
+    at = ends
+  end
+  flat[#flat + 1] = field
+  flat[#flat + 1] = owner
+  flat[#flat + 1] = end_name
+  flat[#flat + 1] = string.format('%d', at)
+  flat[#flat + 1] = count_name
+  flat[#flat + 1] = count + 1
+  least = math.min(least or count + 1, count + 1)
 end
+fml_del(key, stale)
+fml_set(key, flat)
 fml_expire(key, lease)
 return least

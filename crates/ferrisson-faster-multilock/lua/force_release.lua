@@ -21,18 +21,21 @@ if #fields == 0 then
     end
   end
 end
-local now = fml_now()
-local released, freed = 0, {}
+local values = fml_read(key, fields, '-', fml_now())
+local released, freed, gone = 0, {}, {}
 for i = 1, #fields do
-  local holder, expires = fml_holder(key, fields[i], now)
-  local last = holder or expires
-  if last then
-    fml_clear(key, fields[i], last)
-    freed[fml_bit(fields[i])] = true
-  end
+  local holder = values[i][1]
   if holder then
-    released = released + 1
+    local end_name, count_name = fml_names(fields[i], holder)
+    gone[#gone + 1] = fields[i]
+    gone[#gone + 1] = end_name
+    gone[#gone + 1] = count_name
+    freed[fml_bit(fields[i])] = true
+    if values[i][3] then
+      released = released + 1
+    end
   end
 end
+fml_del(key, gone)
 fml_wake(ARGV[1], prefixed('redisson_lock__channel', key), freed)
 return released

@@ -15,7 +15,10 @@
 -- [ext]; Redisson passes its own clock.
 --
 -- A hold is named by one argument, "<owner> <field> <field> ...": the watchdog renews a hold
--- by its key and that argument, and the acquire and release take the same.
+-- by its key and that argument, and the acquire and release take the same. The scripts read
+-- and write a hold's values with a few HMGETs and HSETs whatever their number (fml_read,
+-- fml_set, fml_del), not a command per value, and a handle takes at most 1,000 values
+-- (MAX_VALUES): Redis runs nothing else while a script runs.
 
 -- fml_now() is the server's clock in epoch ms.
 local function fml_now()
@@ -36,32 +39,63 @@ local function fml_hold(arg)
   return owner, fields
 end
 
--- fml_holder(key, field, now) is the value's holder and the end of its lease while the lease
--- runs; nil and the last holder (if any) once it has run out or nobody holds it.
-local function fml_holder(key, field, now)
-  local holder = redis.call('hget', key, field)
-  if not holder then
-    return nil
+-- fml_get(key, names) is the values of the hash fields `names` (false where missing), read
+-- with HMGET in chunks (Lua passes at most a few thousand arguments to a call).
+local function fml_get(key, names)
+  local out = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('hmget', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      out[i + j - 1] = part[j]
+    end
   end
-  local expires = tonumber(redis.call('hget', key, field .. ':' .. holder .. ':expire_time'))
-  if not expires or expires <= now then
-    return nil, holder
-  end
-  return holder, expires
+  return out
 end
 
--- fml_clear(key, field, holder) deletes a value's three fields.
-local function fml_clear(key, field, holder)
-  redis.call('hdel', key, field, field .. ':' .. holder .. ':expire_time',
-    field .. ':' .. holder .. ':lock_count')
+-- fml_set(key, flat) sets the fields and values of the list {field, value, field, value, ...},
+-- fml_del(key, names) deletes the fields `names`, each in chunks.
+local function fml_set(key, flat)
+  for i = 1, #flat, 1000 do
+    redis.call('hset', key, unpack(flat, i, math.min(i + 999, #flat)))
+  end
 end
 
--- fml_extend(key, field, owner, at) moves the value's lease end to `at` unless it is later.
-local function fml_extend(key, field, owner, at)
-  local name = field .. ':' .. owner .. ':expire_time'
-  if (tonumber(redis.call('hget', key, name)) or 0) < at then
-    redis.call('hset', key, name, string.format('%d', at))
+local function fml_del(key, names)
+  for i = 1, #names, 1000 do
+    redis.call('hdel', key, unpack(names, i, math.min(i + 999, #names)))
   end
+end
+
+-- fml_read(key, fields, owner, now) reads every value of a hold in three HMGETs: a list per
+-- value of {holder, lease end, live, the owner's count}: `live` when its lease runs, the
+-- owner's count (0 when the owner does not hold it live).
+local function fml_read(key, fields, owner, now)
+  local holders = fml_get(key, fields)
+  local names = {}
+  for i = 1, #fields do
+    names[i] = fields[i] .. ':' .. (holders[i] or '') .. ':expire_time'
+  end
+  local ends = fml_get(key, names)
+  for i = 1, #fields do
+    names[i] = fields[i] .. ':' .. owner .. ':lock_count'
+  end
+  local counts = fml_get(key, names)
+  local values = {}
+  for i = 1, #fields do
+    local at = tonumber(ends[i])
+    local live = holders[i] and at and at > now or false
+    local count = 0
+    if live and holders[i] == owner then
+      count = tonumber(counts[i]) or 0
+    end
+    values[i] = {holders[i], at, live, count}
+  end
+  return values
+end
+
+-- fml_names(field, holder) is a value's lease and count field names for `holder`.
+local function fml_names(field, holder)
+  return field .. ':' .. holder .. ':expire_time', field .. ':' .. holder .. ':lock_count'
 end
 
 -- fml_expire(key, lease) keeps the hash alive for at least `lease` ms.

@@ -23,21 +23,31 @@ end
 local key, lease = KEYS[1], tonumber(ARGV[3])
 local owner, fields = fml_hold(ARGV[1])
 local now = fml_now()
+local values = fml_read(key, fields, owner, now)
 local missing, freed, remain = false, {}, false
+local flat, gone = {}, {}
 for i = 1, #fields do
-  local field = fields[i]
-  if fml_holder(key, field, now) ~= owner then
+  local field, v = fields[i], values[i]
+  local end_name, count_name = fml_names(field, owner)
+  if not (v[3] and v[1] == owner) then
     missing = true
-  elseif redis.call('hincrby', key, field .. ':' .. owner .. ':lock_count', -1) <= 0 then
-    fml_clear(key, field, owner)
+  elseif v[4] <= 1 then
+    gone[#gone + 1] = field
+    gone[#gone + 1] = end_name
+    gone[#gone + 1] = count_name
     freed[fml_bit(field)] = true
   else
     remain = true
-    if lease > 0 then
-      fml_extend(key, field, owner, now + lease)
+    flat[#flat + 1] = count_name
+    flat[#flat + 1] = v[4] - 1
+    if lease > 0 and v[2] < now + lease then
+      flat[#flat + 1] = end_name
+      flat[#flat + 1] = string.format('%d', now + lease)
     end
   end
 end
+fml_del(key, gone)
+fml_set(key, flat)
 if remain and lease > 0 then
   fml_expire(key, lease)
 end

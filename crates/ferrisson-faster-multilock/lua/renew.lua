@@ -15,20 +15,23 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local owner, fields = fml_hold(ARGV[i + 1])
   local ok = redis.call('type', key).ok == 'hash' and #fields > 0
-  for j = 1, #fields do
-    if not ok then
-      break
-    end
-    ok = fml_holder(key, fields[j], now) == owner
+  local values = ok and fml_read(key, fields, owner, now) or {}
+  for j = 1, #values do
+    local v = values[j]
+    ok = ok and v[3] and v[1] == owner
   end
+  renewed[i] = 0
   if ok then
+    local flat = {}
     for j = 1, #fields do
-      fml_extend(key, fields[j], owner, now + lease)
+      if values[j][2] < now + lease then
+        flat[#flat + 1] = fml_names(fields[j], owner)
+        flat[#flat + 1] = string.format('%d', now + lease)
+      end
     end
+    fml_set(key, flat)
     fml_expire(key, lease)
     renewed[i] = 1
-  else
-    renewed[i] = 0
   end
 end
 return renewed

@@ -14,17 +14,12 @@ if foreign then
 end
 local key = KEYS[1]
 local owner, fields = fml_hold(ARGV[1])
-local now = fml_now()
+local values = fml_read(key, fields, owner, fml_now())
 local holds, held = nil, 0
-for i = 1, #fields do
-  local holder = fml_holder(key, fields[i], now)
-  if holder then
+for i = 1, #values do
+  if values[i][3] then
     held = 1
   end
-  local count = 0
-  if holder == owner then
-    count = tonumber(redis.call('hget', key, fields[i] .. ':' .. owner .. ':lock_count')) or 0
-  end
-  holds = math.min(holds or count, count)
+  holds = math.min(holds or values[i][4], values[i][4])
 end
 return {holds or 0, held, redis.call('pttl', key)}

@@ -53,10 +53,11 @@ script!(
     "../lua/force_release.lua"
 );
 
-/// The most distinct values one [`FasterMultiLock`] takes: every script call of a hold names
-/// them all, and Redis runs nothing else meanwhile (see `docs/benchmarks.md` for what a call
-/// over this many costs the server).
-pub const MAX_VALUES: usize = 10_000;
+/// The most distinct values one [`FasterMultiLock`] takes. Every call of a hold names them
+/// all, and Redis runs nothing else meanwhile: at this many, an acquire took the server 4.4 ms
+/// in the `faster-multilock` bench scenario (Redisson's own script 6.2 ms), under the 10 ms
+/// that Redis counts as slow by default; at 10,000 it took 57 ms (docs/benchmarks.md).
+pub const MAX_VALUES: usize = 1_000;
 
 /// A release's wake-up mask ([`crate`] docs, "Wake-ups") is this flag plus the freed values' bits.
 const MASK_FLAG: u64 = 1 << 52;

@@ -8,6 +8,7 @@ use crate::stats::Probe;
 pub mod cluster;
 pub mod contended;
 pub mod external;
+pub mod faster_multilock;
 pub mod latch;
 pub mod lock_kinds;
 pub mod processes;
@@ -79,7 +80,7 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     "raw",
     "server-cost",
     "uncontended",
@@ -92,6 +93,7 @@ pub const ALL: [&str; 12] = [
     "cluster",
     "redlock",
     "rate-limiter",
+    "faster-multilock",
 ];
 
 pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), String> {
@@ -110,6 +112,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
         "cluster" => cluster::run(ctx, records).await,
         "redlock" => redlock::run(ctx, records).await,
         "rate-limiter" => rate_limiter::run(ctx, records).await,
+        "faster-multilock" => faster_multilock::run(ctx, records).await,
         "peers" => {
             rslock_peer::run(ctx, records).await?;
             external::run(ctx, records).await

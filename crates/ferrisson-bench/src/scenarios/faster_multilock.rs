@@ -20,8 +20,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         .await
         .map_err(|e| err(&e))?;
     let lease = AcquireOptions::new().with_lease(Duration::from_secs(30));
-    let max = ferrisson_faster_multilock::MAX_VALUES;
-    let sizes: &[usize] = ctx.pick(&[10, 100, max], &[10, max], &[10]);
+    const MAX: usize = ferrisson_faster_multilock::MAX_VALUES;
+    let sizes: &[usize] = ctx.pick(&[10, 100, MAX], &[10, MAX], &[10]);
     for &size in sizes {
         let values = (0..size).map(|i| format!("order-line-{i}"));
         let lock =

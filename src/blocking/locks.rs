@@ -392,3 +392,28 @@ impl BlockingLock<crate::SpinLock> {
         Ok(self.client.wrap(self.inner.with_backoff(backoff)?))
     }
 }
+
+#[cfg(feature = "faster-multilock")]
+impl BlockingLock<crate::FasterMultiLock> {
+    /// Unlocks the values of `part` (made by this lock's
+    /// [`FasterMultiLock::part`](crate::FasterMultiLock::part), through
+    /// [`as_async`](Self::as_async)) from the hold `guard` in one call, and returns the guard of
+    /// the values it keeps (those of the part's [`rest`](crate::Part::rest)), `None` when it
+    /// keeps none. The loss callbacks of `guard` end with it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Part::unlock`](crate::Part::unlock).
+    pub fn unlock_part(
+        &self,
+        part: &crate::Part,
+        mut guard: LockGuard,
+    ) -> Result<Option<LockGuard>> {
+        guard.watchers.stop();
+        let Some(held) = guard.guard.take() else {
+            return Ok(None);
+        };
+        let kept = self.client.block_on(part.unlock(held))?;
+        Ok(kept.map(|kept| self.client.guard(kept)))
+    }
+}

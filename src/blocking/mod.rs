@@ -225,6 +225,21 @@ impl Client {
         Ok(self.wrap(crate::NonReentrantFairLock::new(&self.client, name)?))
     }
 
+    /// A faster multi-lock of `values` of the group `group`
+    /// ([`FasterMultiLock`](crate::FasterMultiLock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`FasterMultiLock::new`](crate::FasterMultiLock::new).
+    #[cfg(feature = "faster-multilock")]
+    pub fn faster_multilock<V: AsRef<str>>(
+        &self,
+        group: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<BlockingLock<crate::FasterMultiLock>> {
+        Ok(self.wrap(crate::FasterMultiLock::new(&self.client, group, values)?))
+    }
+
     /// A spin lock named `name` ([`SpinLock`](crate::SpinLock)).
     ///
     /// # Errors

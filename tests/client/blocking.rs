@@ -701,6 +701,33 @@ fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
 }
 
 #[test]
+fn a_faster_multilock_blocks_and_unlocks_a_part() {
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server), client(&server));
+    let group = unique_name("blocking-fml");
+    let lock = a.faster_multilock(&group, ["1", "2", "3"]).unwrap();
+    let guard = lock.lock().unwrap();
+    let part = lock.as_async().part(["1"]).unwrap();
+    let kept = lock
+        .unlock_part(&part, guard)
+        .unwrap()
+        .expect("2 and 3 kept");
+    let other = |v: &[&str]| b.faster_multilock(&group, v.to_vec()).unwrap();
+    other(&["1"])
+        .try_lock()
+        .unwrap()
+        .expect("1 unlocked")
+        .unlock()
+        .unwrap();
+    assert!(
+        other(&["2", "3"]).try_lock().unwrap().is_none(),
+        "2 and 3 held"
+    );
+    kept.unlock().unwrap();
+    other(&["1", "2", "3"]).lock().unwrap().unlock().unwrap();
+}
+
+#[test]
 fn a_blocking_group_extends_and_runs_scoped_work() {
     let server = RedisServer::spawn();
     let short = short_lease_client(&server.url());

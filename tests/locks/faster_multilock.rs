@@ -343,3 +343,55 @@ async fn a_redisson_holder_and_a_ferrisson_waiter_wake_each_other() {
         .unwrap();
     assert!(mask >= 1 << 52, "a number Redisson ignores: {mask}");
 }
+
+/// `Client::inspect` learns the kind from its crate: each holder with the values it holds, and
+/// each value held as a detail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_is_inspected_with_its_holders_and_values() {
+    let redis = TestRedis::any();
+    let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
+    let group = unique_name("fml-inspect");
+    let first = FasterMultiLock::new(&a, &group, ["1", "2"])
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let second = FasterMultiLock::new(&b, &group, ["3"])
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let info = a.inspect(&group).await.unwrap();
+    assert_eq!(info.kind.map(|k| k.as_str()), Some("faster-multilock"));
+    let holders: Vec<(&str, u64)> = info
+        .holders
+        .iter()
+        .map(|h| (h.owner.as_str(), h.count))
+        .collect();
+    let mut expected = vec![(first.owner().as_str(), 2), (second.owner().as_str(), 1)];
+    expected.sort();
+    assert_eq!(holders, expected);
+    assert!(info.holders.iter().all(|h| h.lease_left.is_some()));
+    assert_eq!(
+        info.details.first(),
+        Some(&("values held".to_owned(), "3".to_owned()))
+    );
+    let field = format!("value {}", redisson_field("3"));
+    let detail = info
+        .details
+        .iter()
+        .find(|(label, _)| *label == field)
+        .unwrap();
+    assert!(detail.1.starts_with(second.owner().as_str()), "{detail:?}");
+    // The command-line tool's force unlock frees every value of the group.
+    assert!(
+        FasterMultiLock::force_unlock_group(&a, &group)
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        first.unlock().await,
+        Err(Error::NotOwner(_) | Error::LeaseLost(_))
+    ));
+    drop(second);
+}

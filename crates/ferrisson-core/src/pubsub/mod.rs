@@ -81,7 +81,7 @@ pub enum Wake {
     /// Wake every waiter (a latch opening, a write release of a read-write lock).
     All,
     /// Wake every waiter whose interest shares a bit with this mask
-    /// ([`Subscription::set_interest`]): a release that says what it freed (values of a
+    /// ([`WaitSpec::interest`](crate::wait::WaitSpec::interest)): a release that says what it freed (values of a
     /// faster multi-lock's group, each a bit of the mask) wakes only the waiters that want
     /// one of them.
     Matching(u64),

@@ -7,8 +7,9 @@
 -- KEYS[1] the group hash
 -- ARGV[1] the most values listed
 -- ARGV[2] "1" when the caller named the kind (unused: the layout is the kind's own)
--- returns false when the key holds anything but a group's hash (every field a value's holder,
---   or "<field>:<holder>:expire_time" or ":lock_count" holding a number); else facts, each a
+-- returns false when the key holds anything but a group's hash: one with an expiry, at least
+--   one value, and nothing else (every field a value's 22-character field holding its holder,
+--   "<id>:<n>", or "<field>:<holder>:expire_time" or ":lock_count" holding a number); else facts, each a
 --   list of strings whose first names it: {'type', t}, {'pttl', ms}, {'now', ms},
 --   {'value', field, holder, count, expire_time} for each value whose lease runs (at most
 --   ARGV[1]), {'values', n} how many such values there are
@@ -17,16 +18,23 @@ local out, main, now = inspect_head(name)
 if main ~= 'hash' then
   return inspect_elsewhere(out, main)
 end
+if redis.call('pttl', name) < 0 then
+  return false
+end
 local all = redis.call('hgetall', name)
 local values = {}
+local value_field = '^' .. string.rep('[%w+/]', 22) .. '$'
 for i = 1, #all, 2 do
   local field, value = all[i], all[i + 1]
-  if not string.find(field, ':', 1, true) then
+  if string.find(field, value_field) and string.find(value, ':%d+$') then
     values[#values + 1] = {field, value}
-  elseif not tonumber(value)
-    or not (string.find(field, ':expire_time$') or string.find(field, ':lock_count$')) then
+  elseif not tonumber(value) or not (string.find(field, '^' .. string.rep('[%w+/]', 22) .. ':.+:expire_time$')
+    or string.find(field, '^' .. string.rep('[%w+/]', 22) .. ':.+:lock_count$')) then
     return false
   end
+end
+if #values == 0 then
+  return false
 end
 local held, limit = 0, tonumber(ARGV[1]) or 0
 for _, v in ipairs(values) do

@@ -253,3 +253,46 @@ async fn classic_pubsub_on_a_cluster_when_sharded_is_off() {
     // Woken by messages the cluster relays to the subscriber's node (re-checks: 30 s).
     join_within(Duration::from_secs(15), "every waiter is woken", waiters).await;
 }
+
+/// A faster multi-lock's group is one hash, so its values live in one slot by construction:
+/// groups on every primary exclude across clients, their values are renewed past several
+/// leases (the watchdog's batches per slot), and a waiter of another client gets a value once
+/// it is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faster_multilock_groups_on_every_primary() {
+    use ferrisson::FasterMultiLock;
+    let cluster = RedisCluster::spawn();
+    let holder = cluster_client(&cluster, Duration::from_millis(900)).await;
+    let other = cluster_client(&cluster, Duration::from_secs(30)).await;
+    let groups = names_on_every_primary(&cluster, "cluster-fml", 3);
+    let items = ["item-1", "item-2", "item-3"];
+    let mut guards = Vec::new();
+    for group in &groups {
+        let lock = FasterMultiLock::new(&holder, group, items).unwrap();
+        guards.push(lock.lock().await.unwrap());
+    }
+    let waiters: Vec<_> = groups
+        .iter()
+        .map(|group| {
+            let lock = FasterMultiLock::new(&other, group, ["item-2"]).unwrap();
+            tokio::spawn(async move {
+                let waiting = ferrisson::AcquireOptions::new().with_wait(Duration::from_secs(20));
+                lock.try_lock_with(waiting)
+                    .await
+                    .unwrap()
+                    .expect("woken")
+                    .unlock()
+                    .await
+                    .unwrap();
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    for guard in &guards {
+        assert!(guard.ensure_held().is_ok(), "{guard:?} was not renewed");
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    join_within(Duration::from_secs(10), "every waiter is woken", waiters).await;
+}

@@ -12,6 +12,7 @@ mod conformance;
 mod fair_lock;
 mod fair_lock_redisson;
 mod faster_multilock;
+mod faster_multilock_redisson;
 mod fencing_after_loss;
 mod lock;
 mod multilock;

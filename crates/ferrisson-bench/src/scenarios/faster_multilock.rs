@@ -3,10 +3,19 @@
 //! on one hold) and the release, each the server's own time for the call (`INFO commandstats`
 //! around it alone), the median of the rounds. Redis runs nothing else while a script runs:
 //! these times bound `MAX_VALUES`.
+//!
+//! Then 100 values locked and unlocked in a loop, three ways in alternating rounds: a faster
+//! multi-lock over the 100 values of one group, a `MultiLock` over 100 reentrant locks, and
+//! 100 reentrant locks taken one after the other and released; each as pairs (all 100 taken
+//! and released) per second and server CPU per value.
 
 use std::time::Duration;
 
-use ferrisson::{AcquireOptions, Client, FasterMultiLock, HoldGuard, Lock, Result};
+use ferrisson::{
+    AcquireOptions, AnyLock, Client, FasterMultiLock, HoldGuard, Lock, MultiLock, ReentrantLock,
+    Result,
+};
+use tokio::time::Instant;
 
 use super::Ctx;
 use crate::record::Records;
@@ -76,5 +85,122 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             );
         }
     }
+    hundred(ctx, records, &client).await?;
     ctx.probe.flushall().await
+}
+
+/// How 100 values are taken and released at once.
+#[derive(Clone, Copy)]
+enum Way {
+    Faster,
+    Multi,
+    Sequential,
+}
+
+impl Way {
+    fn name(self) -> &'static str {
+        match self {
+            Way::Faster => "faster-multilock",
+            Way::Multi => "multilock",
+            Way::Sequential => "sequential-locks",
+        }
+    }
+}
+
+const VALUES: usize = 100;
+
+/// One phase of `way`: all 100 values taken and released in a loop; pairs per second and
+/// server CPU per value.
+async fn phase(ctx: &Ctx, client: &Client, way: Way) -> Result<(f64, f64), String> {
+    let err = |e: ferrisson::Error| e.to_string();
+    let names: Vec<String> = (0..VALUES).map(|i| format!("bench:fml-{i}")).collect();
+    let faster = FasterMultiLock::new(client, "bench:fml", &names).map_err(err)?;
+    let locks: Vec<ReentrantLock> = names
+        .iter()
+        .map(|n| ReentrantLock::new(client, n))
+        .collect::<Result<_>>()
+        .map_err(err)?;
+    let multi = MultiLock::new(
+        locks
+            .iter()
+            .map(|l| Box::new(l.clone()) as Box<dyn AnyLock>)
+            .collect(),
+    )
+    .map_err(err)?;
+    let cpu = ctx.probe.server_cpu().await?;
+    let started = Instant::now();
+    let mut pairs = 0u64;
+    while started.elapsed() < ctx.phase() {
+        match way {
+            Way::Faster => faster
+                .lock()
+                .await
+                .map_err(err)?
+                .unlock()
+                .await
+                .map_err(err)?,
+            Way::Multi => multi
+                .lock()
+                .await
+                .map_err(err)?
+                .unlock()
+                .await
+                .map_err(err)?,
+            Way::Sequential => {
+                let mut guards = Vec::with_capacity(VALUES);
+                for lock in &locks {
+                    guards.push(lock.lock().await.map_err(err)?);
+                }
+                for guard in guards {
+                    guard.unlock().await.map_err(err)?;
+                }
+            }
+        }
+        pairs += 1;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = ctx.probe.server_cpu().await? - cpu;
+    Ok((
+        pairs as f64 / elapsed,
+        cpu * 1e6 / (pairs as f64 * VALUES as f64),
+    ))
+}
+
+/// The three ways in alternating rounds; the median of each.
+async fn hundred(ctx: &Ctx, records: &mut Records, client: &Client) -> Result<(), String> {
+    let ways = [Way::Faster, Way::Multi, Way::Sequential];
+    let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); ways.len()];
+    for round in 0..ctx.pick(3, 1, 1) {
+        for i in 0..ways.len() {
+            // Each round in another order, so that no way always runs first or last.
+            let i = (i + round) % ways.len();
+            let (ops, cpu) = phase(ctx, client, ways[i]).await?;
+            runs[i].0.push(ops);
+            runs[i].1.push(cpu);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    for (way, (ops, cpu)) in ways.into_iter().zip(runs) {
+        let variant = format!("values=100 {}", way.name());
+        records.push(
+            "faster-multilock",
+            &variant,
+            "ferrisson",
+            "pairs_per_s",
+            median(ops),
+            "ops/s",
+        );
+        records.push(
+            "faster-multilock",
+            &variant,
+            "ferrisson",
+            "server_cpu_us_per_value",
+            median(cpu),
+            "us",
+        );
+    }
+    Ok(())
 }

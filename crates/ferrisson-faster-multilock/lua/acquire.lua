@@ -19,26 +19,26 @@ end
 local key, lease = KEYS[1], tonumber(ARGV[1])
 local owner, fields = fml_hold(ARGV[2])
 local now = fml_now()
-local values = fml_read(key, fields, owner, now)
+local holders, ends, live, counts = fml_read(key, fields, owner, now)
 local busy, least = -1, nil
 for i = 1, #fields do
-  local v = values[i]
-  if v[3] and v[1] ~= owner then
-    busy = math.max(busy, v[2] - now)
+  if live[i] and holders[i] ~= owner then
+    busy = math.max(busy, ends[i] - now)
   end
-  least = math.min(least or v[4], v[4])
+  least = math.min(least or counts[i], counts[i])
 end
 if busy >= 0 then
   return {0, busy}
 end
-local ends = now + lease
+local until_ms = now + lease
+local until_arg = string.format('%d', until_ms)
 local flat, stale = {}, {}
 if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
   -- The lost attempt ran: these holds are the ones it took.
   for i = 1, #fields do
-    if values[i][2] < ends then
+    if ends[i] < until_ms then
       flat[#flat + 1] = fml_names(fields[i], owner)
-      flat[#flat + 1] = string.format('%d', ends)
+      flat[#flat + 1] = until_arg
     end
   end
   fml_set(key, flat)
@@ -47,8 +47,7 @@ if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
 end
 least = nil
 for i = 1, #fields do
-  local field, v = fields[i], values[i]
-  local holder, at, live, count = v[1], v[2], v[3], v[4]
+  local field, holder = fields[i], holders[i]
   if holder and holder ~= owner then
     -- Its last holder's lease ran out: nothing of that hold is left.
     local stale_end, stale_count = fml_names(field, holder)
@@ -56,16 +55,18 @@ for i = 1, #fields do
     stale[#stale + 1] = stale_count
   end
   local end_name, count_name = fml_names(field, owner)
-  if not (live and at > ends) then
-    at = ends
+  local n = #flat
+  flat[n + 1] = field
+  flat[n + 2] = owner
+  flat[n + 3] = end_name
+  if live[i] and ends[i] > until_ms then
+    flat[n + 4] = string.format('%d', ends[i])
+  else
+    flat[n + 4] = until_arg
   end
-  flat[#flat + 1] = field
-  flat[#flat + 1] = owner
-  flat[#flat + 1] = end_name
-  flat[#flat + 1] = string.format('%d', at)
-  flat[#flat + 1] = count_name
-  flat[#flat + 1] = count + 1
-  least = math.min(least or count + 1, count + 1)
+  flat[n + 5] = count_name
+  flat[n + 6] = counts[i] + 1
+  least = math.min(least or counts[i] + 1, counts[i] + 1)
 end
 fml_del(key, stale)
 fml_set(key, flat)

@@ -21,17 +21,17 @@ if #fields == 0 then
     end
   end
 end
-local values = fml_read(key, fields, '-', fml_now())
+local holders, _, live = fml_read(key, fields, '-', fml_now())
 local released, freed, gone = 0, {}, {}
 for i = 1, #fields do
-  local holder = values[i][1]
+  local holder = holders[i]
   if holder then
     local end_name, count_name = fml_names(fields[i], holder)
     gone[#gone + 1] = fields[i]
     gone[#gone + 1] = end_name
     gone[#gone + 1] = count_name
     freed[fml_bit(fields[i])] = true
-    if values[i][3] then
+    if live[i] then
       released = released + 1
     end
   end

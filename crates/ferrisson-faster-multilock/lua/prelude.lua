@@ -66,31 +66,45 @@ local function fml_del(key, names)
   end
 end
 
--- fml_read(key, fields, owner, now) reads every value of a hold in three HMGETs: a list per
--- value of {holder, lease end, live, the owner's count}: `live` when its lease runs, the
--- owner's count (0 when the owner does not hold it live).
+-- fml_read(key, fields, owner, now) reads every value of a hold: four lists by the values'
+-- order, their holders (false: none), lease ends (nil: none), whether their leases run, and
+-- the owner's counts (0 where the owner does not hold the value live). One HMGET for free
+-- values; the lease ends only of values with a holder, the counts only of the owner's.
 local function fml_read(key, fields, owner, now)
   local holders = fml_get(key, fields)
-  local names = {}
+  local names, at = {}, {}
   for i = 1, #fields do
-    names[i] = fields[i] .. ':' .. (holders[i] or '') .. ':expire_time'
-  end
-  local ends = fml_get(key, names)
-  for i = 1, #fields do
-    names[i] = fields[i] .. ':' .. owner .. ':lock_count'
-  end
-  local counts = fml_get(key, names)
-  local values = {}
-  for i = 1, #fields do
-    local at = tonumber(ends[i])
-    local live = holders[i] and at and at > now or false
-    local count = 0
-    if live and holders[i] == owner then
-      count = tonumber(counts[i]) or 0
+    if holders[i] then
+      names[#names + 1] = fields[i] .. ':' .. holders[i] .. ':expire_time'
+      at[#at + 1] = i
     end
-    values[i] = {holders[i], at, live, count}
   end
-  return values
+  local ends, live, counts = {}, {}, {}
+  for i = 1, #fields do
+    live[i] = false
+    counts[i] = 0
+  end
+  if #names == 0 then
+    return holders, ends, live, counts
+  end
+  local read = fml_get(key, names)
+  local own, own_at = {}, {}
+  for j = 1, #at do
+    local i, t = at[j], tonumber(read[j])
+    ends[i] = t
+    live[i] = t ~= nil and t > now
+    if live[i] and holders[i] == owner then
+      own[#own + 1] = fields[i] .. ':' .. owner .. ':lock_count'
+      own_at[#own_at + 1] = i
+    end
+  end
+  if #own > 0 then
+    local read_counts = fml_get(key, own)
+    for j = 1, #own_at do
+      counts[own_at[j]] = tonumber(read_counts[j]) or 0
+    end
+  end
+  return holders, ends, live, counts
 end
 
 -- fml_names(field, holder) is a value's lease and count field names for `holder`.

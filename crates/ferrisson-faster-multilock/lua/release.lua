@@ -23,26 +23,34 @@ end
 local key, lease = KEYS[1], tonumber(ARGV[3])
 local owner, fields = fml_hold(ARGV[1])
 local now = fml_now()
-local values = fml_read(key, fields, owner, now)
+-- As Redisson's unlock, the owner's own lease end says whether it holds a value (a value taken
+-- over had its last holder's lease run out; the acquire deletes that holder's fields): one
+-- HMGET of the owner's lease ends and counts, not of the holders first.
+local names = {}
+for i = 1, #fields do
+  names[2 * i - 1], names[2 * i] = fml_names(fields[i], owner)
+end
+local read = fml_get(key, names)
 local missing, freed, remain = false, {}, false
 local flat, gone = {}, {}
+local until_ms = now + lease
 for i = 1, #fields do
-  local field, v = fields[i], values[i]
-  local end_name, count_name = fml_names(field, owner)
-  if not (v[3] and v[1] == owner) then
+  local field, at, count = fields[i], tonumber(read[2 * i - 1]), tonumber(read[2 * i]) or 0
+  if not (at and at > now) then
     missing = true
-  elseif v[4] <= 1 then
-    gone[#gone + 1] = field
-    gone[#gone + 1] = end_name
-    gone[#gone + 1] = count_name
+  elseif count <= 1 then
+    local n = #gone
+    gone[n + 1] = field
+    gone[n + 2] = names[2 * i - 1]
+    gone[n + 3] = names[2 * i]
     freed[fml_bit(field)] = true
   else
     remain = true
-    flat[#flat + 1] = count_name
-    flat[#flat + 1] = v[4] - 1
-    if lease > 0 and v[2] < now + lease then
-      flat[#flat + 1] = end_name
-      flat[#flat + 1] = string.format('%d', now + lease)
+    flat[#flat + 1] = names[2 * i]
+    flat[#flat + 1] = count - 1
+    if lease > 0 and at < until_ms then
+      flat[#flat + 1] = names[2 * i - 1]
+      flat[#flat + 1] = string.format('%d', until_ms)
     end
   end
 end

@@ -15,18 +15,20 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local owner, fields = fml_hold(ARGV[i + 1])
   local ok = redis.call('type', key).ok == 'hash' and #fields > 0
-  local values = ok and fml_read(key, fields, owner, now) or {}
-  for j = 1, #values do
-    local v = values[j]
-    ok = ok and v[3] and v[1] == owner
+  local holders, ends, live = {}, {}, {}
+  if ok then
+    holders, ends, live = fml_read(key, fields, owner, now)
+    for j = 1, #fields do
+      ok = ok and live[j] and holders[j] == owner
+    end
   end
   renewed[i] = 0
   if ok then
-    local flat = {}
+    local flat, until_arg = {}, string.format('%d', now + lease)
     for j = 1, #fields do
-      if values[j][2] < now + lease then
+      if ends[j] < now + lease then
         flat[#flat + 1] = fml_names(fields[j], owner)
-        flat[#flat + 1] = string.format('%d', now + lease)
+        flat[#flat + 1] = until_arg
       end
     end
     fml_set(key, flat)

@@ -14,12 +14,12 @@ if foreign then
 end
 local key = KEYS[1]
 local owner, fields = fml_hold(ARGV[1])
-local values = fml_read(key, fields, owner, fml_now())
+local _, _, live, counts = fml_read(key, fields, owner, fml_now())
 local holds, held = nil, 0
-for i = 1, #values do
-  if values[i][3] then
+for i = 1, #fields do
+  if live[i] then
     held = 1
   end
-  holds = math.min(holds or values[i][4], values[i][4])
+  holds = math.min(holds or counts[i], counts[i])
 end
 return {holds or 0, held, redis.call('pttl', key)}

@@ -54,9 +54,9 @@ script!(
 );
 
 /// The most distinct values one [`FasterMultiLock`] takes. Every call of a hold names them
-/// all, and Redis runs nothing else meanwhile: at this many, an acquire took the server 4.4 ms
-/// in the `faster-multilock` bench scenario (Redisson's own script 6.2 ms), under the 10 ms
-/// that Redis counts as slow by default; at 10,000 it took 57 ms (docs/benchmarks.md).
+/// all, and Redis runs nothing else meanwhile: at this many, an acquire took the server 2.7 to
+/// 4.4 ms in the `faster-multilock` bench scenario (Redisson's own script 6.2 ms), under the 10
+/// ms that Redis counts as slow by default; at 10,000 it took some 60 ms (docs/benchmarks.md).
 pub const MAX_VALUES: usize = 1_000;
 
 /// A release's wake-up mask ([`crate`] docs, "Wake-ups") is this flag plus the freed values' bits.

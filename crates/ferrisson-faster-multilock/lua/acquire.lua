@@ -35,14 +35,7 @@ local until_arg = string.format('%d', until_ms)
 local flat, stale = {}, {}
 if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
   -- The lost attempt ran: these holds are the ones it took.
-  for i = 1, #fields do
-    if ends[i] < until_ms then
-      flat[#flat + 1] = fml_names(fields[i], owner)
-      flat[#flat + 1] = until_arg
-    end
-  end
-  fml_set(key, flat)
-  fml_expire(key, lease)
+  fml_extend(key, fields, owner, ends, now, lease)
   return least
 end
 least = nil

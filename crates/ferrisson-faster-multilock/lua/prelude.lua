@@ -113,10 +113,25 @@ local function fml_names(field, holder)
 end
 
 -- fml_expire(key, lease) keeps the hash alive for at least `lease` ms.
+-- fml_extend(key, fields, owner, ends, now, lease) moves the lease end of each of the owner's
+-- values (`ends`, as fml_read read them) to now + lease where it is earlier, and keeps the
+-- hash alive as long.
 local function fml_expire(key, lease)
   if redis.call('pttl', key) < lease then
     redis.call('pexpire', key, lease)
   end
+end
+
+local function fml_extend(key, fields, owner, ends, now, lease)
+  local flat, until_arg = {}, string.format('%d', now + lease)
+  for i = 1, #fields do
+    if (ends[i] or 0) < now + lease then
+      flat[#flat + 1] = fml_names(fields[i], owner)
+      flat[#flat + 1] = until_arg
+    end
+  end
+  fml_set(key, flat)
+  fml_expire(key, lease)
 end
 
 -- fml_foreign(key) is a WRONGTYPE error reply when `key` holds anything but a group's hash (a

@@ -24,15 +24,7 @@ for i = 1, #KEYS do
   end
   renewed[i] = 0
   if ok then
-    local flat, until_arg = {}, string.format('%d', now + lease)
-    for j = 1, #fields do
-      if ends[j] < now + lease then
-        flat[#flat + 1] = fml_names(fields[j], owner)
-        flat[#flat + 1] = until_arg
-      end
-    end
-    fml_set(key, flat)
-    fml_expire(key, lease)
+    fml_extend(key, fields, owner, ends, now, lease)
     renewed[i] = 1
   end
 end

@@ -132,20 +132,8 @@ async fn phase(ctx: &Ctx, client: &Client, way: Way) -> Result<(f64, f64), Strin
     let mut pairs = 0u64;
     while started.elapsed() < ctx.phase() {
         match way {
-            Way::Faster => faster
-                .lock()
-                .await
-                .map_err(err)?
-                .unlock()
-                .await
-                .map_err(err)?,
-            Way::Multi => multi
-                .lock()
-                .await
-                .map_err(err)?
-                .unlock()
-                .await
-                .map_err(err)?,
+            Way::Faster => pair(&faster).await.map_err(err)?,
+            Way::Multi => pair(&multi).await.map_err(err)?,
             Way::Sequential => {
                 let mut guards = Vec::with_capacity(VALUES);
                 for lock in &locks {
@@ -164,6 +152,11 @@ async fn phase(ctx: &Ctx, client: &Client, way: Way) -> Result<(f64, f64), Strin
         pairs as f64 / elapsed,
         cpu * 1e6 / (pairs as f64 * VALUES as f64),
     ))
+}
+
+/// One lock and unlock of `lock`.
+async fn pair(lock: &impl Lock) -> Result<()> {
+    lock.lock().await?.unlock().await
 }
 
 /// The three ways in alternating rounds; the median of each.

@@ -133,7 +133,14 @@ async fn phase(ctx: &Ctx, client: &Client, way: Way) -> Result<(f64, f64), Strin
     while started.elapsed() < ctx.phase() {
         match way {
             Way::Faster => pair(&faster).await.map_err(err)?,
-            Way::Multi => pair(&multi).await.map_err(err)?,
+            // A MultiLock is no `Lock` (its guard is a `MultiGuard`).
+            Way::Multi => multi
+                .lock()
+                .await
+                .map_err(err)?
+                .unlock()
+                .await
+                .map_err(err)?,
             Way::Sequential => {
                 let mut guards = Vec::with_capacity(VALUES);
                 for lock in &locks {

@@ -117,7 +117,7 @@ pub use ferrisson_multilock::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock
 #[cfg(feature = "faster-multilock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "faster-multilock")))]
 #[doc(inline)]
-pub use ferrisson_faster_multilock::{FasterMultiLock, Part};
+pub use ferrisson_faster_multilock::{FasterMultiLock, MAX_VALUES, Part, redisson_field};
 
 #[cfg(feature = "rate-limiter")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]

@@ -699,6 +699,32 @@ fn show_and_watch_of_nothing_stored_exit_2() {
     }
 }
 
+/// A faster multi-lock's group: its holder, with how many values it holds, and which values
+/// are held by whom.
+#[test]
+fn show_of_a_group_names_its_holders_and_their_values() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let group = unique_name("order");
+    let (runtime, client) = runtime_and_client(&url);
+    let lock = ferrisson::FasterMultiLock::new(&client, &group, ["line-1", "line-2"]).unwrap();
+    let guard = runtime.block_on(lock.lock()).unwrap();
+    let owner = guard.owner().as_str().to_owned();
+    let shown = show_json(&url, &group);
+    assert_eq!(shown["kind"], "faster-multilock");
+    assert_eq!(shown["holders"][0]["owner"], owner.as_str());
+    assert_eq!(shown["holders"][0]["count"], 2);
+    let text = stdout(&ferrisson(&url, &["show", &group]));
+    for value in ["line-1", "line-2"] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&ferrisson::redisson_field(value)))
+            .unwrap_or_else(|| panic!("{value} not shown: {text}"));
+        assert!(line.contains(&owner), "{line}");
+    }
+    runtime.block_on(guard.unlock()).unwrap();
+}
+
 /// A rate limiter's `available` is as of the read: permits given more than an interval ago
 /// are back, though the stored value is as of the last acquire.
 #[test]

@@ -12,14 +12,14 @@
 -- returns the owner's holds of the values (the least of their lock counts) when taken,
 --   {0, ms} when another owner holds a value (ms: the longest lease left among such values);
 --   WRONGTYPE error when the key holds no group
-local foreign = fml_foreign(KEYS[1])
+local foreign, absent = fml_foreign(KEYS[1])
 if foreign then
   return foreign
 end
 local key, lease = KEYS[1], tonumber(ARGV[1])
 local owner, fields = fml_hold(ARGV[2])
 local now = fml_now()
-local holders, ends, live, counts = fml_read(key, fields, owner, now)
+local holders, ends, live, counts = fml_read(key, fields, owner, now, absent)
 local busy, least = -1, nil
 for i = 1, #fields do
   if live[i] and holders[i] ~= owner then
@@ -39,6 +39,7 @@ if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
   return least
 end
 least = nil
+local end_suffix, count_suffix = ':' .. owner .. ':expire_time', ':' .. owner .. ':lock_count'
 for i = 1, #fields do
   local field, holder = fields[i], holders[i]
   if holder and holder ~= owner then
@@ -47,7 +48,7 @@ for i = 1, #fields do
     stale[#stale + 1] = stale_end
     stale[#stale + 1] = stale_count
   end
-  local end_name, count_name = fml_names(field, owner)
+  local end_name, count_name = field .. end_suffix, field .. count_suffix
   local n = #flat
   flat[n + 1] = field
   flat[n + 2] = owner

@@ -66,12 +66,16 @@ local function fml_del(key, names)
   end
 end
 
--- fml_read(key, fields, owner, now) reads every value of a hold: four lists by the values'
+-- fml_read(key, fields, owner, now, absent) reads every value of a hold (nothing when `absent`:
+-- the hash does not exist): four lists by the values'
 -- order, their holders (false: none), lease ends (nil: none), whether their leases run, and
 -- the owner's counts (0 where the owner does not hold the value live). One HMGET for free
 -- values; the lease ends only of values with a holder, the counts only of the owner's.
-local function fml_read(key, fields, owner, now)
-  local holders = fml_get(key, fields)
+local function fml_read(key, fields, owner, now, absent)
+  local holders = {}
+  if not absent then
+    holders = fml_get(key, fields)
+  end
   local names, at = {}, {}
   for i = 1, #fields do
     if holders[i] then
@@ -135,13 +139,13 @@ local function fml_extend(key, fields, owner, ends, now, lease)
 end
 
 -- fml_foreign(key) is a WRONGTYPE error reply when `key` holds anything but a group's hash (a
--- group's hash always has an expiry), else nil.
+-- group's hash always has an expiry), else nil and whether the key is missing.
 local function fml_foreign(key)
   local kind = redis.call('type', key).ok
   if kind ~= 'none' and (kind ~= 'hash' or redis.call('pttl', key) == -1) then
     return redis.error_reply('WRONGTYPE the key holds no faster multi-lock group')
   end
-  return nil
+  return nil, kind == 'none'
 end
 
 -- fml_bit(field) is the bit of the value in a release's wake-up mask (0..51).

@@ -27,8 +27,9 @@ local now = fml_now()
 -- over had its last holder's lease run out; the acquire deletes that holder's fields): one
 -- HMGET of the owner's lease ends and counts, not of the holders first.
 local names = {}
+local end_suffix, count_suffix = ':' .. owner .. ':expire_time', ':' .. owner .. ':lock_count'
 for i = 1, #fields do
-  names[2 * i - 1], names[2 * i] = fml_names(fields[i], owner)
+  names[2 * i - 1], names[2 * i] = fields[i] .. end_suffix, fields[i] .. count_suffix
 end
 local read = fml_get(key, names)
 local missing, freed, remain = false, {}, false
@@ -54,7 +55,12 @@ for i = 1, #fields do
     end
   end
 end
-fml_del(key, gone)
+if not remain and #gone > 0 and redis.call('hlen', key) == #gone then
+  -- Every field of the hash is one of these: the last values of the group go with it.
+  redis.call('del', key)
+else
+  fml_del(key, gone)
+end
 fml_set(key, flat)
 if remain and lease > 0 then
   fml_expire(key, lease)

@@ -62,7 +62,7 @@ async fn a_hold_is_written_as_redisson_writes_it_and_bad_input_is_refused() {
     let owner = guard.owner().as_str().to_owned();
     let hash: HashMap<String, String> = con.hgetall(&group).unwrap();
     assert_eq!(hash.len(), 6, "{hash:?}");
-    let lease = a.config().lease().as_millis() as u64;
+    let lease = u64::try_from(a.config().lease().as_millis()).unwrap();
     for field in ["7pNoDdizVy2xY792MaFv+w", "kIX2DFOX4IWct7G7K6tV9A"] {
         assert_eq!(hash[field], owner);
         assert_eq!(hash[&format!("{field}:{owner}:lock_count")], "1");
@@ -75,7 +75,7 @@ async fn a_hold_is_written_as_redisson_writes_it_and_bad_input_is_refused() {
         );
     }
     let pttl: i64 = con.pttl(&group).unwrap();
-    assert!(pttl > 0 && pttl <= lease as i64, "{pttl}");
+    assert!(pttl > 0 && pttl <= i64::try_from(lease).unwrap(), "{pttl}");
     guard.unlock().await.unwrap();
     let exists: bool = con.exists(&group).unwrap();
     assert!(!exists, "the last value released deletes the hash");
@@ -394,4 +394,60 @@ async fn a_group_is_inspected_with_its_holders_and_values() {
         Err(Error::NotOwner(_) | Error::LeaseLost(_))
     ));
     drop(second);
+}
+
+/// A value is held through the millisecond its `expire_time` names: the scripts' clock is the
+/// server's floored to whole ms, up to 1 ms behind the true time, and a value freed at its
+/// `expire_time` could go up to 1 ms before the end of the lease the holder counts. Checked in
+/// one transaction: the value's end set to the server's current ms, the acquire, the clock
+/// again; whenever both clock reads name the same ms, the acquire must have found it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_is_held_through_the_millisecond_its_lease_ends() {
+    let redis = TestRedis::any();
+    let mut con = redis.connection();
+    let group = unique_name("fml-ms");
+    let (holder, field) = ("redisson-like:1", redisson_field("v"));
+    let acquire = ferrisson_faster_multilock::scripts()
+        .into_iter()
+        .find(|s| s.name() == "faster_multilock/acquire")
+        .unwrap();
+    let now_ms = "local t = redis.call('time') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
+    let set_end = format!(
+        "local t = redis.call('time') local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+         redis.call('hset', KEYS[1], ARGV[1], ARGV[2], ARGV[1] .. ':' .. ARGV[2] .. ':expire_time', \
+         string.format('%d', ms), ARGV[1] .. ':' .. ARGV[2] .. ':lock_count', 1) \
+         redis.call('pexpire', KEYS[1], 60000) return ms"
+    );
+    let mut same_ms = 0;
+    for _ in 0..200 {
+        let (set, reply, after): (i64, redis::Value, i64) = redis::pipe()
+            .atomic()
+            .cmd("EVAL")
+            .arg(&set_end)
+            .arg(1)
+            .arg(&group)
+            .arg(&field)
+            .arg(holder)
+            .cmd("EVAL")
+            .arg(acquire.source())
+            .arg(1)
+            .arg(&group)
+            .arg(30_000)
+            .arg(format!("ferrisson:1 {field}"))
+            .cmd("EVAL")
+            .arg(now_ms)
+            .arg(0)
+            .query(&mut con)
+            .unwrap();
+        if set == after {
+            same_ms += 1;
+            let busy: Vec<i64> = redis::from_redis_value(reply).unwrap();
+            assert_eq!(busy, vec![0, 1], "taken in the millisecond its lease ends");
+        }
+        let _: () = con.del(&group).unwrap();
+        if same_ms >= 5 {
+            return;
+        }
+    }
+    panic!("no transaction ran within one millisecond ({same_ms} of 200)");
 }

@@ -10,7 +10,8 @@
 -- ARGV[2] the hold, "<owner> <field> <field> ..." (faster_multilock/prelude)
 -- ARGV[3] (a retry only) the holds the client believes the owner has of these values
 -- returns the owner's holds of the values (the least of their lock counts) when taken,
---   {0, ms} when another owner holds a value (ms: the longest lease left among such values);
+--   {0, ms} when another owner holds a value (ms: the longest lease left among such values,
+--   at least 1: a value is held through the millisecond its expire_time names);
 --   WRONGTYPE error when the key holds no group
 local foreign, absent = fml_foreign(KEYS[1])
 if foreign then
@@ -23,7 +24,7 @@ local holders, ends, live, counts = fml_read(key, fields, owner, now, absent)
 local busy, least = -1, nil
 for i = 1, #fields do
   if live[i] and holders[i] ~= owner then
-    busy = math.max(busy, ends[i] - now)
+    busy = math.max(busy, ends[i] - now + 1)
   end
   least = math.min(least or counts[i], counts[i])
 end

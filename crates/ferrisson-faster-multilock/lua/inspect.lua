@@ -40,7 +40,7 @@ local held, limit = 0, tonumber(ARGV[1]) or 0
 for _, v in ipairs(values) do
   local field, holder = v[1], v[2]
   local expires = tonumber(redis.call('hget', name, field .. ':' .. holder .. ':expire_time'))
-  if expires and expires > now then
+  if expires and expires >= now then
     held = held + 1
     if held <= limit then
       local count = redis.call('hget', name, field .. ':' .. holder .. ':lock_count') or '0'

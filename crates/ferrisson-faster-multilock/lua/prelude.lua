@@ -11,8 +11,13 @@
 --   <field>:<holder>:expire_time    -> when the value's lease ends, epoch ms
 --   <field>:<holder>:lock_count     -> the holder's holds of the value
 -- The hash itself expires no earlier than the longest of its values' leases. A value is held
--- while its expire_time is in the future. ferrisson reads the time from the server's clock
--- [ext]; Redisson passes its own clock.
+-- until the clock has passed its expire_time: through the millisecond it names, as Redis keeps a
+-- key through the millisecond its PEXPIRE names. The clock here is the server's `TIME` floored
+-- to whole ms (fml_now), up to a millisecond behind the true time, so an expire_time written as
+-- now + lease may lie up to a millisecond before the true end of the lease; a value freed only
+-- once now > expire_time is freed after it, never before the deadline the client counts from
+-- the send time of its call (docs/guarantees.md, "Clocks"). ferrisson reads the server's clock
+-- [ext]; Redisson passes its own (and holds a value while expire_time > its now).
 --
 -- A hold is named by one argument, "<owner> <field> <field> ...": the watchdog renews a hold
 -- by its key and that argument, and the acquire and release take the same. The scripts read
@@ -70,7 +75,8 @@ end
 -- the hash does not exist): four lists by the values'
 -- order, their holders (false: none), lease ends (nil: none), whether their leases run, and
 -- the owner's counts (0 where the owner does not hold the value live). One HMGET for free
--- values; the lease ends only of values with a holder, the counts only of the owner's.
+-- values; the lease ends only of values with a holder, the counts only of the owner's. A lease
+-- runs while its end is not before `now` (see above).
 local function fml_read(key, fields, owner, now, absent)
   local holders = {}
   if not absent then
@@ -96,7 +102,7 @@ local function fml_read(key, fields, owner, now, absent)
   for j = 1, #at do
     local i, t = at[j], tonumber(read[j])
     ends[i] = t
-    live[i] = t ~= nil and t > now
+    live[i] = t ~= nil and t >= now
     if live[i] and holders[i] == owner then
       own[#own + 1] = fields[i] .. ':' .. owner .. ':lock_count'
       own_at[#own_at + 1] = i

@@ -37,7 +37,7 @@ local flat, gone = {}, {}
 local until_ms = now + lease
 for i = 1, #fields do
   local field, at, count = fields[i], tonumber(read[2 * i - 1]), tonumber(read[2 * i]) or 0
-  if not (at and at > now) then
+  if not (at and at >= now) then
     missing = true
   elseif count <= 1 then
     local n = #gone

@@ -412,18 +412,16 @@ async fn a_value_is_held_through_the_millisecond_its_lease_ends() {
         .find(|s| s.name() == "faster_multilock/acquire")
         .unwrap();
     let now_ms = "local t = redis.call('time') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
-    let set_end = format!(
-        "local t = redis.call('time') local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+    let set_end = "local t = redis.call('time') local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
          redis.call('hset', KEYS[1], ARGV[1], ARGV[2], ARGV[1] .. ':' .. ARGV[2] .. ':expire_time', \
          string.format('%d', ms), ARGV[1] .. ':' .. ARGV[2] .. ':lock_count', 1) \
-         redis.call('pexpire', KEYS[1], 60000) return ms"
-    );
+         redis.call('pexpire', KEYS[1], 60000) return ms";
     let mut same_ms = 0;
     for _ in 0..200 {
         let (set, reply, after): (i64, redis::Value, i64) = redis::pipe()
             .atomic()
             .cmd("EVAL")
-            .arg(&set_end)
+            .arg(set_end)
             .arg(1)
             .arg(&group)
             .arg(&field)

@@ -243,6 +243,11 @@ async fn a_part_of_a_hold_is_unlocked_and_the_rest_kept() {
     assert!(kept <= deadline && kept + Duration::from_millis(50) >= deadline);
     assert!(other(&["3"]).try_lock().await.unwrap().is_some());
     rest.unlock().await.unwrap();
+
+    // The rest of a bound lock's part is bound to the same owner.
+    let owner = a.new_owner();
+    let part = lock.owned_by(owner.clone()).part(["1"]).unwrap();
+    assert_eq!(part.rest().unwrap().owner(), Some(&owner));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,9 +180,18 @@ impl FasterMultiLock {
     /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the key holds no
     /// group, [`Error::Unreachable`].
     pub async fn force_unlock_group(client: &Client, group: &str) -> Result<bool> {
-        Group::with_fields(LockNames::new(client, group, false, false)?, &[])
+        Self::whole_group(client, group)?
+            .0
+            .kind()
             .force_unlock()
             .await
+    }
+
+    /// A handle to the group `group` itself, naming no value: what the command-line tool
+    /// force-unlocks and deletes (never taken: it names nothing to take).
+    pub(crate) fn whole_group(client: &Client, group: &str) -> Result<Self> {
+        let names = LockNames::new(client, group, false, false)?;
+        Ok(Self(LockHandle::new(Group::with_fields(names, &[]))))
     }
 
     /// This lock, acquired and queried as `owner` (re-entry: each value's hold count grows).
@@ -212,6 +221,7 @@ impl FasterMultiLock {
             .filter(|f| part.binary_search(f).is_err())
             .collect();
         Ok(Part {
+            owner: self.0.owner().cloned(),
             unlocked: Arc::new(Group::with_fields(kind.names.clone(), &part)),
             kept: (!kept.is_empty())
                 .then(|| Arc::new(Group::with_fields(kind.names.clone(), &kept))),
@@ -223,16 +233,23 @@ impl FasterMultiLock {
 /// ([`FasterMultiLock::part`]).
 #[derive(Debug, Clone)]
 pub struct Part {
+    /// The owner the lock's handle is bound to, which [`rest`](Part::rest)'s is bound to too.
+    owner: Option<Owner>,
     unlocked: Arc<Group>,
     kept: Option<Arc<Group>>,
 }
 
 impl Part {
     /// The lock of the values a hold keeps after [`unlock`](Self::unlock) (`None`: none): the
-    /// kept guard's values, to unlock a further part of them.
+    /// kept guard's values, to unlock a further part of them; bound to the owner the part's
+    /// lock was bound to.
     pub fn rest(&self) -> Option<FasterMultiLock> {
         let kept = self.kept.as_deref()?;
-        Some(FasterMultiLock(LockHandle::new(kept.clone())))
+        let rest = FasterMultiLock(LockHandle::new(kept.clone()));
+        Some(match &self.owner {
+            Some(owner) => rest.owned_by(owner.clone()),
+            None => rest,
+        })
     }
 
     /// Unlocks these values of the hold `guard` (taken through the lock this part is of) in
@@ -259,15 +276,15 @@ impl Part {
             return Err(Error::LeaseLost(LossReason::ClientShutDown));
         };
         let renew = lease.is_renewed();
-        lease.end();
-        // The values kept keep the hold's deadline, in a fresh entry of the watchdog's.
+        let lost = lease.end().lost;
+        // The values kept keep the hold's deadline, in a fresh entry of the watchdog's: a
+        // renewed hold with the client's lease, sent that long before the deadline; a fixed one
+        // (or a deadline too early for the clock to go back a lease) with what is left of it.
         let now = ferrisson_core::__engine::Instant::now();
-        let lease = if renew {
-            client.config().lease()
-        } else {
-            deadline.saturating_duration_since(now)
+        let (lease, sent_at) = match deadline.checked_sub(client.config().lease()) {
+            Some(sent_at) if renew => (client.config().lease(), sent_at.min(now)),
+            _ => (deadline.saturating_duration_since(now), now),
         };
-        let sent_at = deadline.checked_sub(lease).unwrap_or(now).min(now);
         let spec = LeaseSpec {
             script: &RENEW,
             key: kept.names.key.clone(),
@@ -277,7 +294,14 @@ impl Part {
             sent_at,
         };
         let kept = hold_guard(kept.clone(), owner.clone(), client.hold_lease(spec), token);
-        match release(&self.unlocked, &owner, None, false).await? {
+        let released = release(&self.unlocked, &owner, None, false).await?;
+        if let Some(reason) = lost {
+            // Lost just before it was split: the guard of the rest goes (releasing what is
+            // left), and the caller hears what it would have from `unlock`.
+            drop(kept);
+            return Err(Error::LeaseLost(reason));
+        }
+        match released {
             Released::NotOwner => Err(Error::NotOwner(format!(
                 "`{}` values are not all held by {owner}",
                 kept.key()

@@ -60,7 +60,7 @@ fn force_unlock<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
 
 /// The command-line tool's delete: the group's hash, every value with it.
 fn delete<'a>(client: &'a Client, name: &'a str) -> ObjectFuture<'a> {
-    delete_through(FasterMultiLock::new(client, name, [""]))
+    delete_through(FasterMultiLock::whole_group(client, name))
 }
 
 inventory::submit! {

@@ -22,7 +22,9 @@
 //!   owner holds any of them; re-entry by the same [`Owner`] counts per value, as Redisson's.
 //! - **The engine's lock.** The watchdog renews all the values of a hold in one call, the
 //!   guard's loss signal tells the holder when any of them is lost (expired, force-unlocked),
-//!   and `try_lock_with`, fixed leases, `extend`, `force_unlock` (of the handle's values),
+//!   and `try_lock_with`, fixed leases, `extend` (which only moves a value's lease end later on
+//!   the server, as Redisson's renewal does; the guard counts with the lease asked for),
+//!   `force_unlock` (of the handle's values),
 //!   `is_locked` (any of them held by anyone), `hold_count` and scoped use work as for every
 //!   lock kind. No fencing: Redisson's layout has no counter for it.
 //! - **Part of a hold** is unlocked with [`FasterMultiLock::part`] and [`Part::unlock`]; the

@@ -7,8 +7,9 @@
 -- holder's fields are deleted [ext] (Redisson leaves them until the hash expires).
 -- KEYS[1] the group hash
 -- ARGV[1] lease in milliseconds
--- ARGV[2] the hold, "<owner> <field> <field> ..." (faster_multilock/prelude)
--- ARGV[3] (a retry only) the holds the client believes the owner has of these values
+-- ARGV[2] (a retry only) the holds the client believes the owner has of these values, else ""
+-- ARGV[3] the owner, ARGV[4..] the hold's fields (fml_args; its hold argument's words, each
+--   an argument of its own)
 -- returns the owner's holds of the values (the least of their lock counts) when taken,
 --   {0, ms} when another owner holds a value (ms: the longest lease left among such values,
 --   at least 1: a value is held through the millisecond its expire_time names);
@@ -18,9 +19,25 @@ if foreign then
   return foreign
 end
 local key, lease = KEYS[1], tonumber(ARGV[1])
-local owner, fields = fml_hold(ARGV[2])
+local owner, fields = fml_args(ARGV, 3)
 local now = fml_now()
-local holders, ends, live, counts = fml_read(key, fields, owner, now, absent)
+local until_ms = now + lease
+local until_arg = string.format('%d', until_ms)
+local end_suffix, count_suffix = ':' .. owner .. ':expire_time', ':' .. owner .. ':lock_count'
+if absent then
+  -- No value of the group is held: each is taken anew, with a count of 1 (the usual call, so
+  -- it reads nothing and loops once).
+  local flat = {}
+  for i = 1, #fields do
+    local field, n = fields[i], 6 * i
+    flat[n - 5], flat[n - 4], flat[n - 3] = field, owner, field .. end_suffix
+    flat[n - 2], flat[n - 1], flat[n] = until_arg, field .. count_suffix, '1'
+  end
+  fml_set(key, flat)
+  redis.call('pexpire', key, lease)
+  return 1
+end
+local holders, ends, live, counts = fml_read(key, fields, owner, now)
 local busy, least = -1, nil
 for i = 1, #fields do
   if live[i] and holders[i] ~= owner then
@@ -31,16 +48,13 @@ end
 if busy >= 0 then
   return {0, busy}
 end
-local until_ms = now + lease
-local until_arg = string.format('%d', until_ms)
 local flat, stale = {}, {}
-if ARGV[3] and least == tonumber(ARGV[3]) + 1 then
+if ARGV[2] ~= '' and least == tonumber(ARGV[2]) + 1 then
   -- The lost attempt ran: these holds are the ones it took.
   fml_extend(key, fields, owner, ends, now, lease)
   return least
 end
 least = nil
-local end_suffix, count_suffix = ':' .. owner .. ':expire_time', ':' .. owner .. ':lock_count'
 for i = 1, #fields do
   local field, holder = fields[i], holders[i]
   if holder and holder ~= owner then
@@ -60,7 +74,8 @@ for i = 1, #fields do
     flat[n + 4] = until_arg
   end
   flat[n + 5] = count_name
-  flat[n + 6] = counts[i] + 1
+  -- A string: Redis would format a Lua number for every value.
+  flat[n + 6] = counts[i] == 0 and '1' or string.format('%d', counts[i] + 1)
   least = math.min(least or counts[i] + 1, counts[i] + 1)
 end
 fml_del(key, stale)

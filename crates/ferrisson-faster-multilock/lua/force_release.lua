@@ -30,12 +30,12 @@ for i = 1, #fields do
     gone[#gone + 1] = fields[i]
     gone[#gone + 1] = end_name
     gone[#gone + 1] = count_name
-    freed[fml_bit(fields[i])] = true
+    freed[#freed + 1] = fields[i]
     if live[i] then
       released = released + 1
     end
   end
 end
 fml_del(key, gone)
-fml_wake(ARGV[1], prefixed('redisson_lock__channel', key), freed)
+fml_wake(ARGV[1], prefixed('redisson_lock__channel', key), fml_mask(freed))
 return released

@@ -19,8 +19,9 @@
 -- the send time of its call (docs/guarantees.md, "Clocks"). ferrisson reads the server's clock
 -- [ext]; Redisson passes its own (and holds a value while expire_time > its now).
 --
--- A hold is named by one argument, "<owner> <field> <field> ...": the watchdog renews a hold
--- by its key and that argument, and the acquire and release take the same. The scripts read
+-- A hold is named by one argument, "<owner> <field> <field> ..." (fml_hold): the watchdog
+-- renews a hold by its key and that argument. The acquire and the release take the same words
+-- as arguments of their own (fml_args). The scripts read
 -- and write a hold's values with a few HMGETs and HSETs whatever their number (fml_read,
 -- fml_set, fml_del), not a command per value, and a handle takes at most 1,000 values
 -- (MAX_VALUES): Redis runs nothing else while a script runs.
@@ -44,9 +45,24 @@ local function fml_hold(arg)
   return owner, fields
 end
 
+-- fml_args(argv, from) is the owner and the list of fields of a hold given word by word: the
+-- owner in argv[from], its fields in the arguments after it (`argv`: the call's ARGV, which a
+-- batch passes its calls as a parameter). The acquire and the release take their hold so,
+-- which spares them splitting a string.
+local function fml_args(argv, from)
+  local fields = {}
+  for i = from + 1, #argv do
+    fields[i - from] = argv[i]
+  end
+  return argv[from], fields
+end
+
 -- fml_get(key, names) is the values of the hash fields `names` (false where missing), read
 -- with HMGET in chunks (Lua passes at most a few thousand arguments to a call).
 local function fml_get(key, names)
+  if #names <= 1000 then
+    return redis.call('hmget', key, unpack(names))
+  end
   local out = {}
   for i = 1, #names, 1000 do
     local part = redis.call('hmget', key, unpack(names, i, math.min(i + 999, #names)))
@@ -71,17 +87,13 @@ local function fml_del(key, names)
   end
 end
 
--- fml_read(key, fields, owner, now, absent) reads every value of a hold (nothing when `absent`:
--- the hash does not exist): four lists by the values'
+-- fml_read(key, fields, owner, now) reads every value of a hold: four lists by the values'
 -- order, their holders (false: none), lease ends (nil: none), whether their leases run, and
 -- the owner's counts (0 where the owner does not hold the value live). One HMGET for free
 -- values; the lease ends only of values with a holder, the counts only of the owner's. A lease
 -- runs while its end is not before `now` (see above).
-local function fml_read(key, fields, owner, now, absent)
-  local holders = {}
-  if not absent then
-    holders = fml_get(key, fields)
-  end
+local function fml_read(key, fields, owner, now)
+  local holders = fml_get(key, fields)
   local names, at = {}, {}
   for i = 1, #fields do
     if holders[i] then
@@ -160,19 +172,28 @@ local function fml_bit(field)
   return ((a or 0) * 256 + (b or 0)) % 52
 end
 
--- fml_wake(command, channel, freed) tells the group's waiters that the values whose bits are
--- the keys of `freed` are free: "1" first, which wakes every Redisson waiter of the group
--- (LockPubSub's READ_UNLOCK_MESSAGE; each waits for values of its own), then [ext] 2^52 plus
--- the mask of the freed values' bits, which Redisson ignores and which wakes only the
--- ferrisson waiters that want one of them. Returns how many subscribers the mask reached (0
--- when nothing was freed or `command` is "").
-local function fml_wake(command, channel, freed)
-  if command == '' or next(freed) == nil then
-    return 0
+-- fml_mask(fields) is the wake-up mask of the values `fields` (the sum of their distinct bits).
+local function fml_mask(fields)
+  local bits, mask = {}, 0
+  for i = 1, #fields do
+    local bit = fml_bit(fields[i])
+    if not bits[bit] then
+      bits[bit] = true
+      mask = mask + 2 ^ bit
+    end
   end
-  local mask = 0
-  for bit in pairs(freed) do
-    mask = mask + 2 ^ bit
+  return mask
+end
+
+-- fml_wake(command, channel, mask) tells the group's waiters that the values of the wake-up
+-- mask `mask` (fml_mask) are free: "1" first, which wakes every Redisson waiter of the group
+-- (LockPubSub's READ_UNLOCK_MESSAGE; each waits for values of its own), then [ext] 2^52 plus
+-- the mask, which Redisson ignores and which wakes only the ferrisson waiters that want one of
+-- those values. Returns how many subscribers the mask reached (0 when the mask is 0, nothing
+-- freed, or `command` is "").
+local function fml_wake(command, channel, mask)
+  if command == '' or mask == 0 then
+    return 0
   end
   redis.call(command, channel, '1')
   return redis.call(command, channel, string.format('%d', 2 ^ 52 + mask))

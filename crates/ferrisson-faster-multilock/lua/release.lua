@@ -8,20 +8,22 @@
 -- (core/release_prelude).
 -- KEYS[1] the group hash
 -- KEYS[2] the client's record on the group [ext] (core/record_prelude)
--- ARGV[1] the hold, "<owner> <field> <field> ..." (faster_multilock/prelude)
--- ARGV[2] publish command ("publish", "spublish")
--- ARGV[3] lease in milliseconds to set on the values still held, or "0" to leave them
--- ARGV[4] the release's slot in the record, ARGV[5] its sequence number
--- ARGV[6] (optional) flags: "r" a resend, "e<ms>" set the record's TTL
+-- ARGV[1] publish command ("publish", "spublish")
+-- ARGV[2] lease in milliseconds to set on the values still held, or "0" to leave them
+-- ARGV[3] the release's slot in the record, ARGV[4] its sequence number
+-- ARGV[5] flags ("" for none): "r" a resend, "e<ms>" set the record's TTL
+-- ARGV[6] the wake-up mask of every value of the hold (fml_mask, which the client knows)
+-- ARGV[7] the owner, ARGV[8..] the hold's fields (fml_args; its hold argument's words, each
+--   an argument of its own)
 -- returns a code, or {code, 0, subscribers}: -1 = the owner did not hold every value (those
 --   it held are released), 0 = holds of every value remain, 1 = values were freed;
 --   subscribers: the subscriber connections the wake-up reached
-local done = release_recorded(KEYS[2], ARGV[4], ARGV[5])
+local done = release_recorded(KEYS[2], ARGV[3], ARGV[4])
 if done then
   return done
 end
-local key, lease = KEYS[1], tonumber(ARGV[3])
-local owner, fields = fml_hold(ARGV[1])
+local key, lease = KEYS[1], tonumber(ARGV[2])
+local owner, fields = fml_args(ARGV, 7)
 local now = fml_now()
 -- As Redisson's unlock, the owner's own lease end says whether it holds a value (a value taken
 -- over had its last holder's lease run out; the acquire deletes that holder's fields): one
@@ -32,34 +34,48 @@ for i = 1, #fields do
   names[2 * i - 1], names[2 * i] = fields[i] .. end_suffix, fields[i] .. count_suffix
 end
 local read = fml_get(key, names)
-local missing, freed, remain = false, {}, false
+local missing, remain = false, false
 local flat, gone = {}, {}
 local until_ms = now + lease
+local until_arg = string.format('%d', until_ms)
 for i = 1, #fields do
-  local field, at, count = fields[i], tonumber(read[2 * i - 1]), tonumber(read[2 * i]) or 0
+  -- A count of '1', the usual one, is not parsed.
+  local at, count = tonumber(read[2 * i - 1]), read[2 * i]
+  count = count == '1' and 1 or tonumber(count) or 0
   if not (at and at >= now) then
     missing = true
   elseif count <= 1 then
-    local n = #gone
-    gone[n + 1] = field
-    gone[n + 2] = names[2 * i - 1]
-    gone[n + 3] = names[2 * i]
-    freed[fml_bit(field)] = true
+    gone[#gone + 1] = i
   else
     remain = true
     flat[#flat + 1] = names[2 * i]
-    flat[#flat + 1] = count - 1
+    flat[#flat + 1] = string.format('%d', count - 1)
     if lease > 0 and at < until_ms then
       flat[#flat + 1] = names[2 * i - 1]
-      flat[#flat + 1] = string.format('%d', until_ms)
+      flat[#flat + 1] = until_arg
     end
   end
 end
-if not remain and #gone > 0 and redis.call('hlen', key) == #gone then
+if not remain and #gone > 0 and redis.call('hlen', key) == 3 * #gone then
   -- Every field of the hash is one of these: the last values of the group go with it.
   redis.call('del', key)
 else
-  fml_del(key, gone)
+  local names_gone = {}
+  for j = 1, #gone do
+    local i = gone[j]
+    names_gone[3 * j - 2], names_gone[3 * j - 1], names_gone[3 * j] =
+      fields[i], names[2 * i - 1], names[2 * i]
+  end
+  fml_del(key, names_gone)
+end
+-- The values freed: usually every one, whose mask the client sent.
+local mask = #gone == #fields and tonumber(ARGV[6])
+if not mask then
+  local freed = {}
+  for j = 1, #gone do
+    freed[j] = fields[gone[j]]
+  end
+  mask = fml_mask(freed)
 end
 fml_set(key, flat)
 if remain and lease > 0 then
@@ -68,11 +84,11 @@ end
 local code = 0
 if missing then
   code = -1
-elseif next(freed) ~= nil then
+elseif #gone > 0 then
   code = 1
 end
-release_record(KEYS[2], ARGV[4], ARGV[5], ARGV[6] or '', code, 0)
-local subscribers = fml_wake(ARGV[2], prefixed('redisson_lock__channel', key), freed)
+release_record(KEYS[2], ARGV[3], ARGV[4], ARGV[5], code, 0)
+local subscribers = fml_wake(ARGV[1], prefixed('redisson_lock__channel', key), mask)
 if subscribers == 0 then
   return code
 end

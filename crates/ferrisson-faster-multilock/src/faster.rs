@@ -116,6 +116,8 @@ pub struct Group {
     channel: String,
     /// The values' fields, sorted and distinct, each after a space (as hold arguments end).
     fields: String,
+    /// The same fields one by one, as the acquire and the release take them (`fml_args`).
+    list: Arc<[String]>,
     interest: u64,
 }
 
@@ -142,6 +144,7 @@ impl Group {
             channel: prefixed("redisson_lock__channel", &names.key),
             interest: fields.iter().fold(0, |mask, f| mask | bit(f)),
             fields: fields.iter().map(|f| format!(" {f}")).collect(),
+            list: fields.iter().map(|f| (*f).to_owned()).collect(),
             names,
         }
     }
@@ -374,24 +377,27 @@ impl HoldKind for Group {
     }
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        let call = ScriptCall::new(&ACQUIRE, &[&self.names.key])
-            .arg(millis(args.lease))
-            .arg(&*self.hold_field(args.owner));
-        if args.retry {
+        let call = ScriptCall::new(&ACQUIRE, &[&self.names.key]).arg(millis(args.lease));
+        let call = if args.retry {
             call.arg(args.believed)
         } else {
-            call
-        }
+            call.arg("")
+        };
+        call.arg(args.owner.as_str()).arg(&*self.list)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
         let call = ScriptCall::new(&RELEASE, &[&self.names.key, self.names.record_key()])
-            .arg(&*self.hold_field(args.owner))
             .arg(self.names.client.config().publish_command().as_str())
             .arg(args.renew_lease.map_or(0, millis));
-        match args.record {
-            Some(record) => record.args(call, &self.names.client, args.retry),
-            None => call,
-        }
+        let call = match args.record {
+            Some(record) => record.args_flagged(call, &self.names.client, args.retry, ""),
+            // Only a handle of the whole group (`whole_group`) has no record, and it names no
+            // value to take, so it is never released.
+            None => call.arg("").arg("").arg(""),
+        };
+        call.arg(self.interest)
+            .arg(args.owner.as_str())
+            .arg(&*self.list)
     }
 }

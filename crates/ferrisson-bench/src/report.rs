@@ -261,9 +261,31 @@ pub fn targets(records: &Records) -> Vec<Target> {
             None,
         );
     }
+    // #54: the faster multi-lock over 100 values against a `MultiLock` over 100 locks, the
+    // median of the rounds' ratios.
+    let fml = |metric: &str| {
+        records.get(
+            "faster-multilock",
+            "values=100 faster-multilock / multilock",
+            "ferrisson",
+            metric,
+        )
+    };
+    add(
+        "faster multi-lock (100 values) pairs/s / MultiLock over 100 locks, alternating rounds"
+            .to_owned(),
+        fml("pairs_per_s_ratio"),
+        Bound::AtLeast(20.0),
+        None,
+    );
     let mut at_most = |what: String, value: Option<f64>, bound: f64| {
         add(what, value, Bound::AtMost(bound), None);
     };
+    at_most(
+        "faster multi-lock (100 values) server CPU per value / MultiLock's".to_owned(),
+        fml("server_cpu_per_value_ratio"),
+        0.5,
+    );
     for hold in ["hold=0ms", "hold=1ms"] {
         at_most(
             format!("contended {hold} commands per acquisition"),

@@ -130,7 +130,14 @@ async fn phase(ctx: &Ctx, client: &Client, way: Way) -> Result<(f64, f64), Strin
     let cpu = ctx.probe.server_cpu().await?;
     let started = Instant::now();
     let mut pairs = 0u64;
-    while started.elapsed() < ctx.phase() {
+    // Shorter phases than other scenarios', in more rounds: each round's ratio compares ways
+    // measured seconds apart, which this machine's drift over a minute does not blur.
+    let length = ctx.pick(
+        Duration::from_secs(2),
+        Duration::from_millis(750),
+        Duration::from_millis(300),
+    );
+    while started.elapsed() < length {
         match way {
             Way::Faster => pair(&faster).await.map_err(err)?,
             // A MultiLock is no `Lock` (its guard is a `MultiGuard`).
@@ -166,11 +173,13 @@ async fn pair(lock: &impl Lock) -> Result<()> {
     lock.lock().await?.unlock().await
 }
 
-/// The three ways in alternating rounds; the median of each.
+/// The three ways in alternating rounds; the median of each, and the median of the rounds'
+/// ratios of the faster multi-lock to the `MultiLock` (#54's targets: pairs/s ≥ 20 ×, server
+/// CPU per value ≤ ½).
 async fn hundred(ctx: &Ctx, records: &mut Records, client: &Client) -> Result<(), String> {
     let ways = [Way::Faster, Way::Multi, Way::Sequential];
     let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); ways.len()];
-    for round in 0..ctx.pick(3, 1, 1) {
+    for round in 0..ctx.pick(7, 3, 1) {
         for i in 0..ways.len() {
             // Each round in another order, so that no way always runs first or last.
             let i = (i + round) % ways.len();
@@ -183,6 +192,27 @@ async fn hundred(ctx: &Ctx, records: &mut Records, client: &Client) -> Result<()
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
+    let ratios =
+        |of: &[f64], to: &[f64]| -> Vec<f64> { of.iter().zip(to).map(|(a, b)| a / b).collect() };
+    let [faster, multi, _] = runs.as_slice() else {
+        return Err("the three ways' runs are missing".to_owned());
+    };
+    for (metric, ratio) in [
+        ("pairs_per_s_ratio", median(ratios(&faster.0, &multi.0))),
+        (
+            "server_cpu_per_value_ratio",
+            median(ratios(&faster.1, &multi.1)),
+        ),
+    ] {
+        records.push(
+            "faster-multilock",
+            "values=100 faster-multilock / multilock",
+            "ferrisson",
+            metric,
+            ratio,
+            "x",
+        );
+    }
     for (way, (ops, cpu)) in ways.into_iter().zip(runs) {
         let variant = format!("values=100 {}", way.name());
         records.push(

@@ -8,10 +8,9 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
-use ferrisson::{Lock, SyncObject};
 use std::time::Duration;
 
-use ferrisson::{AcquireOptions, Client, ReentrantLock};
+use ferrisson::prelude::*;
 use ferrisson_testkit::RedisServer;
 
 #[tokio::main]
@@ -60,9 +59,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_lease(Duration::from_secs(5));
     match lock.try_lock_with(options).await? {
         Some(guard) => {
+            // `remaining_ttl` is `None` only when the key has no expiry (or is gone).
+            let left = lock.remaining_ttl().await?.unwrap_or_default();
             println!(
-                "took it for a fixed 5 s lease ({:?} left)",
-                lock.remaining_ttl().await?
+                "took it for a fixed 5 s lease ({} ms left)",
+                left.as_millis()
             );
             guard.unlock().await?;
         }
@@ -70,12 +71,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // A fenced lock hands out a strictly increasing token with every acquisition.
-    let fenced = ReentrantLock::fenced(&client, "quickstart:ledger")?;
+    let fenced = FencedLock::new(&client, "quickstart:ledger")?;
     let first = fenced.lock().await?;
     let first_token = first.token();
     first.unlock().await?;
     let second = fenced.lock().await?;
-    println!("fencing tokens {first_token:?} then {:?}", second.token());
+    println!("fencing tokens {first_token} then {}", second.token());
     second.unlock().await?;
 
     println!(

@@ -19,10 +19,23 @@
 //! | `multilock` | [`MultiLock`], [`RedLock`] | `RedissonMultiLock`, `RedissonRedLock` |
 //! | `faster-multilock` | [`FasterMultiLock`] | `RedissonFasterMultiLock` |
 //! | `rate-limiter` | [`RateLimiter`] | `RRateLimiter` |
+//! | `tower` | [`tower`] layers: a concurrency limit on either semaphore, a rate limit (with `semaphore`, `expirable-semaphore` and `rate-limiter`) | |
+//! | `full` | every feature above | |
+//!
+//! And, for any of them:
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `blocking` | [`blocking`]: the same synchronizers for code without an async runtime |
+//! | `metrics` | counters and histograms through the `metrics` facade ([`core::metrics`]) |
+//! | `tls-rustls`, `tls-native-tls` | `rediss://` URLs, with either TLS stack |
+//!
+//! `lock` is the default. Every trait and type a program calls comes with one import,
+//! `use ferrisson::prelude::*;` ([`prelude`]).
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
-//! use ferrisson::{Client, FencedLock};
+//! use ferrisson::prelude::*;
 //!
 //! let client = Client::connect("redis://127.0.0.1:6379").await?;
 //! let lock = FencedLock::new(&client, "ledger")?;
@@ -57,6 +70,46 @@ pub use ferrisson_core::{
     LatchState, ObjectCall, ObjectInfo, ObjectKind, Party, PermitState, RateState, TakenPermit,
     Waiter,
 };
+
+pub mod prelude {
+    //! Everything a program calls ferrisson through, in one import:
+    //!
+    //! ```
+    //! use ferrisson::prelude::*;
+    //! ```
+    //!
+    //! The traits whose methods every synchronizer has ([`Lock`]: `lock`, `with`, `is_locked`,
+    //! …; [`SyncObject`]: `exists`, `expire`, `delete`, …; with `blocking`, its
+    //! `blocking::BlockingObject`), the client and its options, and
+    //! each synchronizer type of the features that are on. Not `Result`, which would shadow
+    //! the standard one: name it `ferrisson::Result`.
+    pub use ferrisson_core::{
+        AcquireOptions, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner, SyncObject,
+    };
+
+    #[cfg(feature = "faster-multilock")]
+    pub use crate::FasterMultiLock;
+    #[cfg(feature = "rwlock")]
+    pub use crate::ReadWriteLock;
+    #[cfg(feature = "spin-lock")]
+    pub use crate::SpinLock;
+    #[cfg(feature = "blocking")]
+    pub use crate::blocking::BlockingObject;
+    #[cfg(feature = "latch")]
+    pub use crate::{CountDown, CountDownLatch};
+    #[cfg(feature = "expirable-semaphore")]
+    pub use crate::{ExpirableSemaphore, Permit};
+    #[cfg(feature = "fair-lock")]
+    pub use crate::{FairLock, NonReentrantFairLock};
+    #[cfg(feature = "lock")]
+    pub use crate::{FencedGuard, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
+    #[cfg(feature = "multilock")]
+    pub use crate::{MultiGuard, MultiLock, RedLock};
+    #[cfg(feature = "semaphore")]
+    pub use crate::{Permits, Semaphore};
+    #[cfg(feature = "rate-limiter")]
+    pub use crate::{RateArgs, RateLimiter, RateType};
+}
 
 pub mod core {
     //! What every synchronizer shares (crate `ferrisson-core`): the client and its settings,

@@ -18,7 +18,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::try_set_count`](crate::CountDownLatch::try_set_count).
     pub fn try_set_count(&self, count: u32) -> Result<bool> {
-        self.client.block_on(self.inner.try_set_count(count))
+        self.client.run(self.inner.try_set_count(count))
     }
 
     /// Arms the latch at `count` for a new round unless it is armed, even after a completed
@@ -28,8 +28,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::try_set_count_new_round`](crate::CountDownLatch::try_set_count_new_round).
     pub fn try_set_count_new_round(&self, count: u32) -> Result<bool> {
-        self.client
-            .block_on(self.inner.try_set_count_new_round(count))
+        self.client.run(self.inner.try_set_count_new_round(count))
     }
 
     /// Where the latch stands: armed, open after a completed round, or open.
@@ -38,7 +37,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::status`](crate::CountDownLatch::status).
     pub fn status(&self) -> Result<crate::LatchStatus> {
-        self.client.block_on(self.inner.status())
+        self.client.run(self.inner.status())
     }
 
     /// Counts down by one.
@@ -47,7 +46,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::count_down`](crate::CountDownLatch::count_down).
     pub fn count_down(&self) -> Result<()> {
-        self.client.block_on(self.inner.count_down())
+        self.client.run(self.inner.count_down())
     }
 
     /// Counts down once for `participant`, however often it calls, and says what happened
@@ -57,8 +56,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::count_down_once`](crate::CountDownLatch::count_down_once).
     pub fn count_down_once(&self, participant: &str) -> Result<crate::CountDown> {
-        self.client
-            .block_on(self.inner.count_down_once(participant))
+        self.client.run(self.inner.count_down_once(participant))
     }
 
     /// The count now.
@@ -67,7 +65,7 @@ impl CountDownLatch {
     ///
     /// [`Error::Redis`].
     pub fn count(&self) -> Result<u64> {
-        self.client.block_on(self.inner.count())
+        self.client.run(self.inner.count())
     }
 
     /// Waits until the latch opens.
@@ -76,7 +74,7 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::wait`](crate::CountDownLatch::wait).
     pub fn wait(&self) -> Result<()> {
-        self.client.block_on(self.inner.wait())
+        self.client.run(self.inner.wait())
     }
 
     /// Waits at most `timeout`; `true` when the latch opened.
@@ -85,6 +83,6 @@ impl CountDownLatch {
     ///
     /// As [`CountDownLatch::wait_for`](crate::CountDownLatch::wait_for).
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.client.block_on(self.inner.wait_for(timeout))
+        self.client.run(self.inner.wait_for(timeout))
     }
 }

@@ -48,7 +48,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's `try_lock_with`.
     pub fn try_lock_with(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        let guard = self.client.block_on(self.inner.acquire(options))?;
+        let guard = self.client.run(self.inner.acquire(options))?;
         Ok(guard.map(|g| self.client.guard(g)))
     }
 
@@ -58,7 +58,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// [`Error::Redis`].
     pub fn is_locked(&self) -> Result<bool> {
-        self.client.block_on(self.inner.is_locked())
+        self.client.run(self.inner.is_locked())
     }
 
     /// Frees the lock whoever holds it; `true` when it was held.
@@ -67,7 +67,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// [`Error::Redis`].
     pub fn force_unlock(&self) -> Result<bool> {
-        self.client.block_on(self.inner.force_unlock())
+        self.client.run(self.inner.force_unlock())
     }
 
     /// How many holds `owner` has (Redisson's `getHoldCount` for another thread's id).
@@ -76,7 +76,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's [`hold_count_of`](crate::Lock::hold_count_of).
     pub fn hold_count_of(&self, owner: &crate::Owner) -> Result<u32> {
-        self.client.block_on(self.inner.hold_count_of(owner))
+        self.client.run(self.inner.hold_count_of(owner))
     }
 
     /// Whether `owner` holds the lock (Redisson's `isHeldByThread(id)`; a guard's owner is
@@ -86,7 +86,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's [`is_held_by`](crate::Lock::is_held_by).
     pub fn is_held_by(&self, owner: &crate::Owner) -> Result<bool> {
-        self.client.block_on(self.inner.is_held_by(owner))
+        self.client.run(self.inner.is_held_by(owner))
     }
 
     /// Waits until nobody holds the lock, without taking it.
@@ -95,7 +95,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's [`wait_unlocked`](crate::Lock::wait_unlocked).
     pub fn wait_unlocked(&self) -> Result<()> {
-        self.client.block_on(self.inner.wait_unlocked())
+        self.client.run(self.inner.wait_unlocked())
     }
 
     /// How many holds the handle's bound owner has (0: none).
@@ -104,7 +104,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's [`hold_count`](crate::Lock::hold_count).
     pub fn hold_count(&self) -> Result<u32> {
-        self.client.block_on(self.inner.hold_count())
+        self.client.run(self.inner.hold_count())
     }
 
     /// Whether the handle's bound owner holds the lock.
@@ -113,7 +113,7 @@ impl<L: crate::Lock> BlockingLock<L> {
     ///
     /// As the async lock's [`is_held_by_current`](crate::Lock::is_held_by_current).
     pub fn is_held_by_current(&self) -> Result<bool> {
-        self.client.block_on(self.inner.is_held_by_current())
+        self.client.run(self.inner.is_held_by_current())
     }
 
     /// Takes the lock, runs `work` and releases, as the async [`with`](crate::Lock::with)
@@ -161,7 +161,7 @@ pub trait BlockingObject {
     /// As [`SyncObject::exists`](crate::SyncObject::exists).
     fn exists(&self) -> Result<bool> {
         let (client, inner) = self.parts();
-        client.block_on(crate::SyncObject::exists(inner))
+        client.run(crate::SyncObject::exists(inner))
     }
 
     /// Sets every state key to expire in `ttl`; `true` when the synchronizer existed.
@@ -171,7 +171,7 @@ pub trait BlockingObject {
     /// As [`SyncObject::expire`](crate::SyncObject::expire).
     fn expire(&self, ttl: Duration) -> Result<bool> {
         let (client, inner) = self.parts();
-        client.block_on(crate::SyncObject::expire(inner, ttl))
+        client.run(crate::SyncObject::expire(inner, ttl))
     }
 
     /// Removes the expiry of every state key; `true` when one of them had an expiry.
@@ -181,7 +181,7 @@ pub trait BlockingObject {
     /// As [`SyncObject::clear_expire`](crate::SyncObject::clear_expire).
     fn clear_expire(&self) -> Result<bool> {
         let (client, inner) = self.parts();
-        client.block_on(crate::SyncObject::clear_expire(inner))
+        client.run(crate::SyncObject::clear_expire(inner))
     }
 
     /// The time left before the main key expires; `None` when it does not exist or has no
@@ -192,7 +192,7 @@ pub trait BlockingObject {
     /// As [`SyncObject::remaining_ttl`](crate::SyncObject::remaining_ttl).
     fn remaining_ttl(&self) -> Result<Option<Duration>> {
         let (client, inner) = self.parts();
-        client.block_on(crate::SyncObject::remaining_ttl(inner))
+        client.run(crate::SyncObject::remaining_ttl(inner))
     }
 
     /// Deletes every key of the synchronizer; `true` when it existed.
@@ -202,7 +202,7 @@ pub trait BlockingObject {
     /// As [`SyncObject::delete`](crate::SyncObject::delete).
     fn delete(&self) -> Result<bool> {
         let (client, inner) = self.parts();
-        client.block_on(crate::SyncObject::delete(inner))
+        client.run(crate::SyncObject::delete(inner))
     }
 }
 
@@ -302,7 +302,7 @@ impl LockGuard {
     /// As [`HoldGuard::extend`].
     pub fn extend(&self, lease: Duration) -> Result<()> {
         match self.inner() {
-            Some(guard) => self.client.runtime.block_on(guard.extend(lease)),
+            Some(guard) => self.client.run(guard.extend(lease)),
             None => Err(Error::LeaseLost(LossReason::NotHeld)),
         }
     }
@@ -363,7 +363,7 @@ impl BlockingLock<crate::FairLock> {
     ///
     /// As [`FairLock::queue_length`](crate::FairLock::queue_length).
     pub fn queue_length(&self) -> Result<usize> {
-        self.client.block_on(self.inner.queue_length())
+        self.client.run(self.inner.queue_length())
     }
 }
 
@@ -413,7 +413,7 @@ impl BlockingLock<crate::FasterMultiLock> {
         let Some(held) = guard.guard.take() else {
             return Ok(None);
         };
-        let kept = self.client.block_on(part.unlock(held))?;
+        let kept = self.client.run(part.unlock(held))?;
         Ok(kept.map(|kept| self.client.guard(kept)))
     }
 }

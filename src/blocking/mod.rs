@@ -22,8 +22,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Blocking calls must not be made from inside an async runtime (Tokio panics when a thread
-//! that drives async tasks blocks on another runtime): use the async API there.
+//! Blocking calls are not for a thread inside a Tokio runtime (one that drives async tasks, or
+//! a `spawn_blocking` thread: Tokio cannot tell them apart for us, and blocking the first on
+//! another runtime would panic): there every call, [`Client::connect`] included, returns
+//! [`Error::WouldDeadlock`] and does nothing. Use the async API there.
 //!
 //! # Cancel safety
 //!
@@ -50,28 +52,49 @@ pub struct Client {
 
 /// The runtime a blocking client owns, and the client it shuts down when the last handle goes.
 struct Owned {
-    runtime: Runtime,
+    /// The runtime's handle, what every call runs through.
+    handle: tokio::runtime::Handle,
+    /// The runtime itself (`None` only while it is dropped).
+    runtime: Option<Runtime>,
     client: crate::Client,
 }
 
 impl std::ops::Deref for Owned {
-    type Target = Runtime;
+    type Target = tokio::runtime::Handle;
 
-    fn deref(&self) -> &Runtime {
-        &self.runtime
+    fn deref(&self) -> &tokio::runtime::Handle {
+        &self.handle
     }
+}
+
+/// `Ok` on a thread outside any Tokio runtime, where a blocking call may wait; else
+/// [`Error::WouldDeadlock`], which every blocking call returns there instead of Tokio's panic.
+fn outside_runtime() -> Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tracing::debug!("a blocking call inside an async runtime refused");
+        return Err(Error::WouldDeadlock(
+            "a ferrisson::blocking call on a thread inside a Tokio runtime (it would block the \
+             runtime): use the async API there, or call it from a thread of your own"
+                .to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        // Blocking inside an async runtime would panic; the blocking API is not for there.
-        if tokio::runtime::Handle::try_current().is_ok() {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        // Blocking inside an async runtime would panic, and so would dropping a runtime there.
+        if outside_runtime().is_err() {
             tracing::warn!(
                 "a blocking client dropped inside an async runtime: background releases may be cut short"
             );
+            runtime.shutdown_background();
             return;
         }
-        if let Err(e) = self.runtime.block_on(self.client.shutdown()) {
+        if let Err(e) = runtime.block_on(self.client.shutdown()) {
             tracing::warn!(error = %e, "the blocking client's shutdown left work unfinished");
         }
     }
@@ -90,8 +113,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// As [`Client::connect`](crate::Client::connect), and [`Error::Closed`] when the runtime
-    /// cannot start.
+    /// As [`Client::connect`](crate::Client::connect), [`Error::Closed`] when the runtime
+    /// cannot start, and [`Error::WouldDeadlock`] on a thread inside a Tokio runtime (module
+    /// docs).
     pub fn connect(url: &str) -> Result<Self> {
         Self::with_config(ClientConfig::new(url))
     }
@@ -102,6 +126,7 @@ impl Client {
     ///
     /// As [`connect`](Self::connect).
     pub fn with_config(config: ClientConfig) -> Result<Self> {
+        outside_runtime()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("ferrisson-blocking")
@@ -114,7 +139,8 @@ impl Client {
         let client = runtime.block_on(crate::Client::with_config(config))?;
         Ok(Self {
             runtime: Arc::new(Owned {
-                runtime,
+                handle: runtime.handle().clone(),
+                runtime: Some(runtime),
                 client: client.clone(),
             }),
             client,
@@ -129,13 +155,17 @@ impl Client {
     ///
     /// As [`Client::shutdown`](crate::Client::shutdown).
     pub fn shutdown(&self) -> Result<()> {
-        self.block_on(self.client.shutdown())
+        self.run(self.client.shutdown())
     }
 
     /// Shuts the client down giving work in flight `grace` to release what it holds, then
     /// gives back the rest, and says what it did
     /// ([`Client::shutdown_report`](crate::Client::shutdown_report)).
-    pub fn shutdown_report(&self, grace: Duration) -> crate::ShutdownReport {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WouldDeadlock`] on a thread inside a Tokio runtime (module docs).
+    pub fn shutdown_report(&self, grace: Duration) -> Result<crate::ShutdownReport> {
         self.block_on(self.client.shutdown_report(grace))
     }
 
@@ -146,8 +176,19 @@ impl Client {
     }
 
     /// Runs any async call of the library on the client's runtime and waits for it.
-    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WouldDeadlock`] on a thread inside a Tokio runtime (module docs): the future
+    /// is not run.
+    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        outside_runtime()?;
+        Ok(self.runtime.block_on(future))
+    }
+
+    /// [`block_on`](Self::block_on) of a call that returns a `Result`.
+    fn run<T>(&self, future: impl Future<Output = Result<T>>) -> Result<T> {
+        self.block_on(future)?
     }
 
     /// A reentrant lock named `name` ([`ReentrantLock`](crate::ReentrantLock)).
@@ -332,7 +373,7 @@ impl Client {
     where
         F: Future<Output = Result<()>>,
     {
-        held.map_or(Ok(()), |held| self.block_on(end(held)))
+        held.map_or(Ok(()), |held| self.run(end(held)))
     }
 
     /// Drops a held thing inside the client's runtime: an async guard's drop releases on a
@@ -382,7 +423,7 @@ macro_rules! blocking_calls {
                 ///
                 #[doc = concat!("As [`", $async, "::", stringify!($name), "`](crate::", $async, "::", stringify!($name), ").")]
                 pub fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
-                    self.client.block_on(self.inner.$name($($arg),*))
+                    self.client.run(self.inner.$name($($arg),*))
                 }
             )*
         }

@@ -91,7 +91,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`LockGroup::lock_with`](crate::LockGroup::lock_with).
     pub fn lock_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
-        let guard = self.client.block_on(self.inner.lock_with(options))?;
+        let guard = self.client.run(self.inner.lock_with(options))?;
         Ok(self.guard(guard))
     }
 
@@ -110,7 +110,7 @@ impl<const RED: bool> LockGroup<RED> {
     ///
     /// As [`LockGroup::try_lock_with`](crate::LockGroup::try_lock_with).
     pub fn try_lock_with(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
-        let guard = self.client.block_on(self.inner.try_lock_with(options))?;
+        let guard = self.client.run(self.inner.try_lock_with(options))?;
         Ok(guard.map(|guard| self.guard(guard)))
     }
 
@@ -209,7 +209,7 @@ impl MultiGuard {
     /// As [`MultiGuard::extend`](crate::MultiGuard::extend).
     pub fn extend(&self, lease: Duration) -> Result<()> {
         match &self.guard {
-            Some(guard) => self.client.block_on(guard.extend(lease)),
+            Some(guard) => self.client.run(guard.extend(lease)),
             None => Err(Error::LeaseLost(LossReason::NotHeld)),
         }
     }

@@ -18,7 +18,7 @@ impl Semaphore {
     ///
     /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.client.block_on(self.inner.try_set_permits(permits))
+        self.client.run(self.inner.try_set_permits(permits))
     }
 
     /// The permits free now.
@@ -27,7 +27,7 @@ impl Semaphore {
     ///
     /// [`Error::Redis`].
     pub fn available_permits(&self) -> Result<i64> {
-        self.client.block_on(self.inner.available_permits())
+        self.client.run(self.inner.available_permits())
     }
 
     /// Takes a permit, waiting as long as it takes.
@@ -54,7 +54,7 @@ impl Semaphore {
     ///
     /// As [`Semaphore::acquire_many`](crate::Semaphore::acquire_many).
     pub fn acquire_many(&self, n: u32) -> Result<Permits> {
-        let permits = self.client.block_on(self.inner.acquire_many(n))?;
+        let permits = self.client.run(self.inner.acquire_many(n))?;
         Ok(Permits {
             client: self.client.clone(),
             inner: Some(permits),
@@ -67,7 +67,7 @@ impl Semaphore {
     ///
     /// As [`Semaphore::release`](crate::Semaphore::release).
     pub fn release(&self, n: u32) -> Result<()> {
-        self.client.block_on(self.inner.release(n))
+        self.client.run(self.inner.release(n))
     }
 
     /// Takes `n` permits within the options' wait (none given: one try): `None` when it
@@ -83,7 +83,7 @@ impl Semaphore {
     ) -> Result<Option<Permits>> {
         let permits = self
             .client
-            .block_on(self.inner.try_acquire_many_with(n, options))?;
+            .run(self.inner.try_acquire_many_with(n, options))?;
         Ok(permits.map(|p| Permits {
             client: self.client.clone(),
             inner: Some(p),
@@ -139,7 +139,7 @@ impl ExpirableSemaphore {
     ///
     /// As [`ExpirableSemaphore::try_set_permits`](crate::ExpirableSemaphore::try_set_permits).
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.client.block_on(self.inner.try_set_permits(permits))
+        self.client.run(self.inner.try_set_permits(permits))
     }
 
     /// The permits free now.
@@ -148,7 +148,7 @@ impl ExpirableSemaphore {
     ///
     /// [`Error::Redis`].
     pub fn available_permits(&self) -> Result<i64> {
-        self.client.block_on(self.inner.available_permits())
+        self.client.run(self.inner.available_permits())
     }
 
     /// Takes a permit, waiting as long as it takes, kept by the watchdog; its id is
@@ -168,7 +168,7 @@ impl ExpirableSemaphore {
     ///
     /// As [`ExpirableSemaphore::acquire_with`](crate::ExpirableSemaphore::acquire_with).
     pub fn acquire_with(&self, options: crate::AcquireOptions) -> Result<ExpirablePermit> {
-        let permit = self.client.block_on(self.inner.acquire_with(options))?;
+        let permit = self.client.run(self.inner.acquire_with(options))?;
         Ok(self.permit(permit))
     }
 
@@ -178,7 +178,7 @@ impl ExpirableSemaphore {
     ///
     /// As [`ExpirableSemaphore::try_acquire`](crate::ExpirableSemaphore::try_acquire).
     pub fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
-        let permit = self.client.block_on(self.inner.try_acquire())?;
+        let permit = self.client.run(self.inner.try_acquire())?;
         Ok(permit.map(|p| self.permit(p)))
     }
 
@@ -247,7 +247,7 @@ impl ExpirablePermit {
     /// As [`HoldGuard::extend`].
     pub fn extend(&self, lease: Duration) -> Result<()> {
         match &self.inner {
-            Some(permit) => self.client.block_on(permit.extend(lease)),
+            Some(permit) => self.client.run(permit.extend(lease)),
             None => Err(Error::LeaseLost(LossReason::NotHeld)),
         }
     }
@@ -382,9 +382,7 @@ impl ExpirableSemaphore {
         n: u32,
         options: AcquireOptions,
     ) -> Result<Vec<ExpirablePermit>> {
-        let permits = self
-            .client
-            .block_on(self.inner.acquire_many_with(n, options))?;
+        let permits = self.client.run(self.inner.acquire_many_with(n, options))?;
         Ok(self.permits(permits))
     }
 
@@ -403,7 +401,7 @@ impl ExpirableSemaphore {
     ///
     /// As [`ExpirableSemaphore::try_acquire_with`](crate::ExpirableSemaphore::try_acquire_with).
     pub fn try_acquire_with(&self, options: AcquireOptions) -> Result<Option<ExpirablePermit>> {
-        let permit = self.client.block_on(self.inner.try_acquire_with(options))?;
+        let permit = self.client.run(self.inner.try_acquire_with(options))?;
         Ok(permit.map(|p| self.permit(p)))
     }
 
@@ -420,7 +418,7 @@ impl ExpirableSemaphore {
     ) -> Result<Option<Vec<ExpirablePermit>>> {
         let permits = self
             .client
-            .block_on(self.inner.try_acquire_many_with(n, options))?;
+            .run(self.inner.try_acquire_many_with(n, options))?;
         Ok(permits.map(|p| self.permits(p)))
     }
 

@@ -24,7 +24,7 @@ impl RateLimiter {
         interval: Duration,
     ) -> Result<bool> {
         self.client
-            .block_on(self.inner.try_set_rate(kind, rate, interval))
+            .run(self.inner.try_set_rate(kind, rate, interval))
     }
 
     /// Sets the rate in any case, starting its window afresh.
@@ -33,8 +33,7 @@ impl RateLimiter {
     ///
     /// As [`RateLimiter::set_rate`](crate::RateLimiter::set_rate).
     pub fn set_rate(&self, kind: crate::RateType, rate: u64, interval: Duration) -> Result<()> {
-        self.client
-            .block_on(self.inner.set_rate(kind, rate, interval))
+        self.client.run(self.inner.set_rate(kind, rate, interval))
     }
 
     /// The permits left in the window now.
@@ -43,7 +42,7 @@ impl RateLimiter {
     ///
     /// As [`RateLimiter::available_permits`](crate::RateLimiter::available_permits).
     pub fn available_permits(&self) -> Result<u64> {
-        self.client.block_on(self.inner.available_permits())
+        self.client.run(self.inner.available_permits())
     }
 
     /// Takes `permits`, waiting as long as the rate says.
@@ -52,7 +51,7 @@ impl RateLimiter {
     ///
     /// As [`RateLimiter::acquire`](crate::RateLimiter::acquire).
     pub fn acquire(&self, permits: u32) -> Result<()> {
-        self.client.block_on(self.inner.acquire(permits))
+        self.client.run(self.inner.acquire(permits))
     }
 
     /// Takes `permits` if the rate allows it now; `false` otherwise.
@@ -61,7 +60,7 @@ impl RateLimiter {
     ///
     /// As [`RateLimiter::try_acquire`](crate::RateLimiter::try_acquire).
     pub fn try_acquire(&self, permits: u32) -> Result<bool> {
-        self.client.block_on(self.inner.try_acquire(permits))
+        self.client.run(self.inner.try_acquire(permits))
     }
 
     /// Takes `permits` within the options' wait; `false` when it passed.
@@ -71,7 +70,7 @@ impl RateLimiter {
     /// As [`RateLimiter::try_acquire_with`](crate::RateLimiter::try_acquire_with).
     pub fn try_acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
         self.client
-            .block_on(self.inner.try_acquire_with(permits, options))
+            .run(self.inner.try_acquire_with(permits, options))
     }
 
     /// Gives `permits` back to the window (Redisson's `release`).
@@ -80,7 +79,7 @@ impl RateLimiter {
     ///
     /// As [`RateLimiter::release`](crate::RateLimiter::release).
     pub fn release(&self, permits: u32) -> Result<()> {
-        self.client.block_on(self.inner.release(permits))
+        self.client.run(self.inner.release(permits))
     }
 }
 

@@ -368,7 +368,8 @@ fn the_rest_blocks_too_semaphore_calls_spin_lock_rate_limiter_and_permit_losses(
             .delete()
             .await
             .unwrap()
-    });
+    })
+    .unwrap();
     let reason = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(reason, LossReason::NotHeld);
     assert!(watched.is_lost());
@@ -840,7 +841,7 @@ fn a_blocking_shutdown_gives_back_what_live_guards_hold() {
     let semaphore = client.semaphore(&format!("{name}:sem")).unwrap();
     assert!(semaphore.try_set_permits(1).unwrap());
     let permits = semaphore.acquire().unwrap();
-    let report = client.shutdown_report(Duration::ZERO);
+    let report = client.shutdown_report(Duration::ZERO).unwrap();
     assert!(report.is_complete(), "{report}");
     assert_eq!(report.given_back.len(), 2, "{report}");
     let other = Client::connect(&server.url()).unwrap();
@@ -861,4 +862,44 @@ fn a_blocking_shutdown_gives_back_what_live_guards_hold() {
         permits.release(),
         Err(Error::LeaseLost(LossReason::ClientShutDown))
     ));
+}
+
+/// Inside a Tokio runtime every blocking call, connect included, is `WouldDeadlock` (Tokio
+/// would panic), and does nothing; a client made outside and dropped inside does not panic.
+#[test]
+fn calls_inside_a_runtime_are_refused_with_an_error_not_a_panic() {
+    let server = RedisServer::spawn();
+    let outside = client(&server);
+    let name = unique_name("blocking-in-runtime");
+    let lock = outside.reentrant_lock(&name).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = server.url();
+    runtime.block_on(async {
+        assert!(matches!(
+            Client::connect(&url),
+            Err(ferrisson::Error::WouldDeadlock(_))
+        ));
+        assert!(matches!(
+            lock.lock(),
+            Err(ferrisson::Error::WouldDeadlock(_))
+        ));
+        assert!(matches!(
+            outside.block_on(async { 1 }),
+            Err(ferrisson::Error::WouldDeadlock(_))
+        ));
+        // On a spawn_blocking thread too: Tokio cannot tell it from a worker for us.
+        let in_pool = outside.clone();
+        let refused =
+            tokio::task::spawn_blocking(move || in_pool.reentrant_lock("x").unwrap().is_locked())
+                .await
+                .unwrap();
+        assert!(matches!(refused, Err(ferrisson::Error::WouldDeadlock(_))));
+    });
+    // Nothing was taken: outside the runtime the lock is free, and calls work again.
+    assert!(!lock.is_locked().unwrap());
+    let dropped_inside = client(&server);
+    runtime.block_on(async move { drop(dropped_inside) });
 }

@@ -15,6 +15,7 @@ mod inspect;
 mod inspect_registered;
 mod layout;
 mod observability;
+mod prelude;
 mod readme;
 mod redisson_parity;
 mod scripts;

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use ferrisson::{Client, ExpirableSemaphore, RateArgs, RateLimiter, RateType, Semaphore};
+use ferrisson::prelude::*; // every trait and type, for the features that are on
 
 pub async fn limits(client: &Client) -> ferrisson::Result<()> {
     // At most 20 calls in flight; a crashed worker's permit comes back with its lease.

@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::connect(&url).await?;
     let lock = ReentrantLock::new(&client, "prometheus:report")?;
     for _ in 0..3 {
-        lock.with(|| tokio::time::sleep(Duration::from_millis(20)))
+        lock.with(|_| tokio::time::sleep(Duration::from_millis(20)))
             .await?;
     }
     let permits = ExpirableSemaphore::new(&client, "prometheus:api")?;

@@ -57,7 +57,7 @@
 
 #[doc(inline)]
 pub use ferrisson_core::{
-    AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner,
+    AcquireOptions, Backoff, Client, ClientConfig, Error, Hold, HoldGuard, Lock, LossReason, Owner,
     PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription,
     ShutdownReport, SyncMode, SyncObject,
 };
@@ -84,7 +84,8 @@ pub mod prelude {
     //! each synchronizer type of the features that are on. Not `Result`, which would shadow
     //! the standard one: name it `ferrisson::Result`.
     pub use ferrisson_core::{
-        AcquireOptions, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner, SyncObject,
+        AcquireOptions, Client, ClientConfig, Error, Hold, HoldGuard, Lock, LossReason, Owner,
+        SyncObject,
     };
 
     #[cfg(feature = "faster-multilock")]
@@ -117,9 +118,9 @@ pub mod core {
     //! engine the synchronizer crates build on is not part of it.
     #[doc(inline)]
     pub use ferrisson_core::{
-        AcquireOptions, Backoff, Client, ClientConfig, Error, HoldGuard, Lock, LossReason, Owner,
-        PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription, SyncMode,
-        SyncObject, duration, metrics,
+        AcquireOptions, Backoff, Client, ClientConfig, Error, Hold, HoldGuard, Lock, LossReason,
+        Owner, PublishCommand, ReplicaSync, Replicas, Result, RetryPolicy, ShardedSubscription,
+        SyncMode, SyncObject, duration, metrics,
     };
 }
 

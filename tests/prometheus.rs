@@ -57,7 +57,7 @@ async fn a_scrape_describes_every_metric_and_times_holds_by_kind() {
     let guard = lock.lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(120)).await;
     guard.unlock().await.unwrap();
-    lock.with(|| async {}).await.unwrap();
+    lock.with(|_| async {}).await.unwrap();
     drop(lock.lock().await.unwrap());
     let fair = FairLock::new(&client, &unique_name("prom-fair")).unwrap();
     fair.lock().await.unwrap().unlock().await.unwrap();
@@ -107,7 +107,7 @@ async fn a_scrape_describes_every_metric_and_times_holds_by_kind() {
     let labelled = unique_name("prom-named");
     ReentrantLock::new(&named, &labelled)
         .unwrap()
-        .with(|| async {})
+        .with(|_| async {})
         .await
         .unwrap();
 

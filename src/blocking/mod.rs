@@ -22,6 +22,28 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Scoped, the work gets the guard: its token (a fenced lock's), `is_lost` and `ensure_held`
+//! before each step (a blocking closure cannot be cut off at the loss as async work is, so
+//! `with` checks after it too):
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = ferrisson_testkit::RedisServer::spawn();
+//! # let url = server.url();
+//! use ferrisson::blocking::Client;
+//!
+//! let client = Client::connect(&url)?;
+//! let ledger = client.fenced_lock("ledger")?;
+//! let stamped = ledger.with(|guard| -> ferrisson::Result<u64> {
+//!     guard.ensure_held()?; // before the write
+//!     let token = guard.token().unwrap_or_default(); // a fenced lock's guard has one
+//!     assert!(!guard.is_lost());
+//!     Ok(token) // ... the write, stamped with `token` ...
+//! })??;
+//! assert!(stamped > 0);
+//! # Ok(()) }
+//! ```
+//!
 //! Blocking calls are not for a thread inside a Tokio runtime (one that drives async tasks, or
 //! a `spawn_blocking` thread: Tokio cannot tell them apart for us, and blocking the first on
 //! another runtime would panic): there every call, [`Client::connect`] included, returns

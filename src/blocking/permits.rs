@@ -305,15 +305,15 @@ impl Semaphore {
         self.try_acquire_many_with(1, options)
     }
 
-    /// Takes a permit, runs `work` and gives the permit back, as the async
+    /// Takes a permit, runs `work` on it and gives it back, as the async
     /// [`with`](crate::Semaphore::with) does: `work`'s output (a failed release after it is
-    /// logged).
+    /// logged). The work gets the permit, as every blocking `with` gets what it runs under.
     ///
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn with<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
-        run_held(self.acquire()?, |_| work(), || self.inner.key().to_owned())
+    pub fn with<T>(&self, work: impl FnOnce(&Permits) -> T) -> Result<T> {
+        run_held(self.acquire()?, work, || self.inner.key().to_owned())
     }
 }
 

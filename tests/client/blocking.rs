@@ -517,7 +517,7 @@ fn every_call_of_the_semaphores_rate_limiter_and_locks_has_a_blocking_form() {
     assert_eq!(semaphore.available_permits().unwrap(), 2);
     assert_eq!(
         semaphore
-            .with(|| semaphore.available_permits().unwrap())
+            .with(|_| semaphore.available_permits().unwrap())
             .unwrap(),
         1,
         "the work runs with a permit taken"

@@ -11,7 +11,7 @@ use ferrisson::prelude::*;
 
 /// A lock kind's scoped use and its object calls, through the prelude's traits alone.
 async fn scoped_and_object(lock: &impl Lock) {
-    assert_eq!(lock.with(|| async { 7 }).await.unwrap(), 7);
+    assert_eq!(lock.with(|_| async { 7 }).await.unwrap(), 7);
     assert!(!lock.exists().await.unwrap(), "{} left behind", lock.key());
     assert!(!lock.is_locked().await.unwrap());
     assert!(!lock.delete().await.unwrap());
@@ -49,7 +49,7 @@ async fn the_prelude_alone_makes_and_drives_every_kind() {
         Box::new(ReentrantLock::new(&client, &n("m2")).unwrap()),
     ])
     .unwrap();
-    assert_eq!(multi.with(|| async { 8 }).await.unwrap(), 8);
+    assert_eq!(multi.with(|_| async { 8 }).await.unwrap(), 8);
     let red = RedLock::new(vec![Box::new(
         ReentrantLock::new(&client, &n("red")).unwrap(),
     )])
@@ -61,7 +61,7 @@ async fn the_prelude_alone_makes_and_drives_every_kind() {
         .unwrap()
         .with_limit(2)
         .unwrap();
-    assert_eq!(semaphore.with(|| async { 9 }).await.unwrap(), 9);
+    assert_eq!(semaphore.with(|_| async { 9 }).await.unwrap(), 9);
     assert!(semaphore.exists().await.unwrap());
     assert!(semaphore.delete().await.unwrap());
     let expirable = ExpirableSemaphore::new(&client, &n("exp"))

@@ -13,7 +13,7 @@ pub async fn limits(client: &Client) -> ferrisson::Result<()> {
 
     let job = queued.acquire().await?;
     let status = in_flight
-        .with(|| async {
+        .with(|_| async {
             rate.acquire(1).await?;
             Ok::<_, ferrisson::Error>(200) // ... call the partner API ...
         })

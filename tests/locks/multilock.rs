@@ -923,7 +923,7 @@ async fn scoped_work_under_a_redlock_runs_while_held_and_is_cut_off_by_a_loss() 
     let lock = red_lock(&clients, &name, false);
 
     let held = lock
-        .with(|| async { instances.servers.iter().all(|s| held_on(s, &name)) })
+        .with(|_| async { instances.servers.iter().all(|s| held_on(s, &name)) })
         .await
         .unwrap();
     assert!(held, "the work ran while every instance held the lock");
@@ -931,7 +931,7 @@ async fn scoped_work_under_a_redlock_runs_while_held_and_is_cut_off_by_a_loss() 
 
     // A quorum's holds deleted under the work: the watchdogs see it and the work is cut off.
     let cut = lock
-        .with(|| async {
+        .with(|_| async {
             delete_on(&instances.servers[0], &name);
             delete_on(&instances.servers[1], &name);
             std::future::pending::<()>().await
@@ -951,7 +951,7 @@ async fn scoped_work_under_a_redlock_runs_while_held_and_is_cut_off_by_a_loss() 
     let timed_out = lock
         .with_options(
             AcquireOptions::new().with_wait(Duration::from_millis(200)),
-            || async { ran.fetch_add(1, Ordering::SeqCst) },
+            |_| async { ran.fetch_add(1, Ordering::SeqCst) },
         )
         .await;
     assert!(matches!(timed_out, Err(Error::Timeout(_))), "{timed_out:?}");

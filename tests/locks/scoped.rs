@@ -23,7 +23,7 @@ async fn scoped<L: Lock>(lock: L, kind: &str) {
     let most = AtomicUsize::new(0);
     let work = |n: u32| {
         let (inside, most) = (&inside, &most);
-        move || async move {
+        move |_| async move {
             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
             most.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -53,7 +53,7 @@ async fn every_lock_kind_runs_scoped_work_one_at_a_time_and_releases() {
     let both = Arc::new(AtomicUsize::new(0));
     let work = || {
         let both = both.clone();
-        move || async move {
+        move |_| async move {
             both.fetch_add(1, Ordering::SeqCst);
             while both.load(Ordering::SeqCst) < 2 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -81,7 +81,7 @@ async fn a_lost_hold_cuts_the_work_off_and_a_timeout_never_runs_it() {
     let out = lock
         .with_options(
             AcquireOptions::new().with_lease(Duration::from_millis(300)),
-            || async {
+            |_| async {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 finished.store(true, Ordering::SeqCst);
             },
@@ -101,7 +101,7 @@ async fn a_lost_hold_cuts_the_work_off_and_a_timeout_never_runs_it() {
     let c2 = client(&redis.url()).await;
     let forced = ReentrantLock::new(&c2, lock.key()).unwrap();
     let out = tokio::join!(
-        lock.with(|| async { tokio::time::sleep(Duration::from_secs(60)).await }),
+        lock.with(|_| async { tokio::time::sleep(Duration::from_secs(60)).await }),
         async {
             eventually(SOON, "the work holds the lock", || async {
                 forced.is_locked().await.unwrap()
@@ -118,7 +118,7 @@ async fn a_lost_hold_cuts_the_work_off_and_a_timeout_never_runs_it() {
     let out = lock
         .with_options(
             AcquireOptions::new().with_wait(Duration::from_millis(100)),
-            || async { ran.store(true, Ordering::SeqCst) },
+            |_| async { ran.store(true, Ordering::SeqCst) },
         )
         .await;
     assert!(matches!(out, Err(Error::Timeout(_))), "{out:?}");
@@ -155,7 +155,7 @@ async fn semaphores_bound_scoped_work_and_give_every_permit_back() {
         let (name, expirable) = (name.clone(), expirable.clone());
         let (inside, most) = counters[i % 2].clone();
         tasks.push(tokio::spawn(async move {
-            let work = || async {
+            let work = |_| async {
                 let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -192,7 +192,7 @@ async fn semaphores_bound_scoped_work_and_give_every_permit_back() {
     let short = client_with_lease(&redis.url(), Duration::from_millis(600)).await;
     let exp = ExpirableSemaphore::new(&short, &expirable).unwrap();
     let out = tokio::join!(
-        exp.with(|| async { tokio::time::sleep(Duration::from_secs(60)).await }),
+        exp.with(|_| async { tokio::time::sleep(Duration::from_secs(60)).await }),
         async {
             eventually(SOON, "the work holds a permit", || async {
                 exp.acquired_permits().await.unwrap() == 1
@@ -203,4 +203,126 @@ async fn semaphores_bound_scoped_work_and_give_every_permit_back() {
     )
     .0;
     assert!(matches!(out, Err(Error::LeaseLost(_))), "{out:?}");
+}
+
+/// The work gets its hold: a fenced lock's token (growing from one `with` to the next, and
+/// stamped `(token, 1)`, `(token, 2)` for several writes), an unfenced kind's none, and the
+/// loss signal, which fires when the lock is forced open while `ensure_held` turns to
+/// `LeaseLost`, so that work can stop in its own way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_gets_its_token_and_its_loss_signal() {
+    let redis = TestRedis::any();
+    let c = client_with_lease(&redis.url(), Duration::from_secs(1)).await;
+    let fenced = ReentrantLock::fenced(&c, &unique_name("scoped-token")).unwrap();
+    let stamps = |hold: ferrisson::Hold| async move {
+        let token = hold.token().unwrap();
+        assert_eq!(hold.stamp(), Some((token, 1)));
+        assert_eq!(
+            hold.clone().stamp(),
+            Some((token, 2)),
+            "clones share the sequence"
+        );
+        hold.ensure_held().unwrap();
+        token
+    };
+    let first = fenced.with(stamps).await.unwrap();
+    let second = fenced.with(stamps).await.unwrap();
+    assert!(second > first, "{second} after {first}");
+    let plain = ReentrantLock::new(&c, &unique_name("scoped-plain")).unwrap();
+    let none = plain
+        .with(|hold| async move { hold.stamp() })
+        .await
+        .unwrap();
+    assert_eq!(none, None);
+
+    // Forced open while the work waits on its loss signal: the signal fires with the reason,
+    // `ensure_held` says so, and `with` reports the loss.
+    let c2 = client(&redis.url()).await;
+    let forced = ReentrantLock::new(&c2, plain.key()).unwrap();
+    let (out, ()) = tokio::join!(
+        plain.with(|hold| async move {
+            let reason = hold.lost().await;
+            (reason, hold.ensure_held().is_err(), hold.is_lost())
+        }),
+        async {
+            eventually(SOON, "the work holds the lock", || async {
+                forced.is_locked().await.unwrap()
+            })
+            .await;
+            assert!(forced.force_unlock().await.unwrap());
+        }
+    );
+    // `with` cuts the work off at the loss too: whichever sees it first, the work's view (when
+    // it ran to its end) is a loss.
+    match out {
+        Ok((reason, failed, lost)) => {
+            assert_eq!(reason, LossReason::NotHeld);
+            assert!(failed && lost);
+        }
+        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
+    }
+
+    // A plain semaphore's permit has no lease: its hold is never lost and has no token; an
+    // expirable permit's is lost when the semaphore is deleted under it.
+    let sem = Semaphore::new(&c, &unique_name("scoped-sem-hold"))
+        .unwrap()
+        .with_limit(1)
+        .unwrap();
+    let (token, lost) = sem
+        .with(|hold| async move { (hold.token(), hold.is_lost()) })
+        .await
+        .unwrap();
+    assert_eq!((token, lost), (None, false));
+    let exp = ExpirableSemaphore::new(&c, &unique_name("scoped-exp-hold"))
+        .unwrap()
+        .with_limit(1)
+        .unwrap();
+    let deleter = ExpirableSemaphore::new(&c2, exp.key()).unwrap();
+    let (out, ()) = tokio::join!(exp.with(|hold| async move { hold.lost().await }), async {
+        eventually(SOON, "the work holds a permit", || async {
+            deleter.available_permits().await.unwrap() == 0
+        })
+        .await;
+        assert!(deleter.delete().await.unwrap());
+    });
+    match out {
+        Ok(reason) => assert_eq!(reason, LossReason::NotHeld),
+        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
+    }
+}
+
+/// A MultiLock's work gets the group's hold: the largest token of its fenced locks, and the
+/// group's loss signal, which fires when one of its locks is forced open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multilock_s_work_gets_the_group_s_token_and_loss() {
+    let redis = TestRedis::any();
+    let c = client_with_lease(&redis.url(), Duration::from_secs(1)).await;
+    let name = unique_name("scoped-multi");
+    let a = ReentrantLock::fenced(&c, &format!("{name}:a")).unwrap();
+    let b = ReentrantLock::new(&c, &format!("{name}:b")).unwrap();
+    let multi = ferrisson::MultiLock::new(vec![Box::new(a.clone()), Box::new(b.clone())]).unwrap();
+    let token = multi
+        .with(|hold| async move { hold.token() })
+        .await
+        .unwrap();
+    assert!(token.is_some_and(|t| t > 0), "{token:?}");
+
+    let c2 = client(&redis.url()).await;
+    let forced = ReentrantLock::new(&c2, b.key()).unwrap();
+    let (out, ()) = tokio::join!(multi.with(|hold| async move { hold.lost().await }), async {
+        eventually(SOON, "the work holds the locks", || async {
+            forced.is_locked().await.unwrap()
+        })
+        .await;
+        assert!(forced.force_unlock().await.unwrap());
+    });
+    match out {
+        Ok(reason) => assert_eq!(reason, LossReason::NotHeld),
+        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
+    }
+    // Cut off, the guard releases in the background.
+    eventually(SOON, "the group's other lock given back", || async {
+        !a.is_locked().await.unwrap()
+    })
+    .await;
 }

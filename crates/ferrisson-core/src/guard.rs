@@ -215,6 +215,17 @@ impl HoldGuard {
         &self.owner
     }
 
+    /// What scoped work gets of this hold ([`Hold`](crate::Hold)): its token, its loss check
+    /// and its loss signal, borrowing nothing ([`Lock::with`](crate::Lock::with) hands it to
+    /// the work).
+    pub fn hold(&self) -> crate::Hold {
+        let watch = self
+            .lease
+            .as_ref()
+            .map(|lease| Arc::new(lease.watch()) as Arc<dyn crate::scoped::HoldWatch>);
+        crate::Hold::new(self.token, watch)
+    }
+
     /// The Redis key of the lock.
     pub fn key(&self) -> &str {
         self.lock.key()

@@ -88,6 +88,7 @@ mod record_slots;
 mod releasing;
 mod replica_sync;
 mod replication;
+mod scoped;
 mod script;
 mod sentinel;
 mod time;
@@ -110,6 +111,7 @@ pub use object::SyncObject;
 pub use options::AcquireOptions;
 pub use owner::Owner;
 pub use replica_sync::{ReplicaSync, Replicas, SyncMode};
+pub use scoped::Hold;
 
 #[doc(hidden)]
 pub mod __engine {
@@ -184,7 +186,8 @@ pub mod __engine {
     pub mod time {
         pub use crate::time::*;
     }
-    pub use crate::watchdog::{LeaseEnd, LeaseHandle, LeaseSpec};
+    pub use crate::scoped::HoldWatch;
+    pub use crate::watchdog::{LeaseEnd, LeaseHandle, LeaseSpec, LeaseWatch};
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].
     pub use tokio::time::Instant;

@@ -191,16 +191,37 @@ pub trait Lock: SyncObject + LockWatch {
     }
 
     /// Takes the lock, runs `work` while it is held, releases it, and returns the work's
-    /// output: the scoped form (node-redlock's `using`, redis-py's `with lock:`). A loss of the
-    /// hold cuts the work off (it is dropped) and returns [`Error::LeaseLost`] (see
-    /// [`HoldGuard::run`]).
+    /// output: the scoped form (node-redlock's `using`, redis-py's `with lock:`). The work gets
+    /// the [`Hold`](crate::Hold): the fencing token (of a fenced lock or a write lock), a check
+    /// for each step and the loss signal. A loss of the hold cuts the work off (it is dropped)
+    /// and returns [`Error::LeaseLost`] (see [`HoldGuard::run`]).
     ///
     /// ```
     /// use ferrisson_core::{Lock, Result};
     ///
     /// async fn close_books(lock: &impl Lock) -> Result<u64> {
     ///     // Released when the work is done; cut off with `Error::LeaseLost` if the lock goes.
-    ///     lock.with(|| async { /* close the books */ 42 }).await
+    ///     lock.with(|hold| async move {
+    ///         hold.ensure_held()?; // before each step; `hold.token()` for the writes
+    ///         Ok(42) // close the books
+    ///     })
+    ///     .await?
+    /// }
+    /// ```
+    ///
+    /// The loss signal, for a step that must stop in its own way (say, roll back):
+    ///
+    /// ```
+    /// use ferrisson_core::{Lock, Result};
+    ///
+    /// async fn import(lock: &impl Lock) -> Result<&'static str> {
+    ///     lock.with(|hold| async move {
+    ///         tokio::select! {
+    ///             _reason = hold.lost() => "rolled back", // the lock went: undo, stop
+    ///             () = tokio::time::sleep(std::time::Duration::from_millis(10)) => "imported",
+    ///         }
+    ///     })
+    ///     .await
     /// }
     /// ```
     ///
@@ -214,7 +235,7 @@ pub trait Lock: SyncObject + LockWatch {
     /// while the work ran.
     fn with<F, Fut>(&self, work: F) -> impl Future<Output = Result<Fut::Output>> + Send
     where
-        F: FnOnce() -> Fut + Send,
+        F: FnOnce(crate::Hold) -> Fut + Send,
         Fut: Future + Send,
         Fut::Output: Send,
     {
@@ -238,12 +259,16 @@ pub trait Lock: SyncObject + LockWatch {
         work: F,
     ) -> impl Future<Output = Result<Fut::Output>> + Send
     where
-        F: FnOnce() -> Fut + Send,
+        F: FnOnce(crate::Hold) -> Fut + Send,
         Fut: Future + Send,
         Fut::Output: Send,
     {
         let taking = self.lock_with(options);
-        async move { taking.await?.run(work()).await }
+        async move {
+            let guard = taking.await?;
+            let hold = guard.hold();
+            guard.run(work(hold)).await
+        }
     }
 
     /// Takes the lock with options (a wait limit, a fixed lease); running out of time is

@@ -344,6 +344,62 @@ impl std::fmt::Debug for LeaseHandle {
     }
 }
 
+/// Why the hold of `key` (entry `id`) was lost, or `None` while it is believed held: a hold
+/// whose deadline has passed counts as lost at once (the loss is signalled then).
+fn lost_reason_of(
+    shared: &WatchdogShared,
+    key: &EntryKey,
+    id: u64,
+    lost: &LossSignal,
+) -> Option<LossReason> {
+    if let Some(reason) = lost.reason() {
+        return Some(reason);
+    }
+    let now = Instant::now();
+    let mut state = shared.state();
+    let overdue = state
+        .entries
+        .get(key)
+        .is_some_and(|e| e.id == id && e.deadline <= now);
+    if overdue && let Some(entry) = state.entries.remove(key) {
+        signal_loss(key, &entry, loss_reason_at_deadline(&entry), now);
+    }
+    drop(state);
+    lost.reason()
+}
+
+/// One hold's loss as its [`LeaseHandle`] tells it ([`LeaseHandle::watch`]), for as long as
+/// it is kept: cloned freely, and dropping it ends nothing.
+#[derive(Clone)]
+pub struct LeaseWatch {
+    shared: Arc<WatchdogShared>,
+    key: EntryKey,
+    id: u64,
+    lost: Arc<LossSignal>,
+}
+
+impl std::fmt::Debug for LeaseWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseWatch")
+            .field("key", &self.key.1)
+            .field("lost", &self.lost.reason())
+            .finish()
+    }
+}
+
+impl LeaseWatch {
+    /// As [`LeaseHandle::lost_reason`].
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        lost_reason_of(&self.shared, &self.key, self.id, &self.lost)
+    }
+
+    /// As [`LeaseHandle::lost_owned`].
+    pub fn lost_owned(&self) -> impl Future<Output = LossReason> + Send + 'static {
+        let signal = self.lost.clone();
+        async move { signal.wait().await }
+    }
+}
+
 impl LeaseHandle {
     /// Why the hold was lost, or `None` while it is believed held.
     ///
@@ -351,20 +407,18 @@ impl LeaseHandle {
     /// right away, so a holder checking after a stall (when the watchdog has not run yet) is
     /// told the truth.
     pub fn lost_reason(&self) -> Option<LossReason> {
-        if let Some(reason) = self.lost.reason() {
-            return Some(reason);
+        lost_reason_of(&self.shared, &self.key, self.id, &self.lost)
+    }
+
+    /// A look at this hold's loss that borrows nothing and ends nothing when dropped (what
+    /// scoped work's [`Hold`](crate::Hold) keeps).
+    pub fn watch(&self) -> LeaseWatch {
+        LeaseWatch {
+            shared: self.shared.clone(),
+            key: self.key.clone(),
+            id: self.id,
+            lost: self.lost.clone(),
         }
-        let now = Instant::now();
-        let mut state = self.shared.state();
-        let overdue = state
-            .entries
-            .get(&self.key)
-            .is_some_and(|e| e.id == self.id && e.deadline <= now);
-        if overdue && let Some(entry) = state.entries.remove(&self.key) {
-            signal_loss(&self.key, &entry, loss_reason_at_deadline(&entry), now);
-        }
-        drop(state);
-        self.lost.reason()
     }
 
     /// Resolves when the hold is lost, with the reason. Pending for as long as it is held.

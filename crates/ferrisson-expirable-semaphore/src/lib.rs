@@ -26,6 +26,6 @@ mod semaphore;
 
 pub use ferrisson_core::{AcquireOptions, SyncObject};
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
-pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
+pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};
 pub use scripts::scripts;
 pub use semaphore::{ExpirableSemaphore, Permit};

@@ -27,5 +27,5 @@ pub use fair::{DEFAULT_WAITER_TIMEOUT, FairLock, REDISSON_THREAD_WAIT};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 pub use non_reentrant::NonReentrantFairLock;
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
-pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
+pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};
 pub use scripts::scripts;

@@ -23,8 +23,11 @@ use crate::ReentrantLock;
 /// highest it has accepted: a holder that lost the lock without knowing it (a long pause, a
 /// failover) is then turned away instead of overwriting its successor's work.
 ///
-/// Everything else is the [`ReentrantLock`]'s: [`as_lock`](Self::as_lock) gives the
-/// [`Lock`] queries (`is_locked`, `force_unlock`, …).
+/// Everything else is the [`ReentrantLock`]'s. It is a [`Lock`] too, so generic code and the
+/// scoped form take it (`lock.with(|hold| …)`, whose [`Hold`](ferrisson_core::Hold) has the
+/// token); its own `lock`, `lock_with`, `try_lock` and `try_lock_with` give a
+/// [`FencedGuard`], whose token is a plain `u64`, while the trait's, called through a generic
+/// `L: Lock`, give a [`HoldGuard`] with the token as `Some`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -40,6 +43,42 @@ use crate::ReentrantLock;
 /// let second = lock.lock().await?;
 /// assert!(second.token() > token);
 /// second.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// Scoped, the work gets the token with its [`Hold`](ferrisson_core::Hold), and stamps each
+/// write with `(token, sequence)`: the resource keeps the largest pair it accepted and refuses
+/// a smaller one, so a stale holder is refused and this holder's second write is not.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_core::Lock;
+/// use ferrisson_lock::FencedLock;
+///
+/// // The resource: the largest (token, sequence) it accepted.
+/// let accepted = std::sync::Mutex::new((0u64, 0u64));
+/// let write = |stamp: (u64, u64)| {
+///     let mut last = accepted.lock().unwrap();
+///     let ok = stamp > *last;
+///     if ok {
+///         *last = stamp;
+///     }
+///     ok
+/// };
+/// let lock = FencedLock::new(&client, "ledger")?;
+/// let written = lock
+///     .with(|hold| async move {
+///         hold.ensure_held()?;
+///         let first = hold.stamp().expect("a fenced lock's hold has a token");
+///         let second = hold.stamp().expect("a fenced lock's hold has a token");
+///         Ok::<_, ferrisson_core::Error>((first, second))
+///     })
+///     .await??;
+/// assert!(write(written.0) && write(written.1), "both writes of the holder go in");
+/// assert!(!write((written.0.0 - 1, 9)), "an older token is refused");
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -184,10 +223,14 @@ impl FencedLock {
     }
 }
 
-/// The keys of the lock ([`ReentrantLock`]'s): deleting a fenced lock deletes its fencing
-/// counter too, and tokens still grow after that (their floor is the server's clock).
-impl ferrisson_core::__engine::ObjectLayout for FencedLock {
-    fn object_keys(&self) -> ferrisson_core::__engine::ObjectKeys<'_> {
-        self.lock.object_keys()
+/// The lock's kind and handle are the [`ReentrantLock`]'s (fenced), through which it is a
+/// [`Lock`] and a [`SyncObject`](ferrisson_core::SyncObject): deleting a fenced lock deletes
+/// its fencing counter too, and tokens still grow after that (their floor is the server's
+/// clock).
+impl ferrisson_core::__engine::LockType for FencedLock {
+    type Kind = ferrisson_core::__engine::HashLock;
+
+    fn handle(&self) -> &ferrisson_core::__engine::LockHandle<Self::Kind> {
+        self.lock.handle()
     }
 }

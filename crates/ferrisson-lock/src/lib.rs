@@ -31,7 +31,7 @@ mod scripts;
 pub use fenced::{FencedGuard, FencedLock};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
-pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
+pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};
 pub use lock::ReentrantLock;
 pub use mutex::{FOREIGN_RELEASE_RECHECK, Mutex};
 pub use non_reentrant::NonReentrantLock;

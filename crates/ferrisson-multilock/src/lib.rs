@@ -24,5 +24,5 @@ mod multi;
 
 pub use ferrisson_core::{AcquireOptions, Lock};
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
-pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
+pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};
 pub use multi::{AnyLock, LockGroup, MultiGuard, MultiLock, RedLock};

@@ -26,6 +26,6 @@ mod scripts;
 
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
-pub use ferrisson_core::{Client, ClientConfig, Error, LossReason, Owner, Result};
+pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};
 pub use rwlock::{Mode, ReadLock, ReadWriteLock, SideLock, WriteLock};
 pub use scripts::scripts;

@@ -11,7 +11,7 @@ use ferrisson_core::__engine::{
     ClientEngine, GiveBack, HoldTicket, Need, RecordedCall, ScriptCall, Taken, hand_off_permits,
     spawn_cleanup, wait_without_lease,
 };
-use ferrisson_core::{AcquireOptions, Client, Error, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Hold, Result};
 use futures::future::BoxFuture;
 
 use crate::scripts::{ACQUIRE, DRAIN, RELEASE, UNDO_ACQUIRE};
@@ -395,7 +395,7 @@ impl Semaphore {
     ///
     /// ```no_run
     /// # async fn demo(limit: ferrisson_semaphore::Semaphore) -> ferrisson_semaphore::Result<()> {
-    /// let status = limit.with(|| async { /* call the partner API */ 200 }).await?;
+    /// let status = limit.with(|_| async { /* call the partner API */ 200 }).await?;
     /// # Ok(()) }
     /// ```
     ///
@@ -412,11 +412,12 @@ impl Semaphore {
     /// As [`acquire`](Self::acquire).
     pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Hold) -> Fut,
         Fut: std::future::Future,
     {
         let permit = self.acquire().await?;
-        let output = work().await;
+        // A plain semaphore's permit has no lease: its hold has no token and is never lost.
+        let output = work(Hold::new(None, None)).await;
         if let Err(e) = permit.release().await {
             tracing::warn!(key = %self.shared.key, error = %e, "the work ran, but giving its permit back failed");
         }

@@ -11,7 +11,7 @@ use ferrisson_core::__engine::{
     CleanupGuard, ClientEngine, Grant, Instant, LeaseEnd, LeaseHandle, LeaseSpec,
     MAX_HANDOFF_STREAK, Need, Release, Released, ScriptCall, Taken, Takes,
 };
-use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Owner, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Hold, HoldGuard, Owner, Result};
 
 use crate::scripts::{ACQUIRE, HAND_OFF, RELEASE, RENEW, STATE, UNDO_ACQUIRE};
 
@@ -430,7 +430,12 @@ impl ExpirableSemaphore {
     ///
     /// ```no_run
     /// # async fn demo(limit: ferrisson_expirable_semaphore::ExpirableSemaphore) -> ferrisson_expirable_semaphore::Result<()> {
-    /// let status = limit.with(|| async { /* call the partner API */ 200 }).await?;
+    /// let status = limit
+    ///     .with(|permit| async move {
+    ///         permit.ensure_held()?; // the permit's lease still runs: call the partner API
+    ///         Ok::<_, ferrisson_expirable_semaphore::Error>(200)
+    ///     })
+    ///     .await??;
     /// # Ok(()) }
     /// ```
     ///
@@ -443,10 +448,12 @@ impl ExpirableSemaphore {
     /// As [`acquire`](Self::acquire), and [`Error::LeaseLost`].
     pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Hold) -> Fut,
         Fut: std::future::Future,
     {
-        self.acquire().await?.guard.run(work()).await
+        let guard = self.acquire().await?.guard;
+        let hold = guard.hold();
+        guard.run(work(hold)).await
     }
 
     /// Takes `n` permits at once, waiting as long as it takes, kept by the watchdog.

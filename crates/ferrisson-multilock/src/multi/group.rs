@@ -180,7 +180,7 @@ impl<const RED: bool> LockGroup<RED> {
     /// As [`lock`](Self::lock), and [`Error::LeaseLost`].
     pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Hold) -> Fut,
         Fut: std::future::Future,
     {
         self.with_options(AcquireOptions::new(), work).await
@@ -203,10 +203,12 @@ impl<const RED: bool> LockGroup<RED> {
         work: F,
     ) -> Result<Fut::Output>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Hold) -> Fut,
         Fut: std::future::Future,
     {
-        self.lock_with(options).await?.run(work()).await
+        let guard = self.lock_with(options).await?;
+        let hold = guard.hold();
+        guard.run(work(hold)).await
     }
 
     /// The keys of the locks, in order.

@@ -17,6 +17,75 @@ pub struct MultiGuard {
     pub(super) gate: Option<Arc<Gate>>,
 }
 
+/// Why a group of holds is lost: its validity (`valid_until`) over, or fewer than `quorum` of
+/// its holds left (`reasons`: each hold's loss, the reason of the first lost); `None` while
+/// held.
+fn group_loss(
+    valid_until: Option<Instant>,
+    reasons: &[Option<LossReason>],
+    quorum: usize,
+) -> Option<LossReason> {
+    if valid_until.is_some_and(|v| v <= Instant::now()) {
+        return Some(LossReason::LeaseExpired);
+    }
+    let lost = reasons.iter().filter(|r| r.is_some()).count();
+    if reasons.len() - lost < quorum {
+        return reasons.iter().find_map(|r| *r);
+    }
+    None
+}
+
+/// Resolves when a group of holds is lost: at `expiry`, or once more than `spare` of `losses`
+/// (the holds' loss futures) resolved, with the reason of the last of them.
+fn group_lost<L>(
+    spare: usize,
+    losses: FuturesUnordered<L>,
+    expiry: impl std::future::Future<Output = LossReason> + Send + 'static,
+) -> impl std::future::Future<Output = LossReason> + Send + 'static
+where
+    L: std::future::Future<Output = LossReason> + Send + 'static,
+{
+    let mut losses = losses;
+    async move {
+        tokio::pin!(expiry);
+        let mut lost = 0;
+        loop {
+            tokio::select! {
+                reason = &mut expiry => return reason,
+                next = losses.next() => match next {
+                    Some(reason) => {
+                        lost += 1;
+                        if lost > spare {
+                            return reason;
+                        }
+                    }
+                    None => return std::future::pending().await,
+                },
+            }
+        }
+    }
+}
+
+/// A group's loss for scoped work's [`Hold`] ([`MultiGuard::hold`]).
+struct MultiWatch {
+    holds: Vec<Hold>,
+    quorum: usize,
+    validity: ValidityWatch,
+}
+
+impl HoldWatch for MultiWatch {
+    fn loss_reason(&self) -> Option<LossReason> {
+        let reasons: Vec<_> = self.holds.iter().map(Hold::loss_reason).collect();
+        group_loss(self.validity.get(), &reasons, self.quorum)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LossReason> {
+        let spare = self.holds.len().saturating_sub(self.quorum);
+        let losses = self.holds.iter().map(|h| Box::pin(h.lost())).collect();
+        Box::pin(group_lost(spare, losses, self.validity.expired()))
+    }
+}
+
 impl MultiGuard {
     /// The holds, in the order of the locks that granted them.
     pub fn holds(&self) -> &[HoldGuard] {
@@ -34,20 +103,23 @@ impl MultiGuard {
         self.valid_until.get()
     }
 
-    pub(super) fn lost_count(&self) -> usize {
-        self.guards.iter().filter(|g| g.is_lost()).count()
-    }
-
     /// Why the guard is lost (a MultiLock: any hold lost; a RedLock: fewer than a quorum
     /// held, or its validity over), or `None` while it is held.
     pub fn loss_reason(&self) -> Option<LossReason> {
-        if self.valid_until.get().is_some_and(|v| v <= Instant::now()) {
-            return Some(LossReason::LeaseExpired);
-        }
-        if self.guards.len() - self.lost_count() < self.quorum {
-            return self.guards.iter().find_map(HoldGuard::loss_reason);
-        }
-        None
+        let reasons: Vec<_> = self.guards.iter().map(HoldGuard::loss_reason).collect();
+        group_loss(self.valid_until.get(), &reasons, self.quorum)
+    }
+
+    /// What scoped work gets of the group's hold ([`Hold`]): the largest token among the
+    /// holds, and the group's loss (as [`loss_reason`](Self::loss_reason) and
+    /// [`lost`](Self::lost) tell it), borrowing nothing.
+    pub fn hold(&self) -> Hold {
+        let watch = MultiWatch {
+            holds: self.guards.iter().map(HoldGuard::hold).collect(),
+            quorum: self.quorum,
+            validity: self.valid_until.watch(),
+        };
+        Hold::new(self.token(), Some(Arc::new(watch)))
     }
 
     /// `Ok(())` while held; [`Error::LeaseLost`] once lost.
@@ -77,27 +149,8 @@ impl MultiGuard {
     /// runs it when the guard is released.
     pub fn lost_owned(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
         let spare = self.guards.len().saturating_sub(self.quorum);
-        let mut losses: FuturesUnordered<_> =
-            self.guards.iter().map(HoldGuard::lost_owned).collect();
-        let expiry = self.valid_until.expired();
-        async move {
-            tokio::pin!(expiry);
-            let mut lost = 0;
-            loop {
-                tokio::select! {
-                    reason = &mut expiry => return reason,
-                    next = losses.next() => match next {
-                        Some(reason) => {
-                            lost += 1;
-                            if lost > spare {
-                                return reason;
-                            }
-                        }
-                        None => return std::future::pending().await,
-                    },
-                }
-            }
-        }
+        let losses = self.guards.iter().map(HoldGuard::lost_owned).collect();
+        group_lost(spare, losses, self.valid_until.expired())
     }
 
     /// Runs `work` only while the guard holds, as [`HoldGuard::while_held`] does for one hold:

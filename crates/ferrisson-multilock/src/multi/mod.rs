@@ -9,10 +9,10 @@ use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use ferrisson_core::__engine::{
-    Between, Claim, ClientEngine, Grant, HoldLock, LocalPlace, Pace, Rounds, Taken, WaitPacer,
-    drive, no_reply,
+    Between, Claim, ClientEngine, Grant, HoldLock, HoldWatch, LocalPlace, Pace, Rounds, Taken,
+    WaitPacer, drive, no_reply,
 };
-use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, LossReason, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Hold, HoldGuard, Lock, LossReason, Result};
 
 mod any_lock;
 mod gate;

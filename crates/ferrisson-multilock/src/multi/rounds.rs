@@ -554,7 +554,29 @@ impl Validity {
     /// Resolves when the validity is over, following extensions; never without one. Once the
     /// guard is gone, the last validity stands.
     pub(super) fn expired(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
-        let mut changes = self.0.subscribe();
+        self.watch().expired()
+    }
+
+    /// The validity as it goes on, borrowing nothing (for a scoped work's hold).
+    pub(super) fn watch(&self) -> ValidityWatch {
+        ValidityWatch(self.0.subscribe())
+    }
+}
+
+/// A [`Validity`] followed from afar: its current end, and its expiry.
+#[derive(Debug, Clone)]
+pub(super) struct ValidityWatch(tokio::sync::watch::Receiver<Option<Instant>>);
+
+impl ValidityWatch {
+    pub(super) fn get(&self) -> Option<Instant> {
+        *self.0.borrow()
+    }
+
+    /// As [`Validity::expired`].
+    pub(super) fn expired(
+        &self,
+    ) -> impl std::future::Future<Output = LossReason> + Send + 'static + use<> {
+        let mut changes = self.0.clone();
         async move {
             loop {
                 let at = *changes.borrow_and_update();

@@ -2,8 +2,8 @@
 //! expirable semaphore; a worker killed mid-call gives its permit back by itself.
 //!
 //! ```text
-//! cargo run --example api_concurrency_limit          # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example api_concurrency_limit
+//! cargo run --example api_concurrency_limit --features expirable-semaphore          # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example api_concurrency_limit --features expirable-semaphore
 //! ```
 //!
 //! The run starts a small local HTTP server standing in for the API (it counts the requests
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use common::{AnyResult, http_get};
 use ferrisson::{Client, ClientConfig};
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use ferrisson::ExpirableSemaphore;
 use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;

@@ -3,8 +3,8 @@
 //! permit-expirable semaphore).
 //!
 //! ```text
-//! cargo run --example api_rate_limit          # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example api_rate_limit
+//! cargo run --example api_rate_limit --features expirable-semaphore,rate-limiter          # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example api_rate_limit --features expirable-semaphore,rate-limiter
 //! ```
 //!
 //! The run starts four worker processes (this same program, started with `worker`). Each makes
@@ -20,8 +20,8 @@ mod common;
 
 use common::{AnyResult, ApiLimits, StandInApi};
 use ferrisson::Client;
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
-use ferrisson_rate_limiter::RateLimiter;
+use ferrisson::ExpirableSemaphore;
+use ferrisson::RateLimiter;
 
 /// The API's limits: `rate` calls per second and `permits` in flight.
 const LIMITS: ApiLimits = ApiLimits {

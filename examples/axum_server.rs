@@ -33,7 +33,7 @@ use axum::routing::get;
 use common::{AnyResult, BoxError, StandInApi, http_get};
 use ferrisson::Client;
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, LimitExceeded};
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use ferrisson::ExpirableSemaphore;
 use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tower::ServiceBuilder;

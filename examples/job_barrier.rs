@@ -2,8 +2,8 @@
 //! process has done its part; a worker that runs its count-down twice counts once.
 //!
 //! ```text
-//! cargo run --example job_barrier          # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example job_barrier
+//! cargo run --example job_barrier --features latch          # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example job_barrier --features latch
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use ferrisson::Client;
-use ferrisson_latch::CountDownLatch;
+use ferrisson::CountDownLatch;
 use ferrisson_testkit::RedisServer;
 
 const WORKERS: u32 = 5;

@@ -2,8 +2,8 @@
 //! the `metrics` facade.
 //!
 //! ```text
-//! cargo run --example observability --features metrics
-//! RUST_LOG=ferrisson_core=debug cargo run --example observability --features metrics
+//! cargo run --example observability --features metrics,semaphore
+//! RUST_LOG=ferrisson_core=debug cargo run --example observability --features metrics,semaphore
 //! ```
 //!
 //! It takes a lock that another task waits for, times a third one out, takes and gives back
@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
-use ferrisson_semaphore::Semaphore;
+use ferrisson::Semaphore;
 use ferrisson_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 

@@ -3,8 +3,8 @@
 //! time histograms (acquisition, wait, hold), buckets.
 //!
 //! ```text
-//! cargo run --example prometheus --features metrics             # takes locks, scrapes once, prints
-//! cargo run --example prometheus --features metrics -- --serve  # then serves until Ctrl-C
+//! cargo run --example prometheus --features metrics,expirable-semaphore             # takes locks, scrapes once, prints
+//! cargo run --example prometheus --features metrics,expirable-semaphore -- --serve  # then serves until Ctrl-C
 //! ```
 //!
 //! In a service, install the exporter first thing in `main` (before the first `Client`), and
@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
+use ferrisson::ExpirableSemaphore;
 use ferrisson_testkit::RedisServer;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 

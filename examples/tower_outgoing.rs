@@ -24,8 +24,8 @@ mod common;
 use common::{AnyResult, ApiLimits, StandInApi};
 use ferrisson::Client;
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
-use ferrisson_rate_limiter::RateLimiter;
+use ferrisson::ExpirableSemaphore;
+use ferrisson::RateLimiter;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// The API's limits: `rate` calls per second and `permits` in flight.

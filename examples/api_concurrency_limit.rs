@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{AnyResult, http_get};
-use ferrisson::{Client, ClientConfig};
 use ferrisson::ExpirableSemaphore;
+use ferrisson::{Client, ClientConfig};
 use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;

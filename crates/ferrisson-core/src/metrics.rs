@@ -23,7 +23,7 @@
 //! series per name, so only for a few fixed names (see the cardinality warning there).
 //!
 //! Each is described to the recorder with its help text and unit ([`describe`]) when the
-//! process's first client connects; `examples/prometheus.rs` serves them with
+//! process's first client connects; `crates/ferrisson-examples/examples/prometheus.rs` serves them with
 //! `metrics-exporter-prometheus`, time histograms with buckets.
 //!
 //! `kind` is `lock`, `mutex`, `fair_lock`, `read_lock`, `write_lock`, `spin_lock`, `semaphore`,

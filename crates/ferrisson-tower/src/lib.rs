@@ -24,9 +24,9 @@
 //! rate.
 //!
 //! On an axum router, turn the layer's errors into responses with axum's `HandleErrorLayer`
-//! (the router takes only services that cannot fail): `examples/axum_server.rs` in the
+//! (the router takes only services that cannot fail): `crates/ferrisson-examples/examples/axum_server.rs` in the
 //! repository sheds with 503 and a `Retry-After`, and limits two server processes together.
-//! `examples/tower_outgoing.rs` puts both limits on an outgoing client in three processes.
+//! `crates/ferrisson-examples/examples/tower_outgoing.rs` puts both limits on an outgoing client in three processes.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tower::BoxError> {

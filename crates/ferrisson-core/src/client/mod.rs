@@ -315,7 +315,7 @@ impl Client {
     /// lock held for its whole lease (and a plain semaphore's permits taken for good).
     /// Shutdown waits for them, and gives back at once what guards still alive hold. From a
     /// Ctrl-C/SIGTERM handler, where work may still be running, give it time to finish with
-    /// [`shutdown_report`](Self::shutdown_report) (`examples/graceful_shutdown.rs`).
+    /// [`shutdown_report`](Self::shutdown_report) (`crates/ferrisson-examples/examples/graceful_shutdown.rs`).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

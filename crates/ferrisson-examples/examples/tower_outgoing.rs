@@ -4,8 +4,8 @@
 //! permit-expirable semaphore, whose permits come back by themselves if a worker dies).
 //!
 //! ```text
-//! cargo run --example tower_outgoing --features tower   # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example tower_outgoing --features tower
+//! cargo run -p ferrisson-examples --example tower_outgoing   # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p ferrisson-examples --example tower_outgoing
 //! ```
 //!
 //! The run starts three worker processes (this same program, started with `worker`). Each puts
@@ -19,13 +19,14 @@
 //! first would age while its call waited for a place, and calls would bunch up past the rate.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use common::{AnyResult, ApiLimits, StandInApi};
 use ferrisson::Client;
-use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
 use ferrisson::ExpirableSemaphore;
 use ferrisson::RateLimiter;
+use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// The API's limits: `rate` calls per second and `permits` in flight.

@@ -3,8 +3,8 @@
 //! instances can use the partner API's capacity at once instead of after a lease.
 //!
 //! ```text
-//! cargo run --example graceful_shutdown --features tower   # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example graceful_shutdown --features tower
+//! cargo run -p ferrisson-examples --example graceful_shutdown   # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p ferrisson-examples --example graceful_shutdown
 //! ```
 //!
 //! The run starts one worker process (this same program, started with `worker`). It calls a
@@ -19,6 +19,7 @@
 //! grace is given back by the shutdown itself. The report says what it gave back.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use std::time::Duration;

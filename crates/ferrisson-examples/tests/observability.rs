@@ -2,7 +2,8 @@
 //! with the kind, the key, the owner and the number of tries.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::common;
+#[path = "../../../tests/common/mod.rs"]
+mod common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,8 +2,8 @@
 //! the `metrics` facade.
 //!
 //! ```text
-//! cargo run --example observability --features metrics,semaphore
-//! RUST_LOG=ferrisson_core=debug cargo run --example observability --features metrics,semaphore
+//! cargo run -p ferrisson-examples --example observability
+//! RUST_LOG=ferrisson_core=debug cargo run -p ferrisson-examples --example observability
 //! ```
 //!
 //! It takes a lock that another task waits for, times a third one out, takes and gives back
@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
 use ferrisson::Semaphore;
+use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
 use ferrisson_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 

@@ -3,6 +3,7 @@
 //! for each kind, whether the guard was unlocked, dropped or run scoped.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{Read, Write};
@@ -11,8 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use ferrisson::{AcquireOptions, Lock, ReentrantLock};
-use ferrisson_expirable_semaphore::ExpirableSemaphore;
-use ferrisson_fair_lock::FairLock;
+use ferrisson::{ExpirableSemaphore, FairLock};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 fn scrape(addr: SocketAddr) -> String {
@@ -68,22 +68,17 @@ async fn a_scrape_describes_every_metric_and_times_holds_by_kind() {
         .await
         .unwrap();
     permit.release().await.unwrap();
-    let latch = ferrisson_latch::CountDownLatch::new(&client, &unique_name("prom-latch")).unwrap();
+    let latch = ferrisson::CountDownLatch::new(&client, &unique_name("prom-latch")).unwrap();
     assert!(latch.try_set_count(1).await.unwrap());
     let waiting = latch.clone();
     let opened = tokio::spawn(async move { waiting.wait().await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     latch.count_down().await.unwrap();
     opened.await.unwrap().unwrap();
-    let limiter =
-        ferrisson_rate_limiter::RateLimiter::new(&client, &unique_name("prom-rate")).unwrap();
+    let limiter = ferrisson::RateLimiter::new(&client, &unique_name("prom-rate")).unwrap();
     assert!(
         limiter
-            .try_set_rate(
-                ferrisson_rate_limiter::RateType::Overall,
-                1,
-                Duration::from_secs(60)
-            )
+            .try_set_rate(ferrisson::RateType::Overall, 1, Duration::from_secs(60))
             .await
             .unwrap()
     );

@@ -4,8 +4,8 @@
 //! with `503 Service Unavailable` and a `Retry-After`.
 //!
 //! ```text
-//! cargo run --example axum_server --features tower   # starts a throwaway redis-server
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum_server --features tower
+//! cargo run -p ferrisson-examples --example axum_server   # starts a throwaway redis-server
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p ferrisson-examples --example axum_server
 //! ```
 //!
 //! The run starts two server processes (this same program, started with `server`); each
@@ -20,6 +20,7 @@
 //! A server stops gracefully when its standard input closes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use std::process::Stdio;
@@ -32,8 +33,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use common::{AnyResult, BoxError, StandInApi, http_get};
 use ferrisson::Client;
-use ferrisson::tower::{DistributedConcurrencyLimitLayer, LimitExceeded};
 use ferrisson::ExpirableSemaphore;
+use ferrisson::tower::{DistributedConcurrencyLimitLayer, LimitExceeded};
 use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tower::ServiceBuilder;

@@ -3,8 +3,8 @@
 //! time histograms (acquisition, wait, hold), buckets.
 //!
 //! ```text
-//! cargo run --example prometheus --features metrics,expirable-semaphore             # takes locks, scrapes once, prints
-//! cargo run --example prometheus --features metrics,expirable-semaphore -- --serve  # then serves until Ctrl-C
+//! cargo run -p ferrisson-examples --example prometheus             # takes locks, scrapes once, prints
+//! cargo run -p ferrisson-examples --example prometheus -- --serve  # then serves until Ctrl-C
 //! ```
 //!
 //! In a service, install the exporter first thing in `main` (before the first `Client`), and
@@ -15,8 +15,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
 use ferrisson::ExpirableSemaphore;
+use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
 use ferrisson_testkit::RedisServer;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 

@@ -103,7 +103,7 @@ pub mod prelude {
     #[cfg(feature = "fair-lock")]
     pub use crate::{FairLock, NonReentrantFairLock};
     #[cfg(feature = "lock")]
-    pub use crate::{FencedGuard, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
+    pub use crate::{FencedGuard, FencedHold, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
     #[cfg(feature = "multilock")]
     pub use crate::{MultiGuard, MultiLock, RedLock};
     #[cfg(feature = "semaphore")]
@@ -131,7 +131,9 @@ pub mod blocking;
 #[cfg(feature = "lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
-pub use ferrisson_lock::{FencedGuard, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
+pub use ferrisson_lock::{
+    FencedGuard, FencedHold, FencedLock, Mutex, NonReentrantLock, ReentrantLock,
+};
 
 #[cfg(feature = "fair-lock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fair-lock")))]

@@ -41,6 +41,15 @@ async fn the_prelude_alone_makes_and_drives_every_kind() {
     let token: u64 = guard.token();
     assert!(token > 0);
     guard.unlock().await.unwrap();
+    // Scoped, the token is a plain u64 too, and above the last one.
+    let (scoped, stamp): (u64, (u64, u64)) = fenced
+        .with(|hold: FencedHold| async move { (hold.token(), hold.stamp()) })
+        .await
+        .unwrap();
+    assert!(scoped > token);
+    assert_eq!(stamp, (scoped, 1));
+    // Generic code takes it as a `Lock`: its hold's token is there.
+    scoped_and_object(&fenced).await;
     fenced.delete().await.unwrap();
     assert!(!fenced.exists().await.unwrap());
 

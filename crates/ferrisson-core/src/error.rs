@@ -116,6 +116,21 @@ pub enum Error {
     Closed(&'static str),
 }
 
+impl Error {
+    /// `Ok(())` when nothing was lost (`loss` is `None`), else [`Error::LeaseLost`] with the
+    /// reason: what every guard's and hold's `ensure_held` answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with `loss`.
+    pub fn unless_lost(loss: Option<LossReason>) -> Result<()> {
+        match loss {
+            Some(reason) => Err(Error::LeaseLost(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What to check when Redis cannot be reached, from what the connection reported.
 fn unreachable_hint(e: &redis::RedisError) -> &'static str {
     let text = e.to_string().to_lowercase();

@@ -253,10 +253,7 @@ impl HoldGuard {
     ///
     /// [`Error::LeaseLost`] with the reason.
     pub fn ensure_held(&self) -> Result<()> {
-        match self.loss_reason() {
-            Some(reason) => Err(Error::LeaseLost(reason)),
-            None => Ok(()),
-        }
+        Error::unless_lost(self.loss_reason())
     }
 
     /// Resolves when the hold is lost, with the reason; pending while it is held. Use it in a

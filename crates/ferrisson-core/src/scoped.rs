@@ -110,10 +110,7 @@ impl Hold {
     ///
     /// [`Error::LeaseLost`] with the reason.
     pub fn ensure_held(&self) -> Result<()> {
-        match self.loss_reason() {
-            Some(reason) => Err(Error::LeaseLost(reason)),
-            None => Ok(()),
-        }
+        Error::unless_lost(self.loss_reason())
     }
 
     /// Resolves when the hold is lost, with the reason (pending for as long as it is held,

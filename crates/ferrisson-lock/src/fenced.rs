@@ -1,6 +1,6 @@
 //! The fenced lock: Redisson's `RFencedLock`, whose every acquisition carries a token.
 
-use ferrisson_core::{AcquireOptions, Client, Error, HoldGuard, Lock, Owner, Result};
+use ferrisson_core::{AcquireOptions, Client, Error, Hold, HoldGuard, Lock, Owner, Result};
 
 use crate::ReentrantLock;
 
@@ -23,11 +23,11 @@ use crate::ReentrantLock;
 /// highest it has accepted: a holder that lost the lock without knowing it (a long pause, a
 /// failover) is then turned away instead of overwriting its successor's work.
 ///
-/// Everything else is the [`ReentrantLock`]'s. It is a [`Lock`] too, so generic code and the
-/// scoped form take it (`lock.with(|hold| …)`, whose [`Hold`](ferrisson_core::Hold) has the
-/// token); its own `lock`, `lock_with`, `try_lock` and `try_lock_with` give a
-/// [`FencedGuard`], whose token is a plain `u64`, while the trait's, called through a generic
-/// `L: Lock`, give a [`HoldGuard`] with the token as `Some`.
+/// Everything else is the [`ReentrantLock`]'s. It is a [`Lock`] too, so generic code takes it.
+/// Its own `lock`, `lock_with`, `try_lock` and `try_lock_with` give a [`FencedGuard`] and its
+/// own [`with`](Self::with) a [`FencedHold`], whose tokens are plain `u64`s; the trait's,
+/// called through a generic `L: Lock`, give a [`HoldGuard`] and a [`Hold`] with the token as
+/// `Some`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -55,7 +55,6 @@ use crate::ReentrantLock;
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = ferrisson_testkit::RedisServer::spawn();
 /// # let client = ferrisson_core::Client::connect(&server.url()).await?;
-/// use ferrisson_core::Lock;
 /// use ferrisson_lock::FencedLock;
 ///
 /// // The resource: the largest (token, sequence) it accepted.
@@ -72,8 +71,7 @@ use crate::ReentrantLock;
 /// let written = lock
 ///     .with(|hold| async move {
 ///         hold.ensure_held()?;
-///         let first = hold.stamp().expect("a fenced lock's hold has a token");
-///         let second = hold.stamp().expect("a fenced lock's hold has a token");
+///         let (first, second) = (hold.stamp(), hold.stamp()); // (token, 1), (token, 2)
 ///         Ok::<_, ferrisson_core::Error>((first, second))
 ///     })
 ///     .await??;
@@ -127,6 +125,37 @@ impl std::ops::Deref for FencedGuard {
 
     fn deref(&self) -> &HoldGuard {
         &self.guard
+    }
+}
+
+/// What scoped work on a [`FencedLock`] gets ([`FencedLock::with`]): its [`Hold`] (which it
+/// dereferences to, for `ensure_held`, `is_lost` and the loss signal `lost`), whose token is
+/// always there.
+#[derive(Clone, Debug)]
+pub struct FencedHold {
+    hold: Hold,
+    token: u64,
+}
+
+impl FencedHold {
+    /// The fencing token of the acquisition.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The token and the next number of a sequence that starts at 1, shared by the hold's
+    /// clones: the `(token, sequence)` pair to stamp each of several writes with (see
+    /// [`Hold::stamp`]).
+    pub fn stamp(&self) -> (u64, u64) {
+        self.hold.stamp().unwrap_or((self.token, 0))
+    }
+}
+
+impl std::ops::Deref for FencedHold {
+    type Target = Hold;
+
+    fn deref(&self) -> &Hold {
+        &self.hold
     }
 }
 
@@ -190,6 +219,50 @@ impl FencedLock {
     /// As [`Lock::lock_with`].
     pub async fn lock_with(&self, options: AcquireOptions) -> Result<FencedGuard> {
         fenced(self.lock.lock_with(options).await?)
+    }
+
+    /// Takes the lock, runs `work` while it is held and releases it, as [`Lock::with`] does:
+    /// the work gets a [`FencedHold`], whose token is a plain `u64`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::with`].
+    pub async fn with<F, Fut>(&self, work: F) -> Result<Fut::Output>
+    where
+        F: FnOnce(FencedHold) -> Fut,
+        Fut: std::future::Future,
+    {
+        self.with_options(AcquireOptions::new(), work).await
+    }
+
+    /// As [`with`](Self::with), the lock taken with options; see [`Lock::with_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::with_options`].
+    pub async fn with_options<F, Fut>(
+        &self,
+        options: AcquireOptions,
+        work: F,
+    ) -> Result<Fut::Output>
+    where
+        F: FnOnce(FencedHold) -> Fut,
+        Fut: std::future::Future,
+    {
+        let guard = self.lock_with(options).await?;
+        let hold = FencedHold {
+            hold: guard.hold(),
+            token: guard.token(),
+        };
+        guard.into_inner().run(work(hold)).await
     }
 
     /// Takes the lock if that is possible right now; see [`Lock::try_lock`].

@@ -128,10 +128,7 @@ impl MultiGuard {
     ///
     /// [`Error::LeaseLost`] with the reason.
     pub fn ensure_held(&self) -> Result<()> {
-        match self.loss_reason() {
-            Some(reason) => Err(Error::LeaseLost(reason)),
-            None => Ok(()),
-        }
+        Error::unless_lost(self.loss_reason())
     }
 
     /// Resolves when the guard is lost, with the reason of the loss that made it so.

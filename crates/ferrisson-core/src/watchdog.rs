@@ -229,10 +229,12 @@ impl Watchdog {
         }
         entry.holds += 1;
         let handle = LeaseHandle {
-            shared: self.shared.clone(),
-            key: key.clone(),
-            id: entry.id,
-            lost: entry.lost.clone(),
+            watch: LeaseWatch {
+                shared: self.shared.clone(),
+                key: key.clone(),
+                id: entry.id,
+                lost: entry.lost.clone(),
+            },
             renewing: entry.renewing,
             ended: false,
         };
@@ -314,10 +316,8 @@ impl Drop for Watchdog {
 /// One hold's registration with the watchdog, and its loss signal. Dropping it ends the hold
 /// locally (the watchdog stops renewing once the entry has no holds left).
 pub struct LeaseHandle {
-    shared: Arc<WatchdogShared>,
-    key: EntryKey,
-    id: u64,
-    lost: Arc<LossSignal>,
+    /// Which hold of the table this is, and its loss signal.
+    watch: LeaseWatch,
     renewing: bool,
     ended: bool,
 }
@@ -336,36 +336,12 @@ pub struct LeaseEnd {
 impl std::fmt::Debug for LeaseHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseHandle")
-            .field("key", &self.key.1)
-            .field("owner", &self.key.2)
+            .field("key", &self.watch.key.1)
+            .field("owner", &self.watch.key.2)
             .field("renewing", &self.renewing)
-            .field("lost", &self.lost.reason())
+            .field("lost", &self.watch.lost.reason())
             .finish()
     }
-}
-
-/// Why the hold of `key` (entry `id`) was lost, or `None` while it is believed held: a hold
-/// whose deadline has passed counts as lost at once (the loss is signalled then).
-fn lost_reason_of(
-    shared: &WatchdogShared,
-    key: &EntryKey,
-    id: u64,
-    lost: &LossSignal,
-) -> Option<LossReason> {
-    if let Some(reason) = lost.reason() {
-        return Some(reason);
-    }
-    let now = Instant::now();
-    let mut state = shared.state();
-    let overdue = state
-        .entries
-        .get(key)
-        .is_some_and(|e| e.id == id && e.deadline <= now);
-    if overdue && let Some(entry) = state.entries.remove(key) {
-        signal_loss(key, &entry, loss_reason_at_deadline(&entry), now);
-    }
-    drop(state);
-    lost.reason()
 }
 
 /// One hold's loss as its [`LeaseHandle`] tells it ([`LeaseHandle::watch`]), for as long as
@@ -390,7 +366,20 @@ impl std::fmt::Debug for LeaseWatch {
 impl LeaseWatch {
     /// As [`LeaseHandle::lost_reason`].
     pub fn lost_reason(&self) -> Option<LossReason> {
-        lost_reason_of(&self.shared, &self.key, self.id, &self.lost)
+        if let Some(reason) = self.lost.reason() {
+            return Some(reason);
+        }
+        let now = Instant::now();
+        let mut state = self.shared.state();
+        let overdue = state
+            .entries
+            .get(&self.key)
+            .is_some_and(|e| e.id == self.id && e.deadline <= now);
+        if overdue && let Some(entry) = state.entries.remove(&self.key) {
+            signal_loss(&self.key, &entry, loss_reason_at_deadline(&entry), now);
+        }
+        drop(state);
+        self.lost.reason()
     }
 
     /// As [`LeaseHandle::lost_owned`].
@@ -407,18 +396,13 @@ impl LeaseHandle {
     /// right away, so a holder checking after a stall (when the watchdog has not run yet) is
     /// told the truth.
     pub fn lost_reason(&self) -> Option<LossReason> {
-        lost_reason_of(&self.shared, &self.key, self.id, &self.lost)
+        self.watch.lost_reason()
     }
 
     /// A look at this hold's loss that borrows nothing and ends nothing when dropped (what
     /// scoped work's [`Hold`](crate::Hold) keeps).
     pub fn watch(&self) -> LeaseWatch {
-        LeaseWatch {
-            shared: self.shared.clone(),
-            key: self.key.clone(),
-            id: self.id,
-            lost: self.lost.clone(),
-        }
+        self.watch.clone()
     }
 
     /// Resolves when the hold is lost, with the reason. Pending for as long as it is held.
@@ -427,13 +411,12 @@ impl LeaseHandle {
     ///
     /// Cancel safe: it only observes.
     pub async fn lost(&self) -> LossReason {
-        self.lost.wait().await
+        self.watch.lost.wait().await
     }
 
     /// As [`lost`](Self::lost), as a future that borrows nothing (for a task of its own).
     pub fn lost_owned(&self) -> impl Future<Output = LossReason> + Send + 'static {
-        let signal = self.lost.clone();
-        async move { signal.wait().await }
+        self.watch.lost_owned()
     }
 
     /// Ends this hold locally (as dropping it does) and says, in one look at the table, how it
@@ -441,26 +424,30 @@ impl LeaseHandle {
     pub fn end(mut self) -> LeaseEnd {
         let renewed = self.renewing;
         let now = Instant::now();
-        let mut state = self.shared.state();
+        let mut state = self.watch.shared.state();
         let mut last = false;
-        if let Some(entry) = state.entries.get_mut(&self.key).filter(|e| e.id == self.id) {
+        if let Some(entry) = state
+            .entries
+            .get_mut(&self.watch.key)
+            .filter(|e| e.id == self.watch.id)
+        {
             if entry.deadline <= now {
                 let reason = loss_reason_at_deadline(entry);
-                if let Some(entry) = state.entries.remove(&self.key) {
-                    signal_loss(&self.key, &entry, reason, now);
+                if let Some(entry) = state.entries.remove(&self.watch.key) {
+                    signal_loss(&self.watch.key, &entry, reason, now);
                 }
             } else {
                 entry.holds = entry.holds.saturating_sub(1);
                 last = entry.holds == 0;
                 if last {
-                    state.entries.remove(&self.key);
+                    state.entries.remove(&self.watch.key);
                 }
             }
         }
         drop(state);
         self.ended = true;
         LeaseEnd {
-            lost: self.lost.reason(),
+            lost: self.watch.lost.reason(),
             last_hold: last,
             renewed,
         }
@@ -474,11 +461,11 @@ impl LeaseHandle {
     pub(crate) fn extended(&self, sent_at: Instant, lease: Duration, earlier_only: bool) -> bool {
         let lease = crate::time::whole_millis(lease);
         let deadline = crate::time::later(sent_at, lease);
-        let mut state = self.shared.state();
+        let mut state = self.watch.shared.state();
         let Some(entry) = state
             .entries
-            .get_mut(&self.key)
-            .filter(|e| e.id == self.id && !e.renewing)
+            .get_mut(&self.watch.key)
+            .filter(|e| e.id == self.watch.id && !e.renewing)
         else {
             return false;
         };
@@ -489,27 +476,27 @@ impl LeaseHandle {
         if !earlier_only {
             entry.lease = lease;
         }
-        self.shared.wake_by(state, deadline);
+        self.watch.shared.wake_by(state, deadline);
         true
     }
 
     /// Marks this hold lost for `reason` (a call found it gone on the server) and ends its
     /// entry: every guard of it is told.
     pub(crate) fn found_lost(&self, reason: LossReason) {
-        let mut state = self.shared.state();
+        let mut state = self.watch.shared.state();
         let ours = state
             .entries
-            .get(&self.key)
-            .is_some_and(|e| e.id == self.id);
+            .get(&self.watch.key)
+            .is_some_and(|e| e.id == self.watch.id);
         let removed = if ours {
-            state.entries.remove(&self.key)
+            state.entries.remove(&self.watch.key)
         } else {
             None
         };
         drop(state);
         match removed {
-            Some(entry) => signal_loss(&self.key, &entry, reason, Instant::now()),
-            None => self.lost.raise(reason),
+            Some(entry) => signal_loss(&self.watch.key, &entry, reason, Instant::now()),
+            None => self.watch.lost.raise(reason),
         }
     }
 
@@ -520,11 +507,11 @@ impl LeaseHandle {
 
     /// The earliest moment the lease can end on the server, as known now.
     pub fn deadline(&self) -> Option<Instant> {
-        let state = self.shared.state();
+        let state = self.watch.shared.state();
         state
             .entries
-            .get(&self.key)
-            .filter(|e| e.id == self.id)
+            .get(&self.watch.key)
+            .filter(|e| e.id == self.watch.id)
             .map(|e| e.deadline)
     }
 }
@@ -534,13 +521,13 @@ impl Drop for LeaseHandle {
         if self.ended {
             return;
         }
-        let mut state = self.shared.state();
-        if let Some(entry) = state.entries.get_mut(&self.key)
-            && entry.id == self.id
+        let mut state = self.watch.shared.state();
+        if let Some(entry) = state.entries.get_mut(&self.watch.key)
+            && entry.id == self.watch.id
         {
             entry.holds = entry.holds.saturating_sub(1);
             if entry.holds == 0 {
-                state.entries.remove(&self.key);
+                state.entries.remove(&self.watch.key);
             }
         }
     }

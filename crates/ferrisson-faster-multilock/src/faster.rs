@@ -114,10 +114,10 @@ pub struct FasterMultiLock(LockHandle<Group>);
 pub struct Group {
     names: LockNames,
     channel: String,
-    /// The values' fields, sorted and distinct, each after a space (as hold arguments end).
-    fields: String,
-    /// The same fields one by one, as the acquire and the release take them (`fml_args`).
-    list: Arc<[String]>,
+    /// The values' fields, sorted and distinct: one argument each for the acquire and the
+    /// release (`fml_args`), one hold argument after the owner for the rest
+    /// ([`hold_arg`](Self::hold_arg)).
+    fields: Arc<[String]>,
     interest: u64,
 }
 
@@ -143,15 +143,25 @@ impl Group {
         Self {
             channel: prefixed("redisson_lock__channel", &names.key),
             interest: fields.iter().fold(0, |mask, f| mask | bit(f)),
-            fields: fields.iter().map(|f| format!(" {f}")).collect(),
-            list: fields.iter().map(|f| (*f).to_owned()).collect(),
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
             names,
         }
     }
 
+    /// The hold argument of `owner` (`"<owner> <field> <field> ..."`, `fml_hold`): what the
+    /// watchdog's renewal, the state read and the force release take.
+    fn hold_arg(&self, owner: &str) -> String {
+        let mut arg = String::with_capacity(owner.len() + 23 * self.fields.len());
+        arg.push_str(owner);
+        for field in self.fields.iter() {
+            arg.push(' ');
+            arg.push_str(field);
+        }
+        arg
+    }
+
     fn state(&self, owner: &str) -> impl Future<Output = Result<[i64; 3]>> + Send + '_ {
-        let call =
-            ScriptCall::new(&STATE, &[&self.names.key]).arg(format!("{owner}{}", self.fields));
+        let call = ScriptCall::new(&STATE, &[&self.names.key]).arg(self.hold_arg(owner));
         async move { self.names.client.eval(&call).await }
     }
 }
@@ -211,7 +221,7 @@ impl FasterMultiLock {
     pub fn part<V: AsRef<str>>(&self, values: impl IntoIterator<Item = V>) -> Result<Part> {
         let kind = self.0.kind();
         let part = fields_of(values)?;
-        let all: Vec<&str> = kind.fields.split_whitespace().collect();
+        let all: Vec<&str> = kind.fields.iter().map(String::as_str).collect();
         if part.iter().any(|f| all.binary_search(&f.as_str()).is_err()) {
             return Err(Error::InvalidArgument(format!(
                 "a value to unlock is not one of this lock's on `{}`",
@@ -326,7 +336,7 @@ impl LockKind for Group {
     async fn force_unlock(&self) -> Result<bool> {
         let call = ScriptCall::new(&FORCE, &[&self.names.key])
             .arg(self.names.client.config().publish_command().as_str())
-            .arg(format!("-{}", self.fields));
+            .arg(self.hold_arg("-"));
         Ok(self.names.client.eval::<i64>(&call).await? > 0)
     }
 
@@ -363,7 +373,7 @@ impl HoldKind for Group {
     }
 
     fn hold_field(&self, owner: &Owner) -> Arc<str> {
-        format!("{owner}{}", self.fields).into()
+        self.hold_arg(owner.as_str()).into()
     }
 
     fn waiting(&self, _owner: &Owner) -> Waiting<'_> {
@@ -383,7 +393,7 @@ impl HoldKind for Group {
         } else {
             call.arg("")
         };
-        call.arg(args.owner.as_str()).arg(&*self.list)
+        call.arg(args.owner.as_str()).arg(&*self.fields)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {
@@ -398,6 +408,6 @@ impl HoldKind for Group {
         };
         call.arg(self.interest)
             .arg(args.owner.as_str())
-            .arg(&*self.list)
+            .arg(&*self.fields)
     }
 }

@@ -4,13 +4,13 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
 use ferrisson::{
-    AcquireOptions, Client, Error, ExpirableSemaphore, FairLock, Lock, LossReason, Mutex,
+    AcquireOptions, Client, Error, ExpirableSemaphore, FairLock, Hold, Lock, LossReason,
     ReadWriteLock, ReentrantLock, Semaphore, SpinLock, SyncObject,
 };
 
@@ -45,7 +45,7 @@ async fn every_lock_kind_runs_scoped_work_one_at_a_time_and_releases() {
     scoped(ReentrantLock::new(&c, &name("lock")).unwrap(), "lock").await;
     scoped(FairLock::new(&c, &name("fair")).unwrap(), "fair lock").await;
     scoped(SpinLock::new(&c, &name("spin")).unwrap(), "spin lock").await;
-    scoped(Mutex::new(&c, &name("mutex")).unwrap(), "mutex").await;
+    scoped(ferrisson::Mutex::new(&c, &name("mutex")).unwrap(), "mutex").await;
     let rw = ReadWriteLock::new(&c, &name("rw")).unwrap();
     scoped(rw.write_lock(), "write lock").await;
     // Readers share: both run at once.
@@ -235,32 +235,19 @@ async fn the_work_gets_its_token_and_its_loss_signal() {
         .unwrap();
     assert_eq!(none, None);
 
-    // Forced open while the work waits on its loss signal: the signal fires with the reason,
-    // `ensure_held` says so, and `with` reports the loss.
+    // Forced open under the work: `with` reports the loss, and the hold the work got tells it
+    // too (its signal, `ensure_held`, `is_lost`), so that work can stop in its own way.
     let c2 = client(&redis.url()).await;
     let forced = ReentrantLock::new(&c2, plain.key()).unwrap();
-    let (out, ()) = tokio::join!(
-        plain.with(|hold| async move {
-            let reason = hold.lost().await;
-            (reason, hold.ensure_held().is_err(), hold.is_lost())
-        }),
-        async {
-            eventually(SOON, "the work holds the lock", || async {
-                forced.is_locked().await.unwrap()
-            })
-            .await;
-            assert!(forced.force_unlock().await.unwrap());
-        }
-    );
-    // `with` cuts the work off at the loss too: whichever sees it first, the work's view (when
-    // it ran to its end) is a loss.
-    match out {
-        Ok((reason, failed, lost)) => {
-            assert_eq!(reason, LossReason::NotHeld);
-            assert!(failed && lost);
-        }
-        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
-    }
+    let slot = Mutex::new(None);
+    let (out, ()) = tokio::join!(plain.with(keeping(&slot)), async {
+        eventually(SOON, "the work holds the lock", || async {
+            forced.is_locked().await.unwrap()
+        })
+        .await;
+        assert!(forced.force_unlock().await.unwrap());
+    });
+    told_of_loss(out, &slot).await;
 
     // A plain semaphore's permit has no lease: its hold is never lost and has no token; an
     // expirable permit's is lost when the semaphore is deleted under it.
@@ -278,17 +265,41 @@ async fn the_work_gets_its_token_and_its_loss_signal() {
         .with_limit(1)
         .unwrap();
     let deleter = ExpirableSemaphore::new(&c2, exp.key()).unwrap();
-    let (out, ()) = tokio::join!(exp.with(|hold| async move { hold.lost().await }), async {
+    let (out, ()) = tokio::join!(exp.with(keeping(&slot)), async {
         eventually(SOON, "the work holds a permit", || async {
             deleter.available_permits().await.unwrap() == 0
         })
         .await;
         assert!(deleter.delete().await.unwrap());
     });
-    match out {
-        Ok(reason) => assert_eq!(reason, LossReason::NotHeld),
-        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
+    told_of_loss(out, &slot).await;
+}
+
+/// Work that keeps its hold in `slot` and runs until it is cut off.
+fn keeping(
+    slot: &Mutex<Option<Hold>>,
+) -> impl FnOnce(Hold) -> std::future::Pending<()> + Send + '_ {
+    move |hold| {
+        *slot.lock().unwrap() = Some(hold);
+        std::future::pending()
     }
+}
+
+/// `with` ended in `LeaseLost`, and the hold its work kept in `slot` was told: its loss
+/// signal resolved with `NotHeld`, `ensure_held` fails and `is_lost` says so.
+async fn told_of_loss(out: ferrisson::Result<()>, slot: &Mutex<Option<Hold>>) {
+    assert!(matches!(out, Err(Error::LeaseLost(_))), "{out:?}");
+    let hold = slot.lock().unwrap().take().expect("the work got its hold");
+    let reason = tokio::time::timeout(SOON, hold.lost()).await.unwrap();
+    assert_eq!(reason, LossReason::NotHeld);
+    assert!(
+        matches!(
+            hold.ensure_held(),
+            Err(Error::LeaseLost(LossReason::NotHeld))
+        ),
+        "{hold:?}"
+    );
+    assert!(hold.is_lost());
 }
 
 /// A MultiLock's work gets the group's hold: the largest token of its fenced locks, and the
@@ -309,17 +320,15 @@ async fn a_multilock_s_work_gets_the_group_s_token_and_loss() {
 
     let c2 = client(&redis.url()).await;
     let forced = ReentrantLock::new(&c2, b.key()).unwrap();
-    let (out, ()) = tokio::join!(multi.with(|hold| async move { hold.lost().await }), async {
+    let slot = Mutex::new(None);
+    let (out, ()) = tokio::join!(multi.with(keeping(&slot)), async {
         eventually(SOON, "the work holds the locks", || async {
             forced.is_locked().await.unwrap()
         })
         .await;
         assert!(forced.force_unlock().await.unwrap());
     });
-    match out {
-        Ok(reason) => assert_eq!(reason, LossReason::NotHeld),
-        Err(e) => assert!(matches!(e, Error::LeaseLost(_)), "{e:?}"),
-    }
+    told_of_loss(out, &slot).await;
     // Cut off, the guard releases in the background.
     eventually(SOON, "the group's other lock given back", || async {
         !a.is_locked().await.unwrap()

@@ -114,7 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let client = Client::connect(&url).await?;
         let lock = FencedLock::new(&client, &name)?;
         // Wait until A holds the lock, then queue up behind it.
-        while !lock.as_lock().is_locked().await? {
+        while !lock.is_locked().await? {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let guard = lock.lock().await?;

@@ -189,8 +189,8 @@ impl FencedLock {
         }
     }
 
-    /// The lock as a [`Lock`], for its queries and for code generic over lock kinds (whose
-    /// guards then carry the token as `Some`).
+    /// The fenced [`ReentrantLock`] underneath. The fenced lock is a [`Lock`] itself, so its
+    /// queries (`is_locked`, `force_unlock`, …) need no detour through this.
     pub fn as_lock(&self) -> &ReentrantLock {
         &self.lock
     }

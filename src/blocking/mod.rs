@@ -22,7 +22,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Scoped, the work gets the guard: its token (a fenced lock's), `is_lost` and `ensure_held`
+//! Scoped, the work gets the guard: a fenced lock's token (a plain `u64`), `is_lost` and `ensure_held`
 //! before each step (a blocking closure cannot be cut off at the loss as async work is, so
 //! `with` checks after it too):
 //!
@@ -36,7 +36,7 @@
 //! let ledger = client.fenced_lock("ledger")?;
 //! let stamped = ledger.with(|guard| -> ferrisson::Result<u64> {
 //!     guard.ensure_held()?; // before the write
-//!     let token = guard.token().unwrap_or_default(); // a fenced lock's guard has one
+//!     let token: u64 = guard.token();
 //!     assert!(!guard.is_lost());
 //!     Ok(token) // ... the write, stamped with `token` ...
 //! })??;
@@ -223,14 +223,17 @@ impl Client {
         Ok(self.wrap(crate::ReentrantLock::new(&self.client, name)?))
     }
 
-    /// A fenced reentrant lock named `name` (`ReentrantLock::fenced`): its guards carry tokens.
+    /// A fenced lock named `name` ([`FencedLock`](crate::FencedLock)): its guards'
+    /// [`token`](FencedLockGuard::token)s are plain `u64`s.
     ///
     /// # Errors
     ///
     /// As [`reentrant_lock`](Self::reentrant_lock).
     #[cfg(feature = "lock")]
-    pub fn fenced_lock(&self, name: &str) -> Result<BlockingLock<crate::ReentrantLock>> {
-        Ok(self.wrap(crate::ReentrantLock::fenced(&self.client, name)?))
+    pub fn fenced_lock(&self, name: &str) -> Result<Fenced<crate::FencedLock>> {
+        Ok(Fenced::new(
+            self.wrap(crate::FencedLock::new(&self.client, name)?),
+        ))
     }
 
     /// A non-reentrant lock named `name` ([`NonReentrantLock`](crate::NonReentrantLock)).
@@ -254,14 +257,17 @@ impl Client {
         Ok(self.wrap(crate::Mutex::new(&self.client, name)?))
     }
 
-    /// A fenced lean mutex named `name` (`Mutex::fenced`): its guards carry tokens.
+    /// A fenced lean mutex named `name` (`Mutex::fenced`): its guards'
+    /// [`token`](FencedLockGuard::token)s are plain `u64`s.
     ///
     /// # Errors
     ///
     /// As [`reentrant_lock`](Self::reentrant_lock).
     #[cfg(feature = "lock")]
-    pub fn fenced_mutex(&self, name: &str) -> Result<BlockingLock<crate::Mutex>> {
-        Ok(self.wrap(crate::Mutex::fenced(&self.client, name)?))
+    pub fn fenced_mutex(&self, name: &str) -> Result<Fenced<crate::Mutex>> {
+        Ok(Fenced::new(
+            self.wrap(crate::Mutex::fenced(&self.client, name)?),
+        ))
     }
 
     /// A fair lock named `name` ([`FairLock`](crate::FairLock)).
@@ -452,6 +458,8 @@ macro_rules! blocking_calls {
     };
 }
 
+#[cfg(feature = "lock")]
+mod fenced;
 #[cfg(feature = "latch")]
 mod latch;
 mod locks;
@@ -462,6 +470,8 @@ mod permits;
 #[cfg(feature = "rate-limiter")]
 mod rate_limiter;
 
+#[cfg(feature = "lock")]
+pub use fenced::*;
 #[cfg(feature = "latch")]
 pub use latch::*;
 pub use locks::*;

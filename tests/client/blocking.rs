@@ -275,10 +275,10 @@ fn a_mutex_blocks_and_its_fixed_lease_is_extended() {
     guard.unlock().unwrap();
 
     let first = other.lock().unwrap();
-    let token = first.token().expect("fenced");
+    let token: u64 = first.token();
     first.unlock().unwrap();
     let second = other.lock().unwrap();
-    assert!(second.token().unwrap() > token);
+    assert!(second.token() > token);
     let err = second.extend(Duration::from_secs(5)).unwrap_err();
     assert!(
         matches!(err, Error::InvalidArgument(_)),
@@ -286,6 +286,61 @@ fn a_mutex_blocks_and_its_fixed_lease_is_extended() {
     );
     second.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
+}
+
+/// A blocking fenced lock's guards and scoped work get a plain `u64` token, larger each time;
+/// it is the reentrant lock of its name, and a loss during the work is told after it.
+#[test]
+fn a_blocking_fenced_lock_hands_its_work_a_plain_token() {
+    let server = RedisServer::spawn();
+    let (a, b) = (short_lease_client(&server.url()), client(&server));
+    let name = unique_name("blocking-fenced");
+    let ledger = a.fenced_lock(&name).unwrap();
+    let first: u64 = ledger.with(|guard| guard.token()).unwrap();
+    let second = ledger
+        .with(|guard| {
+            guard.ensure_held().unwrap();
+            assert!(!guard.is_lost());
+            guard.token()
+        })
+        .unwrap();
+    assert!(second > first, "{second} after {first}");
+
+    let guard = ledger.lock().unwrap();
+    assert!(guard.token() > second);
+    assert!(
+        b.reentrant_lock(&name)
+            .unwrap()
+            .try_lock()
+            .unwrap()
+            .is_none(),
+        "the fenced lock is the reentrant lock of its name"
+    );
+    assert!(ledger.try_lock().unwrap().is_none(), "another owner waits");
+    guard.unlock().unwrap();
+    assert!(!ledger.is_locked().unwrap());
+
+    let lost = ledger.with(|guard| {
+        ledger.force_unlock().unwrap();
+        eventually(Duration::from_secs(10), "the watchdog saw the loss", || {
+            guard.is_lost()
+        });
+        guard.token()
+    });
+    assert!(matches!(lost, Err(Error::LeaseLost(_))), "{lost:?}");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let exists = |key: &str| -> bool {
+        redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut server.connection())
+            .unwrap()
+    };
+    assert!(exists(&counter), "{counter}");
+    ledger.delete().unwrap();
+    assert!(
+        !exists(&counter),
+        "deleting the lock deletes its fencing counter"
+    );
 }
 
 #[test]

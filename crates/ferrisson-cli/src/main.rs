@@ -134,6 +134,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         .ok()
         .or_else(|| std::env::var("REDISCLI_AUTH").ok())
         .filter(|p| !p.is_empty());
+    if cfg!(not(feature = "tls")) && cli.url.starts_with("rediss://") {
+        return Err(Failure::Error(
+            "this ferrisson tool was built without TLS, so it cannot reach a rediss:// URL: \
+             install it with `--features tls` (cargo install --path crates/ferrisson-cli --features tls)"
+                .to_owned(),
+        ));
+    }
     let url = with_password(&cli.url, password.as_deref());
     let config: ClientConfig = url.parse()?;
     let client = Client::with_config(

@@ -12,7 +12,7 @@ use ferrisson::{
     AcquireOptions, Client, ClientConfig, CountDownLatch, ExpirableSemaphore, FairLock, Lock,
     Mutex, RateLimiter, RateType, ReadWriteLock, ReentrantLock, Semaphore,
 };
-use ferrisson_testkit::{RedisCluster, RedisSentinel, RedisServer, TestCerts, unique_name};
+use ferrisson_testkit::{RedisCluster, RedisSentinel, RedisServer, unique_name};
 use serde_json::Value;
 
 const SOON: Duration = Duration::from_secs(20);
@@ -823,7 +823,7 @@ fn on_a_cluster_show_and_ls_reach_every_primary() {
 }
 
 #[test]
-fn sentinel_and_tls_urls_reach_their_servers() {
+fn sentinel_urls_reach_their_servers() {
     let setup = RedisSentinel::spawn();
     let name = unique_name("behind-sentinel");
     let holder = Worker::start("hold-lock", &setup.url(), &name);
@@ -834,8 +834,13 @@ fn sentinel_and_tls_urls_reach_their_servers() {
         Some(u64::from(holder.pid()))
     );
     drop(holder);
+}
 
-    let certs = TestCerts::try_generate().unwrap_or_else(|e| panic!("{e}"));
+/// Built with the `tls` feature, the tool reaches a TLS server.
+#[cfg(feature = "tls")]
+#[test]
+fn tls_urls_reach_their_servers() {
+    let certs = ferrisson_testkit::TestCerts::try_generate().unwrap_or_else(|e| panic!("{e}"));
     let server = RedisServer::try_spawn_tls(&certs, false).unwrap_or_else(|e| panic!("{e}"));
     // The test CA is no system root: `#insecure` skips verification, as for the library.
     let url = format!("{}#insecure", server.tls_url().unwrap());

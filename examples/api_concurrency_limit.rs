@@ -11,19 +11,23 @@
 //! program, started with `worker`), each making calls through the semaphore. Worker 0 is
 //! killed (SIGKILL, no cleanup) in the middle of a call; its permit comes back within one
 //! lease, because only its watchdog kept it.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "expirable-semaphore"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "process", "net", "io-util", "time"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
-
-mod common;
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{AnyResult, http_get};
-use ferrisson::ExpirableSemaphore;
-use ferrisson::{Client, ClientConfig};
-use ferrisson_testkit::RedisServer;
+use ferrisson::dev::{BoxError, RedisServer, http_get};
+use ferrisson::{Client, ClientConfig, ExpirableSemaphore};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
@@ -36,7 +40,7 @@ const LEASE: Duration = Duration::from_secs(2);
 const NAME: &str = "example:partner-api";
 
 #[tokio::main]
-async fn main() -> AnyResult<()> {
+async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("worker") {
         return worker(&args[2], &args[3], &args[4]).await;
@@ -44,11 +48,11 @@ async fn main() -> AnyResult<()> {
     coordinator().await
 }
 
-async fn connect(url: &str) -> AnyResult<Client> {
+async fn connect(url: &str) -> Result<Client, BoxError> {
     Ok(Client::with_config(ClientConfig::new(url).with_lease(LEASE)).await?)
 }
 
-async fn coordinator() -> AnyResult<()> {
+async fn coordinator() -> Result<(), BoxError> {
     let (server, url) = RedisServer::from_env_or_spawn()?;
     if server.is_some() {
         println!("started a throwaway redis-server at {url}");
@@ -134,7 +138,7 @@ async fn coordinator() -> AnyResult<()> {
 }
 
 /// One worker process: calls through the semaphore, one permit per call.
-async fn worker(url: &str, api: &str, id: &str) -> AnyResult<()> {
+async fn worker(url: &str, api: &str, id: &str) -> Result<(), BoxError> {
     let client = connect(url).await?;
     let semaphore = ExpirableSemaphore::new(&client, NAME)?;
     for _ in 0..CALLS_PER_WORKER {
@@ -153,7 +157,7 @@ async fn worker(url: &str, api: &str, id: &str) -> AnyResult<()> {
 }
 
 /// `GET /call` on the stand-in API.
-async fn call(api: &str) -> AnyResult<()> {
+async fn call(api: &str) -> Result<(), BoxError> {
     match http_get(api, "/call").await? {
         (200, _) => Ok(()),
         (status, body) => Err(format!("the API answered {status}: {body:?}").into()),

@@ -1,5 +1,5 @@
-//! A third-party API's two limits, shared by several worker processes: at most `LIMITS.rate`
-//! calls per second (a rate limiter) and at most `LIMITS.permits` calls in flight (a
+//! A third-party API's two limits, shared by several worker processes: at most `RATE` calls
+//! per second (a rate limiter) and at most `PERMITS` calls in flight (a
 //! permit-expirable semaphore).
 //!
 //! ```text
@@ -14,37 +14,75 @@
 //!
 //! Each call takes its place in flight first, then its permit of the rate right before it
 //! starts: a rate permit taken first would age while the call waits for a place.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "expirable-semaphore", "rate-limiter"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-mod common;
+use std::time::Duration;
 
-use common::{AnyResult, ApiLimits, StandInApi};
-use ferrisson::Client;
-use ferrisson::ExpirableSemaphore;
-use ferrisson::RateLimiter;
+use ferrisson::dev::{BoxError, RedisServer, StandInApi, run_workers};
+use ferrisson::{Client, ExpirableSemaphore, RateLimiter, RateType};
 
-/// The API's limits: `rate` calls per second and `permits` in flight.
-const LIMITS: ApiLimits = ApiLimits {
-    name: "example:partner-api",
-    rate: 8,
-    permits: 3,
-};
+/// The stand-in API's name, and its limits' names.
+const API: &str = "example:partner-api";
+const RATE_NAME: &str = "example:partner-api:rate";
+const IN_FLIGHT_NAME: &str = "example:partner-api:in-flight";
+/// The API's limits: calls per second and calls in flight.
+const RATE: u64 = 8;
+const PERMITS: u32 = 3;
 const WORKERS: usize = 4;
 const CALLS_PER_WORKER: usize = 6;
 
 #[tokio::main]
-async fn main() -> AnyResult<()> {
-    match ApiLimits::worker_args() {
-        Some((url, id)) => worker(&url, &id).await,
-        None => LIMITS.coordinate(WORKERS, CALLS_PER_WORKER).await,
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.as_slice() {
+        [_, role, url, id] if role == "worker" => worker(url, id).await,
+        _ => coordinator().await,
     }
 }
 
-async fn worker(url: &str, id: &str) -> AnyResult<()> {
+/// Sets both limits on a Redis (`REDIS_URL`, or a throwaway redis-server), runs the workers,
+/// and checks that they made all their calls within both limits.
+async fn coordinator() -> Result<(), BoxError> {
+    let (server, url) = RedisServer::from_env_or_spawn()?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
+    let client = Client::connect(&url).await?;
+    RateLimiter::new(&client, RATE_NAME)?
+        .set_rate(RateType::Overall, RATE, Duration::from_secs(1))
+        .await?;
+    ExpirableSemaphore::new(&client, IN_FLIGHT_NAME)?
+        .set_permits(PERMITS)
+        .await?;
+    let api = StandInApi::connect(&url, API).await?;
+    api.reset().await?;
+
+    println!(
+        "{WORKERS} workers, {CALLS_PER_WORKER} calls each: at most {RATE}/s and {PERMITS} at once"
+    );
+    run_workers(WORKERS, &["worker", &url]).await?;
+
+    let report = api.report().await?;
+    println!("{report} (limits: {RATE}/s, {PERMITS} at once)");
+    report.check(WORKERS * CALLS_PER_WORKER, Some(RATE), PERMITS)?;
+    println!("both limits held across the {WORKERS} processes");
+    client.shutdown().await?;
+    Ok(())
+}
+
+async fn worker(url: &str, id: &str) -> Result<(), BoxError> {
     let client = Client::connect(url).await?;
-    let limiter = RateLimiter::new(&client, &LIMITS.rate_name())?;
-    let semaphore = ExpirableSemaphore::new(&client, &LIMITS.in_flight_name())?;
-    let api = StandInApi::connect(url, LIMITS.name).await?;
+    let limiter = RateLimiter::new(&client, RATE_NAME)?;
+    let semaphore = ExpirableSemaphore::new(&client, IN_FLIGHT_NAME)?;
+    let api = StandInApi::connect(url, API).await?;
     for call in 0..CALLS_PER_WORKER {
         // First a place among the calls in flight, then the rate's permit, right before the
         // call (a rate permit taken first would age while waiting for the place).

@@ -18,14 +18,22 @@
 //! ```text
 //! cargo run --example fenced_update      # starts a throwaway redis-server unless REDIS_URL is set
 //! ```
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev"] }
+//! tokio = { version = "1", features = ["rt", "rt-multi-thread", "time"] }
+//! ```
 #![allow(clippy::print_stdout)]
 
 use ferrisson::Lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferrisson::dev::RedisServer;
 use ferrisson::{Client, ClientConfig, FencedLock};
-use ferrisson_testkit::RedisServer;
 
 const LEASE: Duration = Duration::from_millis(1_000);
 

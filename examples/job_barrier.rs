@@ -5,6 +5,14 @@
 //! cargo run --example job_barrier --features latch          # starts a throwaway redis-server
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example job_barrier --features latch
 //! ```
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "latch"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "process", "time"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use ferrisson::SyncObject;
@@ -13,7 +21,7 @@ use std::time::Duration;
 
 use ferrisson::Client;
 use ferrisson::CountDownLatch;
-use ferrisson_testkit::RedisServer;
+use ferrisson::dev::RedisServer;
 
 const WORKERS: u32 = 5;
 /// One name per run: a coordinator restarted within the run finds its own round (armed, or

@@ -6,12 +6,20 @@
 //! REDIS_URL=redis-cluster://10.0.0.1:6379,10.0.0.2:6379 cargo run --example quickstart
 //! REDIS_URL=redis-sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster cargo run --example quickstart
 //! ```
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! ```
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
+use ferrisson::dev::RedisServer;
 use ferrisson::prelude::*;
-use ferrisson_testkit::RedisServer;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -29,6 +29,7 @@
 //! | `blocking` | [`blocking`]: the same synchronizers for code without an async runtime |
 //! | `metrics` | counters and histograms through the `metrics` facade ([`core::metrics`]) |
 //! | `tls-rustls`, `tls-native-tls` | `rediss://` URLs, with either TLS stack |
+//! | `dev` | [`dev`]: what the examples use besides the library (a throwaway `redis-server`, a stand-in API), for trying ferrisson out; not for production code |
 //!
 //! `lock` is the default. Every trait and type a program calls comes with one import,
 //! `use ferrisson::prelude::*;` ([`prelude`]).
@@ -179,6 +180,18 @@ pub use ferrisson_faster_multilock::{FasterMultiLock, MAX_VALUES, Part, redisson
 #[cfg_attr(docsrs, doc(cfg(feature = "rate-limiter")))]
 #[doc(inline)]
 pub use ferrisson_rate_limiter::{RateArgs, RateLimiter, RateType};
+
+/// Tools for trying ferrisson out (crate `ferrisson-dev`): a throwaway `redis-server`
+/// ([`RedisServer`](dev::RedisServer)), a stand-in for a third-party API that keeps its record in
+/// Redis ([`StandInApi`](dev::StandInApi)), worker processes and a plain HTTP GET. The examples
+/// use them, so that each compiles pasted into an app with the features it names; they are not
+/// for production code.
+#[cfg(feature = "dev")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dev")))]
+pub mod dev {
+    #[doc(inline)]
+    pub use ferrisson_dev::*;
+}
 
 /// tower layers whose limits hold across every instance of a service (crate
 /// `ferrisson-tower`): [`DistributedConcurrencyLimitLayer`](tower::DistributedConcurrencyLimitLayer)

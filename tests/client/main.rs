@@ -14,7 +14,6 @@ mod cluster;
 mod inspect;
 mod inspect_registered;
 mod layout;
-mod prelude;
 mod readme;
 mod redisson_parity;
 mod scripts;

@@ -18,10 +18,17 @@
 //!    gets twice the limit at once, and the backend never sees more than PERMITS in flight.
 //!
 //! A server stops gracefully when its standard input closes.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "expirable-semaphore", "tower"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "process", "net", "io-util", "io-std", "time"] }
+//! tower = { version = "0.5", features = ["util"] }
+//! axum = { version = "0.8", default-features = false, features = ["tokio", "http1"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
-
-#[path = "../../../examples/common/mod.rs"]
-mod common;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -31,11 +38,10 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use common::{AnyResult, BoxError, StandInApi, http_get};
 use ferrisson::Client;
 use ferrisson::ExpirableSemaphore;
+use ferrisson::dev::{BoxError, RedisServer, StandInApi, http_get};
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, LimitExceeded};
-use ferrisson_testkit::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tower::ServiceBuilder;
 
@@ -48,7 +54,7 @@ const BURST_PER_SERVER: usize = 2 * PERMITS as usize;
 const NAME: &str = "example:axum-reports";
 
 #[tokio::main]
-async fn main() -> AnyResult<()> {
+async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("server"), Some(url)) => server(url).await,
@@ -57,7 +63,7 @@ async fn main() -> AnyResult<()> {
 }
 
 /// One server process: prints `listening on ADDR`, serves until its standard input closes.
-async fn server(url: &str) -> AnyResult<()> {
+async fn server(url: &str) -> Result<(), BoxError> {
     let client = Client::connect(url).await?;
     let in_flight = ExpirableSemaphore::new(&client, &format!("{NAME}:in-flight"))?;
     let backend = StandInApi::connect(url, NAME).await?;
@@ -110,7 +116,7 @@ async fn shed(error: BoxError) -> Response {
     }
 }
 
-async fn coordinator() -> AnyResult<()> {
+async fn coordinator() -> Result<(), BoxError> {
     let (redis, url) = RedisServer::from_env_or_spawn()?;
     if redis.is_some() {
         println!("started a throwaway redis-server at {url}");
@@ -190,7 +196,7 @@ async fn coordinator() -> AnyResult<()> {
 }
 
 /// `per_server` requests to each server, all at once: how many got each status.
-async fn burst(addrs: &[String], per_server: usize) -> AnyResult<Vec<(u16, usize)>> {
+async fn burst(addrs: &[String], per_server: usize) -> Result<Vec<(u16, usize)>, BoxError> {
     let requests: Vec<_> = addrs
         .iter()
         .flat_map(|addr| std::iter::repeat_n(addr.clone(), per_server))

@@ -17,14 +17,20 @@
 //! new acquisitions are refused from then on (the call loops end with `Error::Closed`), the
 //! calls in flight finish and give their permits back, and what would still be held after the
 //! grace is given back by the shutdown itself. The report says what it gave back.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "tower"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "process", "signal", "time"] }
+//! tower = { version = "0.5", features = ["util"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
-
-#[path = "../../../examples/common/mod.rs"]
-mod common;
 
 use std::time::Duration;
 
-use common::{AnyResult, BoxError, StandInApi};
+use ferrisson::dev::{BoxError, RedisServer, StandInApi};
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
 use ferrisson::{Client, Error, ExpirableSemaphore, RateArgs, RateLimiter, RateType};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -36,7 +42,7 @@ const RATE: u64 = 20;
 const GRACE: Duration = Duration::from_secs(5);
 
 #[tokio::main]
-async fn main() -> AnyResult<()> {
+async fn main() -> Result<(), BoxError> {
     let mut args = std::env::args().skip(1);
     match (args.next().as_deref(), args.next()) {
         (Some("worker"), Some(url)) => worker(&url).await,
@@ -79,7 +85,7 @@ fn shut_down(e: &BoxError) -> bool {
     matches!(e.downcast_ref::<Error>(), Some(Error::Closed(_)))
 }
 
-async fn worker(url: &str) -> AnyResult<()> {
+async fn worker(url: &str) -> Result<(), BoxError> {
     let client = Client::connect(url).await?;
     let (in_flight, rate) = limits(&client)?;
     let api = StandInApi::connect(url, NAME).await?;
@@ -125,8 +131,8 @@ async fn worker(url: &str) -> AnyResult<()> {
     Ok(())
 }
 
-async fn coordinator() -> AnyResult<()> {
-    let (server, url) = ferrisson_testkit::RedisServer::from_env_or_spawn()?;
+async fn coordinator() -> Result<(), BoxError> {
+    let (server, url) = RedisServer::from_env_or_spawn()?;
     if server.is_some() {
         println!("started a throwaway redis-server at {url}");
     }
@@ -171,7 +177,7 @@ async fn coordinator() -> AnyResult<()> {
 
 /// Sends SIGTERM to `pid` (as `kill` does; where there are no signals, ends it as Ctrl-C would
 /// not reach it).
-fn terminate(pid: u32) -> AnyResult<()> {
+fn terminate(pid: u32) -> Result<(), BoxError> {
     let status = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()?;

@@ -11,13 +11,23 @@
 //! metric a recorder received. The log (stderr) shows the loss at `warn`, which a service keeps
 //! on; `RUST_LOG=ferrisson_core=debug` adds the `ferrisson.acquire` / `ferrisson.release` spans
 //! with their kind, key and owner.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "lock", "semaphore", "metrics"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! tracing-subscriber = { version = "0.3", features = ["env-filter", "fmt"] }
+//! metrics-util = { version = "0.20", default-features = false, features = ["debugging"] }
+//! ```
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
 use ferrisson::Semaphore;
+use ferrisson::dev::RedisServer;
 use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
-use ferrisson_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 #[tokio::main]

@@ -9,6 +9,15 @@
 //!
 //! In a service, install the exporter first thing in `main` (before the first `Client`), and
 //! point Prometheus at the listener.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "lock", "expirable-semaphore", "metrics"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time", "signal"] }
+//! metrics-exporter-prometheus = { version = "0.18", default-features = false, features = ["http-listener"] }
+//! ```
 #![allow(clippy::print_stdout)]
 
 use std::io::{Read, Write};
@@ -16,8 +25,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use ferrisson::ExpirableSemaphore;
+use ferrisson::dev::RedisServer;
 use ferrisson::{AcquireOptions, Client, Lock, ReentrantLock};
-use ferrisson_testkit::RedisServer;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 /// Buckets for ferrisson's time histograms, in seconds: a lock taken uncontended takes under a

@@ -1,6 +1,6 @@
 //! A third-party API's two limits as tower layers on an outgoing client, shared by several
-//! worker processes: at most `LIMITS.rate` calls per second (`DistributedRateLimitLayer`) and
-//! at most `LIMITS.permits` calls in flight (`DistributedConcurrencyLimitLayer` over a
+//! worker processes: at most `RATE` calls per second (`DistributedRateLimitLayer`) and
+//! at most `PERMITS` calls in flight (`DistributedConcurrencyLimitLayer` over a
 //! permit-expirable semaphore, whose permits come back by themselves if a worker dies).
 //!
 //! ```text
@@ -17,40 +17,78 @@
 //! The concurrency limit is the outer layer: a call first waits for its place in flight, then
 //! takes its permit of the rate right before it runs. The other way round, a rate permit taken
 //! first would age while its call waited for a place, and calls would bunch up past the rate.
+//!
+//! Pasted into an app of your own (as `src/main.rs`), it needs:
+//!
+//! ```toml
+//! [dependencies]
+//! ferrisson = { version = "0.1", features = ["dev", "tower"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! tower = { version = "0.5", features = ["util"] }
+//! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../../examples/common/mod.rs"]
-mod common;
+use std::time::Duration;
 
-use common::{AnyResult, ApiLimits, StandInApi};
-use ferrisson::Client;
-use ferrisson::ExpirableSemaphore;
-use ferrisson::RateLimiter;
+use ferrisson::dev::{BoxError, RedisServer, StandInApi, run_workers};
 use ferrisson::tower::{DistributedConcurrencyLimitLayer, DistributedRateLimitLayer};
+use ferrisson::{Client, ExpirableSemaphore, RateLimiter, RateType};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// The API's limits: `rate` calls per second and `permits` in flight.
-const LIMITS: ApiLimits = ApiLimits {
-    name: "example:tower-partner-api",
-    rate: 10,
-    permits: 3,
-};
+/// The stand-in API's name, and its limits' names.
+const API: &str = "example:tower-partner-api";
+const RATE_NAME: &str = "example:tower-partner-api:rate";
+const IN_FLIGHT_NAME: &str = "example:tower-partner-api:in-flight";
+/// The API's limits: calls per second and calls in flight.
+const RATE: u64 = 10;
+const PERMITS: u32 = 3;
 const WORKERS: usize = 3;
 const CALLS_PER_WORKER: usize = 8;
 
 #[tokio::main]
-async fn main() -> AnyResult<()> {
-    match ApiLimits::worker_args() {
-        Some((url, id)) => worker(&url, &id).await,
-        None => LIMITS.coordinate(WORKERS, CALLS_PER_WORKER).await,
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.as_slice() {
+        [_, role, url, id] if role == "worker" => worker(url, id).await,
+        _ => coordinator().await,
     }
 }
 
-async fn worker(url: &str, id: &str) -> AnyResult<()> {
+/// Sets both limits on a Redis (`REDIS_URL`, or a throwaway redis-server), runs the workers,
+/// and checks that they made all their calls within both limits.
+async fn coordinator() -> Result<(), BoxError> {
+    let (server, url) = RedisServer::from_env_or_spawn()?;
+    if server.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
+    let client = Client::connect(&url).await?;
+    RateLimiter::new(&client, RATE_NAME)?
+        .set_rate(RateType::Overall, RATE, Duration::from_secs(1))
+        .await?;
+    ExpirableSemaphore::new(&client, IN_FLIGHT_NAME)?
+        .set_permits(PERMITS)
+        .await?;
+    let api = StandInApi::connect(&url, API).await?;
+    api.reset().await?;
+
+    println!(
+        "{WORKERS} workers, {CALLS_PER_WORKER} calls each, all at once: at most {RATE}/s and {PERMITS} in flight"
+    );
+    run_workers(WORKERS, &["worker", &url]).await?;
+
+    let report = api.report().await?;
+    println!("{report} (limits: {RATE}/s, {PERMITS} at once)");
+    report.check(WORKERS * CALLS_PER_WORKER, Some(RATE), PERMITS)?;
+    println!("both limits held across the {WORKERS} processes");
+    client.shutdown().await?;
+    Ok(())
+}
+
+async fn worker(url: &str, id: &str) -> Result<(), BoxError> {
     let client = Client::connect(url).await?;
-    let in_flight = ExpirableSemaphore::new(&client, &LIMITS.in_flight_name())?;
-    let rate = RateLimiter::new(&client, &LIMITS.rate_name())?;
-    let api = StandInApi::connect(url, LIMITS.name).await?;
+    let in_flight = ExpirableSemaphore::new(&client, IN_FLIGHT_NAME)?;
+    let rate = RateLimiter::new(&client, RATE_NAME)?;
+    let api = StandInApi::connect(url, API).await?;
 
     // The API client with both limits in front of it. Each clone of the service takes its
     // own permits; a permit in flight goes back when the call's response future ends.
@@ -61,7 +99,7 @@ async fn worker(url: &str, id: &str) -> AnyResult<()> {
             let api = api.clone();
             async move {
                 api.call().await?;
-                Ok::<_, common::BoxError>(call)
+                Ok::<_, BoxError>(call)
             }
         });
 

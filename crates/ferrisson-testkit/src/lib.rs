@@ -115,25 +115,7 @@ pub struct RedisServer {
 
 /// Finds the `redis-server` binary: `REDIS_SERVER_BIN`, the `PATH`, then the usual places.
 pub fn find_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("REDIS_SERVER_BIN") {
-        let path = PathBuf::from(path);
-        return path.is_file().then_some(path);
-    }
-    let from_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("redis-server"))
-            .find(|p| p.is_file())
-    });
-    from_path.or_else(|| {
-        [
-            "/usr/bin/redis-server",
-            "/usr/local/bin/redis-server",
-            "/opt/homebrew/bin/redis-server",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-    })
+    ferrisson_dev::find_redis_server()
 }
 
 /// The major version of the `redis-server` at `binary` (`redis-server --version`), once per

@@ -51,6 +51,62 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Scoped, the work gets the [`Hold`]: the token to stamp its writes with (a [`FencedHold`]'s is
+//! a plain `u64`), a check before each step, and the loss signal. A loss cuts the work off with
+//! [`Error::LeaseLost`] before the lease can have run out on the server; the signal is
+//! `'static`, so a clean-up of the work's own can wait for it in a task:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = ferrisson_testkit::RedisServer::spawn();
+//! # let url = server.url();
+//! use std::time::Duration;
+//! use ferrisson::prelude::*;
+//!
+//! // A 900 ms lease: the watchdog renews every 300 ms, and so sees a loss within that.
+//! let config = ClientConfig::new(&url).with_lease(Duration::from_millis(900));
+//! let client = Client::with_config(config).await?;
+//! let lock = FencedLock::new(&client, "ledger")?;
+//!
+//! // A fenced write: the resource keeps the largest token it accepted and refuses older ones.
+//! let accepted = &std::sync::Mutex::new(0u64);
+//! let token = lock
+//!     .with(|hold| async move {
+//!         hold.ensure_held()?; // before the write
+//!         let mut last = accepted.lock().map_err(|_| Error::Protocol("poisoned".into()))?;
+//!         assert!(hold.token() > *last, "a newer holder's write goes in");
+//!         *last = hold.token();
+//!         Ok::<u64, Error>(hold.token())
+//!     })
+//!     .await??;
+//!
+//! // Work whose lock goes while it runs (an operator force-unlocks it; a failover would do
+//! // the same): it is cut off, and its clean-up runs.
+//! let (undo, undone) = tokio::sync::oneshot::channel();
+//! let admin = &lock;
+//! let outcome = lock
+//!     .with(|hold| async move {
+//!         let lost = hold.lost();
+//!         tokio::spawn(async move {
+//!             let reason = lost.await;
+//!             let _ = undo.send(format!("rolled back: {reason}"));
+//!         });
+//!         admin.force_unlock().await?;
+//!         for _step in 0..1_000 {
+//!             hold.ensure_held()?; // never passes once the loss is known
+//!             tokio::time::sleep(Duration::from_millis(20)).await;
+//!         }
+//!         Ok::<(), Error>(())
+//!     })
+//!     .await
+//!     .and_then(|work| work);
+//! assert!(matches!(outcome, Err(Error::LeaseLost(_))), "{outcome:?}");
+//! println!("{}", undone.await?);
+//! # let _ = token;
+//! # Ok(()) }
+//! ```
+//!
 //! Read [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) for what Redis cannot promise (failover, pauses) and what the
 //! library and you do about it.
 

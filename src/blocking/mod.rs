@@ -44,6 +44,36 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A blocking closure cannot be cut off as async work is: it checks before each step, and
+//! `with` checks after it, so work whose lock went ends with [`Error::LeaseLost`]:
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = ferrisson_testkit::RedisServer::spawn();
+//! # let url = server.url();
+//! use std::time::Duration;
+//! use ferrisson::blocking::Client;
+//! use ferrisson::{ClientConfig, Error};
+//!
+//! // A 900 ms lease: the watchdog renews every 300 ms, and so sees a loss within that.
+//! let client = Client::with_config(ClientConfig::new(&url).with_lease(Duration::from_millis(900)))?;
+//! let ledger = client.fenced_lock("ledger")?;
+//! let outcome = ledger
+//!     .with(|guard| -> ferrisson::Result<u32> {
+//!         ledger.force_unlock()?; // the lock goes (an operator; a failover would do the same)
+//!         let mut steps = 0;
+//!         while steps < 1_000 {
+//!             guard.ensure_held()?; // before each step: stops once the loss is known
+//!             steps += 1; // ... a write stamped with guard.token() ...
+//!             std::thread::sleep(Duration::from_millis(20));
+//!         }
+//!         Ok(steps)
+//!     })
+//!     .and_then(|work| work);
+//! assert!(matches!(outcome, Err(Error::LeaseLost(_))), "{outcome:?}");
+//! # Ok(()) }
+//! ```
+//!
 //! Blocking calls are not for a thread inside a Tokio runtime (one that drives async tasks, or
 //! a `spawn_blocking` thread: Tokio cannot tell them apart for us, and blocking the first on
 //! another runtime would panic): there every call, [`Client::connect`] included, returns

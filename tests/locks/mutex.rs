@@ -212,6 +212,56 @@ async fn an_unfenced_acquire_is_one_plain_set() {
     );
 }
 
+/// On a server before 7.0 (forced here with `with_redis_6_compatibility`: the test servers
+/// run 7.x), `SET … NX … GET` is a syntax error, so the unfenced first try is the acquire
+/// script, which takes the same string: a client on the plain command excludes it and is
+/// excluded by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_redis_7_an_unfenced_acquire_is_the_script() {
+    let server = RedisServer::spawn();
+    let plain = client(&server.url()).await;
+    assert!(plain.has_redis_7_commands(), "the test server runs 7.x");
+    let config = ferrisson::ClientConfig::new(server.url()).with_redis_6_compatibility(true);
+    let older = ferrisson::Client::with_config(config).await.unwrap();
+    assert!(!older.has_redis_7_commands());
+    let name = unique_name("mutex-6-2");
+    let (mutex, other) = (
+        Mutex::new(&older, &name).unwrap(),
+        Mutex::new(&plain, &name).unwrap(),
+    );
+    // Loads the scripts, so that the counted rounds need no EVAL.
+    mutex.lock().await.unwrap().unlock().await.unwrap();
+    let mut con = server.connection();
+    let before = settled_command_calls(&mut con).await;
+    for _ in 0..10 {
+        let guard = mutex.lock().await.unwrap();
+        assert!(mutex.try_lock().await.unwrap().is_none());
+        assert!(
+            other.try_lock().await.unwrap().is_none(),
+            "one string, one holder"
+        );
+        guard.unlock().await.unwrap();
+    }
+    let after = settled_command_calls(&mut con).await;
+    assert_eq!(
+        delta(&before, &after, "evalsha"),
+        30,
+        "a script per try and per release"
+    );
+    assert_eq!(
+        delta(&before, &after, "set"),
+        20,
+        "the acquire script's SET, and the plain client's tries"
+    );
+    let held = other.lock().await.unwrap();
+    assert!(
+        mutex.try_lock().await.unwrap().is_none(),
+        "and the other way round"
+    );
+    held.unlock().await.unwrap();
+    older.shutdown().await.unwrap();
+}
+
 /// A waiter of another client marks itself when its try fails (the marker is a key named as the
 /// release channel), so that the release publishes and wakes it; once nobody waits, the mark
 /// runs out and releases publish nothing again.

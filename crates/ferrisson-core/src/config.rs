@@ -169,6 +169,8 @@ pub struct ClientConfig {
     pub(crate) app_name: Option<String>,
     pub(crate) client_record: bool,
     pub(crate) metric_names: bool,
+    /// Only commands Redis 6.2 knows, whatever the server answers at connect.
+    pub(crate) redis_6_compatibility: bool,
 }
 
 impl Default for ClientConfig {
@@ -321,6 +323,7 @@ impl ClientConfig {
             app_name: None,
             client_record: true,
             metric_names: false,
+            redis_6_compatibility: false,
         }
     }
 
@@ -626,6 +629,17 @@ impl ClientConfig {
     /// "Coalescing"). Off, every call is its own `EVALSHA`, pipelined on the connection.
     pub fn with_coalesce_calls(mut self, on: bool) -> Self {
         self.coalesce = on;
+        self
+    }
+
+    /// Whether the client keeps to the commands Redis 6.2 knows, whatever the server it
+    /// connects to answers (off by default). The client asks the server's version at connect
+    /// (in the script call that checks its rights) and, on a server before 7.0, keeps to them
+    /// by itself: the [`Mutex`](https://docs.rs/ferrisson-lock)'s unfenced first try, `SET key
+    /// token NX PX lease GET` on 7.0+, is then its acquire script. Set this during a rolling
+    /// upgrade whose nodes run both, or to try the older path on a new server.
+    pub fn with_redis_6_compatibility(mut self, on: bool) -> Self {
+        self.redis_6_compatibility = on;
         self
     }
 

@@ -21,8 +21,10 @@ use crate::scripts::{
 /// extension): the key holds the holder's token and nothing else, as with rslock, redsync,
 /// node-redlock and redis-py's `Lock`, so those clients and this mutex exclude each other on
 /// one name. The leanest lock ferrisson ships: one string per lock, no latch keys, and an
-/// unfenced acquire is the plain command `SET key token NX PX lease GET` (Redis 7.0 or later;
-/// older servers answer it with a syntax error).
+/// unfenced acquire is the plain command `SET key token NX PX lease GET` (on Redis 7.0 or later;
+/// on an older server, or with
+/// [`with_redis_6_compatibility`](ferrisson_core::ClientConfig::with_redis_6_compatibility),
+/// the acquire script, which does the same).
 ///
 /// - **One hold per owner.** A handle with no owner of its own takes each hold under a fresh
 ///   owner, so two acquisitions exclude each other, in one task as in two processes. A
@@ -203,7 +205,7 @@ impl HoldKind for MutexKind {
         let (owner, lease) = (args.owner.as_str(), millis(args.lease));
         let call = match &self.token_key {
             // The standard acquire, and with GET the holder's token when it fails.
-            None if !args.retry && !args.subscribed => {
+            None if !args.retry && !args.subscribed && self.client.has_redis_7_commands() => {
                 return ScriptCall::plain(&MUTEX_ACQUIRE, "SET", &[&self.key])
                     .arg(owner)
                     .arg("NX")

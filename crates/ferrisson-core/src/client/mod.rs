@@ -49,6 +49,9 @@ pub(crate) struct Inner {
     pub(crate) identity: crate::identity::Identity,
     /// The slot pools of the client's call records on objects (`crate::record`).
     pub(crate) record_pools: crate::record_slots::RecordPools,
+    /// The server's version as `redis.REDIS_VERSION_NUM` gives it (`0x070200` for 7.2.0),
+    /// asked at connect; 0 for a server before 7.0, which has no such number.
+    server_version: u32,
 }
 
 /// A connection to Redis shared by every synchronizer made from it. Cheap to clone: clones
@@ -242,7 +245,7 @@ impl Client {
         if !matches!(&pong, Value::SimpleString(s) if s == "PONG") {
             return Err(Error::Protocol(format!("PING answered {pong:?}")));
         }
-        check_rights(&conn, &config, &address).await?;
+        let server_version = check_rights(&conn, &config, &address).await?;
         let replication = Replication::start(config.replica_sync(), &conn, &opener)
             .await
             .map_err(|e| match e.kind() {
@@ -286,6 +289,7 @@ impl Client {
                 address,
                 identity,
                 record_pools: crate::record_slots::RecordPools::default(),
+                server_version,
             }),
         };
         // Named and recorded before the client is handed out, then kept so while it lives.
@@ -465,6 +469,13 @@ impl Client {
     /// The settings the client runs with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// Whether the client may send commands that Redis 7.0 brought (`SET … NX … GET`): the
+    /// server answered 7.0 or later at connect, and
+    /// [`with_redis_6_compatibility`](ClientConfig::with_redis_6_compatibility) is off.
+    pub fn has_redis_7_commands(&self) -> bool {
+        self.inner.server_version >= 0x07_00_00 && !self.inner.config.redis_6_compatibility
     }
 
     /// A new owner, distinct from every other: bind it to a handle (`owned_by`) for holds that
@@ -725,24 +736,35 @@ async fn supports_sharded_pubsub(conn: &Connection) -> Result<bool> {
 /// Checks that the user may run what every synchronizer needs, so that a missing ACL right is
 /// one clear error at connect, not a failure half way through the first call:
 ///
-/// - scripts: one `EVAL` of a script that returns at once;
+/// - scripts: one `EVAL` of a script that returns at once, with the server's version
+///   (`redis.REDIS_VERSION_NUM`, which servers before 7.0 lack: 0 then), which it returns;
 /// - publishing on the synchronizers' channels: every release script publishes after it
 ///   changed the state, and Redis does not roll a script back when a command in it is
 ///   refused, so a user without `@pubsub` (or without channel access, the default for new
 ///   ACL users since Redis 7) would see a release fail after it had happened. One `PUBLISH` of
 ///   an empty message on a channel of the synchronizers' naming (`redisson_lock__channel:…`,
 ///   in the client's namespace), which no waiter listens to.
-async fn check_rights(conn: &Connection, config: &ClientConfig, address: &str) -> Result<()> {
-    let eval = redis::cmd("EVAL").arg("return 1").arg(0).clone();
-    if let Err(e) = conn.query(&eval).await {
-        return Err(if e.code() == Some("NOPERM") {
-            Error::NotPermitted(format!(
-                "the ACL user at {address} may not run scripts ({e}): every synchronizer runs as Lua scripts; grant +@scripting (or +eval +evalsha +script|load), as docs/deployment.md lists"
-            ))
-        } else {
-            Error::Redis(e)
-        });
-    }
+async fn check_rights(conn: &Connection, config: &ClientConfig, address: &str) -> Result<u32> {
+    let eval = redis::cmd("EVAL")
+        .arg("return redis.REDIS_VERSION_NUM or 0")
+        .arg(0)
+        .clone();
+    let version = match conn.query(&eval).await {
+        Ok(Value::Int(version)) => u32::try_from(version).unwrap_or(0),
+        Ok(other) => {
+            tracing::debug!(reply = ?other, "the server's version was not a number: taken as before 7.0");
+            0
+        }
+        Err(e) => {
+            return Err(if e.code() == Some("NOPERM") {
+                Error::NotPermitted(format!(
+                    "the ACL user at {address} may not run scripts ({e}): every synchronizer runs as Lua scripts; grant +@scripting (or +eval +evalsha +script|load), as docs/deployment.md lists"
+                ))
+            } else {
+                Error::Redis(e)
+            });
+        }
+    };
     let channel = crate::keys::prefixed(
         "redisson_lock__channel",
         &format!("{}ferrisson:connect-check", config.namespace()),
@@ -752,7 +774,7 @@ async fn check_rights(conn: &Connection, config: &ClientConfig, address: &str) -
         .arg("")
         .clone();
     match conn.query(&probe).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(version),
         Err(e) if e.code() == Some("NOPERM") => Err(Error::NotPermitted(format!(
             "the ACL user at {address} may not {} on `{channel}` ({e}): ferrisson's scripts publish release messages on `redisson_*` channels; grant the user +@pubsub (or +{}) and channel access (&redisson_* or allchannels), alongside +@scripting and the keys it uses",
             config.publish_command().as_str().to_uppercase(),

@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use ferrisson::dev::{BoxError, RedisServer, StandInApi, run_workers};
+use ferrisson::dev::{BoxError, RedisServer, StandInApi};
 use ferrisson::{Client, ExpirableSemaphore, RateLimiter, RateType};
 
 /// The stand-in API's name, and its limits' names.
@@ -63,16 +63,15 @@ async fn coordinator() -> Result<(), BoxError> {
         .set_permits(PERMITS)
         .await?;
     let api = StandInApi::connect(&url, API).await?;
-    api.reset().await?;
-
     println!(
-        "{WORKERS} workers, {CALLS_PER_WORKER} calls each: at most {RATE}/s and {PERMITS} at once"
+        "{WORKERS} workers, {CALLS_PER_WORKER} calls each: at most {RATE}/s and {PERMITS} in flight"
     );
-    run_workers(WORKERS, &["worker", &url]).await?;
-
-    let report = api.report().await?;
-    println!("{report} (limits: {RATE}/s, {PERMITS} at once)");
-    report.check(WORKERS * CALLS_PER_WORKER, Some(RATE), PERMITS)?;
+    let args = ["worker", url.as_str()];
+    let calls = WORKERS * CALLS_PER_WORKER;
+    let report = api
+        .run_workers_within(WORKERS, &args, calls, Some(RATE), PERMITS)
+        .await?;
+    println!("{report}");
     println!("both limits held across the {WORKERS} processes");
     client.shutdown().await?;
     Ok(())

@@ -67,6 +67,29 @@ impl StandInApi {
         ]
     }
 
+    /// Forgets earlier runs' calls, runs `workers` copies of this program with `args`
+    /// ([`run_workers`](crate::run_workers)) and checks the calls they made through this
+    /// stand-in ([`Report::check`]): `calls` in all, at most `rate` starting within any second
+    /// and at most `in_flight` at once. The report, when they held.
+    ///
+    /// # Errors
+    ///
+    /// As [`run_workers`](crate::run_workers), a Redis error, or the limit that was broken.
+    pub async fn run_workers_within(
+        &self,
+        workers: usize,
+        args: &[&str],
+        calls: usize,
+        rate: Option<u64>,
+        in_flight: u32,
+    ) -> Result<Report, BoxError> {
+        self.reset().await?;
+        crate::run_workers(workers, args).await?;
+        let report = self.report().await?;
+        report.check(calls, rate, in_flight)?;
+        Ok(report)
+    }
+
     /// Forgets earlier runs' calls.
     ///
     /// # Errors

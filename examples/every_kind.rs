@@ -75,6 +75,12 @@ async fn main() -> Result<(), BoxError> {
         "a hold's stamps count its writes",
     )?;
     scoped_and_object(&fenced).await?;
+    let fenced_mutex = FencedMutex::new(&client, &n("fenced-mutex"))?;
+    let mutex_token: u64 = fenced_mutex
+        .with(|hold| async move { hold.token() })
+        .await?;
+    ensure(mutex_token > 0, "a fenced mutex hands out tokens")?;
+    scoped_and_object(&fenced_mutex).await?;
 
     // Groups: all their locks at once, and a quorum of them.
     let multi = MultiLock::new(vec![

@@ -9,7 +9,7 @@
 //!
 //! | feature | type | Redisson |
 //! |---|---|---|
-//! | `lock` | [`ReentrantLock`] (and fenced), [`NonReentrantLock`], [`Mutex`] (**\[ext\]**: the standard Redlock layout) | `RLock`, `RFencedLock`, `RNonReentrantLock` |
+//! | `lock` | [`ReentrantLock`] and [`FencedLock`], [`NonReentrantLock`], [`Mutex`] and [`FencedMutex`] (**\[ext\]**: the standard Redlock layout) | `RLock`, `RFencedLock`, `RNonReentrantLock` |
 //! | `fair-lock` | [`FairLock`], [`NonReentrantFairLock`] | `RFairLock`, `RNonReentrantFairLock` |
 //! | `rwlock` | [`ReadWriteLock`] | `RReadWriteLock` |
 //! | `semaphore` | [`Semaphore`] | `RSemaphore` |
@@ -160,7 +160,9 @@ pub mod prelude {
     #[cfg(feature = "fair-lock")]
     pub use crate::{FairLock, NonReentrantFairLock};
     #[cfg(feature = "lock")]
-    pub use crate::{FencedGuard, FencedHold, FencedLock, Mutex, NonReentrantLock, ReentrantLock};
+    pub use crate::{
+        FencedGuard, FencedHold, FencedLock, FencedMutex, Mutex, NonReentrantLock, ReentrantLock,
+    };
     #[cfg(feature = "multilock")]
     pub use crate::{MultiGuard, MultiLock, RedLock};
     #[cfg(feature = "semaphore")]
@@ -189,7 +191,8 @@ pub mod blocking;
 #[cfg_attr(docsrs, doc(cfg(feature = "lock")))]
 #[doc(inline)]
 pub use ferrisson_lock::{
-    FencedGuard, FencedHold, FencedLock, Mutex, NonReentrantLock, ReentrantLock,
+    Fenced, FencedGuard, FencedHold, FencedLock, FencedMutex, Mutex, NonReentrantLock,
+    ReentrantLock,
 };
 
 #[cfg(feature = "fair-lock")]

@@ -11,7 +11,7 @@ use common::{
     RedisServer, TestRedis, client, client_with_lease, delta, eventually, mutex_waiters_subscribed,
     parked_then_settled, settled_command_calls, unique_name,
 };
-use ferrisson::{AcquireOptions, Error, Lock, LossReason, Mutex, SyncObject};
+use ferrisson::{AcquireOptions, Error, FencedMutex, Lock, LossReason, Mutex, SyncObject};
 use redis::Commands;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -325,20 +325,25 @@ async fn fenced_tokens_only_grow() {
     let redis = TestRedis::any();
     let (a, b) = (client(&redis.url()).await, client(&redis.url()).await);
     let name = unique_name("mutex-fenced");
+    // One handle as a fenced `Mutex` (tokens as `Option`s), the other a `FencedMutex` (plain).
     let (fa, fb) = (
         Mutex::fenced(&a, &name).unwrap(),
-        Mutex::fenced(&b, &name).unwrap(),
+        FencedMutex::new(&b, &name).unwrap(),
     );
     let plain = Mutex::new(&b, &name).unwrap();
     let mut con = redis.connection();
     let mut last = 0;
     for round in 0..6 {
-        let guard = if round % 2 == 0 {
-            fa.lock().await.unwrap()
+        let (token, guard) = if round % 2 == 0 {
+            let guard = fa.lock().await.unwrap();
+            (
+                guard.token().expect("a fenced mutex hands out tokens"),
+                guard,
+            )
         } else {
-            fb.lock().await.unwrap()
+            let guard = fb.lock().await.unwrap();
+            (guard.token(), guard.into_inner())
         };
-        let token = guard.token().expect("a fenced mutex hands out tokens");
         assert!(token > last, "token {token} after {last}");
         last = token;
         let counter: u64 = con
@@ -357,6 +362,17 @@ async fn fenced_tokens_only_grow() {
     let unfenced = plain.lock().await.unwrap();
     assert_eq!(unfenced.token(), None);
     unfenced.unlock().await.unwrap();
+    // Scoped, a `FencedMutex`'s work gets the token as a plain u64, and stamps for its writes.
+    let (token, stamps) = fb
+        .with(|hold| async move { (hold.token(), (hold.stamp(), hold.stamp())) })
+        .await
+        .unwrap();
+    assert!(token > last);
+    assert_eq!(stamps, ((token, 1), (token, 2)));
+    assert!(
+        fb.try_lock().await.unwrap().is_some(),
+        "released after the work"
+    );
 }
 
 /// A waiter of the holder's own client gets the mutex in the release call: the value becomes

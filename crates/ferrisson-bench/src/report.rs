@@ -261,6 +261,24 @@ pub fn targets(records: &Records) -> Vec<Target> {
             None,
         );
     }
+    // #56: a RedLock with one of its three servers down serves every process (each at least
+    // half its fair share) and no acquire strays far (the longest within 3 × the median).
+    for kind in ["redlock", "redlock-mutex"] {
+        let variant = crate::scenarios::processes::outage_variant();
+        let lib = crate::scenarios::processes::library(kind);
+        add(
+            format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
+            records.get("contended", &variant, lib, "process_share_min"),
+            Bound::AtLeast(0.5),
+            None,
+        );
+        add(
+            format!("{kind} across processes {variant}: longest acquire / median acquire"),
+            records.get("contended", &variant, lib, "max_to_p50_wait"),
+            Bound::AtMost(3.0),
+            None,
+        );
+    }
     // #54: the faster multi-lock over 100 values against a `MultiLock` over 100 locks, the
     // median of the rounds' ratios.
     let fml = |metric: &str| {

@@ -1,8 +1,9 @@
-//! The fenced lock: Redisson's `RFencedLock`, whose every acquisition carries a token.
+//! Fenced locks, whose every acquisition carries a token: Redisson's `RFencedLock`
+//! ([`FencedLock`]) and the fenced lean mutex ([`FencedMutex`]), one generic [`Fenced`].
 
 use ferrisson_core::{AcquireOptions, Client, Error, Hold, HoldGuard, Lock, Owner, Result};
 
-use crate::ReentrantLock;
+use crate::{Mutex, ReentrantLock};
 
 /// A reentrant lock whose every acquisition carries a fencing token, with Redisson's
 /// `RFencedLock` layout: the counter `redisson_lock_token:{name}`, which never expires, is set
@@ -79,12 +80,38 @@ use crate::ReentrantLock;
 /// assert!(!write((written.0.0 - 1, 9)), "an older token is refused");
 /// # Ok(()) }
 /// ```
+pub type FencedLock = Fenced<ReentrantLock>;
+
+/// The lean [`Mutex`] (**\[ext\]**, the standard Redlock layout), fenced
+/// ([`Mutex::fenced`]: tokens from `ferrisson_mutex_token:{name}`), whose guards' and holds'
+/// tokens are plain `u64`s, as a [`FencedLock`]'s are. It is a [`Lock`] too.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = ferrisson_testkit::RedisServer::spawn();
+/// # let client = ferrisson_core::Client::connect(&server.url()).await?;
+/// use ferrisson_lock::FencedMutex;
+///
+/// let mutex = FencedMutex::new(&client, "ledger")?;
+/// let first: u64 = mutex.with(|hold| async move { hold.token() }).await?;
+/// let second = mutex.lock().await?;
+/// assert!(second.token() > first);
+/// second.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type FencedMutex = Fenced<Mutex>;
+
+/// A lock whose every acquisition carries a fencing token, as a plain `u64`: [`FencedLock`]
+/// (a reentrant lock, Redisson's `RFencedLock`) or [`FencedMutex`] (the lean mutex). Its own
+/// `lock`, `lock_with`, `try_lock`, `try_lock_with` and `with` give a [`FencedGuard`] or a
+/// [`FencedHold`]; through the [`Lock`] trait it is the lock underneath.
 #[derive(Clone, Debug)]
-pub struct FencedLock {
-    lock: ReentrantLock,
+pub struct Fenced<L> {
+    lock: L,
 }
 
-/// One hold of a [`FencedLock`]: a [`HoldGuard`] (which it dereferences to, for the loss
+/// One hold of a fenced lock ([`Fenced`]): a [`HoldGuard`] (which it dereferences to, for the loss
 /// signal and the rest) whose token is always there. Dropped, it releases in the background,
 /// as a [`HoldGuard`] does: a process about to end calls
 /// [`Client::shutdown`](ferrisson_core::Client::shutdown) after dropping it.
@@ -128,7 +155,7 @@ impl std::ops::Deref for FencedGuard {
     }
 }
 
-/// What scoped work on a [`FencedLock`] gets ([`FencedLock::with`]): its [`Hold`] (which it
+/// What scoped work on a fenced lock gets ([`Fenced::with`]): its [`Hold`] (which it
 /// dereferences to, for `ensure_held`, `is_lost` and the loss signal `lost`), whose token is
 /// always there.
 #[derive(Clone, Debug)]
@@ -170,7 +197,7 @@ fn fenced(guard: HoldGuard) -> Result<FencedGuard> {
     }
 }
 
-impl FencedLock {
+impl Fenced<ReentrantLock> {
     /// A handle to the fenced lock named `name` (after the client's namespace prefix).
     ///
     /// # Errors
@@ -188,10 +215,32 @@ impl FencedLock {
             lock: self.lock.owned_by(owner),
         }
     }
+}
 
-    /// The fenced [`ReentrantLock`] underneath. The fenced lock is a [`Lock`] itself, so its
-    /// queries (`is_locked`, `force_unlock`, …) need no detour through this.
-    pub fn as_lock(&self) -> &ReentrantLock {
+impl Fenced<Mutex> {
+    /// A handle to the fenced mutex named `name` (after the client's namespace prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty.
+    pub fn new(client: &Client, name: &str) -> Result<Self> {
+        Ok(Self {
+            lock: Mutex::fenced(client, name)?,
+        })
+    }
+
+    /// This mutex, acquired as `owner` (see [`Mutex::owned_by`]).
+    pub fn owned_by(&self, owner: Owner) -> Self {
+        Self {
+            lock: self.lock.owned_by(owner),
+        }
+    }
+}
+
+impl<L: Lock> Fenced<L> {
+    /// The fenced lock underneath. A fenced lock is a [`Lock`] itself, so its queries
+    /// (`is_locked`, `force_unlock`, …) need no detour through this.
+    pub fn as_lock(&self) -> &L {
         &self.lock
     }
 
@@ -296,12 +345,11 @@ impl FencedLock {
     }
 }
 
-/// The lock's kind and handle are the [`ReentrantLock`]'s (fenced), through which it is a
-/// [`Lock`] and a [`SyncObject`](ferrisson_core::SyncObject): deleting a fenced lock deletes
-/// its fencing counter too, and tokens still grow after that (their floor is the server's
-/// clock).
-impl ferrisson_core::__engine::LockType for FencedLock {
-    type Kind = ferrisson_core::__engine::HashLock;
+/// The kind and handle are the fenced lock's underneath, through which it is a [`Lock`] and a
+/// [`SyncObject`](ferrisson_core::SyncObject): deleting a fenced lock deletes its fencing
+/// counter too, and tokens still grow after that (their floor is the server's clock).
+impl<L: ferrisson_core::__engine::LockType> ferrisson_core::__engine::LockType for Fenced<L> {
+    type Kind = L::Kind;
 
     fn handle(&self) -> &ferrisson_core::__engine::LockHandle<Self::Kind> {
         self.lock.handle()

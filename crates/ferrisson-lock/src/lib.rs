@@ -28,7 +28,7 @@ mod mutex;
 mod non_reentrant;
 mod scripts;
 
-pub use fenced::{FencedGuard, FencedHold, FencedLock};
+pub use fenced::{Fenced, FencedGuard, FencedHold, FencedLock, FencedMutex};
 pub use ferrisson_core::{AcquireOptions, HoldGuard, Lock, SyncObject};
 // What a user of this crate alone needs, without a dependency on `ferrisson-core`.
 pub use ferrisson_core::{Client, ClientConfig, Error, Hold, LossReason, Owner, Result};

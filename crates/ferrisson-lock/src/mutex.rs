@@ -68,11 +68,12 @@ use crate::scripts::{
 /// assert!(mutex.try_lock().await?.is_none());
 /// guard.unlock().await?;
 ///
-/// let fenced = Mutex::fenced(&client, "ledger")?;
+/// // Fenced, its tokens are plain u64s (a `FencedMutex`, which is `Mutex::fenced` underneath).
+/// let fenced = ferrisson_lock::FencedMutex::new(&client, "ledger")?;
 /// let first = fenced.lock().await?;
-/// let token = first.token().expect("a fenced mutex hands out tokens");
+/// let token: u64 = first.token();
 /// first.unlock().await?;
-/// assert!(fenced.lock().await?.token() > Some(token));
+/// assert!(fenced.lock().await?.token() > token);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -125,7 +126,7 @@ impl Mutex {
     /// across a restart without persistence or a failover too (the rule of
     /// [`docs/guarantees.md`](https://github.com/ferrisson/ferrisson/blob/main/docs/guarantees.md) §9); each acquire is a script call instead of a plain `SET`.
     /// Fenced and unfenced handles of one name exclude each other; only fenced ones move the
-    /// counter.
+    /// counter. [`FencedMutex`](crate::FencedMutex) is this with tokens as plain `u64`s.
     ///
     /// # Errors
     ///

@@ -116,7 +116,7 @@ const WORKER_START: Duration = Duration::from_millis(1500);
 
 /// The worker process: `--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS TASKS`.
 /// Connects, waits for the start, runs one client's `TASKS` tasks until the phase ends and
-/// prints `acquisitions <n>` and `max_wait_us <µs>`.
+/// prints `acquisitions <n>`, `max_wait_us <µs>` and `p50_wait_us <µs>`.
 pub async fn worker(args: &[String]) -> Result<(), String> {
     let [kind, url, name, hold_us, phase_ms, start_ms, tasks] = args else {
         return Err("--worker KIND URL NAME HOLD_US PHASE_MS START_UNIX_MS TASKS".into());
@@ -131,18 +131,28 @@ pub async fn worker(args: &[String]) -> Result<(), String> {
     let mut result = workload::run(cycles, phase, hold).await?;
     println!("acquisitions {}", result.total());
     println!("max_wait_us {:.0}", result.waits.percentile(100.0));
+    println!("p50_wait_us {:.0}", result.waits.percentile(50.0));
     Ok(())
 }
 
-/// One round across processes: each client's acquisitions and longest acquire in µs (each
-/// worker runs for the phase, once its client has connected).
+/// What one worker process reported.
+struct Worker {
+    acquisitions: u64,
+    /// Its longest acquire, µs.
+    max_wait_us: f64,
+    /// Its median acquire, µs.
+    p50_wait_us: f64,
+}
+
+/// One round across processes: what each client reported (each worker runs for the phase,
+/// once its client has connected).
 async fn across_processes(
     ctx: &Ctx,
     (url, kind, tasks): (&str, &str, usize),
     name: &str,
     hold: Duration,
     outage: &Outage,
-) -> Result<Vec<(u64, f64)>, String> {
+) -> Result<Vec<Worker>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let phase = ctx.phase();
     let start_in = ctx.pick(WORKER_START, WORKER_START, WORKER_START / 3);
@@ -173,11 +183,8 @@ async fn across_processes(
     counts
 }
 
-/// Each worker's acquisitions and longest acquire, once it has ended.
-async fn collect(
-    children: Vec<tokio::process::Child>,
-    kind: &str,
-) -> Result<Vec<(u64, f64)>, String> {
+/// What each worker reported, once it has ended.
+async fn collect(children: Vec<tokio::process::Child>, kind: &str) -> Result<Vec<Worker>, String> {
     let mut counts = Vec::new();
     for mut child in children {
         let mut out = String::new();
@@ -196,12 +203,17 @@ async fn collect(
             .find_map(|l| l.strip_prefix("acquisitions "))
             .and_then(|n| n.trim().parse::<u64>().ok())
             .ok_or_else(|| format!("a {kind} worker printed no count: {out:?}"))?;
-        let max_wait = out
-            .lines()
-            .find_map(|l| l.strip_prefix("max_wait_us "))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .unwrap_or(0.0);
-        counts.push((count, max_wait));
+        let wait = |field: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|n| n.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        counts.push(Worker {
+            acquisitions: count,
+            max_wait_us: wait("max_wait_us "),
+            p50_wait_us: wait("p50_wait_us "),
+        });
     }
     Ok(counts)
 }
@@ -227,6 +239,14 @@ async fn in_process(
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The variant of the RedLocks' records with one of their three servers down.
+pub fn outage_variant() -> String {
+    format!(
+        "{},processes={CONTENDED_CLIENTS},one server down",
+        hold_variant(OUTAGE_HOLD)
+    )
 }
 
 /// The variant of `hold`'s records with every server up.
@@ -282,10 +302,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         // docs/benchmarks.md), far past the smoke test's budget.
         if red && !ctx.quick {
             // One of the three down: every round needs both others.
-            let variant = format!(
-                "{},processes={CONTENDED_CLIENTS},one server down",
-                hold_variant(OUTAGE_HOLD)
-            );
+            let variant = outage_variant();
             measure(
                 ctx,
                 records,
@@ -325,6 +342,7 @@ async fn measure(
     let name = format!("bench:processes:{kind}:{variant}");
     let (mut ratios, mut rates, mut share_min, mut share_max, mut max_wait) =
         (Vec::new(), Vec::new(), f64::MAX, 0.0_f64, 0.0_f64);
+    let mut p50_waits = Vec::new();
     for round in 0..rounds {
         let (counts, here) = workload::in_turn(
             round % 2 == 0,
@@ -332,12 +350,13 @@ async fn measure(
             in_process(ctx, (url, kind, tasks), &name, hold, outage),
         )
         .await?;
-        let total: u64 = counts.iter().map(|(n, _)| n).sum();
+        let total: u64 = counts.iter().map(|w| w.acquisitions).sum();
         let fair = total as f64 / counts.len().max(1) as f64;
-        for (n, wait) in &counts {
-            share_min = share_min.min(*n as f64 / fair.max(1e-9));
-            share_max = share_max.max(*n as f64 / fair.max(1e-9));
-            max_wait = max_wait.max(*wait / 1000.0);
+        for w in &counts {
+            share_min = share_min.min(w.acquisitions as f64 / fair.max(1e-9));
+            share_max = share_max.max(w.acquisitions as f64 / fair.max(1e-9));
+            max_wait = max_wait.max(w.max_wait_us / 1000.0);
+            p50_waits.push(w.p50_wait_us / 1000.0);
         }
         let rate = total as f64 / ctx.phase().as_secs_f64().max(1e-9);
         rates.push(rate);
@@ -359,6 +378,18 @@ async fn measure(
     records.push(s, variant, lib, "process_share_min", share_min, "x");
     records.push(s, variant, lib, "process_share_max", share_max, "x");
     records.push(s, variant, lib, "max_wait_ms", max_wait, "ms");
+    // The typical acquire (the median of every worker's median, over the rounds), and the
+    // longest against it: how far the unluckiest acquire strays from the rest.
+    let p50_wait = median(p50_waits);
+    records.push(s, variant, lib, "p50_wait_ms", p50_wait, "ms");
+    records.push(
+        s,
+        variant,
+        lib,
+        "max_to_p50_wait",
+        max_wait / p50_wait.max(1e-9),
+        "x",
+    );
     records.push(s, variant, lib, "ratio_to_in_process", median(ratios), "x");
     Ok(())
 }

@@ -375,6 +375,61 @@ async fn a_slow_instance_beyond_the_quorum_is_not_waited_for() {
     released_everywhere(&instances, &name).await;
 }
 
+/// A round split by a rival (one instance granted, one held elsewhere) must not hold its
+/// grant while it waits for the third instance when that one cannot answer: an instance that
+/// gave no answer in the round before (a server down or frozen) gets only the grace of a
+/// decided round once the others have answered. Otherwise rival RedLocks, each holding one
+/// instance, wait for it round after round (#56: single acquires of tens of seconds with one
+/// server of three down).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_round_does_not_wait_for_an_instance_that_is_down_or_did_not_answer() {
+    let patience = Duration::from_secs(3);
+    for frozen in [false, true] {
+        let mut instances = Instances::spawn(3);
+        let mut clients = Vec::new();
+        for server in &instances.servers {
+            clients.push(instance_client(server.url(), Duration::from_secs(30), patience).await);
+        }
+        let name = unique_name("redlock-split");
+        let lock = red_lock(&clients, &name, false);
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        // A rival holds instance 1 alone; instance 0 is free; instance 2 cannot answer.
+        let rival = ReentrantLock::new(&clients[1], &name).unwrap();
+        let rival = rival.owned_by(clients[1].new_owner()).lock().await.unwrap();
+        if frozen {
+            instances.servers[2].pause();
+        } else {
+            instances.servers[2].stop();
+        }
+        // The first round meets the instance gone: it may wait its bound for it (and the try,
+        // cut one response timeout after its deadline as every try is, may end with that).
+        match lock.try_lock().await {
+            Ok(None) | Err(Error::Unreachable { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        let started = tokio::time::Instant::now();
+        assert!(lock.try_lock().await.unwrap().is_none(), "no quorum");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(250),
+            "a split round waited {took:?} for an instance that is down or frozen (frozen: {frozen})"
+        );
+        assert!(
+            !held_on(&instances.servers[0], &name),
+            "the split round's grant is given back"
+        );
+        rival.unlock().await.unwrap();
+        if frozen {
+            instances.servers[2].resume();
+        } else {
+            instances.servers[2].start();
+        }
+        // Back, the instance answers the rounds again.
+        let guard = lock.lock().await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_over_five_validity_and_loss_of_the_quorum() {
     let mut instances = Instances::spawn(5);

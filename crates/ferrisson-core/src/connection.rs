@@ -455,6 +455,26 @@ tokio::task_local! {
     static SEND_BY: tokio::time::Instant;
 }
 
+tokio::task_local! {
+    /// Set for the calls of a task inside [`refusal_ends_calls`]: a refused connection ends a
+    /// call at once instead of being asked again.
+    static REFUSAL_ENDS_CALLS: ();
+}
+
+/// Runs `calls`, whose calls end at once with their error when their server refuses the
+/// connection (it is down) instead of being asked again with the retry policy's pauses: for a
+/// caller whose own rounds are the retry and which must not wait for one server while it
+/// holds others (a RedLock's instance tries). A refused connection never ran the call, so no
+/// outcome is left unknown by the refusal itself.
+pub async fn refusal_ends_calls<F: std::future::Future>(calls: F) -> F::Output {
+    REFUSAL_ENDS_CALLS.scope((), calls).await
+}
+
+/// Whether the current task's calls end at a refused connection ([`refusal_ends_calls`]).
+pub(crate) fn refusal_ends_call() -> bool {
+    REFUSAL_ENDS_CALLS.try_with(|()| ()).is_ok()
+}
+
 /// Runs `attempt`, whose calls are not sent after `by` (when given).
 pub(crate) async fn sending_by<F: std::future::Future>(
     by: Option<tokio::time::Instant>,

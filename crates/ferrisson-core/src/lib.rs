@@ -136,6 +136,7 @@ pub mod __engine {
     //! - scripts ([`Script`], [`ScriptCall`]), [`keys`], the semaphores' [`permits`].
 
     pub use crate::client::ClientEngine;
+    pub use crate::connection::refusal_ends_calls;
     pub use crate::grant::{Grant, Taken, Takes};
     pub use crate::guard::{
         CleanupGuard, HoldLock, Release, Released, hold_guard, spawn_cleanup, until_lost,

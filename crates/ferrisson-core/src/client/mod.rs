@@ -544,7 +544,9 @@ impl Client {
                     let settling = settle.is_some_and(|window| {
                         maybe_ran && !down && started.elapsed().saturating_add(pause) < window
                     });
-                    if n >= policy.retries && !settling {
+                    let refused_here =
+                        e.is_refused_connection() && crate::connection::refusal_ends_call();
+                    if (n >= policy.retries || refused_here) && !settling {
                         return Err(e.naming(&self.inner.address));
                     }
                     n = n.saturating_add(1);

@@ -61,11 +61,17 @@ pub(super) struct Gate {
     /// The instance (by index) the turn-holder of this process watches for a release, if it
     /// watches one ([`red_pause`]): a release message it reached there is this process's own.
     pub(super) watching: std::sync::Mutex<Option<usize>>,
+    /// The instances (by place) that gave no answer within their bound in their last round
+    /// (down or frozen): a round gives them only the grace of a decided round once the others
+    /// have answered, so that a RedLock does not hold its other instances for a response
+    /// timeout per round while one is frozen ([`red_round`]).
+    unanswered: Vec<std::sync::atomic::AtomicBool>,
 }
 
 impl Gate {
     /// The gate of the locks `identity` (sorted), whose waiters queue on `client`'s hub.
     pub(super) fn new(identity: Identity, client: &Client) -> Self {
+        let len = identity.len();
         let name = identity
             .iter()
             .map(|(client, key)| format!("{client}\u{1}{key}"))
@@ -78,6 +84,26 @@ impl Gate {
             outage_since: std::sync::Mutex::new(None),
             yield_until: std::sync::Mutex::new(None),
             watching: std::sync::Mutex::new(None),
+            unanswered: (0..len)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+        }
+    }
+
+    /// Whether the lock `key` of `client_id` gave no answer in its last round.
+    pub(super) fn unanswered(&self, client_id: &str, key: &str) -> bool {
+        self.place_of(client_id, key)
+            .and_then(|place| self.unanswered.get(place))
+            .is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Notes whether the lock `key` of `client_id` answered in a round.
+    pub(super) fn answered(&self, client_id: &str, key: &str, answered: bool) {
+        if let Some(flag) = self
+            .place_of(client_id, key)
+            .and_then(|place| self.unanswered.get(place))
+        {
+            flag.store(!answered, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use ferrisson_core::__engine::{
     Between, Claim, ClientEngine, Grant, HoldLock, HoldWatch, LocalPlace, Pace, Rounds, Taken,
-    WaitPacer, drive, no_reply,
+    WaitPacer, drive, no_reply, refusal_ends_calls,
 };
 use ferrisson_core::{AcquireOptions, Client, Error, Hold, HoldGuard, Lock, LossReason, Result};
 

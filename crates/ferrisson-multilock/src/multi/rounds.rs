@@ -431,6 +431,19 @@ pub(super) async fn red_round(
     options: AcquireOptions,
     refused: &mut Option<usize>,
 ) -> Result<Option<Vec<HoldGuard>>> {
+    let gate = group.gate.as_deref();
+    // The instances that gave no answer in their last round: the others do not wait for them
+    // past the grace once they have answered themselves (unless too few others are left to
+    // make a quorum, or none: then every instance has its full bound, as it would anyway).
+    let suspect: Vec<bool> = group
+        .locks
+        .iter()
+        .map(|l| gate.is_some_and(|g| g.unanswered(l.client_id(), l.key())))
+        .collect();
+    let trusted = suspect.iter().filter(|s| !**s).count();
+    let shortcut = trusted >= group.quorum && trusted < group.locks.len();
+    // The trusted instances still out (only counted when the shortcut applies).
+    let mut trusted_out = trusted;
     let attempts = group.locks.iter().enumerate().map(|(i, lock)| {
         let mut lock_options = AcquireOptions::new().with_wait(Duration::ZERO);
         let lease = options.lease().unwrap_or_else(|| lock.client_lease());
@@ -440,7 +453,10 @@ pub(super) async fn red_round(
         // A slow instance must not eat the validity.
         let bound = lock.response_timeout().min(lease / 4);
         async move {
-            match tokio::time::timeout(bound, lock.acquire_any(lock_options)).await {
+            // An instance that is down answers at once (its refusal is not asked again): the
+            // round cannot wait for it while it holds the others.
+            let attempt = refusal_ends_calls(lock.acquire_any(lock_options));
+            let outcome = match tokio::time::timeout(bound, attempt).await {
                 Ok(Ok(Some(guard))) => Instance::Granted(guard),
                 Ok(Ok(None)) => Instance::Refused(i),
                 Ok(Err(e)) => {
@@ -451,7 +467,8 @@ pub(super) async fn red_round(
                     tracing::debug!(key = lock.key(), "a RedLock instance did not answer in time");
                     Instance::Failed(no_reply(lock.any_client(), bound))
                 }
-            }
+            };
+            (i, outcome)
         }
     });
     let mut granted: Vec<HoldGuard> = Vec::with_capacity(group.locks.len());
@@ -461,10 +478,14 @@ pub(super) async fn red_round(
     // instances still out get twice the time the decision took (at least 10 ms), as
     // `end_all` gives them, not their response timeout: one that is down, or frozen, must
     // not hold up every round. Those dropped then undo what they may take (an acquisition's
-    // cancel safety), and a hold they would have added is not needed.
+    // cancel safety), and a hold they would have added is not needed. The same grace starts
+    // once every instance that answered its last round has answered this one: the rest gave
+    // no answer then, and waiting for them would hold this round's grants from its rivals.
     let started = Instant::now();
     let mut pending: FuturesUnordered<_> = attempts.collect();
     let mut grace: Option<Instant> = None;
+    // Which instances answered (the others, still out when the round ended, did not).
+    let mut heard = vec![false; group.locks.len()];
     loop {
         let next = match grace {
             Some(until) => match tokio::time::timeout_at(until, pending.next()).await {
@@ -473,9 +494,17 @@ pub(super) async fn red_round(
             },
             None => pending.next().await,
         };
-        let Some(outcome) = next else {
+        let Some((i, outcome)) = next else {
             break;
         };
+        // An instance whose connection failed (down, refused, no reply in time) did not answer.
+        let unreachable = matches!(&outcome, Instance::Failed(e) if e.is_connection_error());
+        if let Some(h) = heard.get_mut(i) {
+            *h = !unreachable;
+        }
+        if !suspect.get(i).copied().unwrap_or(true) {
+            trusted_out = trusted_out.saturating_sub(1);
+        }
         match outcome {
             Instance::Granted(guard) => {
                 answered += 1;
@@ -499,7 +528,9 @@ pub(super) async fn red_round(
             }
         }
         if grace.is_none()
-            && (granted.len() >= group.quorum || granted.len() + pending.len() < group.quorum)
+            && (granted.len() >= group.quorum
+                || granted.len() + pending.len() < group.quorum
+                || (shortcut && trusted_out == 0))
         {
             grace = Some(ferrisson_core::__engine::time::later(
                 Instant::now(),
@@ -508,6 +539,11 @@ pub(super) async fn red_round(
                     .saturating_mul(2)
                     .max(Duration::from_millis(10)),
             ));
+        }
+    }
+    if let Some(gate) = gate {
+        for (lock, heard) in group.locks.iter().zip(&heard) {
+            gate.answered(lock.client_id(), lock.key(), *heard);
         }
     }
     drop(pending);

@@ -450,8 +450,12 @@ pub(super) async fn red_round(
         if let Some(lease) = options.lease() {
             lock_options = lock_options.with_lease(lease);
         }
-        // A slow instance must not eat the validity.
+        // A slow instance must not eat the validity. A tenth under the response timeout: a
+        // try is cut one response timeout after its deadline (`first_try`), and a round
+        // whose other instances answered must be decided by its own bound before that cut,
+        // or a `try_lock` that met a frozen instance would end in an error, not in `None`.
         let bound = lock.response_timeout().min(lease / 4);
+        let bound = bound.saturating_sub(bound / 10);
         async move {
             // An instance that is down answers at once (its refusal is not asked again): the
             // round cannot wait for it while it holds the others.

@@ -244,40 +244,43 @@ pub fn targets(records: &Records) -> Vec<Target> {
     }
     // Two tasks per process (#52): a process's tasks hand the lock to each other, and the
     // other processes must still get their turns, each at least half its fair share, none
-    // waiting more than a second.
-    for kind in crate::scenarios::processes::TWO_TASK_KINDS {
-        let variant = crate::scenarios::processes::two_task_variant();
-        let lib = crate::scenarios::processes::library(kind);
-        add(
-            format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
-            records.get("contended", &variant, lib, "process_share_min"),
-            Bound::AtLeast(0.5),
-            None,
-        );
-        add(
-            format!("{kind} across processes {variant}: longest acquire (ms)"),
-            records.get("contended", &variant, lib, "max_wait_ms"),
-            Bound::AtMost(1000.0),
-            None,
-        );
-    }
-    // #56: a RedLock with one of its three servers down serves every process (each at least
-    // half its fair share) and no acquire strays far (the longest within 3 × the median).
-    for kind in ["redlock", "redlock-mutex"] {
-        let variant = crate::scenarios::processes::outage_variant();
-        let lib = crate::scenarios::processes::library(kind);
-        add(
-            format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
-            records.get("contended", &variant, lib, "process_share_min"),
-            Bound::AtLeast(0.5),
-            None,
-        );
-        add(
-            format!("{kind} across processes {variant}: longest acquire / median acquire"),
-            records.get("contended", &variant, lib, "max_to_p50_wait"),
-            Bound::AtMost(3.0),
-            None,
-        );
+    // waiting more than a second. #56: a RedLock with one of its three servers down serves
+    // every process (each at least half its fair share) and no acquire strays far (the
+    // longest within 3 × the median).
+    let two_tasks = crate::scenarios::processes::two_task_variant();
+    let outage = crate::scenarios::processes::outage_variant();
+    let shares: [(&[&str], &String, &str, &str, f64); 2] = [
+        (
+            &crate::scenarios::processes::TWO_TASK_KINDS,
+            &two_tasks,
+            "max_wait_ms",
+            "longest acquire (ms)",
+            1000.0,
+        ),
+        (
+            &["redlock", "redlock-mutex"],
+            &outage,
+            "max_to_p50_wait",
+            "longest acquire / median acquire",
+            3.0,
+        ),
+    ];
+    for (kinds, variant, wait_metric, wait_label, wait_bound) in shares {
+        for kind in kinds {
+            let lib = crate::scenarios::processes::library(kind);
+            add(
+                format!("{kind} across processes {variant}: fewest acquisitions / fair share"),
+                records.get("contended", variant, lib, "process_share_min"),
+                Bound::AtLeast(0.5),
+                None,
+            );
+            add(
+                format!("{kind} across processes {variant}: {wait_label}"),
+                records.get("contended", variant, lib, wait_metric),
+                Bound::AtMost(wait_bound),
+                None,
+            );
+        }
     }
     // #54: the faster multi-lock over 100 values against a `MultiLock` over 100 locks, the
     // median of the rounds' ratios.

@@ -115,7 +115,9 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()?;
         let mut server = Self { child, port, dir };
-        let deadline = Instant::now() + START_TIMEOUT;
+        let deadline = Instant::now()
+            .checked_add(START_TIMEOUT)
+            .ok_or_else(|| std::io::Error::other("the clock cannot count the start timeout"))?;
         loop {
             if server.answers_ping() {
                 return Ok(server);

@@ -25,15 +25,30 @@ pub(super) struct Group {
     pub(super) gate: Option<Arc<Gate>>,
 }
 
-/// The span of the random pause of a RedLock waiter woken by a release before its round
-/// ([`red_pause`]): wide enough that the rivals the same message woke (one per process) rarely
-/// start within one round trip of each other and split the instances.
-pub(super) const WOKEN_SPREAD: Duration = Duration::from_millis(1);
+/// One step of the pause of a RedLock waiter woken by a release before its round
+/// ([`woken_pause`]): a step less for each doubling of how long it has waited.
+pub(super) const WOKEN_STEP: Duration = Duration::from_micros(300);
+
+/// How many doublings of a wait the pause tells apart: from 8 ms to about 16 s.
+pub(super) const WOKEN_STEPS: u32 = 12;
+
+/// The pause of a RedLock waiter woken by a release before its round: a step
+/// ([`WOKEN_STEP`]) shorter for each doubling of `waited` (from 8 ms), plus a random part below
+/// one step. Every process computes the same rule, so the rivals one release woke (one
+/// turn-holder per process, each its process's longest waiter) send their rounds longest
+/// waiter first, and rarely split the instances between them: a RedLock with one instance
+/// down needs both others, and a split round fails for both. Rivals within a doubling of each
+/// other draw lots within the step.
+pub(super) fn woken_pause(waited: Duration) -> Duration {
+    let eighths = waited.as_millis() / 8 + 1;
+    let doublings = 128 - eighths.leading_zeros();
+    WOKEN_STEP.saturating_mul(WOKEN_STEPS.saturating_sub(doublings)) + random_below(WOKEN_STEP)
+}
 
 /// How long after freeing a RedLock that other processes wait for a process's fresh
 /// acquisitions queue rather than try at once: long enough for the waiters its release woke to
-/// hear it, pause ([`WOKEN_SPREAD`]) and send their round.
-pub(super) const YIELD: Duration = Duration::from_millis(3);
+/// hear it, pause ([`woken_pause`]: at most 3.6 ms) and send their round.
+pub(super) const YIELD: Duration = Duration::from_millis(5);
 
 /// The most RedLock acquisitions one process hands the lock to in a row before a release
 /// frees it for the other processes' waiters (as [`ferrisson_core::__engine::MAX_HANDOFF_STREAK`]
@@ -223,4 +238,28 @@ pub(super) fn gate(locks: &[Box<dyn AnyLock>]) -> Option<Arc<Gate>> {
     let gate = Arc::new(Gate::new(identity.clone(), client));
     gates.insert(identity, Arc::downgrade(&gate));
     Some(gate)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    #[test]
+    fn a_longer_wait_pauses_less_after_a_release_and_every_pause_ends_within_the_yield() {
+        let waits = [0u64, 8, 40, 100, 300, 700, 1_500, 3_000, 7_000, 20_000];
+        for pair in waits.windows(2) {
+            let (young, old) = (pair[0], pair[1]);
+            for _ in 0..50 {
+                let young = woken_pause(Duration::from_millis(young));
+                let old = woken_pause(Duration::from_millis(old));
+                // Waits a doubling apart or more: the older one's round goes first.
+                assert!(old < young, "{old:?} after {young:?}");
+            }
+        }
+        for wait in [Duration::ZERO, Duration::from_secs(1), Duration::MAX] {
+            let pause = woken_pause(wait);
+            assert!(pause < WOKEN_STEP.saturating_mul(WOKEN_STEPS) && pause < YIELD);
+        }
+    }
 }

@@ -47,6 +47,7 @@ pub(super) async fn acquire(group: &Group, options: AcquireOptions) -> Result<Op
             group,
             options,
             once,
+            since: Instant::now(),
             turn: None,
             handoff: None,
             refused: None,
@@ -61,6 +62,9 @@ pub(super) struct Acquisition<'g> {
     pub(super) group: &'g Group,
     pub(super) options: AcquireOptions,
     pub(super) once: bool,
+    /// When the acquisition began: how long it has waited decides its pause after a release
+    /// ([`woken_pause`]).
+    pub(super) since: Instant,
     /// A RedLock's turn to wait (taken after a first round that failed, kept until it returns).
     pub(super) turn: Option<tokio::sync::SemaphorePermit<'g>>,
     /// A RedLock waiter's place in its gate's queue, where an unlock in this process hands
@@ -212,7 +216,14 @@ impl Acquisition<'_> {
         if let (Some(gate), None) = (self.group.gate.as_ref(), &self.handoff) {
             self.handoff = Some(gate.wait(self.options.lease()));
         }
-        let wait = wait_for_round(self.group, &mut self.turn, self.refused, n, pacer);
+        let wait = wait_for_round(
+            self.group,
+            &mut self.turn,
+            self.refused,
+            n,
+            self.since,
+            pacer,
+        );
         let Some(place) = self.handoff.as_ref() else {
             return wait.await;
         };
@@ -279,6 +290,7 @@ pub(super) async fn wait_for_round<'g>(
     turn: &mut Option<tokio::sync::SemaphorePermit<'g>>,
     refused: Option<usize>,
     round: u32,
+    since: Instant,
     pacer: &mut WaitPacer<'_>,
 ) -> Result<Between<MultiGuard>> {
     let deadline = pacer.deadline();
@@ -309,7 +321,7 @@ pub(super) async fn wait_for_round<'g>(
         }
     }
     let pause = if group.red {
-        red_pause(group, refused, round, deadline).await
+        red_pause(group, refused, round, since, deadline).await
     } else {
         jitter(round)
     };
@@ -325,14 +337,16 @@ pub(super) async fn wait_for_round<'g>(
 /// held it, by index; one is enough, a holder releases every instance at once, and each watch
 /// costs its instance a look and a subscription) is seen free (its release message, or its
 /// holder's lease running out: [`Lock::wait_unlocked`], which never polls where releases
-/// publish), then answers a short random pause (below [`WOKEN_SPREAD`]) that spreads the
-/// rivals the same release woke, so that they do not split the instances between them. When there is nothing to watch (the round failed on instances that are down
-/// or slow) or the watch fails, it answers the blind pause of [`jitter`]; it never waits past
-/// `deadline`.
+/// publish), then answers a pause shorter the longer the acquisition has waited (`since`
+/// it began: [`woken_pause`]), which orders the rivals the same release woke, so that they do
+/// not split the instances between them. When there is nothing to watch (the round failed on
+/// instances that are down or slow) or the watch fails, it answers the blind pause of
+/// [`jitter`]; it never waits past `deadline`.
 pub(super) async fn red_pause(
     group: &Group,
     refused: Option<usize>,
     round: u32,
+    since: Instant,
     deadline: Option<Instant>,
 ) -> Duration {
     let freed = async {
@@ -353,10 +367,10 @@ pub(super) async fn red_pause(
         None => freed.await,
     };
     if freed {
-        // The same span whatever the round: the turn-holders of other processes, woken by the
-        // same message, have the same chance (a span growing with the rounds would favour the
+        // The longest waiter first: the turn-holders of other processes, woken by the same
+        // message, compute the same rule (a span growing with the rounds would favour the
         // youngest waiter, often the releasing process's next one).
-        random_below(WOKEN_SPREAD)
+        woken_pause(since.elapsed())
     } else {
         jitter(round)
     }

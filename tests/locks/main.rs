@@ -22,4 +22,5 @@ mod owners;
 mod rwlock;
 mod scoped;
 mod spin_lock;
+mod tracked_waits;
 mod turns;

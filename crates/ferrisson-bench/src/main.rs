@@ -41,7 +41,7 @@ pub fn live_heap_bytes() -> i64 {
 }
 
 const USAGE: &str = "usage: ferrisson-bench [--quick | --smoke] [--json FILE] [--svg FILE] \
-[--scenario raw|server-cost|uncontended|contended|processes|waiters|semaphore|latch|peers|cluster|redlock|rate-limiter|faster-multilock]... [--no-external-peers]
+[--scenario raw|server-cost|uncontended|contended|processes|waiters|foreign|semaphore|latch|peers|cluster|redlock|rate-limiter|faster-multilock]... [--no-external-peers]
        ferrisson-bench --from-json FILE [--svg FILE]   (print the table and draw the chart of an earlier run)";
 
 struct Args {

@@ -144,15 +144,15 @@ fn group(queue: Vec<Pending>, cluster: bool) -> Vec<Vec<Pending>> {
             0
         };
         let key = (pending.call.shape(), slot);
-        // A plain command has no batch form: it goes alone (the connection pipelines it with
-        // the runs beside it).
-        let plain = pending.call.is_plain();
+        // A plain command has no batch form, and a tracked call's arming goes right before it:
+        // each goes alone (the connection pipelines it with the runs beside it).
+        let alone = pending.call.goes_alone();
         match runs.last_mut() {
             Some((last, calls))
-                if !plain
+                if !alone
                     && *last == key
                     && calls.len() < MAX_CALLS
-                    && calls.first().is_some_and(|c| !c.call.is_plain()) =>
+                    && calls.first().is_some_and(|c| !c.call.goes_alone()) =>
             {
                 calls.push(pending)
             }

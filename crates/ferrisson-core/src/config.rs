@@ -171,6 +171,7 @@ pub struct ClientConfig {
     pub(crate) metric_names: bool,
     /// Only commands Redis 6.2 knows, whatever the server answers at connect.
     pub(crate) redis_6_compatibility: bool,
+    pub(crate) tracked_waits: bool,
 }
 
 impl Default for ClientConfig {
@@ -324,6 +325,7 @@ impl ClientConfig {
             client_record: true,
             metric_names: false,
             redis_6_compatibility: false,
+            tracked_waits: true,
         }
     }
 
@@ -640,6 +642,17 @@ impl ClientConfig {
     /// upgrade whose nodes run both, or to try the older path on a new server.
     pub fn with_redis_6_compatibility(mut self, on: bool) -> Self {
         self.redis_6_compatibility = on;
+        self
+    }
+
+    /// Whether a waiter behind a holder whose release publishes nothing (another Redlock
+    /// client's hold on a [`Mutex`](https://docs.rs/ferrisson-lock)) asks Redis to tell it of
+    /// the key's next change (`CLIENT TRACKING … OPTIN` on the command connection, redirected
+    /// to the subscriber connection; on by default, not on a cluster), instead of looking
+    /// again every 100 to 200 ms. Needs the rights `client|tracking` and `client|caching`;
+    /// without them the client re-checks as with this off.
+    pub fn with_tracked_waits(mut self, on: bool) -> Self {
+        self.tracked_waits = on;
         self
     }
 

@@ -27,6 +27,9 @@ use crate::script::{Script, ScriptCall};
 pub(crate) struct Connection {
     link: Link,
     scripts: Arc<Scripts>,
+    /// Whether, and for which subscriber, tracked calls arm invalidations
+    /// ([`crate::tracking`]): shared with the client's hub.
+    tracking: Arc<crate::tracking::Tracking>,
 }
 
 /// The link under a [`Connection`], shaped so that cluster and sentinel deployments become
@@ -72,7 +75,10 @@ struct Scripts {
 
 impl Connection {
     pub(crate) fn new(link: Link) -> Self {
+        // A cluster is never armed: a redirect must name a connection on the key's own node.
+        let tracking = crate::tracking::Tracking::new(!matches!(link, Link::Cluster(_)));
         Self {
+            tracking: Arc::new(tracking),
             link,
             scripts: Arc::new(Scripts {
                 stale: AtomicBool::new(true),
@@ -82,6 +88,11 @@ impl Connection {
                 cluster_loading: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The connection's tracking state, which the hub's subscriber connection feeds.
+    pub(crate) fn tracking(&self) -> &Arc<crate::tracking::Tracking> {
+        &self.tracking
     }
 
     /// The followed primary, on a Sentinel set-up.
@@ -262,14 +273,18 @@ impl Connection {
     /// Marks the server as possibly lacking scripts when `result` failed in a way that may
     /// mean a lost link, or a reply said `NOSCRIPT`.
     fn observe<T>(&self, result: &redis::RedisResult<T>) {
-        if let Err(e) = result
-            && (e.is_io_error()
+        if let Err(e) = result {
+            let lost = e.is_io_error()
                 || e.is_connection_dropped()
                 || e.is_connection_refusal()
-                || e.is_timeout()
-                || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
-        {
-            self.mark_stale();
+                || e.is_timeout();
+            if lost {
+                // A reconnected link has no tracking either.
+                self.tracking.link_lost();
+            }
+            if lost || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
+                self.mark_stale();
+            }
         }
     }
 
@@ -302,7 +317,7 @@ impl Connection {
         if !wanted() {
             return Err(caller_gone());
         }
-        match self.query_loaded(loads, call.command(), false).await {
+        match self.send_call(loads, call).await {
             Err(e)
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && wanted() =>
@@ -317,6 +332,56 @@ impl Connection {
             }
             other => other,
         }
+    }
+
+    /// `call` right behind `SCRIPT LOAD` of each of `sources`; a tracked call
+    /// ([`ScriptCall::tracked`]) also behind the commands that arm tracking for its reads, when
+    /// the connection can ([`crate::tracking`]), all in one pipeline.
+    async fn send_call(
+        &self,
+        sources: Vec<&'static str>,
+        call: &ScriptCall,
+    ) -> redis::RedisResult<Value> {
+        if call.armed().is_none() {
+            return self.query_loaded(sources, call.command(), false).await;
+        }
+        self.pipeline_call(&sources, call, &[], "")
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "a pipeline of a tracked call came back short",
+                ))
+            })?
+            .extract_error()
+    }
+
+    /// `call` and `after` right behind `SCRIPT LOAD` of each of `sources`, in one pipeline
+    /// ([`pipeline_loaded`](Self::pipeline_loaded)); a tracked call ([`ScriptCall::tracked`])
+    /// also behind the commands that arm tracking for its reads, when the connection can
+    /// ([`crate::tracking`]). The replies to `call` and `after`.
+    pub(crate) async fn pipeline_call(
+        &self,
+        sources: &[&'static str],
+        call: &ScriptCall,
+        after: &[&redis::Cmd],
+        key: &str,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let arming = call.armed().and_then(|_| self.tracking.arming());
+        let arms: &[redis::Cmd] = arming.as_ref().map_or(&[], |a| a.cmds.as_slice());
+        let all: Vec<&redis::Cmd> = arms
+            .iter()
+            .chain(std::iter::once(call.command()))
+            .chain(after.iter().copied())
+            .collect();
+        let mut replies = self.pipeline_loaded(sources, &all, key).await?;
+        let rest = replies.split_off(arms.len().min(replies.len()));
+        if let Some(arming) = &arming {
+            call.set_armed(self.tracking.armed(arming, &replies));
+        }
+        Ok(rest)
     }
 
     /// The first `count` commands of `pipe` in one round trip, on one connection, to the node

@@ -92,6 +92,7 @@ mod scoped;
 mod script;
 mod sentinel;
 mod time;
+mod tracking;
 mod wait;
 mod watchdog;
 
@@ -112,6 +113,7 @@ pub use options::AcquireOptions;
 pub use owner::Owner;
 pub use replica_sync::{ReplicaSync, Replicas, SyncMode};
 pub use scoped::Hold;
+pub use tracking::{TRACKED_RECHECK, TrackingStats};
 
 #[doc(hidden)]
 pub mod __engine {
@@ -188,6 +190,7 @@ pub mod __engine {
         pub use crate::time::*;
     }
     pub use crate::scoped::HoldWatch;
+    pub use crate::tracking::is_owner_token;
     pub use crate::watchdog::{LeaseEnd, LeaseHandle, LeaseSpec, LeaseWatch};
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].

@@ -585,6 +585,7 @@ async fn take_inner(
         recheck: crate::config::Backoff::fixed(client.config().lease()),
         need,
         interest: u64::MAX,
+        armed: None,
     };
     let outcome = async {
         // Each try boxed, as the lock kinds' tries are: inline, a try's future (the script

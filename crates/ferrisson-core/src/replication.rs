@@ -158,9 +158,7 @@ impl Replication {
         let by = crate::connection::send_by();
         crate::connection::in_time(by)?;
         // The loads, if any, go first in the same pipeline.
-        let mut replies = lane
-            .pipeline_loaded(&loads, &[call.command(), &wait], key)
-            .await?;
+        let mut replies = lane.pipeline_call(&loads, call, &[&wait], key).await?;
         if replies.first().is_some_and(is_noscript) {
             tracing::debug!(
                 script = call.script().name(),

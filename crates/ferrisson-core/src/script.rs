@@ -416,6 +416,9 @@ pub struct ScriptCall {
     /// command's name (1).
     head: usize,
     cmd: redis::Cmd,
+    /// A tracked call's flag: set to whether the connection armed tracking for its reads
+    /// ([`tracked`](Self::tracked)).
+    armed: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Arguments a call is sized for up front (more only grow the buffers).
@@ -466,12 +469,42 @@ impl ScriptCall {
             num_keys: keys.len(),
             head,
             cmd,
+            armed: None,
+        }
+    }
+
+    /// This call, sent right behind the commands that make Redis tell the client's subscriber
+    /// connection of the next change of every key it reads (`CLIENT CACHING yes`, on a
+    /// connection tracking with `OPTIN`: [`ClientConfig::with_tracked_waits`](crate::ClientConfig::with_tracked_waits)), when the client can. `armed` is
+    /// set to whether it did. A tracked call is never batched.
+    #[must_use]
+    pub fn tracked(mut self, armed: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        armed.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.armed = Some(armed.clone());
+        self
+    }
+
+    /// A tracked call's flag ([`tracked`](Self::tracked)).
+    pub(crate) fn armed(&self) -> Option<&std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.armed.as_ref()
+    }
+
+    /// Notes whether the connection armed tracking for this (tracked) call.
+    pub(crate) fn set_armed(&self, armed: bool) {
+        if let Some(flag) = &self.armed {
+            flag.store(armed, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
     /// Whether the call is a plain command ([`plain`](Self::plain)), which is never batched.
     pub(crate) fn is_plain(&self) -> bool {
         self.head == 1
+    }
+
+    /// Whether the call goes alone, never in a batch: a plain command, or a tracked call (its
+    /// arming must come right before it).
+    pub(crate) fn goes_alone(&self) -> bool {
+        self.is_plain() || self.armed.is_some()
     }
 
     /// Appends an argument (`ARGV[n]`).

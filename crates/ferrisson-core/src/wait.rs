@@ -44,6 +44,10 @@ pub struct WaitSpec<'a> {
     /// What the waiter waits for, as bits a [`Wake::Matching`](crate::pubsub::Wake::Matching)
     /// message must share to wake it (`u64::MAX`: every release may be for it).
     pub interest: u64,
+    /// A waiter that may arm tracking ([`ClientConfig::with_tracked_waits`](crate::ClientConfig::with_tracked_waits)): set while its last try did, so
+    /// that Redis tells it of the key's next change; its re-check is then
+    /// [`TRACKED_RECHECK`](crate::TRACKED_RECHECK), a net, not `recheck`.
+    pub armed: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// Waits for a lock whose first try failed: subscribes to the release channel, tries again
@@ -252,6 +256,8 @@ where
             accept,
             vain: 0,
             bound: Duration::ZERO,
+            timed_out: false,
+            tracking: client.tracking(),
             claimed: client.config().response_timeout(),
             output: std::marker::PhantomData,
         };
@@ -270,6 +276,10 @@ struct Subscribed<'s, 'w, T, F, A> {
     vain: u32,
     /// The longest sleep before the next try, from the last round.
     bound: Duration,
+    /// Whether the last sleep ended at its bound, woken by nothing.
+    timed_out: bool,
+    /// The client's tracking, which counts the tracked waits a wake-up missed.
+    tracking: &'s crate::tracking::Tracking,
     /// How long a claimed waiter waits for its hand-off before it looks again: one response
     /// timeout.
     claimed: Duration,
@@ -326,16 +336,32 @@ where
                 Ok(None)
             }
             Ok(trying) => {
+                let armed = |spec: &WaitSpec<'_>| {
+                    spec.armed
+                        .is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                // A tracked wait that only its net ended: was a wake-up missed?
+                let net = std::mem::take(&mut self.timed_out) && armed(self.spec);
                 let result = (self.attempt)().await;
                 drop(trying);
                 match result? {
                     Attempt::Acquired(taken) => {
+                        if net {
+                            self.tracking.missed();
+                        }
                         subscription.satisfied();
                         Ok(Some(taken))
                     }
                     Attempt::Held(ttl) => {
                         subscription.tried_in_vain();
                         self.vain = self.vain.saturating_add(1);
+                        // Tracked, Redis tells the waiter of the key's next change: the
+                        // re-check is only the net for a wake-up lost with a connection.
+                        let recheck = if armed(self.spec) {
+                            crate::TRACKED_RECHECK
+                        } else {
+                            recheck
+                        };
                         self.bound = ttl_bound(ttl, recheck).min(recheck);
                         Ok(None)
                     }
@@ -360,6 +386,7 @@ where
         // (Not raced with the shutdown signal, which would grow what every waiter keeps
         // while it sleeps: a shutdown wakes every waiter of the hub instead.)
         let mut woken = subscription.wait(bound).await;
+        self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
         pacer.still_open()?;
         while let crate::pubsub::Woken::Deferred = woken {
             let Some(fallback) =

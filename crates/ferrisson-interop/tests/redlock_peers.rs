@@ -2,7 +2,8 @@
 //! this process), redis-py's `Lock` (PyPI `redis`) and npm `redlock`, each driven by its own
 //! runtime through the scripts under `peers/`. None of them and the mutex ever hold at
 //! once, in either order and under contention from all of them; a ferrisson waiter gets in after
-//! a peer's release (which publishes nothing) long before the peer's lease would end.
+//! a peer's release (which publishes nothing) long before the peer's lease would end, told of
+//! it by Redis (tracking), with no try while the peer holds.
 //!
 //! The Python and Node peers are installed on first use into the target dir by
 //! `.ci/redlock-peers.sh` (which `.ci/run` runs up front): python3 with venv and pip, node with
@@ -186,7 +187,7 @@ impl AnyPeer {
 
 /// Each peer is refused while the mutex is held and gets it once released (waiting for it);
 /// the mutex is refused while the peer holds and gets it once the peer releases (a ferrisson
-/// waiter, woken by its own re-check: the peer publishes nothing).
+/// waiter, woken by the invalidation its tracked try armed: the peer publishes nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_peer_and_the_mutex_exclude_each_other_in_both_orders() {
     let redis = TestRedis::any();
@@ -232,6 +233,20 @@ async fn each_peer_and_the_mutex_exclude_each_other_in_both_orders() {
             std::future::ready(mutex_waiters_subscribed(&mut con, &name) == 1)
         })
         .await;
+        // Behind the peer's token it arms tracking, and then tries no more (each try would
+        // arm again) until the peer's release is told: no polling.
+        let armed = a.tracking_stats().armed;
+        eventually(SOON, "the ferrisson waiter armed tracking", || {
+            std::future::ready(a.tracking_stats().armed > armed)
+        })
+        .await;
+        let (armed, invalidations) = (a.tracking_stats().armed, a.tracking_stats().invalidations);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            a.tracking_stats().armed,
+            armed,
+            "{peer:?}: a try while the peer held"
+        );
         theirs.release().await;
         let ours = tokio::time::timeout(SOON, waiter)
             .await
@@ -241,6 +256,12 @@ async fn each_peer_and_the_mutex_exclude_each_other_in_both_orders() {
             .unwrap()
             .unwrap()
             .expect("taken");
+        let stats = a.tracking_stats();
+        assert!(stats.invalidations > invalidations, "{peer:?}: {stats:?}");
+        assert_eq!(
+            stats.missed, 0,
+            "{peer:?}: woken by the release, not the net"
+        );
         ours.unlock().await.unwrap();
     }
 }

@@ -472,6 +472,7 @@ impl CountDownLatch {
             recheck: ferrisson_core::Backoff::fixed(RECHECK),
             need: None,
             interest: u64::MAX,
+            armed: None,
         };
         // Subscribed first, then looked again: an opening in between is not missed. Each look
         // is boxed, as the lock kinds' tries are: inline, its future (a read through the

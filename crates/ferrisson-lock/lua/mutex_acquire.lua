@@ -15,10 +15,13 @@
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, the token
 -- ARGV[3] flags: 'r' when this call retries one whose reply was lost, 'w' when the caller waits
---         for a release message if it fails (then the marker is set)
+--         for a release message if it fails (then the marker is set, unless the holder is
+--         another Redlock client's: its release publishes nothing)
 -- ARGV[4] (with 'w') how long the marker lives, in milliseconds
 -- returns 1 when the owner now holds the mutex and it is not fenced, {1, 1, token} when it is
---         fenced, {0, PTTL} when another token holds it, {-1} when the owner holds it already
+--         fenced, {0, PTTL} when another ferrisson owner (`<client uuid>:<n>`) holds it,
+--         {0, PTTL, 1} when a token of another Redlock client holds it (the waiter arms
+--         tracking instead of marking), {-1} when the owner holds it already
 --         and this is no retry (a mutex is not reentrant); WRONGTYPE when the key holds no
 --         string
 local held = redis.call('get', KEYS[1])
@@ -39,6 +42,9 @@ if held == ARGV[2] then
     return {1, 1, tonumber(redis.call('get', KEYS[3]) or '0')}
   end
   return 1
+end
+if #held < 38 or string.byte(held, 37) ~= 58 then
+  return {0, redis.call('pttl', KEYS[1]), 1}
 end
 if string.find(ARGV[3], 'w', 1, true) then
   redis.call('set', KEYS[2], '1', 'PX', ARGV[4])

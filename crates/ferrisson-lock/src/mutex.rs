@@ -8,7 +8,7 @@ use ferrisson_core::__engine::keys::prefixed;
 use ferrisson_core::__engine::time::millis;
 use ferrisson_core::__engine::{
     ClientEngine, HoldKind, LockHandle, LockKind, LockNames, LockType, ReleaseArgs, Script,
-    ScriptCall, TryArgs, TryReply, Waiting, lock_message_policy, read_script_try,
+    ScriptCall, TryArgs, TryReply, Waiting, is_owner_token, lock_message_policy, read_script_try,
 };
 use ferrisson_core::__engine::{KeyShape, ObjectKeys};
 use ferrisson_core::{Backoff, Client, Error, Owner, Result};
@@ -227,6 +227,12 @@ impl HoldKind for MutexKind {
             (false, false) => "",
         };
         let call = call.arg(lease).arg(owner).arg(flags);
+        // Behind another Redlock client's hold, whose release publishes nothing: Redis tells
+        // the waiter of the key's next change instead.
+        let call = match args.track {
+            Some(armed) => call.tracked(armed),
+            None => call,
+        };
         if args.subscribed {
             call.arg(millis(WAITER_MARK))
         } else {
@@ -244,7 +250,10 @@ impl HoldKind for MutexKind {
             redis::Value::BulkString(held) if held == owner.as_str().as_bytes() => {
                 Err(self.reentered(owner))
             }
-            redis::Value::BulkString(_) => Ok(TryReply::Busy { ttl_ms: -1 }),
+            redis::Value::BulkString(held) => Ok(TryReply::Busy {
+                ttl_ms: -1,
+                foreign: !is_owner_token(held),
+            }),
             _ => read_script_try(self, owner, reply),
         }
     }

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod contended;
 pub mod external;
 pub mod faster_multilock;
+pub mod foreign;
 pub mod latch;
 pub mod lock_kinds;
 pub mod processes;
@@ -80,13 +81,14 @@ pub fn hold_variant(hold: Duration) -> String {
 }
 
 /// Every scenario name, in run order.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     "raw",
     "server-cost",
     "uncontended",
     "contended",
     "processes",
     "waiters",
+    "foreign",
     "semaphore",
     "latch",
     "peers",
@@ -107,6 +109,7 @@ pub async fn run(name: &str, ctx: &Ctx, records: &mut Records) -> Result<(), Str
         }
         "processes" => processes::run(ctx, records).await,
         "waiters" => waiters::run(ctx, records).await,
+        "foreign" => foreign::run(ctx, records).await,
         "semaphore" => semaphore::run(ctx, records).await,
         "latch" => latch::run(ctx, records).await,
         "cluster" => cluster::run(ctx, records).await,

@@ -433,3 +433,17 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::Client {}
 }
+
+impl Client {
+    /// What the client's server-assisted wake-ups did so far: whether waiters behind another
+    /// Redlock client's hold are told of its release by Redis now, how many tries armed that,
+    /// how many changes were told, and how many tracked waits found the lock free at their
+    /// re-check instead ([`ClientConfig::with_tracked_waits`](crate::ClientConfig::with_tracked_waits)).
+    pub fn tracking_stats(&self) -> crate::TrackingStats {
+        self.tracking().stats()
+    }
+
+    pub(crate) fn tracking(&self) -> &crate::tracking::Tracking {
+        self.inner.conn.tracking()
+    }
+}

@@ -253,7 +253,11 @@ impl Client {
                 _ => Error::Redis(e),
             })?;
         let replication = Arc::new(replication);
+        if !config.tracked_waits {
+            conn.tracking().disable();
+        }
         let hub = Hub::start(
+            conn.tracking().clone(),
             source,
             config.connect_timeout,
             config.response_timeout,

@@ -50,6 +50,11 @@ pub struct TryArgs<'a> {
     /// How long the caller has waited so far: zero for a first try, and for a kind whose
     /// waiters do not poll ([`Waiting::spin`]), which the engine does not time.
     pub waited: Duration,
+    /// `Some` when the caller's last try found a holder whose release publishes nothing
+    /// ([`TryReply::Busy::foreign`]) and the client tracks waits: the call is to be
+    /// [tracked](crate::__engine::ScriptCall::tracked) with this flag, so that Redis tells the
+    /// waiter of the key's next change (and it need not mark that it waits).
+    pub track: Option<&'a std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The arguments of one release script call ([`HoldKind::release_call`]).
@@ -96,13 +101,17 @@ pub enum TryReply {
     Busy {
         /// The holder's remaining lease, ms.
         ttl_ms: i64,
+        /// Whether the holder is another client's whose release publishes nothing (another
+        /// Redlock client's token on a lean mutex): the waiter's next try arms tracking
+        /// ([`TryArgs::track`]).
+        foreign: bool,
     },
 }
 
 impl TryReply {
     /// The engine scripts' shapes: `held` alone (a positive integer: taken, not fenced),
     /// `{1, held}` or `{1, held, token}` (taken, with the token when `fenced`), `{0, ttl}`
-    /// (busy); `Err` with the integers of any other integer reply (`None`: not integers),
+    /// (busy), `{0, ttl, 1}` (busy, held by a holder whose release publishes nothing); `Err` with the integers of any other integer reply (`None`: not integers),
     /// among them [`REENTRY_REFUSED`], which [`read_script_try`] makes an error.
     pub fn read(reply: &redis::Value, fenced: bool) -> std::result::Result<Self, Option<Vec<i64>>> {
         let ints = int_reply(reply).ok_or(None)?;
@@ -114,7 +123,14 @@ impl TryReply {
                 held,
                 token: fenced.then(|| token_of(*token)),
             }),
-            [0, ttl_ms] => Some(TryReply::Busy { ttl_ms: *ttl_ms }),
+            [0, ttl_ms] => Some(TryReply::Busy {
+                ttl_ms: *ttl_ms,
+                foreign: false,
+            }),
+            [0, ttl_ms, foreign] => Some(TryReply::Busy {
+                ttl_ms: *ttl_ms,
+                foreign: *foreign != 0,
+            }),
             _ => None,
         }
         .ok_or(Some(ints))
@@ -403,6 +419,9 @@ fn acquire_as<'a, K: HoldKind>(
         // What the waiter tells a local releaser, made only once the call waits (the
         // uncontended path never does).
         let need = || handoffs.then(|| Need::hold(owner.clone(), lease));
+        // Whether the last try found a holder whose release publishes nothing, and whether
+        // the next armed tracking (the wait's net is longer then).
+        let tracked = crate::tracking::Tracked::default();
         let mut spec = WaitSpec {
             channel: &channel,
             policy,
@@ -410,6 +429,7 @@ fn acquire_as<'a, K: HoldKind>(
             recheck,
             need: None,
             interest,
+            armed: Some(tracked.armed()),
         };
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.
@@ -462,7 +482,15 @@ fn acquire_as<'a, K: HoldKind>(
                 let tried = crate::wait::first_try(
                     client,
                     deadline,
-                    Box::pin(try_once(kind, &owner, lease, wait, false, Duration::ZERO)),
+                    Box::pin(try_once(
+                        kind,
+                        &owner,
+                        lease,
+                        wait,
+                        false,
+                        Duration::ZERO,
+                        Some(&tracked),
+                    )),
                 );
                 match tried.await? {
                     Attempt::Acquired(guard) => {
@@ -490,7 +518,19 @@ fn acquire_as<'a, K: HoldKind>(
             first,
             || {
                 progress.tried();
-                Box::pin(try_once(kind, &owner, lease, wait, true, Duration::ZERO))
+                if tracked.foreign() {
+                    // Its invalidation wakes this waiter as a release message would.
+                    subscription.track(kind.lock_key());
+                }
+                Box::pin(try_once(
+                    kind,
+                    &owner,
+                    lease,
+                    wait,
+                    true,
+                    Duration::ZERO,
+                    Some(&tracked),
+                ))
             },
             // What a local releaser handed over: the hold it made for this owner.
             |grant| release::hold_of(kind.clone(), grant.accept()),
@@ -531,7 +571,7 @@ async fn spin<K: HoldKind>(
             started.elapsed()
         };
         Ok(
-            match try_once(kind, owner, lease, wait, false, waited).await? {
+            match try_once(kind, owner, lease, wait, false, waited, None).await? {
                 Attempt::Acquired(guard) => Poll::Ready(guard),
                 Attempt::Held(_) if wait == Some(Duration::ZERO) => Poll::GiveUp,
                 // The lock is this waiter's next (a spin lock's reservation), or about to be free:
@@ -564,6 +604,7 @@ async fn try_once<K: HoldKind>(
     wait: Option<Duration>,
     subscribed: bool,
     waited: Duration,
+    tracked: Option<&crate::tracking::Tracked>,
 ) -> Result<Attempt> {
     let abandoned = CleanupGuard::new(kind.client(), || {
         // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
@@ -586,6 +627,7 @@ async fn try_once<K: HoldKind>(
             wait,
             subscribed,
             waited,
+            tracked,
         ))
     })
     .await;
@@ -600,8 +642,11 @@ async fn try_call<K: HoldKind>(
     wait: Option<Duration>,
     subscribed: bool,
     waited: Duration,
+    tracked: Option<&crate::tracking::Tracked>,
 ) -> Result<Attempt> {
     let client = kind.client();
+    // A waiter behind a holder whose release publishes nothing arms tracking with its try.
+    let track = tracked.and_then(|t| t.next_try(subscribed && client.tracking().available()));
     let field = kind.hold_field(&owner);
     // The holds this owner has locally: the table changes only when a reply arrives, so
     // reading it at a retry gives the count from before the first try.
@@ -633,6 +678,7 @@ async fn try_call<K: HoldKind>(
                 wait_limit: wait,
                 subscribed,
                 waited,
+                track,
             });
             async move { client.eval_once_synced(&call).await }
         })
@@ -640,7 +686,12 @@ async fn try_call<K: HoldKind>(
     let (reply, synced): (redis::Value, Result<()>) = reply;
     let (held, token) = match kind.read_try(&owner, &reply)? {
         TryReply::Taken { held, token } => (held, token),
-        TryReply::Busy { ttl_ms } => return Ok(Attempt::Held(ttl_ms)),
+        TryReply::Busy { ttl_ms, foreign } => {
+            if let Some(tracked) = tracked {
+                tracked.found(foreign);
+            }
+            return Ok(Attempt::Held(ttl_ms));
+        }
     };
     if tracing::enabled!(tracing::Level::DEBUG) {
         let believed = believed().map_or(0, |s| s.holds);

@@ -78,6 +78,9 @@ pub(super) struct Channel {
     /// A local channel ([`Hub::subscribe_local`]): never subscribed on the server, its
     /// waiters are served by this process's hand-offs alone.
     pub(super) local: bool,
+    /// The key whose tracked changes wake the channel's waiters as a release message would
+    /// ([`Subscription::track`]; `HubState::tracked` maps it back).
+    pub(super) tracked: Option<Vec<u8>>,
 }
 
 impl Channel {
@@ -92,6 +95,7 @@ impl Channel {
             skips: 0,
             turn_ending: false,
             local: false,
+            tracked: None,
         }
     }
 

@@ -81,6 +81,9 @@ enum Event {
     Dropped(String),
     /// A shard's connection broke (its primary died or fails over).
     ShardDown,
+    /// Tracked keys changed (`None`: every key, a flush): their waiters are told as by a
+    /// release message ([`crate::tracking`]).
+    Invalidated(Option<Vec<Vec<u8>>>),
     /// Nothing to report (a confirmation of our own request).
     Nothing,
 }
@@ -88,9 +91,13 @@ enum Event {
 /// One subscriber connection (classic) or one cluster connection holding a subscriber
 /// connection per shard (sharded).
 enum Session {
+    /// A RESP3 connection: its messages, confirmations and invalidations come as pushes, and
+    /// its id (`CLIENT ID`) is where the command connection's tracking redirects to.
     Classic {
-        sink: redis::aio::PubSubSink,
-        stream: redis::aio::PubSubStream,
+        conn: redis::aio::MultiplexedConnection,
+        pushes: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+        /// The connection's id, 0 when it could not be read (no tracking then).
+        id: u64,
     },
     Sharded {
         conn: redis::cluster_async::ClusterConnection,
@@ -107,8 +114,41 @@ impl Session {
         match source {
             Source::Classic(resolve, _) => {
                 let client = resolve(attempt).await?;
-                let (sink, stream) = client.get_async_pubsub().await?.split();
-                Ok(Session::Classic { sink, stream })
+                let info = client.get_connection_info().clone();
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(redis::ProtocolVersion::RESP3);
+                let client = redis::Client::open(info.set_redis_settings(settings))?;
+                let (tx, pushes) = tokio::sync::mpsc::unbounded_channel();
+                // The driver bounds every request itself.
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(None)
+                    .set_response_timeout(None)
+                    .set_push_sender(tx);
+                let mut conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                // Its id, from `HELLO` (which every user may send; `CLIENT ID` needs a right).
+                let id = match redis::cmd("HELLO")
+                    .arg(3)
+                    .query_async::<Value>(&mut conn)
+                    .await
+                {
+                    Ok(Value::Map(fields)) => fields
+                        .iter()
+                        .find(|(k, _)| matches!(k, Value::BulkString(k) if k == b"id"))
+                        .and_then(|(_, v)| match v {
+                            Value::Int(id) => u64::try_from(*id).ok(),
+                            _ => None,
+                        })
+                        .unwrap_or(0),
+                    other => {
+                        tracing::debug!(reply = ?other, "the subscriber connection's id is unknown: waiters are not tracked");
+                        0
+                    }
+                };
+                Ok(Session::Classic { conn, pushes, id })
             }
             Source::Sharded(builder) => {
                 let (tx, pushes) = tokio::sync::mpsc::unbounded_channel();
@@ -127,9 +167,17 @@ impl Session {
         }
     }
 
+    /// Where a command connection's tracking redirects to (0: nowhere, a sharded session).
+    fn tracking_id(&self) -> u64 {
+        match self {
+            Session::Classic { id, .. } => *id,
+            Session::Sharded { .. } => 0,
+        }
+    }
+
     async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
-            Session::Classic { sink, .. } => sink.subscribe(channels).await,
+            Session::Classic { conn, .. } => conn.subscribe(channels).await,
             Session::Sharded {
                 conn,
                 expected_subscribes,
@@ -149,7 +197,7 @@ impl Session {
 
     async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
-            Session::Classic { sink, .. } => sink.unsubscribe(channels).await,
+            Session::Classic { conn, .. } => conn.unsubscribe(channels).await,
             Session::Sharded {
                 conn,
                 expected_unsubscribes,
@@ -169,12 +217,34 @@ impl Session {
     /// The next event; `None` when the connection is gone.
     async fn next(&mut self) -> Option<Event> {
         match self {
-            Session::Classic { stream, .. } => {
-                let message = stream.next().await?;
-                Some(Event::Message(
-                    message.get_channel_name().to_owned(),
-                    message.get_payload_bytes().to_vec(),
-                ))
+            Session::Classic { pushes, .. } => {
+                let push = pushes.recv().await?;
+                Some(match push.kind {
+                    redis::PushKind::Message => match (push.data.first(), push.data.get(1)) {
+                        (Some(Value::BulkString(channel)), payload) => Event::Message(
+                            String::from_utf8_lossy(channel).into_owned(),
+                            match payload {
+                                Some(Value::BulkString(bytes)) => bytes.clone(),
+                                _ => Vec::new(),
+                            },
+                        ),
+                        _ => Event::Nothing,
+                    },
+                    redis::PushKind::Invalidate => Event::Invalidated(match push.data.first() {
+                        Some(Value::Array(keys)) => Some(
+                            keys.iter()
+                                .filter_map(|k| match k {
+                                    Value::BulkString(bytes) => Some(bytes.clone()),
+                                    _ => None,
+                                })
+                                .collect(),
+                        ),
+                        _ => None,
+                    }),
+                    // The connection is gone: the driver starts over.
+                    redis::PushKind::Disconnection => return None,
+                    _ => Event::Nothing,
+                })
             }
             Session::Sharded {
                 pushes,
@@ -326,6 +396,9 @@ impl Driver {
             let mut healthy = self
                 .reconcile(&mut session, &mut subscribed, &mut lingering)
                 .await;
+            // Tracked calls redirect here from now on (the command connection is armed again
+            // for this id with its next tracked call).
+            self.shared.tracking.subscriber(session.tracking_id());
             if reconnected {
                 // Whatever happened while the connection was down, nobody was told.
                 // (Also after a shard went down and the session started over.)
@@ -367,6 +440,7 @@ impl Driver {
                             tracing::info!("a shard's subscriber connection broke; subscribing again");
                             healthy = false;
                         }
+                        Some(Event::Invalidated(keys)) => self.shared.invalidated(keys.as_deref()),
                         Some(Event::Nothing) => {}
                         None => healthy = false,
                     },
@@ -376,6 +450,7 @@ impl Driver {
                     }
                 }
             }
+            self.shared.tracking.subscriber(0);
             {
                 let mut state = self.shared.state();
                 state.connected = false;

@@ -45,7 +45,6 @@ use std::time::Duration;
 use super::hub_sync as sync;
 use sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
-use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -207,6 +206,9 @@ struct HubState {
     epoch: u64,
     connected: bool,
     closed: bool,
+    /// Keys tracked for a channel's waiters ([`Subscription::track`]), to the channel an
+    /// invalidation of the key wakes.
+    tracked: HashMap<Vec<u8>, Arc<str>>,
 }
 
 pub(crate) struct HubShared {
@@ -217,6 +219,9 @@ pub(crate) struct HubShared {
     live: AtomicUsize,
     kick: Notify,
     confirmations: watch::Sender<u64>,
+    /// The command connection's tracking, which redirects to this hub's subscriber connection
+    /// ([`crate::tracking`]).
+    tracking: Arc<crate::tracking::Tracking>,
 }
 
 impl HubState {
@@ -275,6 +280,25 @@ impl HubShared {
         }
     }
 
+    /// Tracked keys changed (`None`: all of them, a flush): each wakes its channel as a
+    /// release message does.
+    fn invalidated(&self, keys: Option<&[Vec<u8>]>) {
+        self.tracking.invalidated();
+        let channels: Vec<Arc<str>> = {
+            let state = self.state();
+            match keys {
+                Some(keys) => keys
+                    .iter()
+                    .filter_map(|key| state.tracked.get(key).cloned())
+                    .collect(),
+                None => state.tracked.values().cloned().collect(),
+            }
+        };
+        for channel in channels {
+            self.message(&channel, b"0");
+        }
+    }
+
     /// Wakes every waiter of every channel: after a reconnect, anything may have happened.
     fn wake_everyone(&self) {
         let mut state = self.state();
@@ -310,12 +334,14 @@ impl Hub {
                 live: AtomicUsize::new(0),
                 kick: Notify::new(),
                 confirmations: watch::Sender::new(0),
+                tracking: Arc::default(),
             }),
         }
     }
 
     /// Starts the driver on the current Tokio runtime.
     pub(crate) fn start(
+        tracking: Arc<crate::tracking::Tracking>,
         source: Source,
         connect_timeout: Duration,
         response_timeout: Duration,
@@ -327,6 +353,7 @@ impl Hub {
             live: AtomicUsize::new(0),
             kick: Notify::new(),
             confirmations: watch::Sender::new(0),
+            tracking,
         });
         let driver = Driver {
             shared: shared.clone(),

@@ -39,6 +39,25 @@ impl Subscription {
         self.slot.interest.store(interest, Ordering::Relaxed);
     }
 
+    /// Makes an invalidation of `key` (a tracked read of it changed: [`ClientConfig::with_tracked_waits`](crate::ClientConfig::with_tracked_waits)) wake
+    /// the channel's waiters as a release message on the channel would, for as long as the
+    /// channel has waiters.
+    pub fn track(&self, key: &str) {
+        let mut state = self.shared.state();
+        let Some(channel) = state.channels.get_mut(&*self.channel) else {
+            return;
+        };
+        if channel.tracked.as_deref() == Some(key.as_bytes()) {
+            return;
+        }
+        let name = channel.name.clone();
+        let old = channel.tracked.replace(key.as_bytes().to_vec());
+        if let Some(old) = old {
+            state.tracked.remove(&old);
+        }
+        state.tracked.insert(key.as_bytes().to_vec(), name);
+    }
+
     /// Marks the waiter as served (it got what it waited for), so that leaving the queue does
     /// not wake the next waiter. A waiter that leaves unserved (timed out, cancelled) from the
     /// head of the queue wakes the new head, which may have queued without a try of its own.
@@ -226,6 +245,9 @@ impl Drop for Subscription {
             }
             if channel.slots.is_empty() {
                 if let Some(removed) = state.channels.remove(&*self.channel) {
+                    if let Some(key) = &removed.tracked {
+                        state.tracked.remove(key);
+                    }
                     state.keep_turn(&self.channel, &removed);
                     if !removed.local {
                         crate::metrics::channels(-1.0);

@@ -282,6 +282,22 @@ pub fn targets(records: &Records) -> Vec<Target> {
             );
         }
     }
+    // #56: a waiter behind another Redlock client is told of its release: in within 10 ms at
+    // the 99th percentile, and no try while the peer holds.
+    for peer in ["rslock", "redis-py", "node-redlock"] {
+        add(
+            format!("mutex waiter after a {peer} release: p99 hand-off (us)"),
+            records.get("foreign", peer, "ferrisson", "handoff_p99_us"),
+            Bound::AtMost(10_000.0),
+            None,
+        );
+        add(
+            format!("mutex waiter behind a {peer} hold: tries while it holds, per hand-off"),
+            records.get("foreign", peer, "ferrisson", "tries_while_held"),
+            Bound::AtMost(0.0),
+            None,
+        );
+    }
     // #54: the faster multi-lock over 100 values against a `MultiLock` over 100 locks, the
     // median of the rounds' ratios.
     let fml = |metric: &str| {

@@ -47,11 +47,14 @@ impl Peer {
 /// A peer's hold.
 enum Holding {
     Rslock(rslock::Lock),
-    Process {
-        _child: Child,
-        stdin: ChildStdin,
-        stdout: Lines<BufReader<ChildStdout>>,
-    },
+    Process(Box<PeerProcess>),
+}
+
+/// A peer process holding the lock until told to release it.
+struct PeerProcess {
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
 }
 
 /// Where the interop tests' Redlock peers are installed (installed here when missing).
@@ -125,11 +128,11 @@ impl Peer {
         };
         let mut stdout = BufReader::new(stdout).lines();
         match line(&mut stdout).await?.as_str() {
-            "held" => Ok(Holding::Process {
+            "held" => Ok(Holding::Process(Box::new(PeerProcess {
                 _child: child,
                 stdin,
                 stdout,
-            }),
+            }))),
             other => Err(format!("{} said {other}", self.name())),
         }
     }
@@ -142,14 +145,11 @@ impl Holding {
                 rslock.unlock(&lock).await;
                 Ok(())
             }
-            Holding::Process {
-                _child,
-                mut stdin,
-                mut stdout,
-            } => {
+            Holding::Process(mut p) => {
+                let PeerProcess { stdin, stdout, .. } = &mut *p;
                 stdin.write_all(b"go\n").await.map_err(|e| e.to_string())?;
                 stdin.flush().await.map_err(|e| e.to_string())?;
-                match line(&mut stdout).await?.as_str() {
+                match line(stdout).await?.as_str() {
                     "released" => Ok(()),
                     other => Err(format!("the peer said {other}")),
                 }

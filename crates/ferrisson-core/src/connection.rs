@@ -328,6 +328,8 @@ impl Connection {
                     "the server lacks the script (restarted, failed over or flushed): sending it with EVAL"
                 );
                 crate::metrics::script_reloaded(call.script().name());
+                // Sent alone: its reads are not tracked (its waiter re-checks sooner).
+                call.set_armed(false);
                 self.query(&call.eval_command()).await
             }
             other => other,

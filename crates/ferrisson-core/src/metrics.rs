@@ -15,6 +15,7 @@
 //! | `ferrisson_renewal_failures_total` | counter: renewal calls that failed or timed out | |
 //! | `ferrisson_script_reloads_total` | counter: scripts sent again after `NOSCRIPT` | `script` |
 //! | `ferrisson_script_loads_total` | counter: `SCRIPT LOAD` rounds on a (re)connected server (every script the process has sent) | |
+//! | `ferrisson_tracking_missed_total` | counter: tracked waits (a `Mutex` waiter behind another Redlock client's hold) that found the lock free at their re-check, not told by Redis | |
 //! | `ferrisson_subscribed_channels` | gauge: channels the client's subscriber connection keeps | |
 //! | `ferrisson_waiters` | gauge: calls waiting on a channel | |
 //!
@@ -184,6 +185,11 @@ pub fn describe() {
             Unit::Count,
             "SCRIPT LOAD rounds on a new or reconnected server"
         );
+        describe_counter!(
+            "ferrisson_tracking_missed_total",
+            Unit::Count,
+            "Tracked waits that found the lock free at their re-check: a wake-up Redis did not send"
+        );
         describe_gauge!(
             "ferrisson_subscribed_channels",
             Unit::Count,
@@ -268,6 +274,12 @@ pub(crate) fn script_reloaded(script: &'static str) {
 pub(crate) fn scripts_loaded(n: usize) {
     #[cfg(feature = "metrics")]
     metrics::counter!("ferrisson_script_loads_total").increment(1);
+}
+
+/// A tracked wait found the lock free at its re-check ([`crate::TrackingStats::missed`]).
+pub(crate) fn tracking_missed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_tracking_missed_total").increment(1);
 }
 
 /// A channel was subscribed (`1.0`) or given up (`-1.0`).

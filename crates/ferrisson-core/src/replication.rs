@@ -165,6 +165,7 @@ impl Replication {
                 "the server lacks the script: sending it with EVAL"
             );
             crate::connection::in_time(by)?;
+            call.set_armed(false);
             let mut pipe = redis::pipe();
             pipe.add_command(call.eval_command()).add_command(wait);
             replies = lane.pipeline_at(&pipe, 2, key).await?;

@@ -176,6 +176,7 @@ impl Tracking {
 
     pub(crate) fn missed(&self) {
         self.missed.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::tracking_missed();
         tracing::debug!("a tracked waiter found the lock free at its re-check: a wake-up was lost");
     }
 

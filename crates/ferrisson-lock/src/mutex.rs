@@ -40,9 +40,16 @@ use crate::scripts::{
 ///   limit every lock has. Across clients a release publishes on
 ///   `ferrisson_mutex__channel:{name}`, which wakes one waiter, while a waiter is marked: a
 ///   waiter's try in vain sets a key of that name for a second, so that a mutex nobody waits
-///   for costs no publish. Releases of other Redlock clients publish nothing, so a waiter also
-///   looks again on its own, 100 ms after a try in vain, then every 200 ms
-///   ([`FOREIGN_RELEASE_RECHECK`]), as often as those clients poll themselves.
+///   for costs no publish. Releases of other Redlock clients publish nothing: behind their
+///   token (no ferrisson owner) a waiter does not mark, and its next try asks Redis to tell it
+///   of the key's next change (`CLIENT TRACKING`, redirected to the client's subscriber
+///   connection), so it sends nothing until the release
+///   ([`ClientConfig::with_tracked_waits`](ferrisson_core::ClientConfig::with_tracked_waits);
+///   it looks again every 3 s as a net, counted in
+///   [`Client::tracking_stats`](ferrisson_core::Client::tracking_stats)). On a cluster, or
+///   without the rights `client|tracking` and `client|caching`, it looks again on its own, 100
+///   ms after a try in vain, then every 200 ms ([`FOREIGN_RELEASE_RECHECK`]), as often as those
+///   clients poll themselves.
 /// - **Lost replies.** A retried acquire finds its own token (the layout needs no latch
 ///   key). A release whose reply was lost is sent again and reads the value: when the resend
 ///   finds the key gone, the first call freed it or the lease had run out before it, which the
@@ -79,8 +86,9 @@ use crate::scripts::{
 #[derive(Clone, Debug)]
 pub struct Mutex(LockHandle<MutexKind>);
 
-/// How a waiter looks again for a release that published nothing (another Redlock client's):
-/// as often as those clients poll (rslock, node-redlock and redis-py's `Lock` try again every
+/// How a waiter looks again for a release that published nothing (another Redlock client's)
+/// when Redis cannot tell it (a cluster, no `client|tracking` right, tracked waits off): as
+/// often as those clients poll (rslock, node-redlock and redis-py's `Lock` try again every
 /// 100 to 200 ms). Not sooner: a waiter behind ferrisson holders is woken by their release
 /// messages, and each re-check is a command (starting at 20 ms cost 2.6 more commands per
 /// acquisition under the bench's contention with 1 ms holds).

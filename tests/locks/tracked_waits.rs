@@ -9,8 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{
-    RedisServer, client, delta, eventually, mutex_waiters_subscribed, settled_command_calls,
-    unique_name,
+    RedisServer, delta, eventually, mutex_waiters_subscribed, settled_command_calls, unique_name,
 };
 use ferrisson::{AcquireOptions, Client, ClientConfig, HoldGuard, Lock, Mutex, Result};
 use tokio::task::JoinHandle;
@@ -78,6 +77,46 @@ async fn quiet_client(server: &RedisServer) -> Client {
         .unwrap()
 }
 
+/// A waiter of a fresh client on a server of its own, behind a peer's hold, whose try has
+/// armed tracking.
+struct Scene {
+    server: RedisServer,
+    client: Client,
+    name: String,
+    con: redis::Connection,
+    waiting: JoinHandle<Result<Option<HoldGuard>>>,
+}
+
+async fn tracked_waiter(prefix: &str) -> Scene {
+    let server = RedisServer::spawn();
+    let client = quiet_client(&server).await;
+    let name = unique_name(prefix);
+    let mutex = Mutex::new(&client, &name).unwrap();
+    let mut con = server.connection();
+    peer_take(&mut con, &name);
+    let waiting = waiter(&mutex);
+    armed(&client, 1).await;
+    Scene {
+        server,
+        client,
+        name,
+        con,
+        waiting,
+    }
+}
+
+/// `CLIENT KILL TYPE <kind>` of every connection but the caller's.
+fn kill(con: &mut redis::Connection, kind: &str) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg(kind)
+        .arg("SKIPME")
+        .arg("yes")
+        .query(con)
+        .unwrap()
+}
+
 /// Until the client's waiters have armed tracking `n` times in all.
 async fn armed(client: &Client, n: u64) {
     eventually(SOON, "the waiter armed tracking", || {
@@ -91,18 +130,14 @@ async fn armed(client: &Client, n: u64) {
 /// holder, whose release publishes, nothing is armed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_behind_another_redlock_client_sends_nothing_until_told_of_the_release() {
-    let server = RedisServer::spawn();
-    let a = quiet_client(&server).await;
-    eventually(SOON, "tracking is available", || {
-        std::future::ready(a.tracking_stats().available)
-    })
-    .await;
-    let name = unique_name("tracked");
-    let mutex = Mutex::new(&a, &name).unwrap();
-    let mut con = server.connection();
-    peer_take(&mut con, &name);
-    let waiting = waiter(&mutex);
-    armed(&a, 1).await;
+    let Scene {
+        server,
+        client: a,
+        name,
+        mut con,
+        waiting,
+    } = tracked_waiter("tracked").await;
+    assert!(a.tracking_stats().available, "{:?}", a.tracking_stats());
     let before = settled_command_calls(&mut con).await;
     tokio::time::sleep(WATCHED).await;
     let during = settled_command_calls(&mut con).await;
@@ -149,21 +184,14 @@ async fn a_waiter_behind_another_redlock_client_sends_nothing_until_told_of_the_
 /// wakes it (no wake-up missed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tracked_waiter_is_told_through_a_new_subscriber_connection() {
-    let server = RedisServer::spawn();
-    let a = quiet_client(&server).await;
-    let name = unique_name("tracked-resubscribed");
-    let mutex = Mutex::new(&a, &name).unwrap();
-    let mut con = server.connection();
-    peer_take(&mut con, &name);
-    let waiting = waiter(&mutex);
-    armed(&a, 1).await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut con)
-        .unwrap();
-    assert!(killed >= 1);
+    let Scene {
+        server: _server,
+        client: a,
+        name,
+        mut con,
+        waiting,
+    } = tracked_waiter("tracked-resubscribed").await;
+    assert!(kill(&mut con, "pubsub") >= 1);
     // Woken by the reconnect, it tries again and arms for the new connection.
     armed(&a, 2).await;
     eventually(SOON, "the waiter subscribed again", || {
@@ -188,22 +216,14 @@ async fn a_tracked_waiter_is_told_through_a_new_subscriber_connection() {
 /// net (`TRACKED_RECHECK`) lets it in, and counts the missed wake-up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tracked_waiter_whose_tracking_was_lost_unseen_gets_in_by_its_net() {
-    let server = RedisServer::spawn();
-    let a = client(&server.url()).await;
-    let name = unique_name("tracked-lost");
-    let mutex = Mutex::new(&a, &name).unwrap();
-    let mut con = server.connection();
-    peer_take(&mut con, &name);
-    let waiting = waiter(&mutex);
-    armed(&a, 1).await;
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut con)
-        .unwrap();
+    let Scene {
+        server: _server,
+        client: a,
+        name,
+        mut con,
+        waiting,
+    } = tracked_waiter("tracked-lost").await;
+    kill(&mut con, "normal");
     peer_release(&mut con, &name);
     taken(waiting).await.unlock().await.unwrap();
     assert_eq!(a.tracking_stats().missed, 1, "{:?}", a.tracking_stats());

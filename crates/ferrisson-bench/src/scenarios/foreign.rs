@@ -159,12 +159,17 @@ impl Holding {
 }
 
 pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
-    let handoffs = if ctx.quick { 40 } else { 200 };
-    let dir = match peers_dir().await {
-        Ok(dir) => Some(dir),
-        Err(reason) => {
-            println!("foreign: redis-py and node-redlock skipped: {reason}");
-            None
+    let handoffs = ctx.pick(200, 40, 3);
+    let dir = if !ctx.external_peers {
+        println!("foreign: redis-py and node-redlock skipped (--no-external-peers)");
+        None
+    } else {
+        match peers_dir().await {
+            Ok(dir) => Some(dir),
+            Err(reason) => {
+                println!("foreign: redis-py and node-redlock skipped: {reason}");
+                None
+            }
         }
     };
     let mut runs = vec![(Peer::Rslock, true), (Peer::Rslock, false)];

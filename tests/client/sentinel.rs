@@ -167,3 +167,70 @@ async fn the_sentinel_config_and_url_forms_connect() {
     .await;
     assert!(unknown.is_err());
 }
+
+/// A `Mutex` waiter behind another Redlock client's hold is told of the release by Redis
+/// (tracking) through the sentinels, and again after a failover: its subscriber connection
+/// follows the new primary, its next try arms tracking there, and the peer's release on the
+/// new primary wakes it (no wake-up missed, no re-check needed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tracked_mutex_waiter_is_told_of_a_foreign_release_after_a_failover() {
+    let mut setup = RedisSentinel::spawn();
+    let waiting = sentinel_client(&setup, Duration::from_secs(30)).await;
+    let name = unique_name("sentinel-tracked");
+    let old = setup.primary_port();
+    let mut con = setup.node(old).connection();
+    // A peer's hold (no ferrisson owner's token), on the replica too before the kill.
+    let token = "5b1c0e7f9a2d4c68b3e1f0a7c9d2e4b6";
+    let set: Option<String> = redis::cmd("SET")
+        .arg(&name)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(120_000)
+        .query(&mut con)
+        .unwrap();
+    assert!(set.is_some());
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica has the peer's hold");
+    let mutex = ferrisson::Mutex::new(&waiting, &name).unwrap();
+    let waiter = tokio::spawn(async move {
+        mutex
+            .try_lock_with(ferrisson::AcquireOptions::new().with_wait(Duration::from_secs(60)))
+            .await
+    });
+    eventually(Duration::from_secs(10), "the waiter armed tracking", || {
+        std::future::ready(waiting.tracking_stats().armed >= 1)
+    })
+    .await;
+    let armed = waiting.tracking_stats().armed;
+    setup.node_mut(old).stop();
+    let new = setup.wait_for_failover(old);
+    eventually(
+        Duration::from_secs(20),
+        "the waiter armed tracking on the new primary",
+        || std::future::ready(waiting.tracking_stats().armed > armed),
+    )
+    .await;
+    let deleted: i64 = redis::cmd("EVAL")
+        .arg("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0")
+        .arg(1)
+        .arg(&name)
+        .arg(token)
+        .query(&mut setup.node(new).connection())
+        .unwrap();
+    assert_eq!(deleted, 1, "the peer's hold moved to the new primary");
+    let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("in after the peer's release")
+        .unwrap()
+        .unwrap()
+        .expect("taken");
+    let stats = waiting.tracking_stats();
+    assert_eq!(stats.missed, 0, "woken by the invalidation: {stats:?}");
+    assert!(stats.invalidations >= 1, "{stats:?}");
+    guard.unlock().await.unwrap();
+}

@@ -28,8 +28,11 @@ pub(crate) struct Connection {
     link: Link,
     scripts: Arc<Scripts>,
     /// Whether, and for which subscriber, tracked calls arm invalidations
-    /// ([`crate::tracking`]): shared with the client's hub.
+    /// ([`crate::tracking`]): the client's, shared with its hub and its other connections.
     tracking: Arc<crate::tracking::Tracking>,
+    /// The subscriber this connection's tracking points at (0: not known on: never armed, or
+    /// the link may have been lost since, and the server with it).
+    armed_for: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The link under a [`Connection`], shaped so that cluster and sentinel deployments become
@@ -79,6 +82,7 @@ impl Connection {
         let tracking = crate::tracking::Tracking::new(!matches!(link, Link::Cluster(_)));
         Self {
             tracking: Arc::new(tracking),
+            armed_for: Arc::default(),
             link,
             scripts: Arc::new(Scripts {
                 stale: AtomicBool::new(true),
@@ -90,9 +94,16 @@ impl Connection {
         }
     }
 
-    /// The connection's tracking state, which the hub's subscriber connection feeds.
+    /// The client's tracking state, which the hub's subscriber connection feeds.
     pub(crate) fn tracking(&self) -> &Arc<crate::tracking::Tracking> {
         &self.tracking
+    }
+
+    /// This connection, arming with the client's tracking `tracking` (another command
+    /// connection of the client: a replica sync lane).
+    pub(crate) fn tracking_with(mut self, tracking: &Arc<crate::tracking::Tracking>) -> Self {
+        self.tracking = tracking.clone();
+        self
     }
 
     /// The followed primary, on a Sentinel set-up.
@@ -280,7 +291,7 @@ impl Connection {
                 || e.is_timeout();
             if lost {
                 // A reconnected link has no tracking either.
-                self.tracking.link_lost();
+                self.armed_for.store(0, Ordering::Release);
             }
             if lost || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
                 self.mark_stale();
@@ -371,7 +382,8 @@ impl Connection {
         after: &[&redis::Cmd],
         key: &str,
     ) -> redis::RedisResult<Vec<Value>> {
-        let arming = call.armed().and_then(|_| self.tracking.arming());
+        let armed_for = self.armed_for.load(Ordering::Acquire);
+        let arming = call.armed().and_then(|_| self.tracking.arming(armed_for));
         let arms: &[redis::Cmd] = arming.as_ref().map_or(&[], |a| a.cmds.as_slice());
         let all: Vec<&redis::Cmd> = arms
             .iter()
@@ -381,7 +393,7 @@ impl Connection {
         let mut replies = self.pipeline_loaded(sources, &all, key).await?;
         let rest = replies.split_off(arms.len().min(replies.len()));
         if let Some(arming) = &arming {
-            call.set_armed(self.tracking.armed(arming, &replies));
+            call.set_armed(self.tracking.armed(arming, &replies, &self.armed_for));
         }
         Ok(rest)
     }

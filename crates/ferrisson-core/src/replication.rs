@@ -109,7 +109,7 @@ impl Replication {
         };
         let mut lanes = Vec::new();
         for _ in 0..settings.connections.max(1) {
-            lanes.push(opener.open().await?);
+            lanes.push(opener.open().await?.tracking_with(conn.tracking()));
         }
         tracing::debug!(aof, ?settings, "replica sync on");
         Ok(Self {

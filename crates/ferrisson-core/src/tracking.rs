@@ -52,16 +52,14 @@ pub struct TrackingStats {
     pub missed: u64,
 }
 
-/// A command connection's tracking state, shared with the hub that owns the subscriber.
+/// A client's tracking state, shared by its command connections (each keeps which subscriber
+/// its own tracking points at: [`Arming`]) and the hub that owns the subscriber.
 #[derive(Debug, Default)]
 pub(crate) struct Tracking {
     /// Whether the client may arm at all (its configuration, and not a cluster).
     enabled: AtomicBool,
-    /// The subscriber connection's id (`CLIENT ID`), 0 while there is none.
+    /// The subscriber connection's id (from `HELLO`), 0 while there is none.
     redirect: AtomicU64,
-    /// The subscriber id the command connection's tracking is known to point at; 0: not known
-    /// on (never armed, or the link may have been lost since).
-    armed_for: AtomicU64,
     /// The server refused a tracking command: no more arming.
     refused: AtomicBool,
     armed: AtomicU64,
@@ -97,16 +95,17 @@ impl Tracking {
             && self.redirect.load(Ordering::Acquire) != 0
     }
 
-    /// What goes before a tracked call: `CLIENT TRACKING on REDIRECT <subscriber> OPTIN NOLOOP`
-    /// unless the connection is known armed for the current subscriber, then `CLIENT CACHING
-    /// yes`, which makes the call's reads tracked. `None` when tracking is not available.
-    pub(crate) fn arming(&self) -> Option<Arming> {
+    /// What goes before a tracked call on a connection whose tracking points at `armed_for`
+    /// (0: not known on): `CLIENT TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` unless that
+    /// is the current subscriber, then `CLIENT CACHING yes`, which makes the call's reads
+    /// tracked. `None` when tracking is not available.
+    pub(crate) fn arming(&self, armed_for: u64) -> Option<Arming> {
         if !self.available() {
             return None;
         }
         let redirect = self.redirect.load(Ordering::Acquire);
         let mut cmds = Vec::with_capacity(2);
-        let enables = self.armed_for.load(Ordering::Acquire) != redirect;
+        let enables = armed_for != redirect;
         if enables {
             let mut on = redis::cmd("CLIENT");
             on.arg("TRACKING")
@@ -131,7 +130,8 @@ impl Tracking {
     /// refusal (`NOPERM`, an unknown command) ends the arming for good; another error (a
     /// subscriber that went away meanwhile: its id no longer exists) leaves the connection to
     /// be armed again.
-    pub(crate) fn armed(&self, arming: &Arming, replies: &[Value]) -> bool {
+    /// `armed_for` is the connection's: set to the subscriber it now points at, or 0.
+    pub(crate) fn armed(&self, arming: &Arming, replies: &[Value], armed_for: &AtomicU64) -> bool {
         let failed = replies.iter().find_map(|reply| match reply {
             Value::ServerError(e) => Some(e.clone()),
             _ => None,
@@ -139,14 +139,14 @@ impl Tracking {
         match failed {
             None if replies.len() == arming.cmds.len() => {
                 if arming.enables {
-                    self.armed_for.store(arming.redirect, Ordering::Release);
+                    armed_for.store(arming.redirect, Ordering::Release);
                 }
                 self.armed.fetch_add(1, Ordering::Relaxed);
                 true
             }
             None => false,
             Some(e) => {
-                self.armed_for.store(0, Ordering::Release);
+                armed_for.store(0, Ordering::Release);
                 let unknown = e.details().is_some_and(|d| d.contains("unknown"));
                 if e.code() == "NOPERM" || (e.code() == "ERR" && unknown) {
                     if !self.refused.swap(true, Ordering::Relaxed) {
@@ -158,11 +158,6 @@ impl Tracking {
                 false
             }
         }
-    }
-
-    /// The command connection may have lost its link (and the server its tracking).
-    pub(crate) fn link_lost(&self) {
-        self.armed_for.store(0, Ordering::Release);
     }
 
     /// The subscriber connection is up with id `id` (0: it is down, or its id is unknown).

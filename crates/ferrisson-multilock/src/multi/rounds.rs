@@ -490,8 +490,6 @@ pub(super) async fn red_round(
         }
     });
     let mut granted: Vec<HoldGuard> = Vec::with_capacity(group.locks.len());
-    // Which instances granted and which refused because someone holds them (by index).
-    let (mut granted_at, mut refused_at) = (Vec::new(), Vec::new());
     let mut answered = 0usize;
     let mut failure = None;
     // Once the round is decided (a quorum granted, or no quorum possible any more), the
@@ -529,11 +527,9 @@ pub(super) async fn red_round(
             Instance::Granted(guard) => {
                 answered += 1;
                 granted.push(guard);
-                granted_at.push(i);
             }
             Instance::Refused(held) => {
                 answered += 1;
-                refused_at.push(held);
                 // The first in the instances' order, whatever order they answered in: the
                 // watchers of every process watch the same instance.
                 *refused = Some(refused.map_or(held, |r| r.min(held)));
@@ -572,79 +568,12 @@ pub(super) async fn red_round(
     if granted.len() >= group.quorum {
         return Ok(Some(granted));
     }
-    if keeps_split(&granted_at, &refused_at, group.quorum) {
-        // A split round that holds the first instance that answered: the rival holding the
-        // others does not (every process computes the same rule), so it gives them back at
-        // once, and this round asks for them again for a moment instead of failing too.
-        if let Some(taken) = finish_split(group, options, granted, &refused_at, started).await {
-            return Ok(Some(taken));
-        }
-        return Ok(None);
-    }
     release_all(granted).await;
     // Fewer than a quorum could even answer: no round can succeed until they are back.
     match failure {
         Some(e) if answered < group.quorum => Err(e),
         _ => Ok(None),
     }
-}
-
-/// How long a split round that keeps its grants asks again for the instances its rival
-/// holds ([`finish_split`]), and how often.
-pub(super) const SPLIT_KEEP: Duration = Duration::from_millis(6);
-pub(super) const SPLIT_RETRY: Duration = Duration::from_millis(1);
-
-/// Whether a round that granted `granted_at` and was refused at `refused_at` (instance
-/// indexes), short of `quorum`, keeps its grants: it holds the first instance that answered,
-/// and the instances that answered could make a quorum. Of two rivals splitting the
-/// instances, only the one holding the first keeps; the other gives its grants back at once.
-pub(super) fn keeps_split(granted_at: &[usize], refused_at: &[usize], quorum: usize) -> bool {
-    let (Some(ours), theirs) = (granted_at.iter().min(), refused_at.iter().min()) else {
-        return false;
-    };
-    granted_at.len() + refused_at.len() >= quorum && theirs.is_none_or(|t| ours < t)
-}
-
-/// A split round that keeps `granted` asks the instances at `refused_at` again, every
-/// [`SPLIT_RETRY`] for [`SPLIT_KEEP`], until a quorum is granted (`Some`: every hold taken);
-/// else it gives everything back (`None`).
-pub(super) async fn finish_split(
-    group: &Group,
-    options: AcquireOptions,
-    mut granted: Vec<HoldGuard>,
-    refused_at: &[usize],
-    started: Instant,
-) -> Option<Vec<HoldGuard>> {
-    let until = ferrisson_core::__engine::time::later(Instant::now(), SPLIT_KEEP);
-    let mut left: Vec<usize> = refused_at.to_vec();
-    while Instant::now() < until && !left.is_empty() {
-        tokio::time::sleep(SPLIT_RETRY).await;
-        let mut still = Vec::new();
-        for i in left {
-            let Some(lock) = group.locks.get(i) else {
-                continue;
-            };
-            let mut lock_options = AcquireOptions::new().with_wait(Duration::ZERO);
-            if let Some(lease) = options.lease() {
-                lock_options = lock_options.with_lease(lease);
-            }
-            let bound = until.saturating_duration_since(Instant::now()) + SPLIT_RETRY;
-            let attempt = refusal_ends_calls(lock.acquire_any(lock_options));
-            match tokio::time::timeout(bound, attempt).await {
-                Ok(Ok(Some(guard))) => granted.push(guard),
-                Ok(Ok(None)) => still.push(i),
-                // Failed or slow: not asked again in this round.
-                _ => {}
-            }
-            if granted.len() >= group.quorum {
-                tracing::trace!(kept_for = ?started.elapsed(), "a split RedLock round kept its grants and won");
-                return Some(granted);
-            }
-        }
-        left = still;
-    }
-    release_all(granted).await;
-    None
 }
 
 /// What one RedLock instance did in a round.
@@ -724,28 +653,5 @@ impl ValidityWatch {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
-    use super::*;
-
-    #[test]
-    fn of_two_rivals_splitting_the_instances_only_the_holder_of_the_first_keeps() {
-        // One server of three down (index 2): each rival got one of the other two.
-        assert!(keeps_split(&[0], &[1], 2));
-        assert!(!keeps_split(&[1], &[0], 2));
-        // The first server down: the first that answered decides.
-        assert!(keeps_split(&[1], &[2], 2));
-        assert!(!keeps_split(&[2], &[1], 2));
-        // Nothing granted, or too few answered for a quorum: nothing to keep.
-        assert!(!keeps_split(&[], &[0, 1], 2));
-        assert!(!keeps_split(&[0], &[], 2));
-        assert!(!keeps_split(&[0], &[1], 3));
-        // Five servers, three rivals: only the holder of the lowest keeps.
-        assert!(keeps_split(&[0, 3], &[1, 2, 4], 3));
-        assert!(!keeps_split(&[1, 2], &[0, 3, 4], 3));
     }
 }

@@ -190,7 +190,7 @@ pub mod __engine {
         pub use crate::time::*;
     }
     pub use crate::scoped::HoldWatch;
-    pub use crate::tracking::is_owner_token;
+    pub use crate::tracking::{Tracked, is_owner_token};
     pub use crate::watchdog::{LeaseEnd, LeaseHandle, LeaseSpec, LeaseWatch};
 
     /// `tokio::time::Instant`, the clock of [`LeaseSpec`].

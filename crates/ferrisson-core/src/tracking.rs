@@ -193,11 +193,12 @@ pub fn is_owner_token(token: &[u8]) -> bool {
 }
 
 /// A waiter's tracking from one try to the next: whether its last try found a holder whose
-/// release publishes nothing, and whether its last try armed tracking.
+/// release publishes nothing, and whether its last try armed tracking. Costs nothing until a
+/// try arms (the flag a tracked call carries is made then): the uncontended path never does.
 #[derive(Debug, Default)]
-pub(crate) struct Tracked {
+pub struct Tracked {
     foreign: AtomicBool,
-    armed: std::sync::Arc<AtomicBool>,
+    armed: std::sync::OnceLock<std::sync::Arc<AtomicBool>>,
 }
 
 impl Tracked {
@@ -207,8 +208,10 @@ impl Tracked {
     }
 
     /// Whether the last try armed tracking: the wait's net is [`TRACKED_RECHECK`] then.
-    pub(crate) fn armed(&self) -> &AtomicBool {
-        &self.armed
+    pub(crate) fn armed(&self) -> bool {
+        self.armed
+            .get()
+            .is_some_and(|armed| armed.load(Ordering::Relaxed))
     }
 
     /// The flag the next try arms tracking with, if it should (`can`: it waits subscribed
@@ -216,9 +219,11 @@ impl Tracked {
     /// nothing.
     pub(crate) fn next_try(&self, can: bool) -> Option<&std::sync::Arc<AtomicBool>> {
         if can && self.foreign() {
-            Some(&self.armed)
+            Some(self.armed.get_or_init(std::sync::Arc::default))
         } else {
-            self.armed.store(false, Ordering::Relaxed);
+            if let Some(armed) = self.armed.get() {
+                armed.store(false, Ordering::Relaxed);
+            }
             None
         }
     }

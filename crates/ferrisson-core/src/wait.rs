@@ -47,7 +47,7 @@ pub struct WaitSpec<'a> {
     /// A waiter that may arm tracking ([`ClientConfig::with_tracked_waits`](crate::ClientConfig::with_tracked_waits)): set while its last try did, so
     /// that Redis tells it of the key's next change; its re-check is then
     /// [`TRACKED_RECHECK`](crate::TRACKED_RECHECK), a net, not `recheck`.
-    pub armed: Option<&'a std::sync::atomic::AtomicBool>,
+    pub armed: Option<&'a crate::tracking::Tracked>,
 }
 
 /// Waits for a lock whose first try failed: subscribes to the release channel, tries again
@@ -336,10 +336,7 @@ where
                 Ok(None)
             }
             Ok(trying) => {
-                let armed = |spec: &WaitSpec<'_>| {
-                    spec.armed
-                        .is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed))
-                };
+                let armed = |spec: &WaitSpec<'_>| spec.armed.is_some_and(|a| a.armed());
                 // A tracked wait that only its net ended: was a wake-up missed?
                 let net = std::mem::take(&mut self.timed_out) && armed(self.spec);
                 let result = (self.attempt)().await;

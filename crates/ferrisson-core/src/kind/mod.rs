@@ -111,8 +111,8 @@ pub enum TryReply {
 impl TryReply {
     /// The engine scripts' shapes: `held` alone (a positive integer: taken, not fenced),
     /// `{1, held}` or `{1, held, token}` (taken, with the token when `fenced`), `{0, ttl}`
-    /// (busy), `{0, ttl, 1}` (busy, held by a holder whose release publishes nothing); `Err` with the integers of any other integer reply (`None`: not integers),
-    /// among them [`REENTRY_REFUSED`], which [`read_script_try`] makes an error.
+    /// (busy), `{0, ttl, 1}` (busy, held by a holder whose release publishes nothing); `Err`
+    /// with the integers of any other integer reply (`None`: not integers), among them [`REENTRY_REFUSED`], which [`read_script_try`] makes an error.
     pub fn read(reply: &redis::Value, fenced: bool) -> std::result::Result<Self, Option<Vec<i64>>> {
         let ints = int_reply(reply).ok_or(None)?;
         let held = |n: i64| u32::try_from(n).ok().filter(|n| *n > 0);
@@ -429,7 +429,7 @@ fn acquire_as<'a, K: HoldKind>(
             recheck,
             need: None,
             interest,
-            armed: Some(tracked.armed()),
+            armed: Some(&tracked),
         };
         // Whatever ends a waiting call without the hold (a failure, cancellation: in the
         // background) gives up what the kind set up for the wait.

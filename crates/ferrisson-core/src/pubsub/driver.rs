@@ -92,7 +92,7 @@ enum Event {
 /// connection per shard (sharded).
 enum Session {
     /// A RESP3 connection: its messages, confirmations and invalidations come as pushes, and
-    /// its id (`CLIENT ID`) is where the command connection's tracking redirects to.
+    /// its id (read from `HELLO`) is where the command connections' tracking redirects to.
     Classic {
         conn: redis::aio::MultiplexedConnection,
         pushes: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,

@@ -370,7 +370,14 @@ pub(super) async fn red_pause(
         // The longest waiter first: the turn-holders of other processes, woken by the same
         // message, compute the same rule (a span growing with the rounds would favour the
         // youngest waiter, often the releasing process's next one).
-        woken_pause(since.elapsed())
+        // (With every instance up, a short step: a split then needs more rivals.)
+        let all_up = group.gate.as_deref().is_some_and(|g| {
+            group
+                .locks
+                .iter()
+                .all(|l| !g.unanswered(l.client_id(), l.key()))
+        });
+        woken_pause(since.elapsed(), all_up)
     } else {
         jitter(round)
     }

@@ -241,7 +241,6 @@ async fn a_redisson_holder_shows_its_client_id_and_a_peer_mutex_holder_is_unknow
 async fn a_fair_lock_is_read_by_its_own_crate_and_its_queue_outlives_its_hash() {
     let redis = TestRedis::any();
     let holder = named(&redis.url(), "fair-holder").await;
-    let waiter = named(&redis.url(), "fair-waiter").await;
     let fair: ObjectKind = "fair-lock".parse().unwrap();
     let name = unique_name("inspect-fair-own");
     let guard = FairLock::new(&holder, &name).unwrap().lock().await.unwrap();
@@ -253,16 +252,22 @@ async fn a_fair_lock_is_read_by_its_own_crate_and_its_queue_outlives_its_hash() 
     let named_fair = holder.inspect_as(&name, fair).await.unwrap();
     assert_eq!(named_fair.kind, Some(fair));
     assert_eq!(record_of(&named_fair.holders[0].party).app, "fair-holder");
-    // A waiter queues; then the hash goes (its holder's lease over, say) before the waiter
-    // looks again: the queue alone is still a fair lock's, with its waiter.
-    let queued = {
-        let lock = FairLock::new(&waiter, &name).unwrap();
-        tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+    // A waiter queues, in a process of its own as it were; then the hash goes (its holder's
+    // lease over, say) while that process is frozen, so that it cannot look again before the
+    // inspection: the queue alone is still a fair lock's, with its waiter.
+    let mut waiter = {
+        let (url, name) = (redis.url(), name.clone());
+        common::frozen::FrozenThread::spawn(move || async move {
+            let waiter = named(&url, "fair-waiter").await;
+            let lock = FairLock::new(&waiter, &name).unwrap();
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        })
     };
     eventually(SOON, "the waiter queues", || async {
         holder.inspect(&name).await.unwrap().queue_length == 1
     })
     .await;
+    waiter.freeze().await;
     guard.detach();
     let mut con = redis.connection();
     let _: () = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
@@ -271,11 +276,10 @@ async fn a_fair_lock_is_read_by_its_own_crate_and_its_queue_outlives_its_hash() 
     assert!(info.holders.is_empty());
     assert_eq!(info.waiters.len(), 1);
     assert_eq!(record_of(&info.waiters[0].party).app, "fair-waiter");
-    // Woken by nothing (the hash was deleted, not released): it takes the lock at its next
-    // look, within its lease's worth of re-checks.
-    tokio::time::timeout(Duration::from_secs(40), queued)
+    // Thawed and woken by nothing (the hash was deleted, not released): it takes the lock at
+    // its next look, within its lease's worth of re-checks.
+    tokio::time::timeout(Duration::from_secs(40), waiter.join())
         .await
-        .unwrap()
         .unwrap();
 }
 

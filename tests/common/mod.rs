@@ -9,6 +9,7 @@ use ferrisson::{Client, ClientConfig};
 pub use ferrisson_testkit::{RedisServer, TestRedis, fenced_code, marked_section, unique_name};
 
 pub mod every_kind;
+pub mod frozen;
 
 /// A client of `url` with the given watchdog lease.
 pub async fn client_with_lease(url: &str, lease: Duration) -> Client {

@@ -77,8 +77,7 @@ async fn waiters_of_four_clients_acquire_in_queue_order() {
 /// A client whose process is frozen (its runtime thread blocked, its connections killed):
 /// to Redis it is a dead waiter.
 struct FrozenClient {
-    release: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
+    thread: common::frozen::FrozenThread<()>,
     /// Its connection ids (`CLIENT LIST`).
     connections: Vec<i64>,
 }
@@ -102,37 +101,24 @@ impl FrozenClient {
         queued: usize,
     ) -> Self {
         let before = connection_ids(con);
-        let (release, frozen) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let client = client(&url).await;
-                let lock = fair(&client, &name);
-                let waiter = tokio::spawn(async move { lock.lock().await.map(drop) });
-                // Let the waiter queue, then block the only thread of this runtime.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                let _ = frozen.recv();
-                waiter.abort();
-            });
+        let mut thread = common::frozen::FrozenThread::spawn(move || async move {
+            let client = client(&url).await;
+            let _ = fair(&client, &name).lock().await;
         });
         wait_queue_length(observer, queued).await;
+        thread.freeze().await;
         let connections = connection_ids(con)
             .into_iter()
             .filter(|id| !before.contains(id))
             .collect();
         Self {
-            release,
             thread,
             connections,
         }
     }
 
-    fn thaw(self) {
-        let _ = self.release.send(());
-        self.thread.join().unwrap();
+    async fn thaw(self) {
+        self.thread.stop().await;
     }
 }
 
@@ -176,7 +162,7 @@ async fn a_dead_waiter_at_the_head_delays_the_queue_by_at_most_the_waiter_timeou
         waited <= WAITER_TIMEOUT * 2,
         "the live waiter waited {waited:?} behind a dead head (waiter timeout {WAITER_TIMEOUT:?})"
     );
-    dead.thaw();
+    dead.thaw().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

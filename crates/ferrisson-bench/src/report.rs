@@ -164,7 +164,7 @@ pub fn targets(records: &Records) -> Vec<Target> {
         Bound::AtMost(1.0),
         bare("sequential", "p50_ratio_to_rslock"),
     );
-    // The lean mutex (#34): the standard Redlock layout, head to head with rslock.
+    // The lean mutex: the standard Redlock layout, head to head with rslock, with #56's bounds.
     let mutex = crate::scenarios::lock_kinds::MUTEX;
     let m = |variant: &str, metric: &str| records.get("uncontended", variant, mutex, metric);
     // The mutex layout's bare calls (its ceiling), in the same rounds.
@@ -180,27 +180,33 @@ pub fn targets(records: &Records) -> Vec<Target> {
         add(
             format!("Mutex uncontended {variant} / rslock, alternating rounds"),
             m(variant, "ratio_to_rslock"),
-            Bound::AtLeast(1.2),
+            Bound::AtLeast(1.15),
             mbare(variant, "ratio_to_rslock"),
+        );
+        add(
+            format!("Mutex uncontended {variant} / the layout's bare calls, alternating rounds"),
+            m(variant, "ratio_to_bare_calls"),
+            Bound::AtLeast(0.95),
+            None,
         );
     }
     add(
         "Mutex uncontended sequential p50 / rslock p50".to_owned(),
         m("sequential", "p50_ratio_to_rslock"),
-        Bound::AtMost(1.0),
+        Bound::AtMost(0.95),
         mbare("sequential", "p50_ratio_to_rslock"),
     );
-    for hold in ["hold=0ms", "hold=1ms"] {
+    for (hold, bound) in [("hold=0ms", 1.2), ("hold=1ms", 1.1)] {
         add(
             format!("Mutex contended {hold} / rslock, alternating rounds"),
             records.get("contended", hold, rslock, "mutex_ratio_interleaved"),
-            Bound::AtLeast(1.2),
+            Bound::AtLeast(bound),
             records.get("contended", hold, handoff, "ratio_to_rslock"),
         );
         add(
             format!("Mutex contended {hold} commands per acquisition"),
             records.get("contended", hold, mutex, "commands_per_acquisition"),
-            Bound::AtMost(2.0),
+            Bound::AtMost(1.5),
             None,
         );
     }
@@ -219,7 +225,7 @@ pub fn targets(records: &Records) -> Vec<Target> {
         add(
             format!("Mutex Redis time per uncontended pair ({variant}) / rslock's"),
             m(variant, "command_us_ratio_to_rslock"),
-            Bound::AtMost(1.2),
+            Bound::AtMost(1.05),
             mbare(variant, "command_us_ratio_to_rslock"),
         );
     }

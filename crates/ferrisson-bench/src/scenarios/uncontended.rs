@@ -216,6 +216,8 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
         // The mutex layout's bare calls against rslock: the mutex's ceiling.
         let (mut bare_ratios, mut bare_p50_ratios, mut bare_usec_ratios) =
             (Vec::new(), Vec::new(), Vec::new());
+        // The mutex against its layout's bare calls, round by round.
+        let mut mutex_bare_ratios = Vec::new();
         // The bare calls against rslock, round by round: what the layout lets any client reach.
         let (mut raw_rslock, mut raw_rslock_p50) = (Vec::new(), Vec::new());
         let manager = LockManager::new(vec![ctx.url.clone()]);
@@ -281,6 +283,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             ops_ratios.push(our_ops / raw_ops.max(1e-9));
             rslock_ratios.push(our_ops / their_ops.max(1e-9));
             mutex_ratios.push(mutex_ops / their_ops.max(1e-9));
+            mutex_bare_ratios.push(mutex_ops / bare_ops.max(1e-9));
             mutex_usec_ratios.push(mutex_usec / their_usec.max(1e-9));
             raw_rslock.push(raw_ops / their_ops.max(1e-9));
         }
@@ -299,6 +302,7 @@ pub async fn run(ctx: &Ctx, records: &mut Records) -> Result<(), String> {
             (mutex, "ratio_to_rslock", mutex_ratios),
             (mutex, "p50_ratio_to_rslock", mutex_p50_ratios),
             (mutex, "command_us_ratio_to_rslock", mutex_usec_ratios),
+            (mutex, "ratio_to_bare_calls", mutex_bare_ratios),
             (bare_lib, "ratio_to_rslock", bare_ratios),
             (bare_lib, "p50_ratio_to_rslock", bare_p50_ratios),
             (bare_lib, "command_us_ratio_to_rslock", bare_usec_ratios),

@@ -220,15 +220,9 @@ impl Session {
             Session::Classic { pushes, .. } => {
                 let push = pushes.recv().await?;
                 Some(match push.kind {
-                    redis::PushKind::Message => match (push.data.first(), push.data.get(1)) {
-                        (Some(Value::BulkString(channel)), payload) => Event::Message(
-                            String::from_utf8_lossy(channel).into_owned(),
-                            match payload {
-                                Some(Value::BulkString(bytes)) => bytes.clone(),
-                                _ => Vec::new(),
-                            },
-                        ),
-                        _ => Event::Nothing,
+                    redis::PushKind::Message => match push_channel(&push) {
+                        Some(channel) => Event::Message(channel, push_payload(&push)),
+                        None => Event::Nothing,
                     },
                     redis::PushKind::Invalidate => Event::Invalidated(match push.data.first() {
                         Some(Value::Array(keys)) => Some(
@@ -253,10 +247,7 @@ impl Session {
                 ..
             } => {
                 let push = pushes.recv().await?;
-                let channel = push.data.first().and_then(|v| match v {
-                    Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-                    _ => None,
-                });
+                let channel = push_channel(&push);
                 let expected = |map: &mut HashMap<String, u32>, channel: &str| {
                     let Some(n) = map.get_mut(channel) else {
                         return false;
@@ -267,13 +258,9 @@ impl Session {
                     }
                     true
                 };
-                Some(match (push.kind, channel) {
+                Some(match (push.kind.clone(), channel) {
                     (redis::PushKind::SMessage | redis::PushKind::Message, Some(channel)) => {
-                        let payload = match push.data.get(1) {
-                            Some(Value::BulkString(bytes)) => bytes.clone(),
-                            _ => Vec::new(),
-                        };
-                        Event::Message(channel, payload)
+                        Event::Message(channel, push_payload(&push))
                     }
                     (redis::PushKind::SSubscribe, Some(channel)) => {
                         if expected(expected_subscribes, &channel) {
@@ -298,6 +285,23 @@ impl Session {
 }
 
 use redis::Value;
+
+/// The channel a push names first (a message's, a subscription's; the library's channel names
+/// are UTF-8).
+fn push_channel(push: &redis::PushInfo) -> Option<String> {
+    match push.data.first() {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    }
+}
+
+/// A message push's payload (empty when it carries none).
+fn push_payload(push: &redis::PushInfo) -> Vec<u8> {
+    match push.data.get(1) {
+        Some(Value::BulkString(bytes)) => bytes.clone(),
+        _ => Vec::new(),
+    }
+}
 
 /// `channels` grouped by hash slot (the order within a group kept).
 fn by_slot(channels: &[String]) -> Vec<Vec<String>> {

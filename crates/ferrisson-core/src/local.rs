@@ -67,7 +67,7 @@ impl LocalPlace {
         loop {
             match self.0.wait(BOUND).await {
                 Woken::Handed(grant) => return Some(grant),
-                Woken::Notified | Woken::Deferred => return None,
+                Woken::Notified | Woken::Deferred | Woken::Taken => return None,
                 Woken::TimedOut => {}
             }
         }

@@ -385,13 +385,28 @@ where
         let mut woken = subscription.wait(bound).await;
         self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
         pacer.still_open()?;
-        while let crate::pubsub::Woken::Deferred = woken {
-            let Some(fallback) =
-                pacer.next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
-            else {
-                return Ok(Between::TimedOut);
+        loop {
+            woken = match woken {
+                crate::pubsub::Woken::Deferred => {
+                    let Some(fallback) = pacer
+                        .next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
+                    else {
+                        return Ok(Between::TimedOut);
+                    };
+                    subscription.wait_fallback(fallback).await
+                }
+                // Another client's waiter took it: asleep again until the next release (or
+                // the bound), as after a try in vain.
+                crate::pubsub::Woken::Taken => {
+                    let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
+                        return Ok(Between::TimedOut);
+                    };
+                    let woken = subscription.wait(bound).await;
+                    self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
+                    woken
+                }
+                _ => break,
             };
-            woken = subscription.wait(fallback).await;
             pacer.still_open()?;
         }
         if let crate::pubsub::Woken::Handed(grant) = woken

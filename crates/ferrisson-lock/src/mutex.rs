@@ -227,11 +227,13 @@ impl HoldKind for MutexKind {
                 ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, &self.channel, token_key])
             }
         };
-        // A waiter's failed try marks that someone waits, so that releases publish.
+        // A waiter's failed try marks that someone waits, so that releases publish; its
+        // successful one says the mutex was taken, so that the waiters other clients let the
+        // release pass for do not try it in vain (`TAKEN_MESSAGE`).
         let flags = match (args.retry, args.subscribed) {
-            (true, true) => "rw",
+            (true, true) => "rwt",
             (true, false) => "r",
-            (false, true) => "w",
+            (false, true) => "wt",
             (false, false) => "",
         };
         let call = call.arg(lease).arg(owner).arg(flags);
@@ -241,10 +243,13 @@ impl HoldKind for MutexKind {
             Some(armed) => call.tracked(armed),
             None => call,
         };
-        if args.subscribed {
-            call.arg(millis(WAITER_MARK))
-        } else {
-            call
+        if !args.subscribed {
+            return call;
+        }
+        let call = call.arg(millis(WAITER_MARK));
+        match self.client.config().publish_command().as_str() {
+            "publish" => call,
+            publish => call.arg(publish),
         }
     }
 

@@ -6,6 +6,10 @@ pub(super) struct Slot {
     pub(super) pending: AtomicBool,
     /// The pending wake-up is a deferred one ([`Woken::Deferred`]).
     pub(super) deferred: AtomicBool,
+    /// The waiter waits out its deferral ([`Subscription::wait_fallback`]).
+    pub(super) in_fallback: AtomicBool,
+    /// The pending wake-up says another client took the lock ([`Woken::Taken`]).
+    pub(super) taken: AtomicBool,
     /// The waiter's last try found nothing for it, and it has not been served since: a caller
     /// that wants no more than it may queue behind it without a try
     /// ([`Hub::subscribe_behind`]).
@@ -124,6 +128,11 @@ impl Channel {
                 // deferred wake-up, the notification stored here ends its deferral at once.)
                 slot.notify.notify_one();
                 woken += 1;
+            } else if slot.taken.swap(false, Ordering::AcqRel) {
+                // Told the lock was taken, and not yet looked: this release is for real (its
+                // wake-up is pending already).
+                slot.notify.notify_one();
+                woken += 1;
             } else if slot.wake() {
                 woken += 1;
             }
@@ -160,6 +169,26 @@ impl Channel {
     }
 }
 
+impl Channel {
+    /// Another client's waiter took the lock that a release this client let pass freed
+    /// ([`TAKEN_MESSAGE`]): the waiters woken deferred for it need not try at their fallback.
+    /// A deferred wake-up not taken yet is withdrawn; a waiter in its fallback wait is told
+    /// ([`Woken::Taken`]). Waiters woken for real, and observers, are left alone.
+    pub(super) fn taken(&self) {
+        for slot in self.slots.iter().filter(|s| !s.observer) {
+            if slot.deferred.swap(false, Ordering::AcqRel) {
+                slot.pending.store(false, Ordering::Release);
+                slot.forget_notification();
+            } else if slot.in_fallback.load(Ordering::Acquire)
+                && !slot.pending.load(Ordering::Acquire)
+            {
+                slot.taken.store(true, Ordering::Release);
+                slot.wake();
+            }
+        }
+    }
+}
+
 pub(super) fn new_slot(need: Option<Need>) -> Arc<Slot> {
     slot(need, false)
 }
@@ -168,6 +197,8 @@ pub(super) fn slot(need: Option<Need>, observer: bool) -> Arc<Slot> {
     Arc::new(Slot {
         pending: AtomicBool::new(false),
         deferred: AtomicBool::new(false),
+        in_fallback: AtomicBool::new(false),
+        taken: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         notify: Notify::new(),
         need,

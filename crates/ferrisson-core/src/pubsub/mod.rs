@@ -64,6 +64,12 @@ pub const MAX_HANDOFF_STREAK: u32 = 8;
 /// finds the lock held and the waiter goes back to sleep).
 pub const TURN_FALLBACK: Duration = Duration::from_millis(2);
 
+/// The message a waiter that took a lock after a release publishes on the lock's channel (the
+/// lean mutex's, `lock/mutex_acquire`): the waiters other clients woke deferred for that
+/// release ([`Woken::Deferred`]) need not try at their [`TURN_FALLBACK`] (they would find it
+/// held); the next release wakes them.
+pub const TAKEN_MESSAGE: &[u8] = b"t";
+
 /// The most releases a client lets pass after its turn, whatever number of other subscribers
 /// its last release reached.
 const MAX_TURN_SKIPS: u32 = 64;
@@ -173,6 +179,9 @@ pub(crate) enum Woken {
     /// A release the waiter's client lets pass: other clients' waiters take their turn first.
     /// The waiter waits again, up to [`TURN_FALLBACK`], and tries only if nothing else wakes it.
     Deferred,
+    /// In that wait ([`Subscription::wait_fallback`]): another client's waiter took the lock
+    /// ([`TAKEN_MESSAGE`]). The waiter sleeps until the next release instead of trying.
+    Taken,
 }
 
 mod channel;
@@ -262,6 +271,13 @@ impl HubShared {
     /// A message arrived on `channel`: wake its waiters as the channel's policy says.
     fn message(&self, channel: &str, payload: &[u8]) {
         let mut state = self.state();
+        if payload == TAKEN_MESSAGE {
+            // Not a release: no streak, turn or observer is concerned.
+            if let Some(channel) = state.channels.get(channel) {
+                channel.taken();
+            }
+            return;
+        }
         if !state.channels.contains_key(channel) {
             // Lingering: a public release ends any turn kept for the channel.
             state.kept.remove(channel);

@@ -172,13 +172,33 @@ impl Subscription {
             .then(|| self.woken())
     }
 
-    /// A wake-up taken: deferred, or for real.
+    /// A wake-up taken: deferred, a note that the lock was taken, or for real.
     pub(super) fn woken(&self) -> Woken {
         if self.slot.deferred.swap(false, Ordering::AcqRel) {
             Woken::Deferred
+        } else if self.slot.taken.swap(false, Ordering::AcqRel) {
+            Woken::Taken
         } else {
             Woken::Notified
         }
+    }
+
+    /// [`wait`](Self::wait) after a [`Woken::Deferred`], up to `fallback`: ends early with
+    /// [`Woken::Taken`] when another client's waiter takes the lock meanwhile.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait`](Self::wait)'s.
+    pub(crate) async fn wait_fallback(&self, fallback: Duration) -> Woken {
+        struct InFallback<'a>(&'a Slot);
+        impl Drop for InFallback<'_> {
+            fn drop(&mut self) {
+                self.0.in_fallback.store(false, Ordering::Release);
+            }
+        }
+        self.slot.in_fallback.store(true, Ordering::Release);
+        let _in_fallback = InFallback(&self.slot);
+        self.wait(fallback).await
     }
 }
 

@@ -355,3 +355,73 @@ async fn a_matching_message_wakes_only_the_waiters_that_want_what_it_names() {
         assert!(matches!(waiter.wait(quick).await, Woken::Notified));
     }
 }
+
+#[tokio::test]
+async fn a_waiter_let_pass_that_hears_the_lock_taken_sleeps_until_the_next_release() {
+    let quick = Duration::from_millis(1);
+    let hub = Hub::detached();
+    let waiter = Arc::new(hub.subscribe(CH, lock_message_policy, tag(1)));
+    // Another client took it before the waiter looked: its deferred wake-up is withdrawn.
+    end_of_turn(&hub);
+    hub.end_turn(CH, 3);
+    hub.shared.message(CH, b"0");
+    hub.shared.message(CH, TAKEN_MESSAGE);
+    assert!(matches!(waiter.wait(quick).await, Woken::TimedOut));
+    // Taken while it waits out its fallback: told so, before the fallback ends.
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Deferred));
+    let fallback = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.wait_fallback(Duration::from_secs(60)).await })
+    };
+    eventually_parked(&hub).await;
+    hub.shared.message(CH, TAKEN_MESSAGE);
+    let woken = tokio::time::timeout(Duration::from_secs(5), fallback)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(woken, Woken::Taken), "{woken:?}");
+    // The skips are spent: the next release wakes it for real.
+    hub.shared.message(CH, b"0");
+    assert!(matches!(waiter.wait(quick).await, Woken::Notified));
+    // "Taken" alone never wakes a waiter that is not let a release pass.
+    hub.shared.message(CH, TAKEN_MESSAGE);
+    assert!(matches!(waiter.wait(quick).await, Woken::TimedOut));
+}
+
+#[tokio::test]
+async fn a_release_right_after_the_lock_was_taken_is_not_lost() {
+    let hub = Hub::detached();
+    let waiter = Arc::new(hub.subscribe(CH, lock_message_policy, tag(1)));
+    end_of_turn(&hub);
+    hub.end_turn(CH, 2);
+    hub.shared.message(CH, b"0");
+    assert!(matches!(
+        waiter.wait(Duration::from_millis(1)).await,
+        Woken::Deferred
+    ));
+    let fallback = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.wait_fallback(Duration::from_secs(60)).await })
+    };
+    eventually_parked(&hub).await;
+    // Taken, then released again, before the waiter looks: the release wakes it for real.
+    hub.shared.message(CH, TAKEN_MESSAGE);
+    hub.shared.message(CH, b"0");
+    let woken = tokio::time::timeout(Duration::from_secs(5), fallback)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(woken, Woken::Notified), "{woken:?}");
+}
+
+/// Waits until a waiter of `hub` sleeps in its wait.
+async fn eventually_parked(hub: &Hub) {
+    for _ in 0..5_000 {
+        if hub.parked() > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("no waiter parked");
+}

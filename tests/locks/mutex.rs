@@ -552,3 +552,43 @@ async fn extend_sets_a_fixed_lease_anew() {
     let err = short.extend(Duration::from_secs(60)).await.unwrap_err();
     assert!(matches!(err, Error::LeaseLost(_)), "{err:?}");
 }
+
+/// Ten waiters of one client queued behind another client's hold: only the one at the head of
+/// the client's queue looks at Redis again now and then; the others are served through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_head_of_a_clients_queue_re_checks_redis() {
+    let server = RedisServer::spawn();
+    let (a, b) = (client(&server.url()).await, client(&server.url()).await);
+    let name = unique_name("mutex-queue-head");
+    let holder = Mutex::new(&b, &name).unwrap();
+    let guard = holder.lock().await.unwrap();
+    let mut con = server.connection();
+    let mut waiters = Vec::new();
+    for _ in 0..10 {
+        let lock = Mutex::new(&a, &name).unwrap();
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        }));
+    }
+    eventually(SOON, "the ten wait", || {
+        std::future::ready(a.waiter_stats().1 == 10)
+    })
+    .await;
+    let before = common::command_calls(&mut con);
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let after = common::command_calls(&mut con);
+    let elapsed = started.elapsed();
+    // A try in vain reads the holder's TTL in the script.
+    let tries = delta(&before, &after, "pttl");
+    // One waiter's re-checks (every 100 ms at the most often), and a margin.
+    let allowed = u64::try_from(elapsed.as_millis() / 100).unwrap() + 3;
+    assert!(
+        tries <= allowed,
+        "{tries} tries in vain in {elapsed:?} (at most {allowed}: the head's re-checks)"
+    );
+    guard.unlock().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    }
+}

@@ -383,8 +383,19 @@ where
         // (Not raced with the shutdown signal, which would grow what every waiter keeps
         // while it sleeps: a shutdown wakes every waiter of the hub instead.)
         let mut woken = subscription.wait(bound).await;
-        self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
         pacer.still_open()?;
+        // A lock waiter queued behind another waiter of its client is served through that
+        // one (a release hands the lock on, a head that leaves unserved wakes the next, a
+        // message wakes the head first): its bound passing is no reason to look. Only the
+        // head re-checks Redis, so a long local queue does not poll it once per waiter.
+        while matches!(woken, crate::pubsub::Woken::TimedOut) && self.queued_behind() {
+            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
+                return Ok(Between::TimedOut);
+            };
+            woken = subscription.wait(bound).await;
+            pacer.still_open()?;
+        }
+        self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
         loop {
             woken = match woken {
                 crate::pubsub::Woken::Deferred => {
@@ -416,6 +427,20 @@ where
             return Ok(Between::Ready(taken));
         }
         Ok(Between::Again)
+    }
+}
+
+impl<T, F, A> Subscribed<'_, '_, T, F, A> {
+    /// Whether this waiter waits for a lock (its hold, handed on by local releases) behind
+    /// another local waiter, on a confirmed subscription (an unconfirmed one may miss
+    /// messages: then every waiter looks for itself).
+    fn queued_behind(&self) -> bool {
+        self.spec
+            .need
+            .as_ref()
+            .is_some_and(|need| need.takes == crate::pubsub::Takes::Hold)
+            && self.subscription.is_confirmed()
+            && self.subscription.behind_others()
     }
 }
 

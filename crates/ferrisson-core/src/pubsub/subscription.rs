@@ -183,6 +183,19 @@ impl Subscription {
         }
     }
 
+    /// Whether another waiter of this client that may be handed what this one waits for is
+    /// ahead of it in the channel's queue (observers aside).
+    pub(crate) fn behind_others(&self) -> bool {
+        let state = self.shared.state();
+        state.channels.get(&*self.channel).is_some_and(|channel| {
+            channel
+                .slots
+                .iter()
+                .find(|s| !s.observer && s.need.is_some())
+                .is_some_and(|head| !Arc::ptr_eq(head, &self.slot))
+        })
+    }
+
     /// [`wait`](Self::wait) after a [`Woken::Deferred`], up to `fallback`: ends early with
     /// [`Woken::Taken`] when another client's waiter takes the lock meanwhile.
     ///

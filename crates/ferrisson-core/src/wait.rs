@@ -383,40 +383,34 @@ where
         // (Not raced with the shutdown signal, which would grow what every waiter keeps
         // while it sleeps: a shutdown wakes every waiter of the hub instead.)
         let mut woken = subscription.wait(bound).await;
+        self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
         pacer.still_open()?;
-        // A lock waiter queued behind another waiter of its client is served through that
-        // one (a release hands the lock on, a head that leaves unserved wakes the next, a
-        // message wakes the head first): its bound passing is no reason to look. Only the
-        // head re-checks Redis, so a long local queue does not poll it once per waiter.
-        while matches!(woken, crate::pubsub::Woken::TimedOut) && self.queued_behind() {
-            let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
+        loop {
+            use crate::pubsub::Woken;
+            // Whether to sleep again, and for how long, before looking.
+            let (again, fallback) = match woken {
+                // A release the client lets pass: a try only if nothing else wakes it soon.
+                Woken::Deferred => (crate::pubsub::TURN_FALLBACK, true),
+                // Another client's waiter took it: asleep until the next release (or the
+                // bound), as after a try in vain.
+                Woken::Taken => (bound, false),
+                // A lock waiter queued behind another waiter of its client is served through
+                // that one (a release hands the lock on, a head that leaves unserved wakes the
+                // next, a message wakes the head first): its bound passing is no reason to
+                // look. Only the head re-checks Redis, so a long local queue does not poll it
+                // once per waiter.
+                Woken::TimedOut if self.queued_behind() => (bound, false),
+                _ => break,
+            };
+            let Some(sleep) = pacer.next_sleep(again, subscription.is_confirmed())? else {
                 return Ok(Between::TimedOut);
             };
-            woken = subscription.wait(bound).await;
-            pacer.still_open()?;
-        }
-        self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
-        loop {
-            woken = match woken {
-                crate::pubsub::Woken::Deferred => {
-                    let Some(fallback) = pacer
-                        .next_sleep(crate::pubsub::TURN_FALLBACK, subscription.is_confirmed())?
-                    else {
-                        return Ok(Between::TimedOut);
-                    };
-                    subscription.wait_fallback(fallback).await
-                }
-                // Another client's waiter took it: asleep again until the next release (or
-                // the bound), as after a try in vain.
-                crate::pubsub::Woken::Taken => {
-                    let Some(bound) = pacer.next_sleep(bound, subscription.is_confirmed())? else {
-                        return Ok(Between::TimedOut);
-                    };
-                    let woken = subscription.wait(bound).await;
-                    self.timed_out = matches!(woken, crate::pubsub::Woken::TimedOut);
-                    woken
-                }
-                _ => break,
+            woken = if fallback {
+                subscription.wait_fallback(sleep).await
+            } else {
+                let woken = subscription.wait(sleep).await;
+                self.timed_out = matches!(woken, Woken::TimedOut);
+                woken
             };
             pacer.still_open()?;
         }

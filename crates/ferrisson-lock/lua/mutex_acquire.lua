@@ -15,13 +15,12 @@
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, the token
 -- ARGV[3] flags: 'r' when this call retries one whose reply was lost, 'w' when the caller waits
---         for a release message if it fails (then the marker is set, unless the holder is
---         another Redlock client's: its release publishes nothing)
---         't' when the caller is a waiter that sleeps between tries: when it takes the mutex, it
---         publishes 't' on the channel, so that the waiters other clients woke deferred for
---         the release it took (their client had its turn) do not try at their fallback
+--         for a release message: if it fails, the marker is set (unless the holder is another
+--         Redlock client's: its release publishes nothing); if it takes the mutex, it publishes
+--         't' on the channel, so that the waiters other clients woke deferred for the release
+--         it took (their client had its turn) do not try at their fallback
 -- ARGV[4] (with 'w') how long the marker lives, in milliseconds
--- ARGV[5] (optional, with 't') the publish command when it is not "publish" ("spublish")
+-- ARGV[5] (optional, with 'w') the publish command when it is not "publish" ("spublish")
 -- returns 1 when the owner now holds the mutex and it is not fenced, {1, 1, token} when it is
 --         fenced, {0, PTTL} when another ferrisson owner (`<client uuid>:<n>`) holds it,
 --         {0, PTTL, 1} when a token of another Redlock client holds it (the waiter arms
@@ -31,7 +30,7 @@
 local held = redis.call('get', KEYS[1])
 if not held then
   redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[1])
-  if string.find(ARGV[3], 't', 1, true) then
+  if string.find(ARGV[3], 'w', 1, true) then
     redis.call(ARGV[5] or 'publish', KEYS[2], 't')
   end
   if KEYS[3] then

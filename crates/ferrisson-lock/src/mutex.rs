@@ -175,6 +175,15 @@ impl LockType for Mutex {
 }
 
 impl MutexKind {
+    /// `call` with the publish command as its next argument when it is not `publish`, the
+    /// scripts' default (each argument costs Redis a little).
+    fn with_publish(&self, call: ScriptCall) -> ScriptCall {
+        match self.client.config().publish_command().as_str() {
+            "publish" => call,
+            publish => call.arg(publish),
+        }
+    }
+
     fn reentered(&self, owner: &Owner) -> Error {
         Error::WouldDeadlock(format!(
             "{owner} holds the mutex `{}` already: a mutex is not reentrant",
@@ -231,9 +240,9 @@ impl HoldKind for MutexKind {
         // successful one says the mutex was taken, so that the waiters other clients let the
         // release pass for do not try it in vain (`TAKEN_MESSAGE`).
         let flags = match (args.retry, args.subscribed) {
-            (true, true) => "rwt",
+            (true, true) => "rw",
             (true, false) => "r",
-            (false, true) => "wt",
+            (false, true) => "w",
             (false, false) => "",
         };
         let call = call.arg(lease).arg(owner).arg(flags);
@@ -246,11 +255,7 @@ impl HoldKind for MutexKind {
         if !args.subscribed {
             return call;
         }
-        let call = call.arg(millis(WAITER_MARK));
-        match self.client.config().publish_command().as_str() {
-            "publish" => call,
-            publish => call.arg(publish),
-        }
+        self.with_publish(call.arg(millis(WAITER_MARK)))
     }
 
     fn read_try(&self, owner: &Owner, reply: &redis::Value) -> Result<TryReply> {
@@ -285,13 +290,13 @@ impl HoldKind for MutexKind {
             return call.arg(owner).arg(successor.as_str()).arg(millis(lease));
         }
         let call = ScriptCall::new(&MUTEX_RELEASE, &[&self.key, &self.channel]).arg(owner);
-        // Each argument costs Redis a little: `publish` is the script's default, and this
-        // client's own waiters (which may not have marked) are woken whatever the mark says.
-        let publish = self.client.config().publish_command().as_str();
-        match (publish, args.local_waiters) {
-            ("publish", false) => call,
-            (publish, false) => call.arg(publish),
-            (publish, true) => call.arg(publish).arg("1"),
+        // This client's own waiters (which may not have marked) are woken whatever the mark
+        // says.
+        if args.local_waiters {
+            call.arg(self.client.config().publish_command().as_str())
+                .arg("1")
+        } else {
+            self.with_publish(call)
         }
     }
 }

@@ -167,9 +167,7 @@ impl Channel {
         slot.deferred.store(true, Ordering::Release);
         slot.wake();
     }
-}
 
-impl Channel {
     /// Another client's waiter took the lock that a release this client let pass freed
     /// ([`TAKEN_MESSAGE`]): the waiters woken deferred for it need not try at their fallback.
     /// A deferred wake-up not taken yet is withdrawn; a waiter in its fallback wait is told

@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::common::*;
-use crate::lost_replies::{deliver_late, slow_retry_client};
+use crate::late_copies::deliver_late;
+use crate::lost_replies::slow_retry_client;
 
 use std::time::Duration;
 

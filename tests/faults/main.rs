@@ -14,6 +14,7 @@ mod cluster_faults;
 mod deadlines;
 mod durations;
 mod fault_suite;
+mod late_copies;
 mod lost_replies;
 mod outages;
 mod replica_sync;

@@ -3,7 +3,8 @@
 -- protocol: 1
 -- A fragment, not run alone: the scripts of the permit kinds (the semaphore's, the
 -- permit-expirable semaphore's) and the lock kinds' releases (through core/release_prelude)
--- start with it (Script::with_prelude) and call its functions.
+-- start with it (Script::with_prelude) and call its functions. It starts with
+-- core/marks_prelude (the undone marks), which the lock kinds' acquires start with alone.
 -- docs/protocol.md, "[ext] Retries".
 --
 -- A client's record on an object [ext], suffixed(name, "record") .. ":" .. the client id in 32
@@ -16,12 +17,8 @@
 -- holds and no other. A call sets the record's TTL when its flags say so ("e<ms>": on a slot
 -- the client never used, and at least every half TTL while it calls); a field new without it
 -- (the record was lost or expired since) gets 10 min. So the record outlives every call that may
--- be resent and goes once the client stops calling.
---
--- A client's undone marks on an object [ext], suffixed(name, "undone") .. ":" .. the client id:
--- ";<seq>@<server ms>;" for each call undone before it ran, so that the call, should it still
--- reach Redis (from a connection the client gave up on), takes nothing. Marks older than the
--- TTL are dropped when another is added.
+-- be resent and goes once the client stops calling. The client's undone marks on an object
+-- (the permit-expirable semaphore's, the locks'): core/marks_prelude.
 
 -- tagged(name) is `name` as keys::prefixed and keys::suffixed place it: as it is when it
 -- carries a hash tag, else in braces, so that "<prefix>:" .. tagged(name) and tagged(name) ..
@@ -62,11 +59,6 @@ local function record_state(record, slot, seq)
   return nil
 end
 
--- record_ttl(flags) is the record's TTL a call's flags carry ("e<ms>": set it), or nil.
-local function record_ttl(flags)
-  return tonumber(string.match(flags, 'e(%d+)'))
-end
-
 -- record_mark(record, slot, seq, result, flags) records that call seq ran with `result` (a
 -- string, "" for none, or an integer); `result` "-" records it undone. The TTL is set when the
 -- flags carry one, and when the field is new without (the record was lost or expired since
@@ -88,27 +80,4 @@ local function record_mark(record, slot, seq, result, flags)
   if ttl then
     redis.call('pexpire', record, ttl)
   end
-end
-
--- was_undone(marks, seq): whether the undone marks read (nil or false: none) name call seq.
-local function was_undone(marks, seq)
-  return marks and string.find(marks, ';' .. seq .. '@', 1, true) ~= nil
-end
-
--- mark_undone(undone, seq, flags) marks call seq undone, dropping the marks older than the
--- TTL the flags carry (10 min when they carry none). A mark's time is the server's clock in
--- whole milliseconds, up to one behind the moment it was made: a mark is dropped only once the
--- clock has passed its time + TTL, never before a full TTL has gone by.
-local function mark_undone(undone, seq, flags)
-  local ttl = record_ttl(flags) or 600000
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local kept = {}
-  for mark, at in string.gmatch(redis.call('get', undone) or '', ';(%d+)@(%d+);') do
-    if tonumber(at) + tonumber(ttl) >= now then
-      kept[#kept + 1] = ';' .. mark .. '@' .. at .. ';'
-    end
-  end
-  kept[#kept + 1] = ';' .. seq .. '@' .. string.format('%.0f', now) .. ';'
-  redis.call('set', undone, table.concat(kept), 'px', ttl)
 end

@@ -22,9 +22,10 @@ pub static FORCE_RELEASE_HASH: Script = Script::with_prelude(
 
 /// Take or re-enter a lock kept in a hash (`lua/core/hash_lock_acquire.lua`): the reentrant
 /// lock's and the spin lock's acquire.
-pub static HASH_LOCK_ACQUIRE: Script = Script::with_prelude(
+pub static HASH_LOCK_ACQUIRE: Script = Script::with_two_preludes(
     "core/hash_lock_acquire",
     &crate::script::LOCK_PRELUDE,
+    &crate::script::MARKS_PRELUDE,
     include_str!("../lua/hash_lock_acquire.lua"),
 );
 
@@ -111,15 +112,16 @@ impl HashLock {
     /// The acquire call (`core/hash_lock_acquire`, or the kind's own script): the fencing counter and the believed
     /// hold count go only where they are read (a fenced lock, a retry).
     pub fn try_call(&self, args: &crate::kind::TryArgs<'_>) -> crate::script::ScriptCall {
-        let token_key = self.token_key();
+        let (token_key, undone) = (self.token_key(), self.undone_key());
         let keys: &[&str] = if self.fenced {
-            &[&self.key, token_key]
+            &[&self.key, undone, token_key]
         } else {
-            &[&self.key]
+            &[&self.key, undone]
         };
         let call = crate::script::ScriptCall::new(self.acquire, keys)
             .arg(crate::time::millis(args.lease))
-            .arg(args.owner.as_str());
+            .arg(args.owner.as_str())
+            .arg(args.seq);
         if args.retry {
             call.arg(args.believed)
         } else {

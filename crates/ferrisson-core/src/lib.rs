@@ -179,8 +179,8 @@ pub mod __engine {
     pub use crate::pubsub::{Claim, MAX_HANDOFF_STREAK, Need, Wake, lock_message_policy};
     pub use crate::record::{CallRecord, RecordedCall};
     pub use crate::script::{
-        LOCK_PRELUDE, PROTOCOL_VERSION, RECORD_PRELUDE, RELEASE_PRELUDE, Script, ScriptCall,
-        TOKEN_PRELUDE,
+        LOCK_PRELUDE, MARKS_PRELUDE, PROTOCOL_VERSION, RECORD_PRELUDE, RELEASE_PRELUDE, Script,
+        ScriptCall, TOKEN_PRELUDE,
     };
     pub use crate::wait::{
         Attempt, Poll, WaitPacer, WaitSpec, first_try, no_reply, poll_wait, wait_for_turn,
@@ -199,7 +199,7 @@ pub mod __engine {
 
 /// Every script this crate runs, for tests and tools that load or check them.
 #[doc(hidden)]
-pub fn scripts() -> [&'static script::Script; 16] {
+pub fn scripts() -> [&'static script::Script; 17] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
@@ -207,6 +207,7 @@ pub fn scripts() -> [&'static script::Script; 16] {
         &crate::object::OBJECT_DELETE,
         &crate::script::LOCK_PRELUDE,
         &crate::script::RELEASE_PRELUDE,
+        &crate::script::MARKS_PRELUDE,
         &crate::script::RECORD_PRELUDE,
         &crate::hash_lock::HASH_LOCK_ACQUIRE,
         &crate::hash_lock::HASH_LOCK_RELEASE,

@@ -79,10 +79,20 @@ pub static LOCK_PRELUDE: Script = Script::with_prelude(
     include_str!("../lua/lock_prelude.lua"),
 );
 
+/// The functions of a client's undone marks on an object (`lua/core/marks_prelude.lua`):
+/// `was_undone`, `mark_undone`, and `late_copy`, with which a lock's acquire takes nothing when
+/// it is a copy of a call that was resent and ran. The lock kinds' acquires start with it
+/// ([`Script::with_two_preludes`], after [`LOCK_PRELUDE`]); [`RECORD_PRELUDE`] starts with it.
+pub static MARKS_PRELUDE: Script = Script::new(
+    "core/marks_prelude",
+    include_str!("../lua/marks_prelude.lua"),
+);
+
 /// The functions of a client's record on an object (`crate::record`,
-/// `lua/core/record_prelude.lua`): `record_state`, `record_mark`, `was_undone`, `mark_undone`.
-pub static RECORD_PRELUDE: Script = Script::new(
+/// `lua/core/record_prelude.lua`): `record_state`, `record_mark`, and [`MARKS_PRELUDE`]'s.
+pub static RECORD_PRELUDE: Script = Script::with_prelude(
     "core/record_prelude",
+    &MARKS_PRELUDE,
     include_str!("../lua/record_prelude.lua"),
 );
 

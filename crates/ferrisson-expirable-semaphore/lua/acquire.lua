@@ -9,10 +9,11 @@
 --         "timeout"), a ZSET of id (16 raw bytes) -> expiry ms; the channel
 --         prefixed("redisson_sc", name); the oldest waiter's reservation, suffixed(name,
 --         "intent") [ext]; the client's undone marks [ext] (core/record_prelude): a try undone
---         before it got here takes nothing. A try that took its permits needs no record: its
+--         before it got here takes nothing, and neither does a copy of a resent try once the
+--         resend ran (a resend marks its try). A try that took its permits needs no record: its
 --         ids are its own, fresh per try, so any copy of the try (a resend, or a late first
 --         send) that finds the first of them taken and unexpired knows another copy took
---         them; one that finds them expired takes permits anew
+--         them; a resend that finds them expired takes permits anew
 -- ARGV[1] permits wanted, n >= 1
 -- ARGV[2] lease of each permit, in milliseconds
 -- ARGV[3] publish command ("publish")
@@ -52,16 +53,22 @@ local limit = ARGV[8] or ''
 local reservation = ARGV[9] or '0'
 local _, undone = record_keys(KEYS[1], ARGV[5])
 local got = redis.call('mget', KEYS[1], intent_key, undone)
-if was_undone(got[3], ARGV[6]) then
-  -- Abandoned, and undone before it got here: nobody waits for these permits.
-  return {0, 0, 0, -1}
-end
 -- Every copy of the try asks, the first send too (a copy left on a connection the client gave
 -- up on can reach Redis after a resend ran): another copy took this try's permits, which are
 -- still held under its ids.
 local taken = redis.call('zscore', timeouts, permit_id(0))
 if taken and tonumber(taken) > now then
   return {1, tonumber(got[1] or '0') or 0, 0, 0}
+end
+if was_undone(got[3], ARGV[6]) then
+  -- Abandoned and undone before it got here, or a copy of a resend that ran (whose permits
+  -- are not held any more: released since): nobody waits for these permits.
+  return {0, 0, 0, -1}
+end
+if string.find(ARGV[7], 'r', 1, true) then
+  -- A resend marks the try: a copy of it that reaches Redis after its permits were released
+  -- takes nothing (their ids are free again then, so the check above cannot tell).
+  mark_undone(undone, ARGV[6], '')
 end
 -- (A resend whose lost call's permits have expired since, a lease shorter than the retry
 -- window, takes permits anew below, under the same ids: the expired ones go back to the count

@@ -3,8 +3,11 @@
 -- protocol: 1
 -- Take or re-enter a fair lock (Redisson RFairLock layout) in queue order, or join the queue /
 -- keep the caller's place in it alive; optionally with a fencing token.
--- KEYS[1] lock hash (field = owner, value = hold count). The other keys are derived from it,
--- in its slot (each argument costs Redis about 0.2 us per call):
+-- KEYS[1] lock hash (field = owner, value = hold count).
+-- KEYS[2] the client's undone marks on the lock [ext] (core/marks_prelude): a copy of a resent
+--         call that ran takes nothing, and joins no queue.
+-- The other keys are derived from KEYS[1], in its slot (each argument costs Redis about 0.2 us
+-- per call):
 -- the waiter queue, prefixed("redisson_lock_queue", name): LIST of owners, FIFO;
 -- the waiter timeouts, prefixed("redisson_lock_timeout", name): ZSET owner -> epoch ms, kept
 --   with Redisson's arithmetic for every waiter: a new waiter's timeout is the last waiter's (or
@@ -21,7 +24,7 @@
 -- ARGV[2] owner, "<client-id>:<n>"
 -- ARGV[3] flags, any of: "w" join (or stay in) the queue when the lock cannot be taken (else a
 --         try), "f" a fenced lock, "s" publish with SPUBLISH (else PUBLISH), "r" this call
---         retries one whose reply was lost (then ARGV[5] is the hold count the client believes
+--         retries one whose reply was lost (then ARGV[6] is the hold count the client believes
 --         the owner has), "n" a non-reentrant lock: an owner that holds it already is refused
 -- ARGV[4] "<liveness>:<wait>", or "<liveness>:<wait>:t" for a try with a wait: the liveness
 --         deadline in milliseconds from now (a queued ferrisson waiter that has not called
@@ -29,10 +32,12 @@
 --         Redisson's queue arithmetic in milliseconds: a try's wait (Redisson's tryLock with a
 --         wait uses it), else Redisson's thread wait time (RedissonFairLock's, 300000 by
 --         default)
--- ARGV[5] (with "r") the hold count the client believes the owner has
+-- ARGV[5] the call's sequence number (its resends carry it too)
+-- ARGV[6] (with "r") the hold count the client believes the owner has
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
 --         -2 when it holds it already and the lock is non-reentrant ("n": the engine's
---         REENTRY_REFUSED), {0, PTTL of the lock (-2 when free but others queue first)} otherwise
+--         REENTRY_REFUSED), {0, 0} from a copy of a call that another copy ran before,
+--         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
@@ -52,6 +57,7 @@ local function token_of(increment)
   end
   return tonumber(redis.call('get', counter) or '0')
 end
+local late = late_copy(KEYS[2], ARGV[5], flag('r') or nil)
 local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
 if held == 0 and kind == 'hash' then
   -- Held by another owner, or not a lock at all (a user's hash): never wait on that.
@@ -60,10 +66,13 @@ if held == 0 and kind == 'hash' then
     return foreign
   end
 end
-if flag('r') and held == tonumber(ARGV[5]) + 1 then
+if flag('r') and held == tonumber(ARGV[6]) + 1 then
   -- The lost attempt ran: the owner holds one more than it believes.
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, held, token_of(false)}
+end
+if late then
+  return {0, 0}
 end
 if held > 0 then
   if flag('n') then

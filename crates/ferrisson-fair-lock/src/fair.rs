@@ -345,7 +345,7 @@ impl HoldKind for FairShared {
         .collect();
         // The other keys are derived in the script from the lock's, and the two waiting
         // times travel as one argument: each argument costs Redis on every call.
-        let call = ScriptCall::new(&ACQUIRE, &[&self.key])
+        let call = ScriptCall::new(&ACQUIRE, &[&self.key, self.undone_key()])
             .arg(ferrisson_core::__engine::time::millis(args.lease))
             .arg(args.owner.as_str())
             .arg(flags)
@@ -354,7 +354,8 @@ impl HoldKind for FairShared {
                 ferrisson_core::__engine::time::millis(waiter_deadline),
                 ferrisson_core::__engine::time::millis(thread_wait(args.wait_limit)),
                 if limited(args.wait_limit) { ":t" } else { "" }
-            ));
+            ))
+            .arg(args.seq);
         if args.retry {
             call.arg(args.believed)
         } else {

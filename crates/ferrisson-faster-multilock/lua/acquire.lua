@@ -6,24 +6,31 @@
 -- re-entered (their lock_count grows). A value whose lease ran out is taken over, and its last
 -- holder's fields are deleted [ext] (Redisson leaves them until the hash expires).
 -- KEYS[1] the group hash
+-- KEYS[2] the client's undone marks on the group [ext] (core/marks_prelude): a copy of a resent
+--   call that ran takes nothing
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] (a retry only) the holds the client believes the owner has of these values, else ""
--- ARGV[3] the owner, ARGV[4..] the hold's fields (fml_args; its hold argument's words, each
+-- ARGV[3] the call's sequence number (its resends carry it too)
+-- ARGV[4] the owner, ARGV[5..] the hold's fields (fml_args; its hold argument's words, each
 --   an argument of its own)
 -- returns the owner's holds of the values (the least of their lock counts) when taken,
 --   {0, ms} when another owner holds a value (ms: the longest lease left among such values,
---   at least 1: a value is held through the millisecond its expire_time names);
---   WRONGTYPE error when the key holds no group
+--   at least 1: a value is held through the millisecond its expire_time names), {0, 0} from a
+--   copy of a call that another copy ran before; WRONGTYPE error when the key holds no group
 local foreign, absent = fml_foreign(KEYS[1])
 if foreign then
   return foreign
 end
+local late = late_copy(KEYS[2], ARGV[3], ARGV[2] ~= '' or nil)
 local key, lease = KEYS[1], tonumber(ARGV[1])
-local owner, fields = fml_args(ARGV, 3)
+local owner, fields = fml_args(ARGV, 4)
 local now = fml_now()
 local until_ms = now + lease
 local until_arg = string.format('%d', until_ms)
 local end_suffix, count_suffix = ':' .. owner .. ':expire_time', ':' .. owner .. ':lock_count'
+if absent and late then
+  return {0, 0}
+end
 if absent then
   -- No value of the group is held: each is taken anew, with a count of 1 (the usual call, so
   -- it reads nothing and loops once).
@@ -53,6 +60,9 @@ if ARGV[2] ~= '' and least == tonumber(ARGV[2]) + 1 then
   -- The lost attempt ran: these holds are the ones it took.
   fml_extend(key, fields, owner, ends, now, lease)
   return least
+end
+if late then
+  return {0, 0}
 end
 least = nil
 for i = 1, #fields do

@@ -387,13 +387,16 @@ impl HoldKind for Group {
     }
 
     fn try_call(&self, args: &TryArgs<'_>) -> ScriptCall {
-        let call = ScriptCall::new(&ACQUIRE, &[&self.names.key]).arg(millis(args.lease));
+        let call = ScriptCall::new(&ACQUIRE, &[&self.names.key, self.names.undone_key()])
+            .arg(millis(args.lease));
         let call = if args.retry {
             call.arg(args.believed)
         } else {
             call.arg("")
         };
-        call.arg(args.owner.as_str()).arg(&*self.fields)
+        call.arg(args.seq)
+            .arg(args.owner.as_str())
+            .arg(&*self.fields)
     }
 
     fn release_call(&self, args: &ReleaseArgs<'_>) -> ScriptCall {

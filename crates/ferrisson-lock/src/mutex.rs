@@ -231,10 +231,14 @@ impl HoldKind for MutexKind {
                     .arg(lease)
                     .arg("GET");
             }
-            None => ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, &self.channel]),
-            Some(token_key) => {
-                ScriptCall::new(&MUTEX_ACQUIRE, &[&self.key, &self.channel, token_key])
-            }
+            None => ScriptCall::new(
+                &MUTEX_ACQUIRE,
+                &[&self.key, &self.channel, self.names.undone_key()],
+            ),
+            Some(token_key) => ScriptCall::new(
+                &MUTEX_ACQUIRE,
+                &[&self.key, &self.channel, self.names.undone_key(), token_key],
+            ),
         };
         // A waiter's failed try marks that someone waits, so that releases publish; its
         // successful one says the mutex was taken, so that the waiters other clients let the
@@ -245,7 +249,7 @@ impl HoldKind for MutexKind {
             (false, true) => "w",
             (false, false) => "",
         };
-        let call = call.arg(lease).arg(owner).arg(flags);
+        let call = call.arg(lease).arg(owner).arg(flags).arg(args.seq);
         // Behind another Redlock client's hold, whose release publishes nothing: Redis tells
         // the waiter of the key's next change instead.
         let call = match args.track {

@@ -3,20 +3,22 @@
 //! (`lua/lock/mutex_*.lua`).
 
 use ferrisson_core::__engine::{
-    HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, LOCK_PRELUDE, Script, TOKEN_PRELUDE,
+    HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, LOCK_PRELUDE, MARKS_PRELUDE, Script, TOKEN_PRELUDE,
 };
 
 /// Take a non-reentrant lock, refusing re-entry (`lua/lock/non_reentrant_acquire.lua`).
-pub(crate) static NON_REENTRANT_ACQUIRE: Script = Script::with_prelude(
+pub(crate) static NON_REENTRANT_ACQUIRE: Script = Script::with_two_preludes(
     "lock/non_reentrant_acquire",
     &LOCK_PRELUDE,
+    &MARKS_PRELUDE,
     include_str!("../lua/non_reentrant_acquire.lua"),
 );
 
 /// Take a lean mutex (`lua/lock/mutex_acquire.lua`).
-pub(crate) static MUTEX_ACQUIRE: Script = Script::with_prelude(
+pub(crate) static MUTEX_ACQUIRE: Script = Script::with_two_preludes(
     "lock/mutex_acquire",
     &TOKEN_PRELUDE,
+    &MARKS_PRELUDE,
     include_str!("../lua/mutex_acquire.lua"),
 );
 

@@ -14,8 +14,12 @@
 -- ARGV[3] the owner's writer field, "<owner>:write"
 -- ARGV[4] read hold count the client believes the owner has
 -- ARGV[5] "1" when this call retries one whose reply was lost, else "0"
+-- KEYS[4] the client's undone marks on the lock [ext] (core/marks_prelude): a copy of a resent
+--         call that ran takes nothing
+-- ARGV[6] the call's sequence number (its resends carry it too)
 -- returns {1, read hold count} when the owner now holds one more read hold,
---         {0, ms to wait at most} when a writer (another owner) holds it or waits for it
+--         {0, ms to wait at most} when a writer (another owner) holds it or waits for it,
+--         {0, 0} from a copy of a call that another copy ran before
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'read' and mode ~= 'write' then
   -- Free, or a hash that is no read-write lock (a user's): never write into that.
@@ -24,12 +28,16 @@ if mode ~= 'read' and mode ~= 'write' then
     return foreign
   end
 end
+local late = late_copy(KEYS[4], ARGV[6], ARGV[5] == '1' or nil)
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
   -- The lost attempt ran: the owner holds one more than it believes.
   redis.call('pexpire', KEYS[2] .. ':' .. held, ARGV[1])
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
   return {1, held}
+end
+if late then
+  return {0, 0}
 end
 if held == 0 and mode ~= 'write' and redis.call('exists', KEYS[3]) == 1 then
   -- A writer waits: queue behind it (until it is through, or its intent expires).

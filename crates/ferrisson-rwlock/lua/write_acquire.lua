@@ -19,8 +19,12 @@
 --         here, as Redisson does, to find dead readers; same hash slot as KEYS[1])
 -- ARGV[8] how long the writer intent lasts unless renewed, in milliseconds; "0" to leave no
 --         intent (a try without waiting)
+-- KEYS[4] the client's undone marks on the lock [ext] (core/marks_prelude): a copy of a resent
+--         call that ran takes nothing
+-- ARGV[9] the call's sequence number (its resends carry it too)
 -- returns {1, write hold count, token} when the owner now holds the write lock (token 0 when
---         not fenced), {0, PTTL of the lock} when others hold it, {-1, 0} for an upgrade
+--         not fenced), {0, PTTL of the lock} when others hold it, {-1, 0} for an upgrade,
+--         {0, 0} from a copy of a call that another copy ran before
 local function token_of(increment)
   if ARGV[6] ~= '1' then
     return 0
@@ -38,10 +42,14 @@ if mode ~= 'read' and mode ~= 'write' then
     return foreign
   end
 end
+local late = late_copy(KEYS[4], ARGV[9], ARGV[5] == '1' or nil)
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[5] == '1' and held == tonumber(ARGV[4]) + 1 then
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
   return {1, held, token_of(false)}
+end
+if late then
+  return {0, 0}
 end
 if mode == 'write' and held > 0 then
   held = redis.call('hincrby', KEYS[1], ARGV[2], 1)

@@ -460,7 +460,12 @@ impl HoldKind for Side {
         if self.write {
             ScriptCall::new(
                 &WRITE_ACQUIRE,
-                &[&shared.key, &shared.token_key, &shared.intent_key],
+                &[
+                    &shared.key,
+                    &shared.token_key,
+                    &shared.intent_key,
+                    shared.undone_key(),
+                ],
             )
             .arg(lease)
             .arg(writer(args.owner))
@@ -474,14 +479,24 @@ impl HoldKind for Side {
             } else {
                 0
             })
+            .arg(args.seq)
         } else {
             let prefix = self.hold_prefix(args.owner);
-            ScriptCall::new(&READ_ACQUIRE, &[&shared.key, &prefix, &shared.intent_key])
-                .arg(lease)
-                .arg(args.owner.as_str())
-                .arg(writer(args.owner))
-                .arg(args.believed)
-                .arg(retry)
+            ScriptCall::new(
+                &READ_ACQUIRE,
+                &[
+                    &shared.key,
+                    &prefix,
+                    &shared.intent_key,
+                    shared.undone_key(),
+                ],
+            )
+            .arg(lease)
+            .arg(args.owner.as_str())
+            .arg(writer(args.owner))
+            .arg(args.believed)
+            .arg(retry)
+            .arg(args.seq)
         }
     }
 

@@ -1,15 +1,17 @@
 //! The Lua scripts of the read-write lock (`lua/rwlock/`).
 
-use ferrisson_core::__engine::{LOCK_PRELUDE, RELEASE_PRELUDE, Script};
+use ferrisson_core::__engine::{LOCK_PRELUDE, MARKS_PRELUDE, RELEASE_PRELUDE, Script};
 
-pub(crate) static READ_ACQUIRE: Script = Script::with_prelude(
+pub(crate) static READ_ACQUIRE: Script = Script::with_two_preludes(
     "rwlock/read_acquire",
     &LOCK_PRELUDE,
+    &MARKS_PRELUDE,
     include_str!("../lua/read_acquire.lua"),
 );
-pub(crate) static WRITE_ACQUIRE: Script = Script::with_prelude(
+pub(crate) static WRITE_ACQUIRE: Script = Script::with_two_preludes(
     "rwlock/write_acquire",
     &LOCK_PRELUDE,
+    &MARKS_PRELUDE,
     include_str!("../lua/write_acquire.lua"),
 );
 pub(crate) static READ_RELEASE: Script = Script::with_prelude(

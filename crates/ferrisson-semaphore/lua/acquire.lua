@@ -12,10 +12,10 @@
 --         callers cannot starve a waiter for many
 -- Derived: the count's epoch [ext], suffixed(name, "epoch"): the server time (µs) at which an
 --         acquire last restored a lost count to the limit; permits taken before it are stale
--- Derived: the client's undone marks and record on the semaphore [ext] (core/record_prelude):
---         a try undone before it got here takes nothing
+-- Derived: the client's record on the semaphore [ext] (core/record_prelude): a try undone
+--         before it got here (its slot says "-<seq>:") takes nothing
 -- ARGV[1] permits wanted, n >= 1
--- ARGV[2] the client id, 32 hex digits (its record and undone marks)
+-- ARGV[2] the client id, 32 hex digits (its record)
 -- ARGV[3] the try's slot in the record, ARGV[4] its sequence number
 -- ARGV[5] flags: "r" a resend, "e<ms>" set the record's TTL ("": none)
 -- ARGV[6] (optional) the semaphore's configured limit [ext], or "" for none: a missing count
@@ -30,8 +30,8 @@
 --         (-1: none stands in the way)}; {2, 0, 0, -1} when no count is set and no limit given
 local base = tagged(KEYS[1])
 local intent_key, epoch_key = base .. ':intent', base .. ':epoch'
-local record, undone = record_keys(KEYS[1], ARGV[2])
-local got = redis.call('mget', KEYS[1], intent_key, epoch_key, undone)
+local record = record_keys(KEYS[1], ARGV[2])
+local got = redis.call('mget', KEYS[1], intent_key, epoch_key)
 local flags = ARGV[5]
 local limit = ARGV[6] or ''
 local reservation = ARGV[7] or '0'
@@ -41,7 +41,7 @@ local epoch = tonumber(got[3] or '0') or 0
 local state = record_state(record, ARGV[3], ARGV[4])
 if state == 'ran' then
   return {1, tonumber(got[1] or '0') or 0, 0, 0, epoch}
-elseif state == 'undone' or was_undone(got[4], ARGV[4]) then
+elseif state == 'undone' then
   -- Abandoned and undone before it got here, or a copy that ran took nothing: nobody waits
   -- for these permits.
   return {0, 0, 0, -1}

@@ -20,27 +20,35 @@
 -- of four got 0.05 of its fair share.
 --
 -- KEYS[1] lock hash (field = owner, value = hold count)
--- KEYS[2] (a fenced lock only) fencing counter, prefixed("redisson_lock_token", name)
+-- KEYS[2] the client's undone marks on the lock [ext] (core/marks_prelude): a copy of a resent
+--         call that ran takes nothing
+-- KEYS[3] (a fenced lock only) fencing counter, prefixed("redisson_lock_token", name)
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner, "<client-id>:<n>"
 -- ARGV[3] how long the caller has waited, ms ("0": a first try, which never takes the
 --         reservation but respects it)
 -- ARGV[4] the reservation time, ms
 -- ARGV[5] the patience, ms: how long a reservation stands before it binds
--- ARGV[6] (a retry only) the hold count the client believes the owner has
+-- ARGV[6] the call's sequence number (its resends carry it too)
+-- ARGV[7] (a retry only) the hold count the client believes the owner has
 -- returns the hold count, or {1, hold count, token} when fenced, as core/hash_lock_acquire;
 --         {0, PTTL of the lock, or of the reservation when the lock is free} when another owner
 --         holds it or the reservation is another's; {0, pause in ms} when the caller holds the
---         reservation (0: its shortest pause)
-if ARGV[6] then
+--         reservation (0: its shortest pause); {0, 0} from a copy of a call that another copy
+--         ran before
+local late = late_copy(KEYS[2], ARGV[6], ARGV[7])
+if ARGV[7] then
   local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-  if held == tonumber(ARGV[6]) + 1 then
+  if held == tonumber(ARGV[7]) + 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if not KEYS[2] then
+    if not KEYS[3] then
       return held
     end
-    return {1, held, tonumber(redis.call('get', KEYS[2]) or '0')}
+    return {1, held, tonumber(redis.call('get', KEYS[3]) or '0')}
   end
+end
+if late then
+  return {0, 0}
 end
 local next_key = tagged(KEYS[1]) .. ':next'
 local reserved = redis.call('get', next_key)
@@ -70,10 +78,10 @@ if (free and not binding) or (not free and redis.call('hexists', KEYS[1], ARGV[2
   end
   local held = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if not KEYS[2] then
+  if not KEYS[3] then
     return held
   end
-  return {1, held, next_token(KEYS[2])}
+  return {1, held, next_token(KEYS[3])}
 end
 local ttl
 if free then

@@ -221,9 +221,9 @@ impl HoldKind for SpinShared {
         use ferrisson_core::__engine::time::millis;
         let lock = &self.lock;
         let keys: &[&str] = if lock.fenced {
-            &[&lock.key, lock.token_key()]
+            &[&lock.key, lock.undone_key(), lock.token_key()]
         } else {
-            &[&lock.key]
+            &[&lock.key, lock.undone_key()]
         };
         let reservation = MIN_RESERVATION.max(self.backoff.min.saturating_mul(4));
         // Any wait at all counts (0 means a first try, which never takes the reservation).
@@ -237,7 +237,8 @@ impl HoldKind for SpinShared {
             .arg(args.owner.as_str())
             .arg(waited)
             .arg(millis(reservation))
-            .arg(millis(self.backoff.min.saturating_mul(PATIENCE_PAUSES)));
+            .arg(millis(self.backoff.min.saturating_mul(PATIENCE_PAUSES)))
+            .arg(args.seq);
         if args.retry {
             call.arg(args.believed)
         } else {

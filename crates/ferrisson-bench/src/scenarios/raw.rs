@@ -26,20 +26,25 @@ struct RawCycle {
     release: String,
     /// The client's record on the key, as the library's (one release at a time: slot 0).
     record: String,
-    /// Release sequence numbers, as the library numbers its releases.
+    /// The client's undone marks on the key, which the library's acquire reads.
+    undone: String,
+    /// Call sequence numbers, as the library numbers its acquires and releases.
     seq: std::sync::atomic::AtomicU64,
 }
 
 impl RawCycle {
-    /// The library's uncontended acquire call: the lock's key, the lease and the owner (the
-    /// fencing counter and the believed hold count go only to fenced locks and retries).
+    /// The library's uncontended acquire call: the lock's key and the client's undone marks,
+    /// the lease, the owner and a fresh sequence number (the fencing counter and the believed
+    /// hold count go only to fenced locks and retries).
     fn acquire_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.acquire)
-            .arg(1)
+            .arg(2)
             .arg(&self.key)
+            .arg(&self.undone)
             .arg(30_000)
-            .arg(&self.owner);
+            .arg(&self.owner)
+            .arg(self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         cmd
     }
 
@@ -513,6 +518,7 @@ async fn raw_cycles_of(url: &str, variant: &str, tasks: usize) -> Result<Vec<Raw
             RawCycle {
                 con: con.clone(),
                 record: RequestId::random().latch_key(&format!("{{{key}}}:record")),
+                undone: RequestId::random().latch_key(&format!("{{{key}}}:undone")),
                 seq: std::sync::atomic::AtomicU64::new(1),
                 key,
                 owner: format!("00000000-0000-4000-8000-000000000000:{i}"),

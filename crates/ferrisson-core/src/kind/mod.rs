@@ -37,6 +37,11 @@ pub struct TryArgs<'a> {
     pub believed: u32,
     /// Whether this call retries one whose reply was lost.
     pub retry: bool,
+    /// The call's sequence number (the client's, once per call; every resend of the call
+    /// carries the same): a resend marks it in the client's undone marks on the lock
+    /// ([`LockNames::undone_key`]), and a copy of the call that reaches Redis after that takes
+    /// nothing (`late_copy` in `lua/core/marks_prelude.lua`).
+    pub seq: u64,
     /// Whether the caller waits when the hold cannot be taken now (and may queue or announce
     /// itself for that).
     pub wait: bool,
@@ -662,6 +667,7 @@ async fn try_call<K: HoldKind>(
     // A release of this owner that may still be resent would free what this try takes.
     client.releases_settled(&owner).await;
     let mut sent_at = Instant::now();
+    let seq = client.next_seq();
     let reply = client
         .settle(|n| {
             sent_at = Instant::now();
@@ -674,6 +680,7 @@ async fn try_call<K: HoldKind>(
                     0
                 },
                 retry: n > 0,
+                seq,
                 wait: wait != Some(Duration::ZERO),
                 wait_limit: wait,
                 subscribed,

@@ -25,6 +25,10 @@ pub struct LockNames {
     /// resend after a lost reply counts once; `None` for a kind whose resends read the lock's
     /// own state (the lean mutex).
     pub record: Option<CallRecord>,
+    /// The client's undone marks on the lock, `suffixed(key, "undone")`, `:` and the client
+    /// id: the acquires of every lock kind read them, so that a copy of a resent call that ran
+    /// takes nothing ([`TryArgs::seq`](super::TryArgs::seq)).
+    undone: String,
 }
 
 impl LockNames {
@@ -40,6 +44,7 @@ impl LockNames {
         Ok(Self {
             client: client.clone(),
             record: recorded.then(|| CallRecord::new(client, &key)),
+            undone: client.client_latch(&crate::keys::suffixed(&key, "undone")),
             key: key.into(),
             fenced,
         })
@@ -49,5 +54,11 @@ impl LockNames {
     /// name among their keys.
     pub fn record_key(&self) -> &str {
         self.record.as_ref().map_or("", CallRecord::key)
+    }
+
+    /// The key of the client's undone marks on the lock, which acquire scripts name among
+    /// their keys.
+    pub fn undone_key(&self) -> &str {
+        &self.undone
     }
 }

@@ -1,0 +1,394 @@
+//! Late copies: a call whose connection failed with its request on the way is resent on a new
+//! connection, and the first copy, held back by the proxy, reaches Redis after the resend ran
+//! (after the call returned, and often after what came next: a release, another acquire). A
+//! late copy of every kind's acquire and release takes nothing and gives nothing back twice
+//! (docs/protocol.md, "[ext] Retry records").
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::common;
+use crate::lost_replies::lossy_client;
+
+use std::time::Duration;
+
+use common::{RedisServer, eventually, unique_name};
+use ferrisson::{Client, Lock};
+use ferrisson_testkit::FaultProxy;
+
+/// A server, a proxy in front of it, a client straight to it and one through the proxy (with
+/// [`lossy_client`]'s settings), and a fresh object name: the set-up of the late-copy tests.
+struct Late {
+    _server: RedisServer,
+    proxy: FaultProxy,
+    direct: Client,
+    client: Client,
+    name: String,
+}
+
+impl Late {
+    async fn start(prefix: &str) -> Self {
+        let server = RedisServer::spawn();
+        let proxy = FaultProxy::start(server.port());
+        let direct = common::client(&server.url()).await;
+        let client = lossy_client(&proxy).await;
+        Self {
+            _server: server,
+            proxy,
+            direct,
+            client,
+            name: unique_name(prefix),
+        }
+    }
+}
+
+/// Runs `call` with the first request naming `key` held back by the proxy (the client sees its
+/// connection fail with nothing heard, and resends on a new one), checks that one was held, and
+/// returns the call's result; the held copy is still on its way ([`deliver_late`]).
+async fn with_late_copy<T>(
+    proxy: &FaultProxy,
+    key: &str,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    let held = proxy.requests_held();
+    proxy.hold_next_request(key);
+    let result = call.await;
+    proxy.hold_no_request();
+    assert_eq!(
+        proxy.requests_held(),
+        held + 1,
+        "the proxy held back no request of the call"
+    );
+    result
+}
+
+/// Lets the held copy reach Redis, and waits until Redis has answered it (it ran).
+pub(crate) async fn deliver_late(proxy: &FaultProxy) {
+    let replies = proxy.late_replies();
+    proxy.deliver_held();
+    eventually(Duration::from_secs(10), "the late copy ran", || async {
+        proxy.late_replies() > replies
+    })
+    .await;
+}
+
+/// A copy of a semaphore call that reaches Redis after the client resent the call on a new
+/// connection, and after the call returned, changes nothing: a release gives its permits back
+/// once (also after more calls of the client, which must not reuse its record slot), an
+/// acquire takes them once, and a try that took nothing takes nothing later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_calls_reaching_redis_after_their_resend_count_once() {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-sem").await;
+    let counted = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(3).await.unwrap();
+    let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
+
+    // A release, its first copy late.
+    let permits = semaphore.acquire().await.unwrap();
+    with_late_copy(&proxy, &name, permits.release())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 3);
+    // More calls meanwhile, which must not take the late copy's slot in the record.
+    for _ in 0..3 {
+        semaphore.acquire().await.unwrap().release().await.unwrap();
+    }
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a release gave its permit back a second time"
+    );
+
+    // An acquire, its first copy late.
+    let permits = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 2);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took its permit a second time"
+    );
+    permits.release().await.unwrap();
+
+    // A try in vain, its first copy late: it arrives once permits are free again.
+    let all = counted.acquire_many(3).await.unwrap();
+    let none = with_late_copy(&proxy, &name, semaphore.try_acquire())
+        .await
+        .unwrap();
+    assert!(none.is_none(), "a try took a permit while none was free");
+    all.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a try in vain took a permit nobody holds"
+    );
+}
+
+/// The same for the permit-expirable semaphore: a late copy of an acquire takes nothing while
+/// its permits are held, and a late copy of a release gives back nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expirable_semaphore_calls_reaching_redis_after_their_resend_count_once() {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-xsem").await;
+    let counted = ferrisson::ExpirableSemaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(3).await.unwrap();
+    let semaphore = ferrisson::ExpirableSemaphore::new(&client, &name).unwrap();
+
+    let permit = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 2);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took its permit a second time"
+    );
+
+    with_late_copy(&proxy, &name, permit.release())
+        .await
+        .unwrap();
+    assert_eq!(counted.available_permits().await.unwrap(), 3);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of a release gave its permit back a second time"
+    );
+    assert_eq!(counted.acquired_permits().await.unwrap(), 0);
+}
+
+/// A late copy of a reentrant hold's unlock, reaching Redis after its resend ran, takes no
+/// second hold off the owner: the owner, bound to its handle, still holds once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_an_unlock_releases_once() {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-lock").await;
+    let lock = ferrisson::ReentrantLock::new(&client, &name).unwrap();
+    let owner = client.new_owner();
+    let bound = lock.owned_by(owner.clone());
+    let first = bound.lock().await.unwrap();
+    let second = bound.lock().await.unwrap();
+    with_late_copy(&proxy, &name, second.unlock())
+        .await
+        .unwrap();
+    let seen = ferrisson::ReentrantLock::new(&direct, &name).unwrap();
+    assert_eq!(seen.hold_count_of(&owner).await.unwrap(), 1);
+    deliver_late(&proxy).await;
+    assert_eq!(
+        seen.hold_count_of(&owner).await.unwrap(),
+        1,
+        "a late copy of an unlock took a second hold off its owner"
+    );
+    first.unlock().await.unwrap();
+    assert!(!seen.is_locked().await.unwrap());
+}
+
+/// A late copy of `make`'s lock's acquire takes nothing, whether it reaches Redis after the
+/// hold its resend took was released (it would take the lock for nobody) or while that hold is
+/// still held ([`late_acquire_while_held_takes_nothing`]).
+async fn late_acquires_take_nothing<L: Lock>(prefix: &str, make: impl Fn(&Client, &str) -> L) {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start(prefix).await;
+    let lock = make(&client, &name);
+    let guard = with_late_copy(&proxy, &name, lock.lock()).await.unwrap();
+    guard.unlock().await.unwrap();
+    deliver_late(&proxy).await;
+    let other = make(&direct, &name);
+    let taken = other.try_lock().await.unwrap();
+    assert!(
+        taken.is_some(),
+        "{prefix}: a late copy of an acquire took the lock after its hold was released"
+    );
+    taken.unwrap().unlock().await.unwrap();
+    late_acquire_while_held_takes_nothing(
+        Late {
+            _server,
+            proxy,
+            direct,
+            client,
+            name,
+        },
+        make,
+    )
+    .await;
+}
+
+/// A late copy of `make`'s lock's acquire that reaches Redis while the hold its resend took is
+/// still held takes nothing (it would re-enter the hold, or queue a waiter that never comes):
+/// once the hold is released, another client takes the lock at once.
+async fn late_acquire_while_held_takes_nothing<L: Lock>(
+    late: Late,
+    make: impl Fn(&Client, &str) -> L,
+) {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = late;
+    let lock = make(&client, &name);
+    let guard = with_late_copy(&proxy, &name, lock.lock()).await.unwrap();
+    deliver_late(&proxy).await;
+    guard.unlock().await.unwrap();
+    let taken = make(&direct, &name).try_lock().await.unwrap();
+    assert!(
+        taken.is_some(),
+        "a late copy of an acquire that reached Redis while its hold was held left something \
+         behind its release"
+    );
+    taken.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_reentrant_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-lock", |c, n| {
+        ferrisson::ReentrantLock::new(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_non_reentrant_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-nrlock", |c, n| {
+        ferrisson::NonReentrantLock::new(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_spin_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-spin", |c, n| {
+        ferrisson::SpinLock::new(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_mutex_acquire_while_held_takes_nothing() {
+    late_acquire_while_held_takes_nothing(Late::start("late-acq-mutex").await, |c, n| {
+        ferrisson::Mutex::new(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_fenced_mutex_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-fmutex", |c, n| {
+        ferrisson::Mutex::fenced(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_fenced_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-flock", |c, n| {
+        ferrisson::ReentrantLock::fenced(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_fair_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-fair", |c, n| {
+        ferrisson::FairLock::new(c, n).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_read_or_write_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-read", |c, n| {
+        ferrisson::ReadWriteLock::new(c, n).unwrap().read_lock()
+    })
+    .await;
+    late_acquires_take_nothing("late-acq-write", |c, n| {
+        ferrisson::ReadWriteLock::new(c, n).unwrap().write_lock()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_faster_multilock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-fml", |c, n| {
+        ferrisson::FasterMultiLock::new(c, n, ["a", "b"]).unwrap()
+    })
+    .await;
+}
+
+/// A late copy of a permit-expirable acquire that reaches Redis after its permit was released
+/// takes nothing (it would take a permit nobody holds until its lease ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_an_expirable_acquire_after_its_release_takes_nothing() {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-xsem-rel").await;
+    let counted = ferrisson::ExpirableSemaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(2).await.unwrap();
+    let semaphore = ferrisson::ExpirableSemaphore::new(&client, &name).unwrap();
+    let permit = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took a permit after its release"
+    );
+    assert_eq!(counted.acquired_permits().await.unwrap(), 0);
+}
+
+/// A late copy of a semaphore acquire that reaches Redis after its permits were released
+/// takes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_semaphore_acquire_after_its_release_takes_nothing() {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start("late-sem-rel").await;
+    let counted = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
+    counted.try_set_permits(2).await.unwrap();
+    let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
+    let permits = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    permits.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        2,
+        "a late copy of an acquire took a permit after its release"
+    );
+}

@@ -11,7 +11,7 @@ use crate::lost_replies::lossy_client;
 use std::time::Duration;
 
 use common::{RedisServer, eventually, unique_name};
-use ferrisson::{Client, Lock};
+use ferrisson::{Client, Lock, Owner};
 use ferrisson_testkit::FaultProxy;
 
 /// A server, a proxy in front of it, a client straight to it and one through the proxy (with
@@ -391,4 +391,94 @@ async fn a_late_copy_of_a_semaphore_acquire_after_its_release_takes_nothing() {
         2,
         "a late copy of an acquire took a permit after its release"
     );
+}
+
+/// An acquire whose caller leaves while its first copy is held back (the client waits 300 ms
+/// before it sends the call again): the client's clean-up must leave no hold behind, however
+/// the held copy and the clean-up meet in Redis, and must not take a hold its owner had
+/// before. `make` names a lock of `client` bound to `owner`; with `reentrant`, the owner holds
+/// it once already.
+async fn abandoned_acquires_leave_nothing<L: Lock + Send + Sync + 'static>(
+    prefix: &str,
+    make: impl Fn(&Client, &str, &Owner) -> L,
+    reentrant: bool,
+) {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let direct = common::client(&server.url()).await;
+    let client = crate::lost_replies::slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    let name = unique_name(prefix);
+    let owner = client.new_owner();
+    let first = if reentrant {
+        Some(make(&client, &name, &owner).lock().await.unwrap())
+    } else {
+        None
+    };
+    let held = proxy.requests_held();
+    proxy.hold_next_request(&name);
+    let lock = make(&client, &name, &owner);
+    let acquiring = tokio::spawn(async move { drop(lock.lock().await) });
+    eventually(
+        Duration::from_secs(10),
+        "the acquire's first copy held back",
+        || async { proxy.requests_held() > held },
+    )
+    .await;
+    // Within the client's 300 ms pause before its resend: the caller leaves.
+    acquiring.abort();
+    let _ = acquiring.await;
+    proxy.hold_no_request();
+    // The clean-up has marked the try (no copy of it takes anything from then on) before the
+    // held copy arrives; a copy arriving first is the other order, which the clean-up also
+    // undoes (it then finds the hold the copy took, and releases it).
+    let mut con = server.connection();
+    eventually(
+        Duration::from_secs(10),
+        "the abandoned acquire marked undone",
+        || {
+            let marks: Vec<String> =
+                redis::Commands::keys(&mut con, format!("*{name}*:undone:*")).unwrap();
+            async move { !marks.is_empty() }
+        },
+    )
+    .await;
+    deliver_late(&proxy).await;
+    let seen = make(&direct, &name, &owner);
+    let expected = u32::from(reentrant);
+    eventually(
+        Duration::from_secs(10),
+        "the abandoned acquire cleaned up",
+        || async { seen.hold_count_of(&owner).await.unwrap() == expected },
+    )
+    .await;
+    if let Some(first) = first {
+        first.unlock().await.unwrap();
+    }
+    let other = make(&direct, &name, &direct.new_owner());
+    let taken = other.try_lock().await.unwrap();
+    assert!(taken.is_some(), "{prefix}: the lock was left held");
+    taken.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_lock_acquire_leaves_nothing_behind() {
+    let lock = |c: &Client, n: &str, o: &Owner| {
+        ferrisson::ReentrantLock::new(c, n)
+            .unwrap()
+            .owned_by(o.clone())
+    };
+    abandoned_acquires_leave_nothing("abandoned-lock", lock, false).await;
+    abandoned_acquires_leave_nothing("abandoned-relock", lock, true).await;
+    abandoned_acquires_leave_nothing(
+        "abandoned-fmutex",
+        |c, n, o| ferrisson::Mutex::fenced(c, n).unwrap().owned_by(o.clone()),
+        false,
+    )
+    .await;
+    abandoned_acquires_leave_nothing(
+        "abandoned-fair",
+        |c, n, o| ferrisson::FairLock::new(c, n).unwrap().owned_by(o.clone()),
+        false,
+    )
+    .await;
 }

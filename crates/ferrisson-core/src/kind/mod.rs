@@ -492,9 +492,11 @@ fn acquire_as<'a, K: HoldKind>(
                         &owner,
                         lease,
                         wait,
-                        false,
-                        Duration::ZERO,
-                        Some(&tracked),
+                        TryAt {
+                            subscribed: false,
+                            waited: Duration::ZERO,
+                            tracked: Some(&tracked),
+                        },
                     )),
                 );
                 match tried.await? {
@@ -532,9 +534,11 @@ fn acquire_as<'a, K: HoldKind>(
                     &owner,
                     lease,
                     wait,
-                    true,
-                    Duration::ZERO,
-                    Some(&tracked),
+                    TryAt {
+                        subscribed: true,
+                        waited: Duration::ZERO,
+                        tracked: Some(&tracked),
+                    },
                 ))
             },
             // What a local releaser handed over: the hold it made for this owner.
@@ -575,69 +579,77 @@ async fn spin<K: HoldKind>(
         } else {
             started.elapsed()
         };
-        Ok(
-            match try_once(kind, owner, lease, wait, false, waited, None).await? {
-                Attempt::Acquired(guard) => Poll::Ready(guard),
-                Attempt::Held(_) if wait == Some(Duration::ZERO) => Poll::GiveUp,
-                // The lock is this waiter's next (a spin lock's reservation), or about to be free:
-                // look again at the shortest pause.
-                Attempt::Held(0) => Poll::After(backoff.min),
-                Attempt::Held(ttl) => {
-                    let pause = backoff.delay(n);
-                    Poll::After(match u64::try_from(ttl) {
-                        // The holder's lease ends sooner, or the kind asks for an earlier look.
-                        Ok(ms) => pause.min(Duration::from_millis(ms)),
-                        Err(_) => pause,
-                    })
-                }
-            },
-        )
+        let at = TryAt {
+            subscribed: false,
+            waited,
+            tracked: None,
+        };
+        Ok(match try_once(kind, owner, lease, wait, at).await? {
+            Attempt::Acquired(guard) => Poll::Ready(guard),
+            Attempt::Held(_) if wait == Some(Duration::ZERO) => Poll::GiveUp,
+            // The lock is this waiter's next (a spin lock's reservation), or about to be free:
+            // look again at the shortest pause.
+            Attempt::Held(0) => Poll::After(backoff.min),
+            Attempt::Held(ttl) => {
+                let pause = backoff.delay(n);
+                Poll::After(match u64::try_from(ttl) {
+                    // The holder's lease ends sooner, or the kind asks for an earlier look.
+                    Ok(ms) => pause.min(Duration::from_millis(ms)),
+                    Err(_) => pause,
+                })
+            }
+        })
     })
     .await
 }
 
 /// One acquire script call (settled when its reply is lost). If the caller drops the future
-/// while the call may have run, or its outcome stays unknown, a release of one hold of `owner`
-/// follows it on the same connection, so Redis runs it after the acquire: a hold the call took
-/// is given back at once. (A call that did not take a hold makes that release a no-op: a
-/// re-entrant acquire always succeeds, and a first acquire that failed leaves the owner holding
-/// nothing.)
+/// while the call may have run, or its outcome stays unknown, the try is undone
+/// ([`undo_try_boxed`]): sent once more as a resend, which keeps every copy of it that reaches
+/// Redis later from taking anything, and one hold released if a copy took one. A try never sent
+/// needs nothing undone.
 async fn try_once<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,
     lease: Option<Duration>,
     wait: Option<Duration>,
-    subscribed: bool,
-    waited: Duration,
-    tracked: Option<&crate::tracking::Tracked>,
+    at: TryAt<'_>,
 ) -> Result<Attempt> {
+    // The sequence number of the call on its way (0: none yet).
+    let sent = std::sync::atomic::AtomicU64::new(0);
     let abandoned = CleanupGuard::new(kind.client(), || {
         // Made (and marked in flight) when the cleanup starts: the owner's next try waits for
         // it.
-        let released = release_boxed(kind, owner);
+        let seq = sent.load(std::sync::atomic::Ordering::Relaxed);
+        let undone = (seq != 0).then(|| undo_try_boxed(kind, owner, seq));
         let (kind, owner) = (kind.clone(), owner.clone());
         async move {
-            if let Err(e) = released.await {
-                tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "releasing after an abandoned acquire failed; a hold it took ends with its lease");
+            if let Some(undone) = undone
+                && let Err(e) = undone.await
+            {
+                tracing::warn!(key = %kind.lock_key(), %owner, error = %e, "undoing an abandoned acquire failed; a hold it took ends with its lease");
             }
         }
     });
     // Boxed: the call's state lives on the heap only while it runs, so a waiter's future stays
     // small for as long as it waits.
     let result = crate::drive::retry_unreplicated(kind.client(), || {
-        Box::pin(try_call(
-            kind,
-            owner.clone(),
-            lease,
-            wait,
-            subscribed,
-            waited,
-            tracked,
-        ))
+        Box::pin(try_call(kind, owner.clone(), lease, wait, at, &sent))
     })
     .await;
     abandoned.settle(&result);
     result
+}
+
+/// Where a try stands in its caller's wait ([`try_once`]).
+#[derive(Clone, Copy)]
+struct TryAt<'a> {
+    /// The caller waits subscribed to the kind's channel already ([`TryArgs::subscribed`]).
+    subscribed: bool,
+    /// How long the caller has waited so far ([`TryArgs::waited`]).
+    waited: Duration,
+    /// The waiter's tracking of a holder whose release publishes nothing.
+    tracked: Option<&'a crate::tracking::Tracked>,
 }
 
 async fn try_call<K: HoldKind>(
@@ -645,10 +657,14 @@ async fn try_call<K: HoldKind>(
     owner: Owner,
     lease: Option<Duration>,
     wait: Option<Duration>,
-    subscribed: bool,
-    waited: Duration,
-    tracked: Option<&crate::tracking::Tracked>,
+    at: TryAt<'_>,
+    sent: &std::sync::atomic::AtomicU64,
 ) -> Result<Attempt> {
+    let TryAt {
+        subscribed,
+        waited,
+        tracked,
+    } = at;
     let client = kind.client();
     // A waiter behind a holder whose release publishes nothing arms tracking with its try.
     let track = tracked.and_then(|t| t.next_try(subscribed && client.tracking().available()));
@@ -668,6 +684,7 @@ async fn try_call<K: HoldKind>(
     client.releases_settled(&owner).await;
     let mut sent_at = Instant::now();
     let seq = client.next_seq();
+    sent.store(seq, std::sync::atomic::Ordering::Relaxed);
     let reply = client
         .settle(|n| {
             sent_at = Instant::now();
@@ -751,4 +768,4 @@ mod names;
 mod release;
 pub use names::LockNames;
 pub use release::release;
-use release::release_boxed;
+use release::undo_try_boxed;

@@ -242,8 +242,54 @@ async fn release_inner<K: HoldKind>(
     }
 }
 
-/// Releases one hold of `owner` without a hand-off, as a boxed future: what the cleanups
-/// inside [`release`] and [`try_once`] call (the box ends the recursion).
+/// Undoes the acquire try `seq` of `owner`, whose caller left while the try may have run or
+/// may still reach Redis (a copy of it held up on a connection the client gave up on): the try
+/// is sent once more as a resend, which marks it in the client's undone marks on the lock, so
+/// that no copy of it reaching Redis later takes anything (`late_copy`), and which tells
+/// whether a copy took a hold (or takes one itself, the lock being free); that one hold is then
+/// released. A hold `owner` had before the try is never released instead, as a release alone
+/// would when the try never ran. Marked in flight from the start: `owner`'s next try waits for
+/// it. What [`try_once`]'s cleanup runs.
+pub(super) fn undo_try_boxed<K: HoldKind>(
+    kind: &Arc<K>,
+    owner: &Owner,
+    seq: u64,
+) -> BoxFuture<'static, Result<()>> {
+    let mark = kind.client().release_started(owner);
+    let (kind, owner) = (kind.clone(), owner.clone());
+    Box::pin(async move {
+        let client = kind.client();
+        let field = kind.hold_field(&owner);
+        let believed = client
+            .lease_state(kind.renew_script(), kind.lock_key(), &field)
+            .map_or(0, |s| s.holds);
+        let lease = client.config().lease();
+        let (reply, _synced): (redis::Value, Result<()>) = client
+            .settle(|_| {
+                let call = kind.try_call(&TryArgs {
+                    owner: &owner,
+                    lease,
+                    believed,
+                    retry: true,
+                    seq,
+                    wait: false,
+                    wait_limit: Some(Duration::ZERO),
+                    subscribed: false,
+                    waited: Duration::ZERO,
+                    track: None,
+                });
+                async move { client.eval_once_synced(&call).await }
+            })
+            .await?;
+        if let Ok(TryReply::Taken { .. }) = kind.read_try(&owner, &reply) {
+            release_marked(&kind, &owner, None, false, mark).await?;
+        }
+        Ok(())
+    })
+}
+
+/// Releases one hold of `owner` without a hand-off, as a boxed future: what the cleanup
+/// inside [`release`] calls for a hand-off nobody took (the box ends the recursion).
 pub(super) fn release_boxed<K: HoldKind>(
     kind: &Arc<K>,
     owner: &Owner,

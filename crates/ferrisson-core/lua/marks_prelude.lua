@@ -24,12 +24,13 @@ local function was_undone(marks, seq)
   return marks and string.find(marks, ';' .. seq .. '@', 1, true) ~= nil
 end
 
--- mark_undone(undone, seq, flags) marks call seq undone, dropping the marks older than the
--- TTL the flags carry (10 min when they carry none). A mark's time is the server's clock in
--- whole milliseconds, up to one behind the moment it was made: a mark is dropped only once the
--- clock has passed its time + TTL, never before a full TTL has gone by.
-local function mark_undone(undone, seq, flags)
-  local ttl = record_ttl(flags) or 600000
+-- mark_undone(undone, seq, ttl) marks call seq undone, dropping the marks older than `ttl`
+-- milliseconds (10 min when nil; record_ttl reads it from a call's flags). A mark's time is the
+-- server's clock in whole milliseconds, up to one behind the moment it was made: a mark is
+-- dropped only once the clock has passed its time + TTL, never before a full TTL has gone by.
+-- (It calls no other function: a script pays for each function it carries on every run.)
+local function mark_undone(undone, seq, ttl)
+  ttl = ttl or 600000
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local kept = {}
@@ -47,14 +48,15 @@ end
 -- `undone`. A resend (`resend` not nil) marks the call when it finds no mark, before it takes
 -- anything: every copy of the call reaching Redis after it then takes nothing. A first send
 -- marks nothing (only a resend knows that another copy may still be on its way), so the
--- uncontended acquire pays one read of a key that is missing.
+-- uncontended acquire pays one read of a key that is missing (and two functions: it reads the
+-- marks itself rather than through was_undone).
 local function late_copy(undone, seq, resend)
   local marks = redis.call('get', undone)
-  if was_undone(marks, seq) then
+  if marks and string.find(marks, ';' .. seq .. '@', 1, true) then
     return true
   end
   if resend then
-    mark_undone(undone, seq, '')
+    mark_undone(undone, seq)
   end
   return false
 end

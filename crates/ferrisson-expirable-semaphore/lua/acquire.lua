@@ -68,7 +68,7 @@ end
 if string.find(ARGV[7], 'r', 1, true) then
   -- A resend marks the try: a copy of it that reaches Redis after its permits were released
   -- takes nothing (their ids are free again then, so the check above cannot tell).
-  mark_undone(undone, ARGV[6], '')
+  mark_undone(undone, ARGV[6])
 end
 -- (A resend whose lost call's permits have expired since, a lease shorter than the retry
 -- window, takes permits anew below, under the same ids: the expired ones go back to the count

@@ -26,7 +26,7 @@ if redis.call('zscore', timeouts, prefix .. struct.pack('>I4', first)) then
     removed = removed + redis.call('zrem', timeouts, prefix .. struct.pack('>I4', (first + i) % 4294967296))
   end
 end
-mark_undone(undone, ARGV[6], ARGV[7])
+mark_undone(undone, ARGV[6], record_ttl(ARGV[7]))
 if removed > 0 then
   redis.call(ARGV[1], 'redisson_sc:' .. tagged(KEYS[1]), redis.call('incrby', KEYS[1], removed))
 end

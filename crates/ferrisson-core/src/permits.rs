@@ -435,7 +435,7 @@ impl Waiter<'_> {
         });
         let sent_at = tokio::time::Instant::now();
         // Not `eval`: an acquire the replicas did not acknowledge is rolled back below.
-        let reply: Result<(Vec<i64>, Result<()>)> = Box::pin(client.settle(|attempt| {
+        let reply: Result<(redis::Value, Result<()>)> = Box::pin(client.settle(|attempt| {
             let call = ask.try_call(&PermitTry {
                 resend: attempt > 0,
                 ..args
@@ -445,6 +445,7 @@ impl Waiter<'_> {
         .await;
         undo.settle(&reply);
         let (reply, synced) = reply?;
+        let reply = try_reply(&reply)?;
         // Taken or not, the reply says whether this waiter holds the reservation now (a try
         // that took permits dropped it).
         self.holds_reservation.store(
@@ -715,4 +716,15 @@ pub fn hand_off_permits(
         }
     }
     n
+}
+
+/// A permit try's reply as integers: the table the scripts answer, or an integer alone for
+/// the hot path, a try that took its permits in epoch 0 (`{1, permits left, 0, 0, 0}`; an
+/// integer costs Redis less than a table: 0.6 µs of a semaphore's 11 µs pair).
+fn try_reply(reply: &redis::Value) -> Result<Vec<i64>> {
+    match reply {
+        redis::Value::Int(left) => Ok(vec![1, *left, 0, 0, 0]),
+        _ => redis::FromRedisValue::from_redis_value_ref(reply)
+            .map_err(|e| crate::Error::Protocol(e.to_string())),
+    }
 }

@@ -34,7 +34,8 @@
 -- so `now` may lie up to a millisecond before the moment the permit was taken, and a permit
 -- counts as expired once its score is <= now (Redisson's rule, kept): without the extra
 -- millisecond the server could free it before its holder's deadline (send time + lease).
--- returns {1, count left, 0, 0} when taken; when not, {0, count, 1 if this waiter holds the
+-- returns the count left (an integer, at least 0) when taken, {1, count, 0, 0} when another
+--         copy of the try took them; when not, {0, count, 1 if this waiter holds the
 --         reservation else 0, ms until something may change (a permit expires, another
 --         reservation ends), -1 when nothing is known}; {2, 0, 0, -1} when no count is set and
 --         no limit given; {3, total, 0, -1} when n is more than the permits there are in all
@@ -126,7 +127,8 @@ if value - reserved >= need then
   if mine then
     redis.call('del', intent_key)
   end
-  return {1, value - need, 0, 0}
+  -- The hot path's reply: an integer (the permits left) costs Redis less than a table.
+  return value - need
 end
 -- Not taken: more than there are in all can never be (asked here only, off the path of a
 -- call that takes its permits: the free ones are part of the total).

@@ -35,6 +35,7 @@
 -- ARGV[5] the call's sequence number (its resends carry it too)
 -- ARGV[6] (with "r") the hold count the client believes the owner has
 -- returns {1, hold count, token} when the owner now holds the lock (token 0 when not fenced),
+--         or 1 alone when it took a free lock nobody queued for and it is not fenced,
 --         -2 when it holds it already and the lock is non-reentrant ("n": the engine's
 --         REENTRY_REFUSED), {0, 0} from a copy of a call that another copy ran before,
 --         {0, PTTL of the lock (-2 when free but others queue first)} otherwise
@@ -82,10 +83,21 @@ if held > 0 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, held, token_of(true)}
 end
+local queue = prefixed('redisson_lock_queue', KEYS[1])
+if kind == 'none' and not redis.call('lindex', queue, 0) then
+  -- Free, and nobody queues: taken (the uncontended path reads no clock and parses no waiting
+  -- times, and answers an integer when unfenced: it costs Redis less than a table).
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  if not flag('f') then
+    return 1
+  end
+  return {1, 1, token_of(true)}
+end
 local now = server_ms()
 local liveness, wait, limited = string.match(ARGV[4], '^(%d+):(%d+)(:?t?)$')
 liveness, wait, limited = tonumber(liveness), tonumber(wait), limited == ':t'
-local queue, timeouts = prefixed('redisson_lock_queue', KEYS[1]), prefixed('redisson_lock_timeout', KEYS[1])
+local timeouts = prefixed('redisson_lock_timeout', KEYS[1])
 local alive = tagged(KEYS[1]) .. ':alive'
 -- Drop dead waiters at the head (never the caller: it is alive, it is calling).
 local head, dropped = fair_purge(queue, timeouts, alive, now, owner)

@@ -41,8 +41,13 @@ if held > 1 then
 else
   redis.call('del', KEYS[1])
   local channel = prefixed('redisson_lock__channel', KEYS[1])
-  local head = fair_purge(prefixed('redisson_lock_queue', KEYS[1]),
-    prefixed('redisson_lock_timeout', KEYS[1]), tagged(KEYS[1]) .. ':alive', server_ms(), nil)
+  local queue = prefixed('redisson_lock_queue', KEYS[1])
+  -- Nobody queued (the uncontended path): no clock read, no purge.
+  local head = redis.call('lindex', queue, 0)
+  if head then
+    head = fair_purge(queue, prefixed('redisson_lock_timeout', KEYS[1]),
+      tagged(KEYS[1]) .. ':alive', server_ms(), nil)
+  end
   if head then
     redis.call(ARGV[3], channel .. ':' .. head, '0')
   end

@@ -117,6 +117,18 @@ async fn semaphore_calls_reaching_redis_after_their_resend_count_once() {
     );
     permits.release().await.unwrap();
 
+    // An acquire, its first copy late, arriving after its permit was released.
+    let permits = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    permits.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        counted.available_permits().await.unwrap(),
+        3,
+        "a late copy of an acquire took a permit after its release"
+    );
+
     // A try in vain, its first copy late: it arrives once permits are free again.
     let all = counted.acquire_many(3).await.unwrap();
     let none = with_late_copy(&proxy, &name, semaphore.try_acquire())
@@ -169,6 +181,22 @@ async fn expirable_semaphore_calls_reaching_redis_after_their_resend_count_once(
         "a late copy of a release gave its permit back a second time"
     );
     assert_eq!(counted.acquired_permits().await.unwrap(), 0);
+
+    // An acquire, its first copy late, arriving after the permit was released: it would take
+    // it anew (the permit's id is free again) for nobody until its lease ended.
+    let permit = with_late_copy(&proxy, &name, semaphore.acquire())
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+    deliver_late(&proxy).await;
+    assert_eq!(
+        (
+            counted.available_permits().await.unwrap(),
+            counted.acquired_permits().await.unwrap()
+        ),
+        (3, 0),
+        "a late copy of an acquire took a permit after its release"
+    );
 }
 
 /// A late copy of a reentrant hold's unlock, reaching Redis after its resend ran, takes no
@@ -264,133 +292,41 @@ async fn late_acquire_while_held_takes_nothing<L: Lock>(
     taken.unwrap().unlock().await.unwrap();
 }
 
+/// Every lock kind: a late copy of its acquire takes nothing, after the release or while held
+/// (the unfenced `Mutex` only while held: its one-command first try reads no marks, see
+/// docs/protocol.md, "[ext] Retry records").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_reentrant_lock_acquire_takes_nothing() {
-    late_acquires_take_nothing("late-acq-lock", |c, n| {
-        ferrisson::ReentrantLock::new(c, n).unwrap()
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_non_reentrant_lock_acquire_takes_nothing() {
-    late_acquires_take_nothing("late-acq-nrlock", |c, n| {
-        ferrisson::NonReentrantLock::new(c, n).unwrap()
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_spin_lock_acquire_takes_nothing() {
-    late_acquires_take_nothing("late-acq-spin", |c, n| {
-        ferrisson::SpinLock::new(c, n).unwrap()
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_mutex_acquire_while_held_takes_nothing() {
-    late_acquire_while_held_takes_nothing(Late::start("late-acq-mutex").await, |c, n| {
-        ferrisson::Mutex::new(c, n).unwrap()
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_fenced_mutex_acquire_takes_nothing() {
-    late_acquires_take_nothing("late-acq-fmutex", |c, n| {
-        ferrisson::Mutex::fenced(c, n).unwrap()
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_fenced_lock_acquire_takes_nothing() {
+async fn a_late_copy_of_every_lock_kinds_acquire_takes_nothing() {
+    use ferrisson::{FairLock, FasterMultiLock, Mutex, NonReentrantLock, ReadWriteLock};
+    use ferrisson::{ReentrantLock, SpinLock};
+    late_acquires_take_nothing("late-acq-lock", |c, n| ReentrantLock::new(c, n).unwrap()).await;
     late_acquires_take_nothing("late-acq-flock", |c, n| {
-        ferrisson::ReentrantLock::fenced(c, n).unwrap()
+        ReentrantLock::fenced(c, n).unwrap()
     })
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_fair_lock_acquire_takes_nothing() {
-    late_acquires_take_nothing("late-acq-fair", |c, n| {
-        ferrisson::FairLock::new(c, n).unwrap()
+    late_acquires_take_nothing("late-acq-nrlock", |c, n| {
+        NonReentrantLock::new(c, n).unwrap()
     })
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_read_or_write_lock_acquire_takes_nothing() {
+    late_acquires_take_nothing("late-acq-spin", |c, n| SpinLock::new(c, n).unwrap()).await;
+    late_acquires_take_nothing("late-acq-fair", |c, n| FairLock::new(c, n).unwrap()).await;
     late_acquires_take_nothing("late-acq-read", |c, n| {
-        ferrisson::ReadWriteLock::new(c, n).unwrap().read_lock()
+        ReadWriteLock::new(c, n).unwrap().read_lock()
     })
     .await;
     late_acquires_take_nothing("late-acq-write", |c, n| {
-        ferrisson::ReadWriteLock::new(c, n).unwrap().write_lock()
+        ReadWriteLock::new(c, n).unwrap().write_lock()
     })
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_faster_multilock_acquire_takes_nothing() {
     late_acquires_take_nothing("late-acq-fml", |c, n| {
-        ferrisson::FasterMultiLock::new(c, n, ["a", "b"]).unwrap()
+        FasterMultiLock::new(c, n, ["a", "b"]).unwrap()
     })
     .await;
-}
-
-/// A late copy of a permit-expirable acquire that reaches Redis after its permit was released
-/// takes nothing (it would take a permit nobody holds until its lease ends).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_an_expirable_acquire_after_its_release_takes_nothing() {
-    let Late {
-        _server,
-        proxy,
-        direct,
-        client,
-        name,
-    } = Late::start("late-xsem-rel").await;
-    let counted = ferrisson::ExpirableSemaphore::new(&direct, &name).unwrap();
-    counted.try_set_permits(2).await.unwrap();
-    let semaphore = ferrisson::ExpirableSemaphore::new(&client, &name).unwrap();
-    let permit = with_late_copy(&proxy, &name, semaphore.acquire())
-        .await
-        .unwrap();
-    permit.release().await.unwrap();
-    deliver_late(&proxy).await;
-    assert_eq!(
-        counted.available_permits().await.unwrap(),
-        2,
-        "a late copy of an acquire took a permit after its release"
-    );
-    assert_eq!(counted.acquired_permits().await.unwrap(), 0);
-}
-
-/// A late copy of a semaphore acquire that reaches Redis after its permits were released
-/// takes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_copy_of_a_semaphore_acquire_after_its_release_takes_nothing() {
-    let Late {
-        _server,
-        proxy,
-        direct,
-        client,
-        name,
-    } = Late::start("late-sem-rel").await;
-    let counted = ferrisson_semaphore::Semaphore::new(&direct, &name).unwrap();
-    counted.try_set_permits(2).await.unwrap();
-    let semaphore = ferrisson_semaphore::Semaphore::new(&client, &name).unwrap();
-    let permits = with_late_copy(&proxy, &name, semaphore.acquire())
-        .await
-        .unwrap();
-    permits.release().await.unwrap();
-    deliver_late(&proxy).await;
-    assert_eq!(
-        counted.available_permits().await.unwrap(),
-        2,
-        "a late copy of an acquire took a permit after its release"
-    );
+    late_acquires_take_nothing("late-acq-fmutex", |c, n| Mutex::fenced(c, n).unwrap()).await;
+    late_acquire_while_held_takes_nothing(Late::start("late-acq-mutex").await, |c, n| {
+        Mutex::new(c, n).unwrap()
+    })
+    .await;
 }
 
 /// An acquire whose caller leaves while its first copy is held back (the client waits 300 ms

@@ -27,8 +27,9 @@ pub struct LockNames {
     pub record: Option<CallRecord>,
     /// The client's undone marks on the lock, `suffixed(key, "undone")`, `:` and the client
     /// id: the acquires of every lock kind read them, so that a copy of a resent call that ran
-    /// takes nothing ([`TryArgs::seq`](super::TryArgs::seq)).
-    undone: String,
+    /// takes nothing ([`TryArgs::seq`](super::TryArgs::seq)). Made at its first use: a handle
+    /// whose acquires never run a script (the lean mutex's one-command try) never makes it.
+    undone: std::sync::OnceLock<String>,
 }
 
 impl LockNames {
@@ -44,7 +45,7 @@ impl LockNames {
         Ok(Self {
             client: client.clone(),
             record: recorded.then(|| CallRecord::new(client, &key)),
-            undone: client.client_latch(&crate::keys::suffixed(&key, "undone")),
+            undone: std::sync::OnceLock::new(),
             key: key.into(),
             fenced,
         })
@@ -59,6 +60,9 @@ impl LockNames {
     /// The key of the client's undone marks on the lock, which acquire scripts name among
     /// their keys.
     pub fn undone_key(&self) -> &str {
-        &self.undone
+        self.undone.get_or_init(|| {
+            self.client
+                .client_latch(&crate::keys::suffixed(&self.key, "undone"))
+        })
     }
 }

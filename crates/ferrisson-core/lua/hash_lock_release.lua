@@ -27,9 +27,6 @@
 --         alone when token and subscribers are 0.
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 local flags = ARGV[6] or ''
-local function flag(f)
-  return flags ~= '' and string.find(flags, f, 1, true)
-end
 local done = release_recorded(KEYS[2], ARGV[4], ARGV[5])
 if done then
   return done
@@ -50,7 +47,7 @@ if ARGV[7] then
   redis.call('hincrby', KEYS[1], ARGV[7], 1)
   redis.call('pexpire', KEYS[1], ARGV[8])
   local token = 0
-  if flag('f') then
+  if string.find(flags, 'f', 1, true) then
     token = next_token(prefixed('redisson_lock_token', KEYS[1]))
   end
   release_record(KEYS[2], ARGV[4], ARGV[5], flags, 2, token)

@@ -29,7 +29,12 @@ local function release_recorded(record, slot, seq)
   return {tonumber(string.sub(result, 1, sep - 1)), tonumber(string.sub(result, sep + 1))}
 end
 
--- release_record(record, slot, seq, flags, code, token) records a release's outcome.
+-- release_record(record, slot, seq, flags, code, token) records a release's outcome. A token
+-- of 0 (every release but a fenced hand-off) needs no number formatting.
 local function release_record(record, slot, seq, flags, code, token)
-  record_mark(record, slot, seq, code .. ':' .. string.format('%.0f', token), flags)
+  if token == 0 then
+    record_mark(record, slot, seq, code .. ':0', flags)
+  else
+    record_mark(record, slot, seq, code .. ':' .. string.format('%.0f', token), flags)
+  end
 end

@@ -125,6 +125,18 @@ fn deadline_us(guard: &HoldGuard) -> Option<u64> {
 async fn work_and_end(log: &mut Log, guard: &HoldGuard, side: &str) -> bool {
     let deadline = deadline_us(guard);
     let token = guard.token().unwrap_or(0);
+    if let Some(reason) = guard.loss_reason() {
+        // Lost on delivery: the acquire's reply came after the lease could have ended (a
+        // worker frozen mid-call; `ExpiredInFlight`, `Stalled`), and the guard says so before
+        // its holder does anything under it. Logged as an acquisition and an end, it made a
+        // hold of the moment in between, which the semaphores' count of holders at once took
+        // for a third holder (seen twice in CI, in two sessions).
+        log.event(format_args!(
+            "lost_on_delivery {side} {token} {} {reason:?}",
+            now_us()
+        ));
+        return false;
+    }
     log.event(format_args!("acq {side} {token} {}", now_us()));
     let work = Duration::from_millis(2 + log.below(13));
     let told = tokio::select! {
@@ -695,8 +707,12 @@ fn check(kind: &'static str, events: &str, windows: &[Window]) -> Report {
         }
     }
     for (_, fields) in &events {
-        if let ["end", _, _, at, how] = fields.as_slice()
-            && how.starts_with("lost")
+        let told = match fields.as_slice() {
+            ["end", _, _, at, how] if how.starts_with("lost") => Some(at),
+            ["lost_on_delivery", _, _, at, _] => Some(at),
+            _ => None,
+        };
+        if let Some(at) = told
             && let Some(fault) = fault_at(windows, at.parse().unwrap())
         {
             report.rows.get_mut(&fault).unwrap().lost += 1;

@@ -641,6 +641,18 @@ async fn try_once<K: HoldKind>(
     result
 }
 
+/// The local lease table's entry for the holds of `field` (an owner's hold field) on `kind`'s
+/// lock: the holds the client believes it has, and whether the watchdog keeps them. The table
+/// changes only when a reply arrives, so a retry or an undo reads the count from before the
+/// try it follows.
+fn lease_state<K: HoldKind + ?Sized>(
+    kind: &K,
+    field: &Arc<str>,
+) -> Option<crate::watchdog::LeaseState> {
+    kind.client()
+        .lease_state(kind.renew_script(), kind.lock_key(), field)
+}
+
 /// Where a try stands in its caller's wait ([`try_once`]).
 #[derive(Clone, Copy)]
 struct TryAt<'a> {
@@ -671,7 +683,7 @@ async fn try_call<K: HoldKind>(
     let field = kind.hold_field(&owner);
     // The holds this owner has locally: the table changes only when a reply arrives, so
     // reading it at a retry gives the count from before the first try.
-    let believed = || client.lease_state(kind.renew_script(), kind.lock_key(), &field);
+    let believed = || lease_state(&**kind, &field);
     // Once a hold is kept by the watchdog it stays so until its last release: a shorter fixed
     // lease on re-entry would cut the TTL under the watchdog's feet. (Without a fixed lease
     // there is nothing to look up before the first try.)

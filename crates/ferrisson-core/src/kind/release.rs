@@ -259,10 +259,7 @@ pub(super) fn undo_try_boxed<K: HoldKind>(
     let (kind, owner) = (kind.clone(), owner.clone());
     Box::pin(async move {
         let client = kind.client();
-        let field = kind.hold_field(&owner);
-        let believed = client
-            .lease_state(kind.renew_script(), kind.lock_key(), &field)
-            .map_or(0, |s| s.holds);
+        let believed = lease_state(&*kind, &kind.hold_field(&owner)).map_or(0, |s| s.holds);
         let lease = client.config().lease();
         let (reply, _synced): (redis::Value, Result<()>) = client
             .settle(|_| {

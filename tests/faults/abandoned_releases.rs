@@ -1,7 +1,9 @@
 //! A release whose caller leaves while its call is on its way still reaches Redis once: the
 //! semaphores' and the rate limiter's releases go through one engine call
 //! (`RecordedCall::send_through`) that sends an abandoned release again in the background,
-//! under its record slot, so a late first copy changes nothing more.
+//! under its record slot, so a late first copy changes nothing more. A lock release that hands
+//! the lock to a local waiter, abandoned, gives the waiter the lock once: the hand-off nobody
+//! was told of is undone, and the waiter's own tries wait until it is.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::common::*;
@@ -10,7 +12,7 @@ use crate::lost_replies::slow_retry_client;
 
 use std::time::Duration;
 
-use ferrisson::{Client, ExpirableSemaphore, Semaphore};
+use ferrisson::{Client, ExpirableSemaphore, FairLock, Lock, ReentrantLock, Semaphore};
 use ferrisson_rate_limiter::{RateLimiter, RateType};
 use ferrisson_testkit::FaultProxy;
 use futures::future::BoxFuture;
@@ -124,4 +126,125 @@ async fn releases_whose_callers_leave_reach_redis_once() {
         },
     )
     .await;
+}
+
+/// The fields of the lock hash `name`: its holders.
+async fn holders(con: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
+    redis::cmd("HKEYS")
+        .arg(name)
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+/// A release that hands the lock to a local waiter, whose caller leaves while its outcome is
+/// unknown, gives the lock to nobody for a lease: the background resend learns what the call
+/// did, and a hand-off the waiter was never told of is given back, so the waiter takes the lock
+/// itself at once (the leases here are 600 s). Two ways the outcome is unknown: the call ran
+/// and its reply was lost (the resend finds the hand-off in the record and undoes it), and the
+/// call was held back on its way (the resend frees the lock, and the late first copy changes
+/// nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_release_that_hands_off_leaves_the_lock_to_its_waiter() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(server.port());
+    let con = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let client = slow_retry_client(&proxy, Duration::from_millis(300)).await;
+    for reply_lost in [true, false] {
+        let name = unique_name("abandoned-hand-off");
+        let lock = ReentrantLock::new(&client, &name).unwrap();
+        abandon_hand_off(&proxy, &client, con.clone(), lock, &name, reply_lost, false).await;
+        let name = unique_name("abandoned-hand-off-fenced");
+        let lock = ReentrantLock::fenced(&client, &name).unwrap();
+        abandon_hand_off(&proxy, &client, con.clone(), lock, &name, reply_lost, true).await;
+        let name = unique_name("abandoned-hand-off-fair");
+        let lock = FairLock::new(&client, &name).unwrap();
+        abandon_hand_off(&proxy, &client, con.clone(), lock, &name, reply_lost, false).await;
+    }
+}
+
+/// One case of [`an_abandoned_release_that_hands_off_leaves_the_lock_to_its_waiter`] on
+/// `lock` (named `name`, on `client`, through `proxy`).
+async fn abandon_hand_off<L: Lock + Clone + Send + Sync + 'static>(
+    proxy: &FaultProxy,
+    client: &Client,
+    mut con: redis::aio::MultiplexedConnection,
+    lock: L,
+    name: &str,
+    reply_lost: bool,
+    fenced: bool,
+) {
+    let name = name.to_owned();
+    // Warm up: the scripts are loaded before the proxy holds anything back.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let guard = lock.lock().await.unwrap();
+    let first = holders(&mut con, &name).await;
+    let waiting = lock.clone();
+    let waiter = tokio::spawn(async move { waiting.lock().await.unwrap() });
+    eventually(Duration::from_secs(10), "the waiter waits", || async {
+        client.waiter_stats().1 == 1
+    })
+    .await;
+    if reply_lost {
+        proxy.delay_replies(Duration::from_secs(5));
+        let release = tokio::spawn(async move { drop(guard.unlock().await) });
+        eventually(
+            Duration::from_secs(10),
+            "the release ran in Redis: the lock handed to the waiter",
+            || {
+                let mut con = con.clone();
+                let (name, first) = (name.clone(), first.clone());
+                async move {
+                    let now = holders(&mut con, &name).await;
+                    !now.is_empty() && now != first
+                }
+            },
+        )
+        .await;
+        // The reply is lost; within the client's 300 ms pause before its resend, the
+        // caller leaves.
+        proxy.cut_connections();
+        proxy.delay_replies(Duration::ZERO);
+        release.abort();
+        let _ = release.await;
+    } else {
+        let held = proxy.requests_held();
+        proxy.hold_next_request(&name);
+        let release = tokio::spawn(async move { drop(guard.unlock().await) });
+        eventually(
+            Duration::from_secs(10),
+            "the release's first copy held back",
+            || async { proxy.requests_held() > held },
+        )
+        .await;
+        release.abort();
+        let _ = release.await;
+        proxy.hold_no_request();
+    }
+    let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .unwrap_or_else(|_| panic!("the waiter on {name} still waits (reply lost {reply_lost}): the abandoned hand-off was not given back"))
+        .unwrap();
+    if fenced {
+        assert!(guard.token().is_some());
+    }
+    if !reply_lost {
+        // The held first copy (a hand-off to this waiter's owner) arrives after all.
+        deliver_late(proxy).await;
+    }
+    // The waiter holds the lock once, and nobody else does.
+    assert_eq!(holders(&mut con, &name).await, [guard.owner().to_string()]);
+    let count: u64 = redis::cmd("HGET")
+        .arg(&name)
+        .arg(guard.owner().to_string())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+    guard.unlock().await.unwrap();
+    assert!(holders(&mut con, &name).await.is_empty());
 }

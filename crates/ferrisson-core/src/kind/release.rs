@@ -142,6 +142,17 @@ async fn release_inner<K: HoldKind>(
             Some(successor(client, owner, need.lease))
         })
     });
+    // Until the hand-off's outcome is settled (its reply read and the grant delivered, or, the
+    // call abandoned, its resend read and a hand-off nobody was told of undone), the
+    // successor's own tries wait: a try whose reply is lost resolves by reading its owner's
+    // count, and would count the handed hold as its own, which the undo then frees under it.
+    // One mark for this call, one for its resend.
+    let handing = || {
+        successor
+            .as_ref()
+            .map(|(owner, _, _)| client.release_started(owner))
+    };
+    let (_handing, handing_resend) = (handing(), handing());
     let local_waiters = channel
         .as_deref()
         .is_some_and(|channel| client.hub().has_waiters(channel));
@@ -158,7 +169,7 @@ async fn release_inner<K: HoldKind>(
         let successor = successor.as_ref().map(|(o, _, _)| o.clone());
         let stamp = stamp.clone();
         async move {
-            let _mark = mark;
+            let (_mark, _handing) = (mark, handing_resend);
             let resent = release_call(&*kind, &owner, renew_lease, None, &stamp, true).await;
             let undo = match resent {
                 Ok(ReleaseReply::HandedOff { .. }) => successor,

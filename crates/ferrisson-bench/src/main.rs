@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod record;
+mod replay;
 mod report;
 mod scenarios;
 mod stats;
@@ -41,7 +42,7 @@ pub fn live_heap_bytes() -> i64 {
 }
 
 const USAGE: &str = "usage: ferrisson-bench [--quick | --smoke] [--json FILE] [--svg FILE] \
-[--scenario raw|server-cost|uncontended|contended|processes|waiters|foreign|semaphore|latch|peers|cluster|redlock|rate-limiter|faster-multilock]... [--no-external-peers]
+[--scenario raw|server-cost|uncontended|contended|processes|waiters|foreign|semaphore|latch|peers|cluster|redlock|rate-limiter|faster-multilock]... [--no-external-peers] [--replay FILE]
        ferrisson-bench --from-json FILE [--svg FILE]   (print the table and draw the chart of an earlier run)";
 
 struct Args {
@@ -52,6 +53,7 @@ struct Args {
     scenarios: Vec<String>,
     external_peers: bool,
     from_json: Option<PathBuf>,
+    replay: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -63,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         scenarios: Vec::new(),
         external_peers: true,
         from_json: None,
+        replay: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -83,6 +86,8 @@ fn parse_args() -> Result<Args, String> {
                 args.scenarios.push(name);
             }
             "--no-external-peers" => args.external_peers = false,
+            // server-cost: a peer's scripts replayed beside ours (src/replay.rs).
+            "--replay" => args.replay = Some(it.next().ok_or("--replay needs a file")?.into()),
             "--from-json" => {
                 args.from_json = Some(it.next().ok_or("--from-json needs a file")?.into())
             }
@@ -139,6 +144,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> ExitCode {
+    let replay = match args.replay.as_deref().map(replay::Replay::load).transpose() {
+        Ok(replay) => replay,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // A server of our own, unless REDIS_URL names one (its data is flushed between scenarios).
     let (_server, url) = match ferrisson_testkit::RedisServer::from_env_or_spawn() {
         Ok(found) => found,
@@ -171,6 +183,7 @@ async fn run(args: Args) -> ExitCode {
         smoke: args.smoke,
         probe,
         external_peers: args.external_peers,
+        replay,
     };
     let mut records = Records::default();
     let mut failed = Vec::new();

@@ -388,6 +388,53 @@ pub fn targets(records: &Records) -> Vec<Target> {
         ),
         1.0,
     );
+    // #57: each kind's server CPU per pair against its base (Redisson's own scripts, replayed
+    // in the same run or as recorded; rslock's pair for the fenced mutex). Its ceiling is the
+    // lowest floor replayed beside it: the base with what the guarantees need at least.
+    {
+        use crate::scenarios::server_cost::{FLOOR, KINDS, SCENARIO, TASKS};
+        for kind in &KINDS {
+            let variant = format!("{},tasks={TASKS}", kind.name);
+            let metric = format!("cpu_ratio_to_{}", kind.base);
+            let measured = records.get(SCENARIO, &variant, "ferrisson", &metric);
+            let recorded = || {
+                records.get(
+                    SCENARIO,
+                    &variant,
+                    "ferrisson",
+                    &format!("{metric}_recorded"),
+                )
+            };
+            let floor = records
+                .0
+                .iter()
+                .filter(|r| {
+                    r.scenario == SCENARIO
+                        && r.variant == variant
+                        && r.metric == metric
+                        && r.library.starts_with(FLOOR)
+                })
+                .map(|r| r.value)
+                .reduce(f64::min);
+            let what = match (measured.is_some(), kind.base) {
+                (true, base) => {
+                    format!("{} server CPU per pair / {base}'s, alternating", kind.name)
+                }
+                (false, base) => {
+                    format!("{} server CPU per pair / {base}'s as recorded", kind.name)
+                }
+            };
+            out.push(Target {
+                what,
+                value: match measured.or_else(recorded) {
+                    Some(v) => v,
+                    None => continue,
+                },
+                bound: Bound::AtMost(kind.budget),
+                reach: floor,
+            });
+        }
+    }
     out
 }
 

@@ -34,6 +34,8 @@ pub struct Ctx {
     pub probe: Probe,
     /// Run the node and python peers (npm `redis-semaphore`, PyPI `python-redis-lock`).
     pub external_peers: bool,
+    /// `--replay FILE`: a peer's own scripts, replayed by `server-cost` beside ours.
+    pub replay: Option<crate::replay::Replay>,
 }
 
 impl Ctx {

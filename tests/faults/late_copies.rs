@@ -329,6 +329,160 @@ async fn a_late_copy_of_every_lock_kinds_acquire_takes_nothing() {
     .await;
 }
 
+/// A late copy of `make`'s lock's release, reaching Redis after its resend freed the lock,
+/// frees nothing taken since: neither another client's hold nor a new hold of the same bound
+/// owner (which the record tells from the released one). While such a hold lasts, a third
+/// client's `conflicting` lock cannot be taken. `make` binds its handle to the owner it is
+/// given, if any. Without `records` (the `Mutex`, whose layout keeps no record of releases),
+/// only another client's hold is checked: see docs/protocol.md, "[ext] Retry records", for the
+/// same owner's.
+async fn late_releases_free_nothing<L: Lock, P: Lock>(
+    prefix: &str,
+    make: impl Fn(&Client, &str, Option<Owner>) -> L,
+    conflicting: impl Fn(&Client, &str) -> P,
+    records: bool,
+) {
+    let Late {
+        _server,
+        proxy,
+        direct,
+        client,
+        name,
+    } = Late::start(prefix).await;
+    let third = common::client(&_server.url()).await;
+    let probe = conflicting(&third, &name);
+    let bound = make(&client, &name, Some(client.new_owner()));
+    let cases: &[bool] = if records { &[false, true] } else { &[false] };
+    for &same_owner in cases {
+        let guard = bound.lock().await.unwrap();
+        with_late_copy(&proxy, &name, guard.unlock()).await.unwrap();
+        let taken = if same_owner {
+            bound.lock().await.unwrap()
+        } else {
+            make(&direct, &name, None)
+                .try_lock()
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{prefix}: the lock is not free after its unlock"))
+        };
+        deliver_late(&proxy).await;
+        assert!(
+            probe.try_lock().await.unwrap().is_none(),
+            "{prefix}: a late copy of a release freed the hold taken after it (same owner: \
+             {same_owner})"
+        );
+        taken.unlock().await.unwrap();
+        probe
+            .try_lock()
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{prefix}: the lock is not free after the holder's unlock"))
+            .unlock()
+            .await
+            .unwrap();
+    }
+}
+
+/// A kind's `make` for [`late_releases_free_nothing`]: `$new(client, name)`, bound to the
+/// owner given.
+macro_rules! bindable {
+    ($new:expr) => {
+        |c: &Client, n: &str, owner: Option<Owner>| {
+            let lock = $new(c, n).unwrap();
+            match owner {
+                Some(owner) => lock.owned_by(owner),
+                None => lock,
+            }
+        }
+    };
+}
+
+/// Every lock kind: a late copy of its release frees nothing taken since (the `Mutex`: nothing
+/// another owner took).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_every_lock_kinds_release_frees_nothing() {
+    use ferrisson::{FairLock, FasterMultiLock, Mutex, NonReentrantLock, ReadWriteLock};
+    use ferrisson::{ReentrantLock, SpinLock};
+    let rw = |c: &Client, n: &str, owner: Option<Owner>| {
+        let lock = ReadWriteLock::new(c, n).unwrap();
+        match owner {
+            Some(owner) => lock.owned_by(owner),
+            None => lock,
+        }
+    };
+    let writer = |c: &Client, n: &str| ReadWriteLock::new(c, n).unwrap().write_lock();
+    late_releases_free_nothing(
+        "late-rel-lock",
+        bindable!(ReentrantLock::new),
+        |c, n| ReentrantLock::new(c, n).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-flock",
+        bindable!(ReentrantLock::fenced),
+        |c, n| ReentrantLock::new(c, n).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-nrlock",
+        bindable!(NonReentrantLock::new),
+        |c, n| NonReentrantLock::new(c, n).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-spin",
+        bindable!(SpinLock::new),
+        |c, n| SpinLock::new(c, n).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-fair",
+        bindable!(FairLock::new),
+        |c, n| FairLock::new(c, n).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-read",
+        |c, n, o| rw(c, n, o).read_lock(),
+        writer,
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-write",
+        |c, n, o| rw(c, n, o).write_lock(),
+        writer,
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-fml",
+        bindable!(|c, n| FasterMultiLock::new(c, n, ["a", "b"])),
+        |c, n| FasterMultiLock::new(c, n, ["a", "b"]).unwrap(),
+        true,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-fmutex",
+        bindable!(Mutex::fenced),
+        |c, n| Mutex::fenced(c, n).unwrap(),
+        false,
+    )
+    .await;
+    late_releases_free_nothing(
+        "late-rel-mutex",
+        bindable!(Mutex::new),
+        |c, n| Mutex::new(c, n).unwrap(),
+        false,
+    )
+    .await;
+}
+
 /// An acquire whose caller leaves while its first copy is held back (the client waits 300 ms
 /// before it sends the call again): the client's clean-up must leave no hold behind, however
 /// the held copy and the clean-up meet in Redis, and must not take a hold its owner had

@@ -55,7 +55,11 @@ use crate::scripts::{
 ///   finds the key gone, the first call freed it or the lease had run out before it, which the
 ///   layout cannot tell apart, and the release reports the mutex as not held
 ///   ([`Error::NotOwner`] from [`unlock`](ferrisson_core::HoldGuard::unlock)); it never
-///   reports a hold that was lost before the release as released.
+///   reports a hold that was lost before the release as released. Not covered: a first copy
+///   of a resent call held up on a connection the client gave up on, reaching Redis late.
+///   Such a copy of the plain first try can take the mutex for one lease under a finished
+///   hold's token, and one of a release under a bound owner frees that owner's next hold
+///   (docs/protocol.md, "\[ext\] Retry records").
 ///
 /// # Cancel safety
 ///

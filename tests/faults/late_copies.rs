@@ -397,12 +397,39 @@ macro_rules! bindable {
     };
 }
 
+/// [`late_releases_free_nothing`] for a kind whose handles `$new(client, name)` makes, checked
+/// against another handle of the kind.
+macro_rules! late_releases_of {
+    ($prefix:literal, $new:expr, $records:literal) => {
+        late_releases_free_nothing(
+            $prefix,
+            bindable!($new),
+            |c: &Client, n: &str| $new(c, n).unwrap(),
+            $records,
+        )
+        .await
+    };
+}
+
 /// Every lock kind: a late copy of its release frees nothing taken since (the `Mutex`: nothing
 /// another owner took).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_copy_of_every_lock_kinds_release_frees_nothing() {
     use ferrisson::{FairLock, FasterMultiLock, Mutex, NonReentrantLock, ReadWriteLock};
     use ferrisson::{ReentrantLock, SpinLock};
+    late_releases_of!("late-rel-lock", ReentrantLock::new, true);
+    late_releases_of!("late-rel-flock", ReentrantLock::fenced, true);
+    late_releases_of!("late-rel-nrlock", NonReentrantLock::new, true);
+    late_releases_of!("late-rel-spin", SpinLock::new, true);
+    late_releases_of!("late-rel-fair", FairLock::new, true);
+    late_releases_of!(
+        "late-rel-fml",
+        |c, n| FasterMultiLock::new(c, n, ["a", "b"]),
+        true
+    );
+    late_releases_of!("late-rel-fmutex", Mutex::fenced, false);
+    late_releases_of!("late-rel-mutex", Mutex::new, false);
+    // A read-write lock's sides, each against a writer.
     let rw = |c: &Client, n: &str, owner: Option<Owner>| {
         let lock = ReadWriteLock::new(c, n).unwrap();
         match owner {
@@ -411,41 +438,6 @@ async fn a_late_copy_of_every_lock_kinds_release_frees_nothing() {
         }
     };
     let writer = |c: &Client, n: &str| ReadWriteLock::new(c, n).unwrap().write_lock();
-    late_releases_free_nothing(
-        "late-rel-lock",
-        bindable!(ReentrantLock::new),
-        |c, n| ReentrantLock::new(c, n).unwrap(),
-        true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-flock",
-        bindable!(ReentrantLock::fenced),
-        |c, n| ReentrantLock::new(c, n).unwrap(),
-        true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-nrlock",
-        bindable!(NonReentrantLock::new),
-        |c, n| NonReentrantLock::new(c, n).unwrap(),
-        true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-spin",
-        bindable!(SpinLock::new),
-        |c, n| SpinLock::new(c, n).unwrap(),
-        true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-fair",
-        bindable!(FairLock::new),
-        |c, n| FairLock::new(c, n).unwrap(),
-        true,
-    )
-    .await;
     late_releases_free_nothing(
         "late-rel-read",
         |c, n, o| rw(c, n, o).read_lock(),
@@ -458,27 +450,6 @@ async fn a_late_copy_of_every_lock_kinds_release_frees_nothing() {
         |c, n, o| rw(c, n, o).write_lock(),
         writer,
         true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-fml",
-        bindable!(|c, n| FasterMultiLock::new(c, n, ["a", "b"])),
-        |c, n| FasterMultiLock::new(c, n, ["a", "b"]).unwrap(),
-        true,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-fmutex",
-        bindable!(Mutex::fenced),
-        |c, n| Mutex::fenced(c, n).unwrap(),
-        false,
-    )
-    .await;
-    late_releases_free_nothing(
-        "late-rel-mutex",
-        bindable!(Mutex::new),
-        |c, n| Mutex::new(c, n).unwrap(),
-        false,
     )
     .await;
 }

@@ -128,6 +128,11 @@ pub use ferrisson_core::{
     Waiter,
 };
 
+pub use ferrisson_core::DeploymentReport;
+/// Whether a deployment keeps ferrisson's guarantees ([`Client::check_deployment`], `ferrisson
+/// doctor`).
+pub use ferrisson_core::doctor;
+
 pub mod prelude {
     //! Everything a program calls ferrisson through, in one import:
     //!

@@ -113,3 +113,29 @@ async fn mutual_tls_admits_a_client_with_its_certificate_and_refuses_one_without
         refused.err()
     );
 }
+
+/// `Client::check_deployment` over TLS: the same checks as over a plain connection (the
+/// doctor's other configurations: `tests/client/doctor.rs`), with the server's findings read
+/// through the encrypted link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployment_is_checked_over_tls() {
+    use ferrisson::doctor::{Area, Verdict};
+    let certs = certs();
+    let server = tls_server(&certs, false);
+    let client = tls_client(&server, &certs, "ca.crt", false).await.unwrap();
+    let report = client.check_deployment().await.unwrap();
+    let of = |area: Area| report.of(area).map(|f| f.verdict).max();
+    for area in [
+        Area::Eviction,
+        Area::Server,
+        Area::Replication,
+        Area::Permissions,
+        Area::Latency,
+        Area::Clock,
+    ] {
+        assert_eq!(of(area), Some(Verdict::Kept), "{area}: {report:#?}");
+    }
+    // The test servers keep nothing on disk.
+    assert_eq!(of(Area::Persistence), Some(Verdict::Broken));
+    assert_eq!(report.exit_code(), 1);
+}

@@ -17,11 +17,11 @@ use ferrisson_rwlock::ReadWriteLock;
 use ferrisson_semaphore::Semaphore;
 use ferrisson_spin_lock::SpinLock;
 
-const PASSWORD: &str = "acl-test-secret";
-const NAMESPACE: &str = "acl-ns:";
+pub(crate) const PASSWORD: &str = "acl-test-secret";
+pub(crate) const NAMESPACE: &str = "acl-ns:";
 
 /// The documented `ACL SETUSER` arguments, with the placeholders filled in.
-fn documented_acl() -> Vec<String> {
+pub(crate) fn documented_acl() -> Vec<String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployment.md"))
         .unwrap();
     let block = common::marked_section(&doc, "acl");

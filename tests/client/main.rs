@@ -11,6 +11,7 @@ mod acl;
 mod blocking;
 mod client;
 mod cluster;
+mod doctor;
 mod inspect;
 mod inspect_registered;
 mod layout;

@@ -91,6 +91,20 @@ enum Command {
         #[arg(long, short)]
         yes: bool,
     },
+    /// Whether this deployment keeps ferrisson's guarantees (docs/guarantees.md), per
+    /// guarantee and server: eviction, persistence, replication and failover, cluster slots,
+    /// the server's version and Lua, this user's rights, round trips and the clock, each with
+    /// why not and the fix. Reads only. Exits 0 when every guarantee holds (some perhaps
+    /// weakened), 1 when one is broken, 2 when something could not be checked.
+    Doctor {
+        /// Check the rights of this ACL user (the account a service runs as) instead of the
+        /// tool's own: needs `ACL DRYRUN` for the account the tool connects as.
+        #[arg(long)]
+        user: Option<String>,
+        /// One JSON object: the worst verdict, the exit code and every finding.
+        #[arg(long)]
+        json: bool,
+    },
     /// Deletes a synchronizer and every key it keeps. Asks first unless --yes.
     Delete {
         name: String,
@@ -101,10 +115,12 @@ enum Command {
     },
 }
 
-/// What went wrong, for the user (exit code 1; 2 for a refusal).
+/// What went wrong, for the user (exit code 1; 2 for a refusal), or an exit code of its own
+/// (`doctor`'s verdict, its report printed already).
 enum Failure {
     Error(String),
     Refused(String),
+    Exit(u8),
 }
 
 impl From<Error> for Failure {
@@ -126,6 +142,7 @@ async fn main() -> ExitCode {
             eprintln!("ferrisson: {message}");
             ExitCode::from(2)
         }
+        Err(Failure::Exit(code)) => ExitCode::from(code),
     }
 }
 
@@ -143,14 +160,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let url = with_password(&cli.url, password.as_deref());
     let config: ClientConfig = url.parse()?;
-    let client = Client::with_config(
+    let connected = Client::with_config(
         config
             .with_namespace(cli.namespace.clone())
             .with_app_name("ferrisson-cli")
             // The tool holds nothing: it leaves no record of itself.
             .with_client_record(false),
     )
-    .await?;
+    .await;
+    let client = match connected {
+        Ok(client) => client,
+        // The doctor's verdict: nothing could be checked.
+        Err(e) if matches!(cli.command, Command::Doctor { .. }) => {
+            eprintln!("ferrisson: the deployment could not be checked: {e}");
+            return Err(Failure::Exit(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let result = match cli.command {
         Command::Ls { pattern, json } => ls(&client, &pattern, json).await,
         Command::Show { name, kind, json } => {
@@ -170,9 +196,34 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         } => watch(&client, &name, kind, interval_ms, json).await,
         Command::ForceUnlock { name, kind, yes } => force_unlock(&client, &name, kind, yes).await,
         Command::Delete { name, kind, yes } => delete(&client, &name, kind, yes).await,
+        Command::Doctor { user, json } => doctor(&client, user.as_deref(), json).await,
     };
     let _ = client.shutdown().await;
     result
+}
+
+/// `doctor`: the report, and its exit code.
+async fn doctor(client: &Client, user: Option<&str>, json: bool) -> Result<(), Failure> {
+    let checked = match user {
+        Some(user) => client.check_deployment_for(user).await,
+        None => client.check_deployment().await,
+    };
+    let report = match checked {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("ferrisson: the deployment could not be checked: {e}");
+            return Err(Failure::Exit(2));
+        }
+    };
+    print_line(&if json {
+        render::report_json(&report).to_string()
+    } else {
+        render::report(&report)
+    });
+    match report.exit_code() {
+        0 => Ok(()),
+        code => Err(Failure::Exit(code)),
+    }
 }
 
 /// `url` with `password` put in when it has none.

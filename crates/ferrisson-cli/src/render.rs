@@ -289,3 +289,61 @@ pub(crate) fn json(info: &ObjectInfo) -> Value {
         "summary": info.summary(),
     })
 }
+
+/// `doctor`'s report for people: a line per finding (area, verdict, server, what was found),
+/// the fix under it, then the overall verdict.
+pub fn report(report: &ferrisson::DeploymentReport) -> String {
+    let mut out = String::new();
+    for f in &report.findings {
+        let node = f
+            .node
+            .as_deref()
+            .map(|n| format!("{n}: "))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:<12} {:<9} {node}{}\n",
+            f.area.as_str(),
+            f.verdict.as_str(),
+            f.detail
+        ));
+        if let Some(fix) = &f.fix {
+            out.push_str(&format!("{:<22} fix: {fix}\n", ""));
+        }
+    }
+    let worst = report.worst();
+    out.push_str(&format!(
+        "\n{} (docs/guarantees.md)",
+        match worst {
+            ferrisson::doctor::Verdict::Kept => "every guarantee holds".to_owned(),
+            ferrisson::doctor::Verdict::Weakened =>
+                "every guarantee holds, some with the windows above".to_owned(),
+            ferrisson::doctor::Verdict::Unchecked =>
+                "some guarantees could not be checked".to_owned(),
+            ferrisson::doctor::Verdict::Broken => "a guarantee is broken".to_owned(),
+        }
+    ));
+    out
+}
+
+/// `doctor --json`: the worst verdict, the exit code and every finding.
+pub fn report_json(report: &ferrisson::DeploymentReport) -> Value {
+    let findings: Vec<Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            json!({
+                "area": f.area.as_str(),
+                "guarantee": f.area.guarantee(),
+                "node": f.node,
+                "verdict": f.verdict.as_str().to_ascii_lowercase(),
+                "detail": f.detail,
+                "fix": f.fix,
+            })
+        })
+        .collect();
+    json!({
+        "verdict": report.worst().as_str().to_ascii_lowercase(),
+        "exit_code": report.exit_code(),
+        "findings": findings,
+    })
+}

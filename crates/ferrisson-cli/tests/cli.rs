@@ -915,3 +915,44 @@ fn the_documented_operator_rights_suffice_to_read_every_kind() {
     let out = ferrisson_with(&url, &["delete", &format!("{name}:rate"), "--yes"], &env);
     assert!(!out.status.success());
 }
+
+/// `doctor`: a report for people and one for scripts, and the exit code of the worst verdict
+/// (the configurations themselves: `tests/client/doctor.rs`).
+#[test]
+fn doctor_reports_and_exits_with_the_worst_verdict() {
+    // The test servers keep nothing on disk: a guarantee is broken.
+    let server = RedisServer::spawn();
+    let out = ferrisson(&server.url(), &["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("persistence  BROKEN"), "{text}");
+    assert!(text.contains("fix: appendonly yes"), "{text}");
+    assert!(text.contains("a guarantee is broken"), "{text}");
+    let out = ferrisson(&server.url(), &["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["verdict"], "broken");
+    assert_eq!(report["exit_code"], 1);
+    let persistence = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["area"] == "persistence")
+        .unwrap();
+    assert_eq!(persistence["verdict"], "broken");
+
+    // Every guarantee kept: exit 0.
+    let kept = RedisServer::try_spawn_with(&["--appendonly", "yes", "--appendfsync", "always"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = ferrisson(&kept.url(), &["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("every guarantee holds"));
+
+    // Nothing to check: exit 2.
+    let gone = RedisServer::spawn();
+    let url = gone.url();
+    drop(gone);
+    let out = ferrisson(&url, &["doctor"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not be checked"));
+}

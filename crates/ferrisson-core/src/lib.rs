@@ -43,6 +43,7 @@ mod batch;
 mod client;
 mod config;
 mod connection;
+pub mod doctor;
 pub mod duration;
 mod error;
 mod grant;
@@ -100,6 +101,7 @@ mod watchdog;
 pub use client::Client;
 pub use client::ShutdownReport;
 pub use config::{Backoff, ClientConfig, PublishCommand, RetryPolicy, ShardedSubscription};
+pub use doctor::DeploymentReport;
 pub use error::{Error, LossReason, Result};
 pub use guard::HoldGuard;
 pub use inspect::{

@@ -165,7 +165,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             .with_namespace(cli.namespace.clone())
             .with_app_name("ferrisson-cli")
             // The tool holds nothing: it leaves no record of itself.
-            .with_client_record(false),
+            .with_client_record(false)
+            // `doctor` says it all; the other commands are not about the deployment.
+            .with_deployment_warning(false),
     )
     .await;
     let client = match connected {

@@ -9,6 +9,7 @@ use redis::aio::ConnectionManagerConfig;
 
 use crate::batch::Batcher;
 
+mod deployment;
 mod engine;
 mod upkeep;
 pub use engine::ClientEngine;
@@ -305,6 +306,7 @@ impl Client {
             period,
             lease,
         ));
+        deployment::warn_at_connect(&client);
         Ok(client)
     }
 

@@ -3,7 +3,7 @@
 
 use super::{Area, DeploymentReport, Info, Verdict, version};
 
-pub(super) fn eviction(report: &mut DeploymentReport, node: Option<&str>, info: &Info) {
+pub(crate) fn eviction(report: &mut DeploymentReport, node: Option<&str>, info: &Info) {
     let policy = info.get("maxmemory_policy").map(String::as_str);
     let limit = info
         .get("maxmemory")
@@ -49,7 +49,7 @@ pub(super) fn eviction(report: &mut DeploymentReport, node: Option<&str>, info: 
     report.push(Area::Eviction, node, verdict, detail, fix);
 }
 
-pub(super) fn persistence(
+pub(crate) fn persistence(
     report: &mut DeploymentReport,
     node: Option<&str>,
     info: &Info,
@@ -101,17 +101,19 @@ pub(super) fn persistence(
                 "appendonly yes with appendfsync everysec or always; until then, fenced locks and the semaphores' limits keep what they can (docs/guarantees.md §3, §9, §10)",
             ),
         ),
+        // Whether RDB snapshots are taken is unknown: either way a restart loses writes.
         (false, _, None) => (
-            Verdict::Unchecked,
-            "no AOF; whether RDB snapshots are taken could not be read (`CONFIG GET` refused)"
-                .to_owned(),
-            Some("allow `CONFIG GET` to the checking user"),
+            Verdict::Broken,
+            format!(
+                "no AOF: a restart loses every write since the last RDB snapshot, if any ({loses})"
+            ),
+            Some("appendonly yes with appendfsync everysec or always"),
         ),
     };
     report.push(Area::Persistence, node, verdict, detail, fix);
 }
 
-pub(super) fn replication(
+pub(crate) fn replication(
     report: &mut DeploymentReport,
     node: Option<&str>,
     info: &Info,
@@ -133,7 +135,10 @@ pub(super) fn replication(
         .get("connected_slaves")
         .and_then(|n| n.parse::<u32>().ok())
         .unwrap_or(0);
-    let min = min_replicas.and_then(|m| m.parse::<u32>().ok());
+    // `INFO` shows min_slaves_good_slaves only while min-replicas-to-write is above 0.
+    let min = min_replicas
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(u32::from(info.contains_key("min_slaves_good_slaves")));
     let waitaof = version(info).is_some_and(|v| v >= (7, 2));
     let (verdict, detail, fix) = if replicas == 0 {
         (
@@ -154,12 +159,11 @@ pub(super) fn replication(
             ),
             None,
         )
-    } else if min.is_some_and(|m| m > 0) {
+    } else if min > 0 {
         (
             Verdict::Weakened,
             format!(
-                "{replicas} replica(s) and min-replicas-to-write {}, but this client does not wait for them: a failover can lose the grants of the replicas' last lag (up to min-replicas-max-lag)",
-                min.unwrap_or(0)
+                "{replicas} replica(s) and min-replicas-to-write {min}, but this client does not wait for them: a failover can lose the grants of the replicas' last lag (up to min-replicas-max-lag)"
             ),
             Some(
                 "ClientConfig::with_replica_sync(ReplicaSync::default()) waits for every replica after each call",
@@ -167,14 +171,9 @@ pub(super) fn replication(
         )
     } else {
         (
-            if min.is_none() {
-                Verdict::Unchecked
-            } else {
-                Verdict::Broken
-            },
+            Verdict::Broken,
             format!(
-                "{replicas} replica(s), min-replicas-to-write {}, and this client does not wait for them: a failover loses every grant the replicas had not received",
-                min.map_or("unknown".to_owned(), |m| m.to_string())
+                "{replicas} replica(s), min-replicas-to-write 0, and this client does not wait for them: a failover loses every grant the replicas had not received"
             ),
             Some(
                 "ClientConfig::with_replica_sync(ReplicaSync::default()) waits for every replica after each call",
@@ -184,7 +183,7 @@ pub(super) fn replication(
     report.push(Area::Replication, node, verdict, detail, fix);
 }
 
-pub(super) fn server(
+pub(crate) fn server(
     report: &mut DeploymentReport,
     node: Option<&str>,
     info: &Info,
@@ -231,7 +230,7 @@ pub(super) fn server(
     report.push(Area::Server, node, verdict, detail, fix);
 }
 
-pub(super) fn cluster(report: &mut DeploymentReport, info: Option<&Info>) {
+pub(crate) fn cluster(report: &mut DeploymentReport, info: Option<&Info>, namespace: &str) {
     let Some(info) = info else {
         report.push(
             Area::Cluster,
@@ -259,12 +258,20 @@ pub(super) fn cluster(report: &mut DeploymentReport, info: Option<&Info>) {
             format!("cluster state {state}: {assigned} of 16384 slots assigned, {ok} served: synchronizers whose names hash to the others cannot be taken"),
             Some("assign every slot to a serving primary (`redis-cli --cluster fix`)"),
         );
+    } else if namespace.contains('{') && namespace.contains('}') {
+        report.push(
+            Area::Cluster,
+            None,
+            Verdict::Weakened,
+            format!("every slot is served, but the namespace `{namespace}` carries a hash tag: every synchronizer of this client lives on one slot, so one primary takes all their load and a failover of it stops them all"),
+            Some("a namespace without `{…}` lets each synchronizer's keys share its own name's hash tag (docs/deployment.md, Redis Cluster)"),
+        );
     } else {
         report.push(
             Area::Cluster,
             None,
             Verdict::Kept,
-            "every slot is assigned and served; a synchronizer's keys share its name's hash tag (one slot)",
+            "every slot is assigned and served; each synchronizer's keys share its own name's hash tag (one slot each, spread over the primaries)",
             None,
         );
     }
@@ -299,6 +306,21 @@ mod tests {
         assert_eq!(report.exit_code(), 2);
         report.push(Area::Eviction, None, Verdict::Broken, "x", None);
         assert_eq!(report.exit_code(), 1);
+    }
+
+    #[test]
+    fn a_hash_tag_in_the_namespace_puts_every_synchronizer_on_one_slot() {
+        let served = info(&[
+            ("cluster_state", "ok"),
+            ("cluster_slots_assigned", "16384"),
+            ("cluster_slots_ok", "16384"),
+        ]);
+        let mut report = DeploymentReport::default();
+        cluster(&mut report, Some(&served), "billing:");
+        assert_eq!(report.worst(), Verdict::Kept);
+        let mut report = DeploymentReport::default();
+        cluster(&mut report, Some(&served), "{billing}:");
+        assert_eq!(report.worst(), Verdict::Weakened);
     }
 
     #[test]

@@ -5,6 +5,9 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::replica_sync::ReplicaSync;
 
+mod retry;
+pub use retry::{Backoff, RetryPolicy};
+
 /// Which command scripts use to publish wake-up messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -43,78 +46,6 @@ pub enum ShardedSubscription {
     On,
     /// Always classic pub/sub, which every node of the cluster relays to every other.
     Off,
-}
-
-/// Pauses that grow: `min` after the first failure, doubling up to `max`. The one backoff of
-/// the library: the client's retries ([`RetryPolicy::backoff`]) and the spin lock's polling
-/// waiters use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first pause.
-    pub min: Duration,
-    /// The longest pause.
-    pub max: Duration,
-}
-
-impl Backoff {
-    /// The same pause every time.
-    pub const fn fixed(pause: Duration) -> Self {
-        Self {
-            min: pause,
-            max: pause,
-        }
-    }
-
-    /// The pause after failure number `n` (0-based): `min × 2^n`, at most `max`.
-    pub fn delay(&self, n: u32) -> Duration {
-        let factor = 1u32.checked_shl(n).unwrap_or(u32::MAX);
-        self.min
-            .checked_mul(factor)
-            .unwrap_or(self.max)
-            .min(self.max)
-    }
-}
-
-/// How calls that failed on a broken connection are retried.
-///
-/// Every call the synchronizers make is idempotent (acquires carry the hold count the client
-/// believes it has, releases are recorded in the client's record on the object), so a call whose reply was lost can be sent
-/// again safely.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts after the first one.
-    pub retries: u32,
-    /// The pauses between attempts: `min` before the first retry, doubled for each further
-    /// one, at most `max`.
-    pub backoff: Backoff,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            retries: 3,
-            backoff: Backoff {
-                min: Duration::from_millis(50),
-                max: Duration::from_secs(1),
-            },
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// Pause before retry number `retry` (1-based).
-    pub fn pause(&self, retry: u32) -> Duration {
-        self.backoff.delay(retry.saturating_sub(1))
-    }
-
-    /// An upper bound of the time a call and all its retries can take.
-    pub fn window(&self, response_timeout: Duration) -> Duration {
-        let attempts = self.retries.saturating_add(1);
-        response_timeout
-            .saturating_add(self.backoff.max)
-            .checked_mul(attempts)
-            .unwrap_or(Duration::from_secs(3600))
-    }
 }
 
 /// Replica sync as the settings say: the deployment's default, off or on.
@@ -168,6 +99,7 @@ pub struct ClientConfig {
     /// binary's name).
     pub(crate) app_name: Option<String>,
     pub(crate) client_record: bool,
+    deployment_warning: bool,
     pub(crate) metric_names: bool,
     /// Only commands Redis 6.2 knows, whatever the server answers at connect.
     pub(crate) redis_6_compatibility: bool,
@@ -323,6 +255,7 @@ impl ClientConfig {
             coalesce: false,
             app_name: None,
             client_record: true,
+            deployment_warning: true,
             metric_names: false,
             redis_6_compatibility: false,
             tracked_waits: true,
@@ -379,6 +312,22 @@ impl ClientConfig {
     /// Whether the client keeps a record of itself ([`with_client_record`](Self::with_client_record)).
     pub fn client_record(&self) -> bool {
         self.client_record
+    }
+
+    /// Whether the client, once connected, reads the server's `INFO` in the background and
+    /// logs one warning (`tracing`, target `ferrisson_core::doctor`) naming each guarantee the
+    /// deployment breaks: an evicting `maxmemory-policy`, no AOF, replicas nobody waits for
+    /// (default: on). The whole report, with the fixes: `Client::check_deployment`,
+    /// `ferrisson doctor`.
+    pub fn with_deployment_warning(mut self, on: bool) -> Self {
+        self.deployment_warning = on;
+        self
+    }
+
+    /// Whether the client warns of broken guarantees at connect
+    /// ([`with_deployment_warning`](Self::with_deployment_warning)).
+    pub fn deployment_warning(&self) -> bool {
+        self.deployment_warning
     }
 
     /// Whether the metrics of acquisitions, waits, timeouts and holds carry a `name` label

@@ -42,7 +42,7 @@ impl<S: tracing::Subscriber> Layer<S> for Warnings {
 }
 
 /// Connects to a server with `args` (with `warn` the warning on), and returns the warnings
-/// logged within a few seconds.
+/// logged by the time its check at connect has finished.
 fn warnings_at_connect(args: &[&str], warn: bool) -> Vec<String> {
     let warnings = Warnings::default();
     let subscriber = tracing_subscriber::registry().with(warnings.clone());

@@ -23,8 +23,9 @@ impl Client {
     /// client's rights (`ACL DRYRUN`), round trips against the lease, and the server's clock.
     /// `ferrisson doctor` prints the same report.
     ///
-    /// It reads (`INFO`, `CONFIG GET`, `ROLE`, `CLUSTER INFO`, `ACL DRYRUN`, `TIME`, `PING`)
-    /// and never writes; what the user may not read is [`Verdict::Unchecked`].
+    /// It reads (`INFO`, `CONFIG GET`, `CLUSTER INFO`, `ACL WHOAMI`, `ACL DRYRUN`, `TIME`,
+    /// `PING`, and `EVAL` of a script that returns 1, to see Lua run) and never writes; what
+    /// the user may not read is [`Verdict::Unchecked`].
     ///
     /// # Errors
     ///

@@ -101,7 +101,7 @@ impl fmt::Display for Area {
     }
 }
 
-/// One finding of [`Client::check_deployment`].
+/// One finding of [`Client::check_deployment`](crate::Client::check_deployment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// What was checked.
@@ -116,7 +116,7 @@ pub struct Finding {
     pub fix: Option<String>,
 }
 
-/// What [`Client::check_deployment`] found.
+/// What [`Client::check_deployment`](crate::Client::check_deployment) found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeploymentReport {
     /// Every finding, in the order checked: per server, then for the whole deployment.

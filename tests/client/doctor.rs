@@ -1,7 +1,8 @@
 //! `Client::check_deployment` (and `ferrisson doctor`) against real servers in the
 //! configurations that decide a guarantee: an evicting policy, no persistence, AOF with
 //! `everysec`, a replica with and without `min-replicas-to-write`, a cluster with a slot no
-//! primary serves, an ACL user lacking one right (TLS: `tests/tls.rs`).
+//! primary serves, an ACL user lacking one right, a script time limit a long script could
+//! pass (TLS: `tests/tls.rs`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::acl::{NAMESPACE, PASSWORD, documented_acl};
@@ -55,6 +56,23 @@ async fn an_evicting_policy_breaks_the_guarantees_and_noeviction_keeps_them() {
         .unwrap();
     let report = report_of(&server.url()).await;
     assert_eq!(verdict(&report, Area::Eviction), Verdict::Kept);
+    assert_eq!(verdict(&report, Area::Server), Verdict::Kept);
+
+    // A script time limit a long purge or inspection could pass: Redis would answer BUSY.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("20")
+        .query(&mut admin)
+        .unwrap();
+    let report = report_of(&server.url()).await;
+    assert_eq!(verdict(&report, Area::Server), Verdict::Weakened);
+    assert!(
+        report
+            .of(Area::Server)
+            .any(|f| f.detail.contains("busy-reply-threshold 20 ms")),
+        "{report:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use super::Client;
 use crate::connection::Node;
 use crate::doctor::{
     Area, DeploymentReport, Verdict, cluster, eviction, parse_info, persistence, replication,
-    server, text_of,
+    script_time_limit, server, text_of,
 };
 use crate::error::Result;
 
@@ -105,6 +105,11 @@ impl Client {
                 .query_node(&redis::cmd("EVAL").arg("return 1").arg(0).clone(), node)
                 .await;
             server(&mut report, label, &info, lua.err().map(|e| e.to_string()));
+            let limit = match config("busy-reply-threshold").await {
+                Some(limit) => Some(limit),
+                None => config("lua-time-limit").await,
+            };
+            script_time_limit(&mut report, label, limit.and_then(|l| l.parse().ok()));
         }
         if conn.is_cluster() {
             let info = conn

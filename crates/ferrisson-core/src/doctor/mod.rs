@@ -10,7 +10,7 @@ use std::fmt;
 use redis::Value;
 
 mod rules;
-pub(crate) use rules::{cluster, eviction, persistence, replication, server};
+pub(crate) use rules::{cluster, eviction, persistence, replication, script_time_limit, server};
 
 /// What a check found, from fine to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

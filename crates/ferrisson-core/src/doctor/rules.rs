@@ -277,6 +277,44 @@ pub(crate) fn cluster(report: &mut DeploymentReport, info: Option<&Info>, namesp
     }
 }
 
+/// The slowest script's budget: how long a script may run before Redis answers `BUSY` to every
+/// other client (`busy-reply-threshold`, `lua-time-limit` before 7.0; `None` when it could not
+/// be read, which adds no finding). The synchronizers' scripts take microseconds, but a purge
+/// of a long fair-lock queue or an inspection of many holders takes longer.
+pub(crate) fn script_time_limit(
+    report: &mut DeploymentReport,
+    node: Option<&str>,
+    limit_ms: Option<u64>,
+) {
+    let Some(limit) = limit_ms else {
+        return;
+    };
+    let (verdict, detail, fix) = if limit == 0 {
+        (
+            Verdict::Kept,
+            "no busy-reply-threshold: a long script never makes Redis answer BUSY".to_owned(),
+            None,
+        )
+    } else if limit < 100 {
+        (
+            Verdict::Weakened,
+            format!(
+                "busy-reply-threshold {limit} ms: a script that runs longer (a purge of a long fair-lock queue, an inspection of many holders) makes Redis answer BUSY to every client meanwhile"
+            ),
+            Some("leave busy-reply-threshold at its default, 5000 ms"),
+        )
+    } else {
+        (
+            Verdict::Kept,
+            format!(
+                "busy-reply-threshold {limit} ms, far above what the synchronizers' scripts take"
+            ),
+            None,
+        )
+    };
+    report.push(Area::Server, node, verdict, detail, fix);
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::parse_info;
@@ -320,6 +358,17 @@ mod tests {
         assert_eq!(report.worst(), Verdict::Kept);
         let mut report = DeploymentReport::default();
         cluster(&mut report, Some(&served), "{billing}:");
+        assert_eq!(report.worst(), Verdict::Weakened);
+    }
+
+    #[test]
+    fn a_script_time_limit_below_a_tenth_of_a_second_is_a_window() {
+        let mut report = DeploymentReport::default();
+        script_time_limit(&mut report, None, None);
+        assert!(report.findings.is_empty());
+        script_time_limit(&mut report, None, Some(5000));
+        assert_eq!(report.worst(), Verdict::Kept);
+        script_time_limit(&mut report, None, Some(20));
         assert_eq!(report.worst(), Verdict::Weakened);
     }
 

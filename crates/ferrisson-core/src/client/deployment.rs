@@ -342,17 +342,16 @@ pub(crate) fn warn_at_connect(client: &Client) {
     if !client.config().deployment_warning() {
         return;
     }
-    let weak = std::sync::Arc::downgrade(&client.inner);
+    // What the check needs, not the client: a client dropped meanwhile goes at once.
+    let conn = client.inner.conn.clone();
+    let closing = client.inner.closing.clone();
+    let replica_sync = client.config().replica_sync().is_some();
+    let address = client.address().to_owned();
     tokio::spawn(async move {
-        let Some(inner) = weak.upgrade() else {
-            return;
-        };
-        let client = Client { inner };
-        let closing = client.inner.closing.clone();
         let cmd = redis::cmd("INFO");
         let info = tokio::select! {
             () = closing.cancelled() => return,
-            info = client.inner.conn.query(&cmd) => info,
+            info = conn.query(&cmd) => info,
         };
         let info = match info {
             Ok(info) => parse_info(&text_of(info).unwrap_or_default()),
@@ -364,13 +363,7 @@ pub(crate) fn warn_at_connect(client: &Client) {
         let mut report = DeploymentReport::default();
         eviction(&mut report, None, &info);
         persistence(&mut report, None, &info, None, None);
-        replication(
-            &mut report,
-            None,
-            &info,
-            None,
-            client.config().replica_sync().is_some(),
-        );
+        replication(&mut report, None, &info, None, replica_sync);
         let broken: Vec<String> = report
             .findings
             .iter()
@@ -381,7 +374,7 @@ pub(crate) fn warn_at_connect(client: &Client) {
         if !broken.is_empty() {
             tracing::warn!(
                 target: "ferrisson_core::doctor",
-                address = %client.address(),
+                %address,
                 "this Redis breaks guarantees the synchronizers rely on: {}. `ferrisson doctor` (or Client::check_deployment) gives the fixes; ClientConfig::with_deployment_warning(false) silences this",
                 broken.join("; ")
             );

@@ -523,7 +523,7 @@ fn script_calls(server: &RedisServer) -> u64 {
 /// A RedLock waiting for a held lock does not poll: after a round refused by the holder it
 /// waits for a release message from an instance that refused, and takes the lock once the
 /// holder releases. (Rounds retried after blind random pauses, as before, made over a dozen script
-/// calls per instance in the second this test holds the lock.)
+/// calls per instance in the second this test holds the lock; a watch makes one or two.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_redlock_sleeps_until_a_release_instead_of_polling() {
     let instances = Instances::spawn(3);
@@ -554,9 +554,13 @@ async fn a_waiting_redlock_sleeps_until_a_release_instead_of_polling() {
     let first: Vec<u64> = instances.servers.iter().map(script_calls).collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     for (server, first) in instances.servers.iter().zip(&first) {
+        // The watch's look after it subscribed, and one more when the subscription was
+        // confirmed only after that look (a release message could have come unheard before:
+        // the waiter looks again within `UNCONFIRMED_RECHECK`, 500 ms, as a loaded machine's
+        // CI run showed).
         let more = script_calls(server) - first;
         assert!(
-            more <= 1,
+            more <= 2,
             "the waiter kept trying while the lock was held: {more} script calls"
         );
     }

@@ -24,6 +24,16 @@ fn verdict(report: &DeploymentReport, area: Area) -> Verdict {
         .unwrap_or_else(|| panic!("no finding for {area}: {report:#?}"))
 }
 
+/// `CONFIG SET name value` on the server `con` reaches.
+fn config_set(con: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(con)
+        .unwrap();
+}
+
 fn spawn_with(args: &[&str]) -> RedisServer {
     RedisServer::try_spawn_with(args).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -48,23 +58,13 @@ async fn an_evicting_policy_breaks_the_guarantees_and_noeviction_keeps_them() {
     assert_eq!(report.exit_code(), 1);
 
     let mut admin = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("noeviction")
-        .query(&mut admin)
-        .unwrap();
+    config_set(&mut admin, "maxmemory-policy", "noeviction");
     let report = report_of(&server.url()).await;
     assert_eq!(verdict(&report, Area::Eviction), Verdict::Kept);
     assert_eq!(verdict(&report, Area::Server), Verdict::Kept);
 
     // A script time limit a long purge or inspection could pass: Redis would answer BUSY.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg("20")
-        .query(&mut admin)
-        .unwrap();
+    config_set(&mut admin, "busy-reply-threshold", "20");
     let report = report_of(&server.url()).await;
     assert_eq!(verdict(&report, Area::Server), Verdict::Weakened);
     assert!(
@@ -133,12 +133,7 @@ async fn a_replica_without_replica_sync_is_what_a_failover_can_lose() {
             .contains("with_replica_sync")
     );
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("min-replicas-to-write")
-        .arg("1")
-        .query(&mut admin)
-        .unwrap();
+    config_set(&mut admin, "min-replicas-to-write", "1");
     let report = report_of(&primary.url()).await;
     assert_eq!(verdict(&report, Area::Replication), Verdict::Weakened);
 

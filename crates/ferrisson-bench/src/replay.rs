@@ -294,7 +294,7 @@ impl ReplayCycle {
         pair: &Pair,
         mut con: redis::aio::MultiplexedConnection,
         name: String,
-        task: u64,
+        task: u32,
     ) -> Result<Self, String> {
         for command in pair.setup.iter() {
             send(&mut con, command, &name, 0).await?;
@@ -304,7 +304,7 @@ impl ReplayCycle {
             name,
             calls: pair.calls.clone(),
             expect: pair.expect.clone(),
-            next: AtomicU64::new(task << 32),
+            next: AtomicU64::new(u64::from(task) << 32),
         })
     }
 }

@@ -60,7 +60,9 @@ fn warnings_at_connect(args: &[&str], warn: bool) -> Vec<String> {
                 .unwrap();
         if warn {
             // Until the check (one INFO) says it is done.
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let deadline = tokio::time::Instant::now()
+                .checked_add(Duration::from_secs(10))
+                .expect("a deadline ten seconds out");
             while !*warnings.1.lock().unwrap() {
                 assert!(
                     tokio::time::Instant::now() < deadline,

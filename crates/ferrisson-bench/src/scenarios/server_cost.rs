@@ -187,10 +187,15 @@ async fn cycles(
             let mut out = Vec::with_capacity(TASKS);
             for t in 0..TASKS {
                 let name = format!("bench:cost:{kind}:{}:{slice}:{t}", pair.label);
-                out.push(
-                    Box::new(ReplayCycle::new(pair, con.clone(), name, t as u64).await?)
-                        as Box<dyn Cycle>,
-                );
+                out.push(Box::new(
+                    ReplayCycle::new(
+                        pair,
+                        con.clone(),
+                        name,
+                        u32::try_from(t).map_err(|_| "too many tasks")?,
+                    )
+                    .await?,
+                ) as Box<dyn Cycle>);
             }
             return Ok(out);
         }

@@ -269,7 +269,8 @@ impl Client {
             lease.as_millis(),
             period.as_millis()
         );
-        let (verdict, fix) = if max * 10 > period {
+        // A tenth of the period or more (a round trip too long to multiply counts as more).
+        let (verdict, fix) = if max.checked_mul(10).is_none_or(|ten| ten > period) {
             (
                 Verdict::Weakened,
                 Some(

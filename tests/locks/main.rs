@@ -9,6 +9,7 @@
 mod common;
 
 mod conformance;
+mod deadlocks;
 mod fair_lock;
 mod fair_lock_redisson;
 mod faster_multilock;

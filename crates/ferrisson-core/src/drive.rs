@@ -216,16 +216,30 @@ where
         attempts = tracing::field::Empty,
     );
     let name = what.client.metric_name(what.key);
+    // With deadlock detection on, a verdict on the acquisition's wait ends it (the
+    // acquisition is cancel safe: what its tries took is given back).
+    let detects = what.client.config().deadlock_detection().is_some();
     Either::Right(crate::metrics::acquisition(
         span,
         what.kind,
         name,
         what.wait,
         move |progress| {
+            let doomed = detects.then(|| progress.clone());
             let run = run(progress);
             async move {
                 let _in_flight = in_flight;
-                run.await
+                match doomed {
+                    None => run.await,
+                    Some(progress) => {
+                        let run = std::pin::pin!(run);
+                        let verdict = std::pin::pin!(progress.verdict());
+                        match futures::future::select(run, verdict).await {
+                            Either::Left((outcome, _)) => outcome,
+                            Either::Right((why, _)) => Err(crate::Error::Deadlock(why)),
+                        }
+                    }
+                }
             }
         },
     ))

@@ -34,6 +34,15 @@ pub enum Error {
     #[error("would deadlock: {0}")]
     WouldDeadlock(String),
 
+    /// Deadlock detection is on ([`ClientConfig::with_deadlock_detection`](crate::ClientConfig::with_deadlock_detection))
+    /// and this waiter was chosen to end a cycle of waits across processes: every task in the
+    /// cycle holds what the next one waits for. The message names the cycle (each task's
+    /// application, host and pid, what it holds and what it waits for). One waiter per cycle
+    /// gets it; the call took nothing, and what the caller still holds is its to give back
+    /// (dropping its guards lets the others go on).
+    #[error("deadlock: {0}")]
+    Deadlock(String),
+
     /// The key exists but holds another Redis data type than the synchronizer uses.
     #[error("key `{key}` holds a value of another type than this synchronizer uses")]
     WrongType {

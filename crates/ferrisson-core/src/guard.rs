@@ -598,6 +598,18 @@ impl GiveBack for GuardGiveBack {
             Ok(released != Released::NotOwner)
         })
     }
+
+    fn held(&self) -> Option<crate::holds::Held> {
+        let kind = self.lock.metric_kind();
+        // An expirable semaphore's permit counts as a permit, not as its owner's hold.
+        let permit = kind.ends_with("semaphore");
+        Some(crate::holds::Held {
+            kind,
+            key: self.lock.key().to_owned(),
+            owner: (!permit).then(|| self.owner.as_str().to_owned()),
+            permits: u64::from(permit),
+        })
+    }
 }
 
 /// Runs a cleanup of `client`'s in the background from a `Drop`, on the current Tokio

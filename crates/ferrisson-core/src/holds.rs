@@ -22,11 +22,32 @@ pub trait GiveBack: Send + Sync + 'static {
     /// Gives it back (releases the hold, returns the permits): `Ok(false)` when Redis no
     /// longer had it.
     fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<bool>>;
+
+    /// What it holds, for the waits on record of the task that took it (`crate::waits`):
+    /// `None` (the default) keeps it out of them.
+    fn held(&self) -> Option<Held> {
+        None
+    }
+}
+
+/// What a live hold holds, as a waiting task's record lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The kind as its metrics name it (`lock`, `semaphore`, …).
+    pub kind: &'static str,
+    /// The object's key.
+    pub key: String,
+    /// The owner the hold is under (a lock kind; `None` for permits).
+    pub owner: Option<String>,
+    /// Permits held (0 for a lock hold).
+    pub permits: u64,
 }
 
 struct Entry {
     claimed: Arc<AtomicBool>,
     give: Arc<dyn GiveBack>,
+    /// The task that took it (`crate::waits`).
+    task: crate::waits::Task,
 }
 
 /// The client's live holds.
@@ -55,6 +76,7 @@ impl Holds {
             Entry {
                 claimed: claimed.clone(),
                 give,
+                task: crate::waits::current_task(),
             },
         );
         HoldTicket {
@@ -78,6 +100,15 @@ impl Holds {
             }
             left.await;
         }
+    }
+
+    /// What the holds taken in `task` hold, for its waits on record.
+    pub(crate) fn of_task(&self, task: crate::waits::Task) -> Vec<Held> {
+        self.live()
+            .values()
+            .filter(|e| e.task == task && !e.claimed.load(Ordering::Relaxed))
+            .filter_map(|e| e.give.held())
+            .collect()
     }
 
     /// Takes every live hold that its guard has not claimed yet, for the caller to give back.

@@ -80,9 +80,14 @@ impl Identity {
     /// The record's script call, to live `lease` from now.
     pub(crate) fn record_call(&self, lease: Duration) -> ScriptCall {
         let key = self.key();
-        ScriptCall::new(&CLIENT_RECORD, &[&key])
-            .arg(crate::time::millis(lease).max(1))
-            .arg("id")
+        self.record_fields(
+            ScriptCall::new(&CLIENT_RECORD, &[&key]).arg(crate::time::millis(lease).max(1)),
+        )
+    }
+
+    /// `call` with the record's fields and values added.
+    pub(crate) fn record_fields(&self, call: ScriptCall) -> ScriptCall {
+        call.arg("id")
             .arg(&self.id)
             .arg("app")
             .arg(&self.app)

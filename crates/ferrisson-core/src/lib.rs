@@ -95,6 +95,7 @@ mod sentinel;
 mod time;
 mod tracking;
 mod wait;
+mod waits;
 mod watchdog;
 
 // What users touch.
@@ -107,7 +108,7 @@ pub use guard::HoldGuard;
 pub use inspect::{
     ChangeWatch, ClientRecord, HoldMode, Holder, INSPECT_LIMIT, KindFacts, KindInspection,
     LatchState, ObjectCall, ObjectFuture, ObjectInfo, ObjectKind, Party, PermitState, RateState,
-    TakenPermit, Waiter,
+    TakenPermit, TaskHold, TaskWait, WaitCycle, WaitGraph, Waiter, WaitingTask,
 };
 pub use lock::Lock;
 pub use object::SyncObject;
@@ -116,6 +117,7 @@ pub use owner::Owner;
 pub use replica_sync::{ReplicaSync, Replicas, SyncMode};
 pub use scoped::Hold;
 pub use tracking::{TRACKED_RECHECK, TrackingStats};
+pub use waits::WAIT_RECORD_AFTER;
 
 #[doc(hidden)]
 pub mod __engine {
@@ -146,7 +148,7 @@ pub mod __engine {
         CleanupGuard, HoldLock, Release, Released, hold_guard, spawn_cleanup, until_lost,
     };
     pub use crate::handle::{LockHandle, LockKind, LockType};
-    pub use crate::holds::{GiveBack, HoldTicket};
+    pub use crate::holds::{GiveBack, Held, HoldTicket};
     pub use crate::local::{LocalPlace, LocalWaiters};
     pub use crate::lock::LockWatch;
     pub use crate::permits::hand_off_permits;
@@ -201,7 +203,7 @@ pub mod __engine {
 
 /// Every script this crate runs, for tests and tools that load or check them.
 #[doc(hidden)]
-pub fn scripts() -> [&'static script::Script; 17] {
+pub fn scripts() -> [&'static script::Script; 18] {
     [
         &crate::script::TOKEN_PRELUDE,
         &crate::object::OBJECT_STATE,
@@ -218,6 +220,7 @@ pub fn scripts() -> [&'static script::Script; 17] {
         &crate::permits::PERMITS_UPDATE,
         &crate::permits::PERMITS_LEAVE,
         &crate::identity::CLIENT_RECORD,
+        &crate::inspect::CLIENT_WAITS,
         &crate::inspect::INSPECT_PRELUDE,
         &crate::inspect::INSPECT,
     ]

@@ -50,6 +50,10 @@ use crate::error::LossReason;
 pub struct Progress {
     pub(crate) waited: AtomicBool,
     pub(crate) tries: AtomicU32,
+    /// Its wait on record (`crate::waits`), from when it began waiting.
+    ticket: std::sync::OnceLock<crate::waits::WaitTicket>,
+    /// Told when the ticket is set.
+    ticket_set: tokio::sync::Notify,
 }
 
 impl Progress {
@@ -62,6 +66,33 @@ impl Progress {
     /// Notes that the call had to wait (its time then counts in `ferrisson_wait_seconds`).
     pub fn waited(&self) {
         self.waited.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes that the call waits for `what` (its first try failed), on record in `waits`
+    /// (the client's, when it keeps a record) until the acquisition ends.
+    pub(crate) fn waiting(
+        &self,
+        waits: Option<&Arc<crate::waits::Waits>>,
+        what: crate::waits::WaitFor<'_>,
+    ) {
+        self.waited();
+        if let Some(waits) = waits
+            && self.ticket.get().is_none()
+            && self.ticket.set(waits.register(what)).is_ok()
+        {
+            self.ticket_set.notify_waiters();
+        }
+    }
+
+    /// A deadlock verdict on the acquisition's wait, once there is one.
+    pub(crate) async fn verdict(&self) -> String {
+        loop {
+            let set = self.ticket_set.notified();
+            if let Some(ticket) = self.ticket.get() {
+                return ticket.doom.verdict().await;
+            }
+            set.await;
+        }
     }
 }
 

@@ -621,9 +621,17 @@ async fn take_inner(
             let (reservation, id) = (keys.reservation.to_owned(), waiter.id.clone());
             async move { leave_reservation(&client, &key, &channel, &reservation, &id).await }
         });
-        progress
-            .waited
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::inspect::note_wait(
+            progress,
+            client,
+            crate::waits::WaitFor {
+                kind: ask.scripts.kind,
+                key: &names.key,
+                owner: None,
+                permits: Some(n),
+                limit: ask.limit,
+            },
+        );
         let early = early
             .as_ref()
             .map(|(subscription, first)| (subscription, *first));

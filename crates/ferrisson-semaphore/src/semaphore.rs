@@ -122,6 +122,15 @@ impl GiveBack for PermitsGiveBack {
                 .map(|()| true)
         })
     }
+
+    fn held(&self) -> Option<ferrisson_core::__engine::Held> {
+        Some(ferrisson_core::__engine::Held {
+            kind: "semaphore",
+            key: self.semaphore.shared.key.clone(),
+            owner: None,
+            permits: u64::from(self.count),
+        })
+    }
 }
 
 impl Permits {

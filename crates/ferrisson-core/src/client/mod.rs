@@ -51,6 +51,9 @@ pub(crate) struct Inner {
     pub(crate) identity: crate::identity::Identity,
     /// The slot pools of the client's call records on objects (`crate::record`).
     pub(crate) record_pools: crate::record_slots::RecordPools,
+    /// The waits of the client's tasks, for the record (`crate::waits`); `None` when the client
+    /// keeps no record.
+    waits: Option<Arc<crate::waits::Waits>>,
     /// The server's version as `redis.REDIS_VERSION_NUM` gives it (`0x070200` for 7.2.0),
     /// asked at connect; 0 for a server before 7.0, which has no such number.
     server_version: u32,
@@ -106,6 +109,11 @@ impl Client {
         need: crate::pubsub::Need,
     ) -> crate::pubsub::Subscription {
         self.inner.hub.subscribe_local(channel, need)
+    }
+
+    /// The waits of the client's tasks, when it keeps a record (`crate::waits`).
+    pub(crate) fn waits(&self) -> Option<&Arc<crate::waits::Waits>> {
+        self.inner.waits.as_ref()
     }
 
     /// Whether waiters of this client wait on `channel`.
@@ -277,6 +285,7 @@ impl Client {
         crate::metrics::describe_once();
         let identity = crate::identity::Identity::new(&id, config.app_name());
         let (period, lease) = (config.watchdog_period(), config.lease());
+        let config_records = config.client_record();
         let client = Self {
             inner: Arc::new(Inner {
                 id,
@@ -295,6 +304,7 @@ impl Client {
                 address,
                 identity,
                 record_pools: crate::record_slots::RecordPools::default(),
+                waits: config_records.then(Arc::default),
                 server_version,
             }),
         };

@@ -523,18 +523,22 @@ impl ObjectInfo {
 }
 
 mod facts;
+mod keeper;
 mod kinds;
 mod list;
 mod read;
+mod waits;
 mod watch;
 
 use facts::*;
+pub(crate) use keeper::{CLIENT_WAITS, note_wait};
 pub use kinds::{
     KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through, force_unlock_through,
     lock_channel,
 };
 #[cfg(test)]
 use list::is_derived;
+pub use waits::{TaskHold, TaskWait, WaitCycle, WaitGraph, WaitingTask};
 pub use watch::ChangeWatch;
 use watch::*;
 

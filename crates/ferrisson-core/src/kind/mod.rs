@@ -515,7 +515,7 @@ fn acquire_as<'a, K: HoldKind>(
                 (subscription, FirstRound::Try)
             }
         };
-        progress.waited.store(true, Ordering::Relaxed);
+        crate::inspect::note_wait(progress, client, wait_for(kind, &owner));
         // The wait checks a hand-off against what the waiter registered with.
         spec.need = need();
         let outcome = wait_on(
@@ -557,6 +557,17 @@ fn acquire_as<'a, K: HoldKind>(
     }
 }
 
+/// What a waiter of `kind` as `owner` waits for, on record (`crate::waits`).
+fn wait_for<'a, K: HoldKind>(kind: &'a Arc<K>, owner: &'a Owner) -> crate::waits::WaitFor<'a> {
+    crate::waits::WaitFor {
+        kind: kind.kind_name(),
+        key: kind.lock_key(),
+        owner: Some(owner),
+        permits: None,
+        limit: None,
+    }
+}
+
 /// The wait of a kind whose waiters poll ([`Waiting::spin`]): tries spaced by `backoff`, never
 /// sleeping past the holder's lease (the lock is free by then) or the deadline. The first try's
 /// error is the call's; later tries follow the outage rule of every wait (the engine's polled
@@ -577,6 +588,10 @@ async fn spin<K: HoldKind>(
         let waited = if n == 0 {
             Duration::ZERO
         } else {
+            if n == 1 {
+                // The first try failed: the call waits.
+                crate::inspect::note_wait(progress, kind.client(), wait_for(kind, owner));
+            }
             started.elapsed()
         };
         let at = TryAt {

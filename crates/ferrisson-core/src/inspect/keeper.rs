@@ -1,0 +1,220 @@
+//! The client's waits keeper: writes the waits that have lasted into the client's record (and
+//! takes out those that ended), and, with deadlock detection on, looks for the cycles they
+//! are in and ends the waits the cycles' rule picks. Idle (asleep until a wait begins) while
+//! the client does not wait.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Inner;
+use crate::metrics::Progress;
+use crate::script::{Script, ScriptCall};
+use crate::waits::Waits;
+use crate::waits::codec::{RecordedHold, RecordedWait};
+
+/// Updating the waits in a client's record (`lua/core/client_waits.lua`).
+pub(crate) static CLIENT_WAITS: Script = Script::new(
+    "core/client_waits",
+    include_str!("../../lua/client_waits.lua"),
+);
+
+/// How the keeper paces itself.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    /// A wait is written once it has lasted this long.
+    record_after: Duration,
+    /// How often the keeper looks while the client waits.
+    tick: Duration,
+    /// How often it looks for deadlocks (`None`: detection off).
+    detect: Option<Duration>,
+}
+
+impl Pace {
+    fn of(config: &crate::ClientConfig) -> Self {
+        match config.deadlock_detection() {
+            Some(interval) => {
+                let quarter = (interval / 4).max(Duration::from_millis(2));
+                Self {
+                    record_after: quarter,
+                    tick: quarter,
+                    detect: Some((interval / 2).max(Duration::from_millis(5))),
+                }
+            }
+            None => Self {
+                record_after: crate::waits::WAIT_RECORD_AFTER,
+                tick: crate::waits::WAIT_RECORD_AFTER / 2,
+                detect: None,
+            },
+        }
+    }
+}
+
+/// Notes that `progress`'s acquisition on `client` waits for `what` (its first try failed):
+/// on record until it ends, when the client keeps a record; the client's keeper starts with
+/// its first wait.
+pub(crate) fn note_wait(
+    progress: &Progress,
+    client: &crate::Client,
+    what: crate::waits::WaitFor<'_>,
+) {
+    let waits = client.waits();
+    progress.waiting(waits, what);
+    if let Some(waits) = waits
+        && !waits.kept.swap(true, std::sync::atomic::Ordering::AcqRel)
+    {
+        tokio::spawn(keep(Arc::downgrade(&client.inner), waits.clone()));
+    }
+}
+
+/// Keeps `waits` on record for the client behind `inner` while it lives.
+pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
+    let mut recorded: HashMap<String, String> = HashMap::new();
+    let mut refused = false;
+    let mut detected: Option<Instant> = None;
+    loop {
+        let Some((closing, pace)) = inner.upgrade().map(|i| {
+            let client = crate::Client { inner: i };
+            (client.inner.closing.clone(), Pace::of(client.config()))
+        }) else {
+            return;
+        };
+        let idle = recorded.is_empty() && waits.snapshot().is_empty();
+        tokio::select! {
+            () = waits.changed.notified(), if idle => continue,
+            () = tokio::time::sleep(pace.tick), if !idle => {}
+            () = closing.cancelled() => return,
+        }
+        let Some(client) = inner.upgrade().map(|inner| crate::Client { inner }) else {
+            return;
+        };
+        if client.is_shut_down() {
+            return;
+        }
+        if !refused {
+            refused = !write(&client, &waits, &mut recorded, pace.record_after).await;
+        }
+        if let Some(every) = pace.detect
+            && !recorded.is_empty()
+            && detected.is_none_or(|at| at.elapsed() >= every)
+        {
+            detected = Some(Instant::now());
+            find_deadlocks(&client, &waits).await;
+        }
+    }
+}
+
+/// The waits that have lasted `record_after`, as the record keeps them (field, value), with
+/// the holds of their tasks now.
+fn due(client: &crate::Client, waits: &Waits, record_after: Duration) -> HashMap<String, String> {
+    waits
+        .snapshot()
+        .into_iter()
+        .filter(|(_, w)| w.started.elapsed() >= record_after)
+        .map(|(id, w)| {
+            let holds = client
+                .inner
+                .holds
+                .of_task(w.task)
+                .into_iter()
+                .map(|h| RecordedHold {
+                    kind: h.kind.to_owned(),
+                    key: h.key,
+                    owner: h.owner,
+                    permits: h.permits,
+                })
+                .collect();
+            let wait = RecordedWait {
+                id,
+                task: crate::waits::task_text(w.task),
+                since_ms: w.since_ms,
+                kind: w.kind.to_owned(),
+                key: w.key,
+                owner: w.owner,
+                permits: w.permits,
+                limit: w.limit,
+                holds,
+            };
+            (wait.field(), wait.encode())
+        })
+        .collect()
+}
+
+/// Brings the record's waits up to date; `false` when the server refuses the write for good
+/// (no write right on `ferrisson_client:*`), which stops recording.
+async fn write(
+    client: &crate::Client,
+    waits: &Waits,
+    recorded: &mut HashMap<String, String>,
+    record_after: Duration,
+) -> bool {
+    let due = due(client, waits, record_after);
+    let gone: Vec<&String> = recorded.keys().filter(|f| !due.contains_key(*f)).collect();
+    let changed: Vec<(&String, &String)> = due
+        .iter()
+        .filter(|(f, v)| recorded.get(*f) != Some(*v))
+        .collect();
+    if gone.is_empty() && changed.is_empty() {
+        return true;
+    }
+    let identity = &client.inner.identity;
+    let mut call = ScriptCall::new(&CLIENT_WAITS, &[&identity.key()])
+        .arg(crate::time::millis(client.config().lease()).max(1))
+        .arg(gone.len());
+    for field in &gone {
+        call = call.arg(field.as_str());
+    }
+    // The record's own fields too: a record lost meanwhile (a restart) comes back whole.
+    call = identity.record_fields(call);
+    for (field, value) in &changed {
+        call = call.arg(field.as_str()).arg(value.as_str());
+    }
+    match client.inner.conn.eval(&call).await {
+        Ok(_) => {
+            *recorded = due;
+            true
+        }
+        Err(e) if crate::error::is_transient(&e) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, key = identity.key(), "the server refused the client's waits: they stay off the record, and deadlocks they are in go unfound (grant write access to ferrisson_client:*)");
+            false
+        }
+    }
+}
+
+/// Reads the wait-for graph and ends each of this client's waits that a cycle picks as its
+/// victim, once a second read shows the same cycle with the same victim (a graph read while
+/// a wait ended is no deadlock).
+async fn find_deadlocks(client: &crate::Client, waits: &Waits) {
+    let mine = |graph: &crate::WaitGraph| -> Vec<(u64, String)> {
+        graph
+            .cycles
+            .iter()
+            .filter_map(|cycle| {
+                let victim = graph.tasks.get(cycle.victim)?;
+                (victim.client_id == client.id() && waits.is_live(cycle.victim_wait))
+                    .then(|| (cycle.victim_wait, graph.describe(cycle)))
+            })
+            .collect()
+    };
+    let first = match client.wait_graph().await {
+        Ok(graph) => mine(&graph),
+        Err(e) => {
+            tracing::debug!(error = %e, "deadlock detection: the wait graph could not be read");
+            return;
+        }
+    };
+    if first.is_empty() {
+        return;
+    }
+    let Ok(second) = client.wait_graph().await.map(|g| mine(&g)) else {
+        return;
+    };
+    for (wait, cycle) in second {
+        if first.iter().any(|(w, _)| *w == wait) && waits.doom(wait, cycle.clone()) {
+            tracing::warn!(%cycle, "deadlock: this client's waiter gives way");
+        }
+    }
+}

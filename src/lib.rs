@@ -128,6 +128,13 @@ pub use ferrisson_core::{
     Waiter,
 };
 
+/// Who waits for what across processes, and the deadlocks among them ([`Client::wait_graph`],
+/// `ferrisson waits`, [`ClientConfig::with_deadlock_detection`]).
+#[doc(inline)]
+pub use ferrisson_core::{
+    TaskHold, TaskWait, WAIT_RECORD_AFTER, WaitCycle, WaitGraph, WaitingTask,
+};
+
 pub use ferrisson_core::DeploymentReport;
 /// Whether a deployment keeps ferrisson's guarantees ([`Client::check_deployment`], `ferrisson
 /// doctor`).

@@ -19,3 +19,4 @@ mod readme;
 mod redisson_parity;
 mod scripts;
 mod sentinel;
+mod waits;

@@ -77,7 +77,10 @@ fn deadlock_worker() {
         let client = Client::with_config(config).await.unwrap();
         let held = take(&client, &hold, Duration::ZERO).await.unwrap().unwrap();
         let redis_client = redis::Client::open(url.as_str()).unwrap();
-        let mut con = redis_client.get_multiplexed_async_connection().await.unwrap();
+        let mut con = redis_client
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
         let _: () = redis::AsyncCommands::set(&mut con, format!("{name}:ready:{me}"), 1)
             .await
             .unwrap();

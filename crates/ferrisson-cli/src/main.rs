@@ -105,6 +105,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The wait-for graph across processes: every task a ferrisson client records as waiting
+    /// (a wait is on record once it lasts a second, or a quarter of the deadlock detection's
+    /// interval), what it holds, what it waits for and who holds that, and the cycles among
+    /// them (deadlocks) with every process's app, host and pid. Reads only. Exits 0 when
+    /// there is no cycle, 1 when there is one.
+    Waits {
+        /// One JSON object: the tasks and the cycles.
+        #[arg(long)]
+        json: bool,
+    },
     /// Deletes a synchronizer and every key it keeps. Asks first unless --yes.
     Delete {
         name: String,
@@ -199,6 +209,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::ForceUnlock { name, kind, yes } => force_unlock(&client, &name, kind, yes).await,
         Command::Delete { name, kind, yes } => delete(&client, &name, kind, yes).await,
         Command::Doctor { user, json } => doctor(&client, user.as_deref(), json).await,
+        Command::Waits { json } => waits(&client, json).await,
     };
     let _ = client.shutdown().await;
     result
@@ -225,6 +236,21 @@ async fn doctor(client: &Client, user: Option<&str>, json: bool) -> Result<(), F
     match report.exit_code() {
         0 => Ok(()),
         code => Err(Failure::Exit(code)),
+    }
+}
+
+/// `waits`: the graph, exit 1 when it has a cycle.
+async fn waits(client: &Client, json: bool) -> Result<(), Failure> {
+    let graph = client.wait_graph().await?;
+    print_line(&if json {
+        render::waits_json(&graph).to_string()
+    } else {
+        render::waits(&graph)
+    });
+    if graph.cycles.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Exit(1))
     }
 }
 

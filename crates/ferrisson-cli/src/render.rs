@@ -347,3 +347,113 @@ pub fn report_json(report: &ferrisson::DeploymentReport) -> Value {
         "findings": findings,
     })
 }
+
+/// `waits`: every waiting task, what it holds and waits for and who blocks it, then the
+/// cycles.
+pub fn waits(graph: &ferrisson::WaitGraph) -> String {
+    let now = SystemTime::now();
+    let mut out = String::new();
+    if graph.tasks.is_empty() {
+        return "no task waits on record".to_owned();
+    }
+    for (i, task) in graph.tasks.iter().enumerate() {
+        let mark = if task.deadlocked { " DEADLOCKED" } else { "" };
+        out.push_str(&format!(
+            "#{i} {} task {}{mark}\n",
+            who(&task.party, now),
+            task.task
+        ));
+        for h in &task.holds {
+            let what = match &h.owner {
+                Some(owner) => format!("as {owner}"),
+                None => format!("{} permit(s)", h.permits),
+            };
+            out.push_str(&format!(
+                "   holds {} `{}` {what}\n",
+                h.kind.replace('_', " "),
+                h.key
+            ));
+        }
+        for w in &task.waits {
+            let waited = now.duration_since(w.since).unwrap_or_default();
+            let mut line = format!(
+                "   waits {} for {} `{}`",
+                human(waited),
+                w.kind.replace('_', " "),
+                w.key
+            );
+            if let Some(n) = w.permits {
+                line.push_str(&format!(" ({n} permit(s))"));
+            }
+            if !w.holders.is_empty() {
+                line.push_str(&format!(", held by {}", w.holders.join(", ")));
+            }
+            if !w.blocked_by.is_empty() {
+                let by: Vec<String> = w.blocked_by.iter().map(|b| format!("#{b}")).collect();
+                line.push_str(&format!(", behind {}", by.join(", ")));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    if graph.cycles.is_empty() {
+        out.push_str("\nno cycle");
+    } else {
+        for cycle in &graph.cycles {
+            out.push_str(&format!("\nDEADLOCK: {}", graph.describe(cycle)));
+        }
+    }
+    out
+}
+
+/// `waits --json`: the tasks and the cycles.
+pub fn waits_json(graph: &ferrisson::WaitGraph) -> Value {
+    let tasks: Vec<Value> = graph
+        .tasks
+        .iter()
+        .map(|t| {
+            let holds: Vec<Value> = t
+                .holds
+                .iter()
+                .map(|h| json!({"kind": h.kind, "key": h.key, "owner": h.owner, "permits": h.permits}))
+                .collect();
+            let waits: Vec<Value> = t
+                .waits
+                .iter()
+                .map(|w| {
+                    json!({
+                        "id": w.id,
+                        "kind": w.kind,
+                        "key": w.key,
+                        "owner": w.owner,
+                        "permits": w.permits,
+                        "since_ms": epoch_ms(w.since),
+                        "holders": w.holders,
+                        "blocked_by": w.blocked_by,
+                    })
+                })
+                .collect();
+            json!({
+                "id": t.id,
+                "client": party_json(&t.party),
+                "task": t.task,
+                "deadlocked": t.deadlocked,
+                "holds": holds,
+                "waits": waits,
+            })
+        })
+        .collect();
+    let cycles: Vec<Value> = graph
+        .cycles
+        .iter()
+        .map(|c| {
+            json!({
+                "tasks": c.tasks,
+                "victim": c.victim,
+                "victim_wait": c.victim_wait,
+                "description": graph.describe(c),
+            })
+        })
+        .collect();
+    json!({"tasks": tasks, "cycles": cycles})
+}

@@ -956,3 +956,55 @@ fn doctor_reports_and_exits_with_the_worst_verdict() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("could not be checked"));
 }
+
+/// `waits` leaves out the waits of a process that crashed: its record lives on until it
+/// expires (a lease after the crash), but it is no longer refreshed, and a record whose time
+/// to live fell a period and a half below its lease is a dead client's.
+#[test]
+fn waits_leaves_out_a_crashed_waiter() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let (runtime, client) = runtime_and_client(&url);
+    let name = unique_name("crashwait");
+    let guard = runtime
+        .block_on(ReentrantLock::fenced(&client, &name).unwrap().lock())
+        .unwrap();
+    let mut waiter = Worker::start("wait-lock", &url, &name);
+    waiter.expect("ready");
+    let waiting_tasks = || -> Vec<Value> {
+        let out = ferrisson(&url, &["waits", "--json"]);
+        let graph: Value = serde_json::from_slice(&out.stdout).unwrap();
+        graph["tasks"].as_array().cloned().unwrap_or_default()
+    };
+    eventually("the wait shown", || {
+        waiting_tasks()
+            .iter()
+            .any(|t| t["client"]["app"] == "wait-lock-app" && t["client"]["pid"] == waiter.pid())
+    });
+    waiter.kill();
+    eventually("the crashed waiter left out", || waiting_tasks().is_empty());
+    // Its record is still there: only the graph leaves it out.
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let records: Vec<String> = redis::cmd("KEYS")
+        .arg("ferrisson_client:*")
+        .query(&mut con)
+        .unwrap();
+    let apps: Vec<Option<String>> = records
+        .iter()
+        .map(|k| {
+            redis::cmd("HGET")
+                .arg(k)
+                .arg("app")
+                .query(&mut con)
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        apps.iter().any(|a| a.as_deref() == Some("wait-lock-app")),
+        "the crashed waiter's record outlives its waits in the graph: {apps:?}"
+    );
+    drop(guard);
+}

@@ -37,10 +37,14 @@ pub(crate) struct Identity {
     host: String,
     pid: u32,
     started_ms: u64,
+    /// How long the record lives unless refreshed, and how often the client refreshes it (ms):
+    /// a reader tells a live client's record from a dead one's by its time to live.
+    lease_ms: u64,
+    period_ms: u64,
 }
 
 impl Identity {
-    pub(crate) fn new(id: &str, app: Option<&str>) -> Self {
+    pub(crate) fn new(id: &str, app: Option<&str>, lease: Duration, period: Duration) -> Self {
         Self {
             id: id.to_owned(),
             app: app.map_or_else(default_app_name, str::to_owned),
@@ -49,6 +53,8 @@ impl Identity {
             started_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            lease_ms: crate::time::millis(lease),
+            period_ms: crate::time::millis(period),
         }
     }
 
@@ -101,6 +107,10 @@ impl Identity {
             .arg(self.started_ms)
             .arg("lib")
             .arg("ferrisson")
+            .arg("lease")
+            .arg(self.lease_ms)
+            .arg("period")
+            .arg(self.period_ms)
     }
 }
 

@@ -283,8 +283,8 @@ impl Client {
         let id = uuid.hyphenated().to_string();
         tracing::debug!(client_id = %id, "client connected");
         crate::metrics::describe_once();
-        let identity = crate::identity::Identity::new(&id, config.app_name());
         let (period, lease) = (config.watchdog_period(), config.lease());
+        let identity = crate::identity::Identity::new(&id, config.app_name(), lease, period);
         let config_records = config.client_record();
         let client = Self {
             inner: Arc::new(Inner {

@@ -88,10 +88,10 @@ impl WaitGraph {
     /// A line for people naming the cycle: each task (application, host, pid, task), what it
     /// holds that the previous one waits for, and what it waits for.
     pub fn describe(&self, cycle: &WaitCycle) -> String {
-        let parts: Vec<String> = cycle
-            .tasks
-            .iter()
-            .filter_map(|&t| self.tasks.get(t).map(|task| (t, task)))
+        let parts: Vec<String> = self
+            .cycle_order(cycle)
+            .into_iter()
+            .filter_map(|t| self.tasks.get(t).map(|task| (t, task)))
             .map(|(t, task)| {
                 let waits: Vec<String> = task
                     .waits
@@ -121,9 +121,48 @@ impl WaitGraph {
         parts.join(" -> ")
     }
 
+    /// The cycle's tasks in the order of their waits: from the victim, each followed by one
+    /// it waits for, then any left.
+    fn cycle_order(&self, cycle: &WaitCycle) -> Vec<usize> {
+        let mut order = vec![cycle.victim];
+        let mut at = cycle.victim;
+        while let Some(next) = self.tasks.get(at).and_then(|task| {
+            task.waits
+                .iter()
+                .flat_map(|w| w.blocked_by.iter().copied())
+                .find(|b| cycle.tasks.contains(b) && !order.contains(b))
+        }) {
+            order.push(next);
+            at = next;
+        }
+        order.extend(
+            cycle
+                .tasks
+                .iter()
+                .filter(|t| !order.contains(t))
+                .collect::<Vec<_>>(),
+        );
+        order
+    }
+
     /// The index of the task `<client id>/<task>`.
     pub fn task_index(&self, id: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.id == id)
+    }
+}
+
+/// Whether a client record is a live client's: its time to live never falls more than a
+/// refresh period and a half below its lease while the client lives (it refreshes it every
+/// period); a dead client's waits would show until the record expires, a lease later.
+fn is_live(fields: &HashMap<String, String>, pttl: i64) -> bool {
+    let ms = |f: &str| fields.get(f).and_then(|v| v.parse::<i64>().ok());
+    match (ms("lease"), ms("period")) {
+        _ if pttl == -2 => false,
+        (Some(lease), Some(period)) if pttl >= 0 => {
+            pttl >= lease.saturating_sub(period.saturating_add(period / 2))
+        }
+        // No expiry, or a record of a version that does not say: taken as live.
+        _ => true,
     }
 }
 
@@ -183,13 +222,20 @@ impl Client {
         keys.sort_unstable();
         keys.dedup();
         let reads = keys.iter().map(|key| async move {
-            let cmd = redis::cmd("HGETALL").arg(key).clone();
-            self.query::<HashMap<String, String>>(&cmd).await
+            let (hgetall, pttl) = (
+                redis::cmd("HGETALL").arg(key).clone(),
+                redis::cmd("PTTL").arg(key).clone(),
+            );
+            // Both at once: one write, one round trip.
+            let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
+                futures::join!(self.query(&hgetall), self.query(&pttl));
+            fields.map(|f| (f, pttl.unwrap_or(-2)))
         });
         let mut records = Vec::new();
-        for fields in futures::future::join_all(reads).await {
-            match fields {
-                Ok(fields) => records.push(fields),
+        for read in futures::future::join_all(reads).await {
+            match read {
+                Ok((fields, pttl)) if is_live(&fields, pttl) => records.push(fields),
+                Ok(_) => {}
                 // Gone or changed type between the scan and the read.
                 Err(Error::Redis(e)) if e.code() == Some("WRONGTYPE") => {}
                 Err(e) => return Err(e),
@@ -265,7 +311,11 @@ impl Client {
                     queue.sort_by_key(|w| w.place);
                     GraphObject::Lock {
                         key: key.clone(),
-                        holders: info.holders.iter().map(|h| h.owner.clone()).collect(),
+                        holders: info
+                            .holders
+                            .iter()
+                            .map(|h| (h.owner.clone(), h.mode == HoldMode::Read))
+                            .collect(),
                         queue: queue.into_iter().map(|w| w.owner).collect(),
                     }
                 }
@@ -320,6 +370,7 @@ impl Client {
                     object,
                     owner: w.owner.clone(),
                     permits: u64::from(w.permits.unwrap_or(0)),
+                    reads: w.kind == "read_lock",
                 });
             }
         }
@@ -332,7 +383,9 @@ impl Client {
                 continue;
             };
             let holders = match graph.objects.get(gw.object) {
-                Some(GraphObject::Lock { holders, .. }) => holders.clone(),
+                Some(GraphObject::Lock { holders, .. }) => {
+                    holders.iter().map(|(h, _)| h.clone()).collect()
+                }
                 _ => Vec::new(),
             };
             let blocked_by = graph.blockers(gw, &everyone).unwrap_or_default();

@@ -34,6 +34,8 @@ pub(crate) struct GraphWait {
     pub owner: Option<String>,
     /// The permits it asks for (a semaphore).
     pub permits: u64,
+    /// A read-write lock's reader: only a writer blocks it, not other readers.
+    pub reads: bool,
 }
 
 /// A waiting task.
@@ -50,10 +52,11 @@ pub(crate) struct GraphNode {
 /// What the graph knows of an object waited for.
 #[derive(Debug, Clone)]
 pub(crate) enum GraphObject {
-    /// A lock: its holders' owners, and the owners queued in it, first first.
+    /// A lock: its holders' owners (with whether each holds to read: a read-write lock's
+    /// reader), and the owners queued in it, first first.
     Lock {
         key: String,
-        holders: Vec<String>,
+        holders: Vec<(String, bool)>,
         queue: Vec<String>,
     },
     /// A semaphore: the permits available, and the permits taken when known (a plain
@@ -105,8 +108,11 @@ impl Graph {
                 queue,
             } => {
                 let mut by = Vec::new();
-                for holder in holders {
-                    if w.owner.as_deref().is_some_and(|o| same_owner(holder, o)) {
+                for (holder, reads) in holders {
+                    // Its own hold (a re-entry, a writer's read), or a reader's beside a reader.
+                    if w.owner.as_deref().is_some_and(|o| same_owner(holder, o))
+                        || (w.reads && *reads)
+                    {
                         continue;
                     }
                     by.extend(self.holding_lock(key, holder));
@@ -338,7 +344,7 @@ mod tests {
     fn lock(key: &str, holders: &[&str]) -> GraphObject {
         GraphObject::Lock {
             key: key.into(),
-            holders: holders.iter().map(|h| (*h).to_owned()).collect(),
+            holders: holders.iter().map(|h| ((*h).to_owned(), false)).collect(),
             queue: Vec::new(),
         }
     }
@@ -358,6 +364,7 @@ mod tests {
             object,
             owner: Some(owner.into()),
             permits: 0,
+            reads: false,
         }
     }
 
@@ -450,6 +457,7 @@ mod tests {
                         object: 1,
                         owner: None,
                         permits: 1,
+                        reads: false,
                     }],
                 ),
                 node("b/1", vec![permit], vec![wait(2, 2, 0, "b:1")]),
@@ -469,7 +477,7 @@ mod tests {
         // F held by b; queued: c, then a. a holds A; b waits for A; c waits for F only.
         let fair = |holders: &[&str]| GraphObject::Lock {
             key: "F".into(),
-            holders: holders.iter().map(|h| (*h).to_owned()).collect(),
+            holders: holders.iter().map(|h| ((*h).to_owned(), false)).collect(),
             queue: vec!["c:1".into(), "a:2".into()],
         };
         let mut g = Graph {
@@ -490,6 +498,36 @@ mod tests {
         g.nodes[1].holds.clear();
         assert_eq!(g.stuck(), vec![false, false, false]);
         assert!(g.cycles().is_empty());
+    }
+
+    #[test]
+    fn a_reader_waits_for_the_writer_only() {
+        // a reads R and waits for A; b holds A and waits to read R: readers share, so no
+        // cycle; b waiting to write R: a cycle.
+        let mut g = Graph {
+            objects: vec![
+                lock("A", &["b:1"]),
+                GraphObject::Lock {
+                    key: "R".into(),
+                    holders: vec![("a:1".into(), true)],
+                    queue: Vec::new(),
+                },
+            ],
+            nodes: vec![
+                node("a/1", vec![holds("R", "a:1")], vec![wait(1, 1, 0, "a:2")]),
+                node(
+                    "b/1",
+                    vec![holds("A", "b:1")],
+                    vec![GraphWait {
+                        reads: true,
+                        ..wait(2, 2, 1, "b:2")
+                    }],
+                ),
+            ],
+        };
+        assert!(g.cycles().is_empty());
+        g.nodes[1].waits[0].reads = false;
+        assert_eq!(g.cycles().len(), 1);
     }
 
     #[test]

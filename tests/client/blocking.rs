@@ -958,3 +958,46 @@ fn calls_inside_a_runtime_are_refused_with_an_error_not_a_panic() {
     let dropped_inside = client(&server);
     runtime.block_on(async move { drop(dropped_inside) });
 }
+
+/// Deadlock detection tells the blocking API's threads apart (each call runs on the caller's
+/// thread, outside any Tokio task): a thread that holds a lock and waits for nothing does not
+/// make another thread of the same client, which waits, look like it holds that lock.
+#[test]
+fn deadlock_detection_tells_blocking_threads_apart() {
+    let server = RedisServer::spawn();
+    let config =
+        || ClientConfig::new(server.url()).with_deadlock_detection(Duration::from_millis(50));
+    let blocking = Client::with_config(config()).unwrap();
+    let other = Client::with_config(config()).unwrap();
+    let name = unique_name("threads");
+    let (a, b) = (format!("{name}:a"), format!("{name}:b"));
+    let waiting = AcquireOptions::new().with_wait(Duration::from_secs(20));
+    // `other`'s thread holds B; the first blocking thread holds A (and waits for nothing).
+    let held_b = other.reentrant_lock(&b).unwrap().lock().unwrap();
+    let held_a = blocking.reentrant_lock(&a).unwrap().lock().unwrap();
+    std::thread::scope(|s| {
+        // A second thread of `blocking` waits for B; `other`'s second thread waits for A.
+        let for_b = s.spawn(|| {
+            blocking
+                .reentrant_lock(&b)
+                .unwrap()
+                .try_lock_with(waiting)
+                .map(|g| g.is_some())
+        });
+        let for_a = s.spawn(|| {
+            other
+                .reentrant_lock(&a)
+                .unwrap()
+                .try_lock_with(waiting)
+                .map(|g| g.is_some())
+        });
+        // Long enough for both waits to be on record and looked at many times.
+        std::thread::sleep(Duration::from_millis(800));
+        drop(held_a);
+        let got_a = for_a.join().unwrap();
+        assert!(matches!(got_a, Ok(true)), "{got_a:?}");
+        drop(held_b);
+        let got_b = for_b.join().unwrap();
+        assert!(matches!(got_b, Ok(true)), "{got_b:?}");
+    });
+}

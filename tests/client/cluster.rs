@@ -296,3 +296,35 @@ async fn faster_multilock_groups_on_every_primary() {
     }
     join_within(Duration::from_secs(10), "every waiter is woken", waiters).await;
 }
+
+/// Deadlock detection on a cluster: the client records and the two locks live on different
+/// primaries; two clients each hold one lock and wait for the other, and exactly one gives
+/// way with `Error::Deadlock` while the other goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_across_primaries_is_found() {
+    let cluster = RedisCluster::spawn();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let config = ClientConfig::cluster(cluster.urls())
+            .with_deadlock_detection(Duration::from_millis(100));
+        clients.push(Client::with_config(config).await.unwrap());
+    }
+    let names = names_on_every_primary(&cluster, "cluster-deadlock", 3);
+    let (a, b) = (names[0].clone(), names[1].clone());
+    let outcomes = crate::waits::crossed(
+        (&clients[0], &clients[1]),
+        move |c| ReentrantLock::new(c, &a).unwrap(),
+        move |c| FairLock::new(c, &b).unwrap(),
+        Duration::from_secs(30),
+    )
+    .await;
+    let deadlocks = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(ferrisson::Error::Deadlock(_))))
+        .count();
+    assert_eq!(deadlocks, 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| matches!(o, Ok(true))),
+        "{outcomes:?}"
+    );
+}

@@ -137,7 +137,7 @@ async fn a_wait_goes_on_record_once_it_lasts_and_off_when_it_ends() {
 /// Two tasks of `clients` (one each, or both of one client): the first holds `a` and waits
 /// for `b`, the second holds `b` and waits for `a`, each up to `wait`. Returns both outcomes:
 /// `Ok(true)` acquired, `Ok(false)` timed out.
-async fn crossed<A, B>(
+pub(crate) async fn crossed<A, B>(
     clients: (&Client, &Client),
     a: impl Fn(&Client) -> A,
     b: impl Fn(&Client) -> B,
@@ -294,6 +294,49 @@ async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
     // A release of unknown origin could end the semaphore's wait: no verdict.
     assert!(
         outcomes.iter().all(|o| matches!(o, Ok(false))),
+        "{outcomes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_through_an_expirable_semaphore_is_found() {
+    let redis = TestRedis::any();
+    let config = ClientConfig::new(redis.url()).with_deadlock_detection(Duration::from_millis(50));
+    let client = Client::with_config(config).await.unwrap();
+    let name = unique_name("expirable");
+    let semaphore = ferrisson::ExpirableSemaphore::new(&client, &format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let lock = ReentrantLock::new(&client, &format!("{name}:lock")).unwrap();
+    let ready = Arc::new(tokio::sync::Barrier::new(2));
+    let options = AcquireOptions::new().with_wait(Duration::from_secs(30));
+    let first = {
+        let (semaphore, lock, ready) = (semaphore.clone(), lock.clone(), ready.clone());
+        tokio::spawn(async move {
+            let permit = semaphore.acquire().await.unwrap();
+            ready.wait().await;
+            let outcome = lock.acquire(options).await.map(|g| g.is_some());
+            drop(permit);
+            outcome
+        })
+    };
+    let second = tokio::spawn(async move {
+        let held = lock.lock().await.unwrap();
+        ready.wait().await;
+        let outcome = semaphore
+            .try_acquire_with(options)
+            .await
+            .map(|p| p.is_some());
+        drop(held);
+        outcome
+    });
+    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    let deadlocks = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(Error::Deadlock(_))))
+        .count();
+    assert_eq!(deadlocks, 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| matches!(o, Ok(true))),
         "{outcomes:?}"
     );
 }

@@ -102,13 +102,22 @@ impl Holds {
         }
     }
 
-    /// What the holds taken in `task` hold, for its waits on record.
-    pub(crate) fn of_task(&self, task: crate::waits::Task) -> Vec<Held> {
-        self.live()
-            .values()
-            .filter(|e| e.task == task && !e.claimed.load(Ordering::Relaxed))
-            .filter_map(|e| e.give.held())
-            .collect()
+    /// What the live holds hold, by the task that took them, for the waits on record of the
+    /// tasks in `of`.
+    pub(crate) fn by_task(
+        &self,
+        of: &std::collections::HashSet<crate::waits::Task>,
+    ) -> HashMap<crate::waits::Task, Vec<Held>> {
+        let mut out: HashMap<crate::waits::Task, Vec<Held>> = HashMap::new();
+        for e in self.live().values() {
+            if of.contains(&e.task)
+                && !e.claimed.load(Ordering::Relaxed)
+                && let Some(held) = e.give.held()
+            {
+                out.entry(e.task).or_default().push(held);
+            }
+        }
+        out
     }
 
     /// Takes every live hold that its guard has not claimed yet, for the caller to give back.

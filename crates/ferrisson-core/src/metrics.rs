@@ -217,6 +217,11 @@ pub fn describe() {
             "SCRIPT LOAD rounds on a new or reconnected server"
         );
         describe_counter!(
+            "ferrisson_deadlocks_total",
+            Unit::Count,
+            "Waits that gave way to end a cycle of waits across processes (deadlock detection)"
+        );
+        describe_counter!(
             "ferrisson_tracking_missed_total",
             Unit::Count,
             "Tracked waits that found the lock free at their re-check: a wake-up Redis did not send"
@@ -265,6 +270,13 @@ pub(crate) fn acquired(kind: &'static str, name: Option<&str>, took: Duration, w
 pub(crate) fn timed_out(kind: &'static str, name: Option<&str>) {
     #[cfg(feature = "metrics")]
     labelled!(counter, "ferrisson_timeouts_total", kind, name).increment(1);
+}
+
+/// A wait of `kind` gave way to end a deadlock.
+#[allow(unused_variables)]
+pub(crate) fn deadlocked(kind: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("ferrisson_deadlocks_total", "kind" => kind).increment(1);
 }
 
 /// A hold was lost.

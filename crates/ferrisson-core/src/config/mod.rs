@@ -310,9 +310,9 @@ impl ClientConfig {
     /// What counts: locks of every kind (holders and fair queues), and semaphores whose
     /// taken permits are known (an expirable semaphore, a semaphore with a
     /// [limit](https://docs.rs/ferrisson-semaphore)); a plain semaphore without one is never
-    /// taken as blocking for certain. Holds belong to the Tokio task that took them, and a
-    /// task waits as long as all of its waits do (futures joined in one task count as one
-    /// task). Needs the client's record ([`with_client_record`](Self::with_client_record));
+    /// taken as blocking for certain. Holds belong to the Tokio task that took them (outside
+    /// a task, as in a `block_on` or the blocking API, to the thread), and a task waits as
+    /// long as all of its waits do (futures joined in one task count as one task). Needs the client's record ([`with_client_record`](Self::with_client_record));
     /// waits are on record without it too, after [`WAIT_RECORD_AFTER`](crate::WAIT_RECORD_AFTER).
     ///
     /// `interval` is at least 10 ms; `Duration::ZERO` turns detection off.

@@ -21,6 +21,9 @@ pub(crate) static CLIENT_WAITS: Script = Script::new(
     include_str!("../../lua/client_waits.lua"),
 );
 
+/// How often an idle keeper looks whether its client is gone.
+const IDLE_LOOK: Duration = Duration::from_secs(5);
+
 /// How the keeper paces itself.
 #[derive(Debug, Clone, Copy)]
 struct Pace {
@@ -82,10 +85,19 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
             return;
         };
         let idle = recorded.is_empty() && waits.snapshot().is_empty();
+        // Idle, it looks now and then whether the client is still there (the last clone
+        // dropped without a shutdown ends it then).
+        let sleep = if idle { IDLE_LOOK } else { pace.tick };
         tokio::select! {
             () = waits.changed.notified(), if idle => continue,
-            () = tokio::time::sleep(pace.tick), if !idle => {}
+            () = tokio::time::sleep(sleep) => {}
             () = closing.cancelled() => return,
+        }
+        if idle {
+            if inner.strong_count() == 0 {
+                return;
+            }
+            continue;
         }
         let Some(client) = inner.upgrade().map(|inner| crate::Client { inner }) else {
             return;
@@ -109,15 +121,20 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
 /// The waits that have lasted `record_after`, as the record keeps them (field, value), with
 /// the holds of their tasks now.
 fn due(client: &crate::Client, waits: &Waits, record_after: Duration) -> HashMap<String, String> {
-    waits
+    let lasting: Vec<_> = waits
         .snapshot()
         .into_iter()
         .filter(|(_, w)| w.started.elapsed() >= record_after)
+        .collect();
+    let tasks = lasting.iter().map(|(_, w)| w.task).collect();
+    let held = client.inner.holds.by_task(&tasks);
+    lasting
+        .into_iter()
         .map(|(id, w)| {
-            let holds = client
-                .inner
-                .holds
-                .of_task(w.task)
+            let holds = held
+                .get(&w.task)
+                .cloned()
+                .unwrap_or_default()
                 .into_iter()
                 .map(|h| RecordedHold {
                     kind: h.kind.to_owned(),
@@ -213,7 +230,11 @@ async fn find_deadlocks(client: &crate::Client, waits: &Waits) {
         return;
     };
     for (wait, cycle) in second {
-        if first.iter().any(|(w, _)| *w == wait) && waits.doom(wait, cycle.clone()) {
+        if !first.iter().any(|(w, _)| *w == wait) {
+            continue;
+        }
+        if let Some(kind) = waits.doom(wait, cycle.clone()) {
+            crate::metrics::deadlocked(kind);
             tracing::warn!(%cycle, "deadlock: this client's waiter gives way");
         }
     }

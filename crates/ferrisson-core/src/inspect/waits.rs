@@ -50,7 +50,8 @@ pub struct WaitingTask {
     pub id: String,
     /// The client's id.
     pub client_id: String,
-    /// The Tokio task's id in its process, or `main` for a runtime's `block_on` future.
+    /// The Tokio task's id in its process, or `thread-<n>` outside a task (a runtime's
+    /// `block_on`, the blocking API).
     pub task: String,
     /// Who the client is.
     pub party: Party,

@@ -25,18 +25,29 @@ pub(crate) mod graph;
 /// detection is off (with it on: a quarter of its interval).
 pub const WAIT_RECORD_AFTER: Duration = Duration::from_secs(1);
 
-/// The task a wait or a hold belongs to: a Tokio task, or (`None`) a runtime's `block_on`
-/// future, which has no task id.
-pub(crate) type Task = Option<tokio::task::Id>;
+/// The task a wait or a hold belongs to: a Tokio task, or the thread a runtime's `block_on`
+/// runs on (which has no task id: `#[tokio::main]`'s future, the blocking API's calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Task {
+    Tokio(tokio::task::Id),
+    Thread(std::thread::ThreadId),
+}
 
 /// The task this runs in.
 pub(crate) fn current_task() -> Task {
-    tokio::task::try_id()
+    tokio::task::try_id().map_or_else(|| Task::Thread(std::thread::current().id()), Task::Tokio)
 }
 
-/// The task as a record writes it: its id, or `main` for a `block_on` future.
+/// The task as a record writes it: the Tokio task's id, or `thread-<n>` for a `block_on`.
 pub(crate) fn task_text(task: Task) -> String {
-    task.map_or_else(|| "main".to_owned(), |id| id.to_string())
+    match task {
+        Task::Tokio(id) => id.to_string(),
+        Task::Thread(thread) => {
+            let debug = format!("{thread:?}");
+            let digits: String = debug.chars().filter(char::is_ascii_digit).collect();
+            format!("thread-{digits}")
+        }
+    }
 }
 
 /// What a waiting acquisition waits for.
@@ -99,17 +110,12 @@ impl Waits {
         self.live().contains_key(&id)
     }
 
-    /// Ends wait `id` with a deadlock: its acquisition fails with `why`. `false` when it
-    /// ended meanwhile.
-    pub(crate) fn doom(&self, id: u64, why: String) -> bool {
-        let doom = self.live().get(&id).map(|w| w.doom.clone());
-        match doom {
-            Some(doom) => {
-                doom.doom(why);
-                true
-            }
-            None => false,
-        }
+    /// Ends wait `id` with a deadlock: its acquisition fails with `why`. Its kind, `None`
+    /// when it ended meanwhile.
+    pub(crate) fn doom(&self, id: u64, why: String) -> Option<&'static str> {
+        let (doom, kind) = self.live().get(&id).map(|w| (w.doom.clone(), w.kind))?;
+        doom.doom(why);
+        Some(kind)
     }
 
     /// Registers a wait for `what` of the task this runs in; it lasts as long as the ticket.

@@ -227,19 +227,22 @@ where
         move |progress| {
             let doomed = detects.then(|| progress.clone());
             let run = run(progress);
-            async move {
+            let run = async move {
                 let _in_flight = in_flight;
-                match doomed {
-                    None => run.await,
-                    Some(progress) => {
-                        let run = std::pin::pin!(run);
-                        let verdict = std::pin::pin!(progress.verdict());
-                        match futures::future::select(run, verdict).await {
-                            Either::Left((outcome, _)) => outcome,
-                            Either::Right((why, _)) => Err(crate::Error::Deadlock(why)),
-                        }
+                run.await
+            };
+            match doomed {
+                None => Either::Left(run),
+                // Boxed: only an acquisition of a client that detects deadlocks carries the
+                // race with its verdict; the others keep the size they had.
+                Some(progress) => Either::Right(Box::pin(async move {
+                    let run = std::pin::pin!(run);
+                    let verdict = std::pin::pin!(progress.verdict());
+                    match futures::future::select(run, verdict).await {
+                        Either::Left((outcome, _)) => outcome,
+                        Either::Right((why, _)) => Err(crate::Error::Deadlock(why)),
                     }
-                }
+                })),
             }
         },
     ))

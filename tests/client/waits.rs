@@ -9,7 +9,6 @@
 
 use crate::common;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,19 +18,6 @@ use ferrisson::{
     AcquireOptions, Client, ClientConfig, Error, FairLock, Lock, Mutex, ReadWriteLock,
     ReentrantLock, Semaphore,
 };
-
-/// The waits in the record of `client` (its `wait:` fields).
-fn recorded_waits(con: &mut redis::Connection, client: &Client) -> Vec<String> {
-    let tag = &client.id().replace('-', "")[..16];
-    let fields: HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(format!("ferrisson_client:{tag}"))
-        .query(con)
-        .unwrap();
-    fields
-        .into_keys()
-        .filter(|f| f.starts_with("wait:"))
-        .collect()
-}
 
 /// Whether the server has the script that writes waits into records.
 fn waits_script_loaded(con: &mut redis::Connection) -> bool {
@@ -52,7 +38,8 @@ fn waits_script_loaded(con: &mut redis::Connection) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquisition_that_does_not_wait_writes_no_wait() {
     let redis = TestRedis::any();
-    let client = client(&redis.url()).await;
+    // Default settings: a wait that lasted would go on record.
+    let client = Client::connect(&redis.url()).await.unwrap();
     let lock = ReentrantLock::new(&client, &unique_name("nowait")).unwrap();
     for _ in 0..200 {
         lock.lock().await.unwrap().unlock().await.unwrap();
@@ -210,7 +197,10 @@ async fn two_tasks_of_one_client_in_a_cycle_across_a_mutex_and_a_write_lock_one_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_detection_the_graph_shows_the_cycle_and_nobody_fails() {
     let redis = TestRedis::any();
-    let (one, two) = (client(&redis.url()).await, client(&redis.url()).await);
+    let (one, two) = (
+        Client::connect(&redis.url()).await.unwrap(),
+        Client::connect(&redis.url()).await.unwrap(),
+    );
     let name = unique_name("shown");
     let (probe_redis, probe_name) = (redis.url(), name.clone());
     let probe = tokio::spawn(async move {
@@ -339,6 +329,30 @@ async fn a_cycle_through_an_expirable_semaphore_is_found() {
         outcomes.iter().any(|o| matches!(o, Ok(true))),
         "{outcomes:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_kept_off_the_record_are_not_written() {
+    let redis = TestRedis::any();
+    let holder = client(&redis.url()).await;
+    let config = ClientConfig::new(redis.url()).with_wait_record_delay(Duration::MAX);
+    let waiter = Client::with_config(config).await.unwrap();
+    let name = unique_name("offrecord");
+    let guard = ReentrantLock::new(&holder, &name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let options = AcquireOptions::new().with_wait(Duration::from_millis(1_500));
+    let taken = ReentrantLock::new(&waiter, &name)
+        .unwrap()
+        .acquire(options)
+        .await;
+    assert!(matches!(taken, Ok(None)), "{taken:?}");
+    let mut con = redis.connection();
+    assert!(recorded_waits(&mut con, &waiter).is_empty());
+    assert!(!waits_script_loaded(&mut con));
+    guard.unlock().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

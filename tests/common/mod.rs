@@ -11,18 +11,40 @@ pub use ferrisson_testkit::{RedisServer, TestRedis, fenced_code, marked_section,
 pub mod every_kind;
 pub mod frozen;
 
-/// A client of `url` with the given watchdog lease.
+/// A client of `url` with the given watchdog lease (waits kept off its record, as
+/// [`client`]'s).
 pub async fn client_with_lease(url: &str, lease: Duration) -> Client {
-    Client::with_config(ClientConfig::new(url).with_lease(lease))
+    Client::with_config(
+        ClientConfig::new(url)
+            .with_lease(lease)
+            .with_wait_record_delay(Duration::MAX),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+}
+
+/// A client of `url` with default settings, but for its waits, which it keeps off its record:
+/// the tests that count a synchronizer's calls count them alone, however long a waiter
+/// waits on a loaded machine (a wait that lasts a second is written into the client's record,
+/// and taken out when it ends: `tests/client/waits.rs`).
+pub async fn client(url: &str) -> Client {
+    Client::with_config(ClientConfig::new(url).with_wait_record_delay(Duration::MAX))
         .await
         .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
 }
 
-/// A client of `url` with default settings.
-pub async fn client(url: &str) -> Client {
-    Client::connect(url)
-        .await
-        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+/// The waits in the client record of `client` (its `wait:` fields: waits that lasted,
+/// docs/protocol.md "[ext] Waits on record").
+pub fn recorded_waits(con: &mut redis::Connection, client: &Client) -> Vec<String> {
+    let tag: String = client.id().replace('-', "").chars().take(16).collect();
+    let fields: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("ferrisson_client:{tag}"))
+        .query(con)
+        .unwrap();
+    fields
+        .into_keys()
+        .filter(|f| f.starts_with("wait:"))
+        .collect()
 }
 
 /// Polls `check` until it returns true or `within` passes; panics with `what` then.

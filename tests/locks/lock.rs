@@ -553,7 +553,8 @@ async fn one_subscriber_connection_serves_a_thousand_waiters() {
     const WAITERS: usize = 1_000;
     let redis = TestRedis::Spawned(RedisServer::spawn());
     let a = client(&redis.url()).await;
-    let b = client(&redis.url()).await;
+    // Default settings: its waits go on record once they last.
+    let b = ferrisson::Client::connect(&redis.url()).await.unwrap();
     let names: Vec<String> = (0..4).map(|i| unique_name(&format!("many-{i}"))).collect();
     let mut guards = Vec::new();
     for name in &names {
@@ -579,7 +580,13 @@ async fn one_subscriber_connection_serves_a_thousand_waiters() {
     assert_eq!(subscriber_connections(&mut con), 1);
 
     // Nothing changes, so Redis hears nothing from a thousand waiters (once each has made the
-    // try that follows its subscription).
+    // try that follows its subscription, and their client has written their waits, which
+    // lasted, into its record: one call for them all).
+    eventually(SOON, "the waits on record", || {
+        let n = recorded_waits(&mut con, &b).len();
+        async move { n == WAITERS }
+    })
+    .await;
     let before = settled_command_calls(&mut con).await;
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let after = command_calls(&mut con);

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::replica_sync::ReplicaSync;
 
 mod retry;
+mod waits;
 pub use retry::{Backoff, RetryPolicy};
 
 /// Which command scripts use to publish wake-up messages.
@@ -101,6 +102,7 @@ pub struct ClientConfig {
     pub(crate) client_record: bool,
     deployment_warning: bool,
     deadlock_detection: Option<Duration>,
+    wait_record_delay: Duration,
     pub(crate) metric_names: bool,
     /// Only commands Redis 6.2 knows, whatever the server answers at connect.
     pub(crate) redis_6_compatibility: bool,
@@ -258,6 +260,7 @@ impl ClientConfig {
             client_record: true,
             deployment_warning: true,
             deadlock_detection: None,
+            wait_record_delay: crate::waits::WAIT_RECORD_AFTER,
             metric_names: false,
             redis_6_compatibility: false,
             tracked_waits: true,
@@ -297,33 +300,6 @@ impl ClientConfig {
     /// The application name set with [`with_app_name`](Self::with_app_name), if any.
     pub fn app_name(&self) -> Option<&str> {
         self.app_name.as_deref()
-    }
-
-    /// Finds deadlocks across processes (**\[ext\]**, off by default): every `interval`
-    /// while one of this client's waits has lasted a quarter of it, the client reads the
-    /// wait-for graph (the waits on record of every client, the holders of what they wait for)
-    /// and, when its wait closes a cycle, fails the one waiter the cycle's rule picks with
-    /// [`Error::Deadlock`](crate::Error::Deadlock); the others go on once it gives back what it
-    /// holds. Every process computes the same victim from the same records: the task whose
-    /// latest wait began last. A cycle is found within about one `interval` of forming.
-    ///
-    /// What counts: locks of every kind (holders and fair queues), and semaphores whose
-    /// taken permits are known (an expirable semaphore, a semaphore with a
-    /// [limit](https://docs.rs/ferrisson-semaphore)); a plain semaphore without one is never
-    /// taken as blocking for certain. Holds belong to the Tokio task that took them (outside
-    /// a task, as in a `block_on` or the blocking API, to the thread), and a task waits as
-    /// long as all of its waits do (futures joined in one task count as one task). Needs the client's record ([`with_client_record`](Self::with_client_record));
-    /// waits are on record without it too, after [`WAIT_RECORD_AFTER`](crate::WAIT_RECORD_AFTER).
-    ///
-    /// `interval` is at least 10 ms; `Duration::ZERO` turns detection off.
-    pub fn with_deadlock_detection(mut self, interval: Duration) -> Self {
-        self.deadlock_detection = (!interval.is_zero()).then_some(interval);
-        self
-    }
-
-    /// The deadlock detection's interval, when on ([`with_deadlock_detection`](Self::with_deadlock_detection)).
-    pub fn deadlock_detection(&self) -> Option<Duration> {
-        self.deadlock_detection
     }
 
     /// Whether the client keeps a record of itself in Redis **\[ext\]** (default: on): a small

@@ -27,8 +27,8 @@ const IDLE_LOOK: Duration = Duration::from_secs(5);
 /// How the keeper paces itself.
 #[derive(Debug, Clone, Copy)]
 struct Pace {
-    /// A wait is written once it has lasted this long.
-    record_after: Duration,
+    /// A wait is written once it has lasted this long (`None`: never).
+    record_after: Option<Duration>,
     /// How often the keeper looks while the client waits.
     tick: Duration,
     /// How often it looks for deadlocks (`None`: detection off).
@@ -37,18 +37,24 @@ struct Pace {
 
 impl Pace {
     fn of(config: &crate::ClientConfig) -> Self {
-        match config.deadlock_detection() {
-            Some(interval) => {
-                let quarter = (interval / 4).max(Duration::from_millis(2));
+        let floor = Duration::from_millis(2);
+        match (config.deadlock_detection(), config.wait_record_delay()) {
+            (Some(interval), _) => {
+                let quarter = (interval / 4).max(floor);
                 Self {
-                    record_after: quarter,
+                    record_after: Some(quarter),
                     tick: quarter,
                     detect: Some((interval / 2).max(Duration::from_millis(5))),
                 }
             }
-            None => Self {
-                record_after: crate::waits::WAIT_RECORD_AFTER,
-                tick: crate::waits::WAIT_RECORD_AFTER / 2,
+            (None, Some(after)) => Self {
+                record_after: Some(after),
+                tick: (after / 2).clamp(floor, Duration::from_secs(1)),
+                detect: None,
+            },
+            (None, None) => Self {
+                record_after: None,
+                tick: IDLE_LOOK,
                 detect: None,
             },
         }
@@ -105,8 +111,8 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
         if client.is_shut_down() {
             return;
         }
-        if !refused {
-            refused = !write(&client, &waits, &mut recorded, pace.record_after).await;
+        if !refused && let Some(after) = pace.record_after {
+            refused = !write(&client, &waits, &mut recorded, after).await;
         }
         if let Some(every) = pace.detect
             && !recorded.is_empty()

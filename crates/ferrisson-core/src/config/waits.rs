@@ -33,7 +33,7 @@ impl ClientConfig {
     }
 
     /// How long a wait lasts before the client writes it into its record (**\[ext\]**,
-    /// docs/protocol.md "[ext] Waits on record"; default
+    /// docs/protocol.md "\[ext\] Waits on record"; default
     /// [`WAIT_RECORD_AFTER`](crate::WAIT_RECORD_AFTER), 1 s): shorter shows waits sooner in
     /// `ferrisson waits`, longer writes fewer of them; `Duration::MAX` keeps waits off the
     /// record. With deadlock detection on, a wait is written after a quarter of its interval

@@ -21,6 +21,9 @@ impl ClientConfig {
     /// long as all of its waits do (futures joined in one task count as one task). Needs the client's record ([`with_client_record`](Self::with_client_record));
     /// waits are on record without it too, after [`WAIT_RECORD_AFTER`](crate::WAIT_RECORD_AFTER).
     ///
+    /// The victim's acquisition ends as a cancelled one would (what a try in flight took is
+    /// given back in the background), with the error.
+    ///
     /// `interval` is at least 10 ms; `Duration::ZERO` turns detection off.
     pub fn with_deadlock_detection(mut self, interval: Duration) -> Self {
         self.deadlock_detection = (!interval.is_zero()).then_some(interval);

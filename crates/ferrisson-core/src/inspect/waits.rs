@@ -187,6 +187,10 @@ impl Client {
     /// Read-only: one `SCAN` of the client records (on every primary of a cluster), then
     /// each record and each object waited for.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
     /// # Errors
     ///
     /// Redis errors.

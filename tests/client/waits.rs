@@ -332,6 +332,72 @@ async fn a_cycle_through_an_expirable_semaphore_is_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_wait_and_a_fair_queue_show_in_the_graph() {
+    let redis = TestRedis::any();
+    let holder = client(&redis.url()).await;
+    let config = ClientConfig::new(redis.url()).with_wait_record_delay(Duration::from_millis(50));
+    let waiter = Client::with_config(config).await.unwrap();
+    let name = unique_name("shown-kinds");
+    let latch = ferrisson::CountDownLatch::new(&waiter, &format!("{name}:latch")).unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let guard = FairLock::new(&holder, &format!("{name}:fair"))
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    {
+        let latch = latch.clone();
+        tasks.push(tokio::spawn(
+            async move { latch.wait().await.map(|()| true) },
+        ));
+    }
+    let fair = FairLock::new(&waiter, &format!("{name}:fair")).unwrap();
+    // Two waiters in the fair queue, the second once the first is on record.
+    let first = fair.clone();
+    tasks.push(tokio::spawn(
+        async move { first.lock().await.map(|_| true) },
+    ));
+    let mut con = redis.connection();
+    eventually(Duration::from_secs(10), "two waits on record", || {
+        let n = recorded_waits(&mut con, &waiter).len();
+        async move { n == 2 }
+    })
+    .await;
+    tasks.push(tokio::spawn(async move { fair.lock().await.map(|_| true) }));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let graph = loop {
+        let graph = waiter.wait_graph().await.unwrap();
+        if graph.tasks.iter().map(|t| t.waits.len()).sum::<usize>() == 3 {
+            break graph;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "three waits in the graph: {graph:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(graph.cycles.is_empty(), "{graph:#?}");
+    let waits: Vec<&ferrisson::TaskWait> = graph.tasks.iter().flat_map(|t| &t.waits).collect();
+    let latch_wait = waits.iter().find(|w| w.kind == "latch").unwrap();
+    assert!(latch_wait.blocked_by.is_empty() && latch_wait.holders.is_empty());
+    let mut queued: Vec<usize> = waits
+        .iter()
+        .filter(|w| w.kind == "fair_lock")
+        .map(|w| w.queued_ahead.len())
+        .collect();
+    queued.sort_unstable();
+    assert_eq!(queued, vec![0, 1], "{graph:#?}");
+    assert!(graph.tasks.iter().all(|t| !t.deadlocked));
+
+    latch.count_down().await.unwrap();
+    guard.unlock().await.unwrap();
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_kept_off_the_record_are_not_written() {
     let redis = TestRedis::any();
     let holder = client(&redis.url()).await;

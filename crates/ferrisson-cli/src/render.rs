@@ -388,6 +388,9 @@ pub fn waits(graph: &ferrisson::WaitGraph) -> String {
             if !w.holders.is_empty() {
                 line.push_str(&format!(", held by {}", w.holders.join(", ")));
             }
+            if !w.queued_ahead.is_empty() {
+                line.push_str(&format!(", {} queued ahead", w.queued_ahead.len()));
+            }
             if !w.blocked_by.is_empty() {
                 let by: Vec<String> = w.blocked_by.iter().map(|b| format!("#{b}")).collect();
                 line.push_str(&format!(", behind {}", by.join(", ")));
@@ -429,6 +432,7 @@ pub fn waits_json(graph: &ferrisson::WaitGraph) -> Value {
                         "permits": w.permits,
                         "since_ms": epoch_ms(w.since),
                         "holders": w.holders,
+                        "queued_ahead": w.queued_ahead,
                         "blocked_by": w.blocked_by,
                     })
                 })

@@ -166,7 +166,9 @@ pub mod __engine {
     pub use crate::hash_lock::{
         FORCE_RELEASE_HASH, HASH_LOCK_ACQUIRE, HASH_LOCK_RELEASE, HashLock, RENEW_HASH,
     };
-    pub use crate::inspect::{INSPECT_PRELUDE, delete_through, force_unlock_through, lock_channel};
+    pub use crate::inspect::{
+        INSPECT_PRELUDE, delete_through, force_unlock_through, lock_channel, note_wait,
+    };
     pub use crate::kind::{
         HoldKind, LockNames, REENTRY_REFUSED, ReleaseArgs, ReleaseReply, TryArgs, TryReply,
         Waiting, acquire, read_script_try, release,
@@ -175,6 +177,7 @@ pub mod __engine {
     pub use crate::object::{KeyShape, ObjectKeys, ObjectLayout, object_state};
     pub use crate::options::wait_without_lease;
     pub use crate::scripts;
+    pub use crate::waits::WaitFor;
     /// The semaphores' engine.
     pub mod permits {
         pub use crate::permits::*;

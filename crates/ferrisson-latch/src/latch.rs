@@ -477,7 +477,18 @@ impl CountDownLatch {
         // Subscribed first, then looked again: an opening in between is not missed. Each look
         // is boxed, as the lock kinds' tries are: inline, its future (a read through the
         // connection) would size the wait loop's state for the whole wait.
-        progress.waited();
+        // On record while it lasts: `ferrisson waits` shows who waits for the latch.
+        ferrisson_core::__engine::note_wait(
+            progress,
+            &shared.client,
+            ferrisson_core::__engine::WaitFor {
+                kind: "latch",
+                key: &shared.key,
+                owner: None,
+                permits: None,
+                limit: None,
+            },
+        );
         let opened = wait_for_turn(&shared.client, spec, || {
             progress.tried();
             Box::pin(async {

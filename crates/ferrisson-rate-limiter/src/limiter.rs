@@ -525,7 +525,17 @@ impl RateLimiter {
             if wait == Some(Duration::ZERO) {
                 return Ok(Poll::GiveUp);
             }
-            progress.waited();
+            ferrisson_core::__engine::note_wait(
+                progress,
+                &self.shared.client,
+                ferrisson_core::__engine::WaitFor {
+                    kind: "rate_limiter",
+                    key: &self.shared.key,
+                    owner: None,
+                    permits: Some(permits),
+                    limit: None,
+                },
+            );
             let back_in = Duration::from_millis(ms);
             let wake = ferrisson_core::__engine::time::later(Instant::now(), back_in);
             Ok(if deadline.is_some_and(|deadline| wake > deadline) {

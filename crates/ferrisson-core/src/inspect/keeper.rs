@@ -63,12 +63,8 @@ impl Pace {
 
 /// Notes that `progress`'s acquisition on `client` waits for `what` (its first try failed):
 /// on record until it ends, when the client keeps a record; the client's keeper starts with
-/// its first wait.
-pub(crate) fn note_wait(
-    progress: &Progress,
-    client: &crate::Client,
-    what: crate::waits::WaitFor<'_>,
-) {
+/// its first wait. Noting it again changes nothing.
+pub fn note_wait(progress: &Progress, client: &crate::Client, what: crate::waits::WaitFor<'_>) {
     let waits = client.waits();
     progress.waiting(waits, what);
     if let Some(waits) = waits

@@ -531,7 +531,8 @@ mod waits;
 mod watch;
 
 use facts::*;
-pub(crate) use keeper::{CLIENT_WAITS, note_wait};
+pub(crate) use keeper::CLIENT_WAITS;
+pub use keeper::note_wait;
 pub use kinds::{
     KindFacts, KindInspection, ObjectCall, ObjectFuture, delete_through, force_unlock_through,
     lock_channel,

@@ -37,6 +37,9 @@ pub struct TaskWait {
     pub since: SystemTime,
     /// The owners holding the object as its layout says (a lock kind).
     pub holders: Vec<String>,
+    /// The owners queued ahead of it, first first (a fair lock's queue), whoever they are
+    /// (a Redisson waiter included).
+    pub queued_ahead: Vec<String>,
     /// The waiting tasks ([`WaitGraph::tasks`]) it waits for: those holding the object and
     /// those queued ahead of it.
     pub blocked_by: Vec<usize>,
@@ -387,11 +390,21 @@ impl Client {
             let Some(gw) = node.waits.iter().find(|g| g.id == w.id) else {
                 continue;
             };
-            let holders = match graph.objects.get(gw.object) {
-                Some(GraphObject::Lock { holders, .. }) => {
-                    holders.iter().map(|(h, _)| h.clone()).collect()
+            let (holders, queued_ahead) = match graph.objects.get(gw.object) {
+                Some(GraphObject::Lock { holders, queue, .. }) => {
+                    let mine = w.owner.as_deref();
+                    let ahead = if queue.iter().any(|q| Some(q.as_str()) == mine) {
+                        queue
+                            .iter()
+                            .take_while(|q| Some(q.as_str()) != mine)
+                            .cloned()
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    (holders.iter().map(|(h, _)| h.clone()).collect(), ahead)
                 }
-                _ => Vec::new(),
+                _ => (Vec::new(), Vec::new()),
             };
             let blocked_by = graph.blockers(gw, &everyone).unwrap_or_default();
             if let Some(task) = tasks.get_mut(*t) {
@@ -403,6 +416,7 @@ impl Client {
                     permits: w.permits,
                     since: UNIX_EPOCH + Duration::from_millis(w.since_ms),
                     holders,
+                    queued_ahead,
                     blocked_by,
                 });
             }

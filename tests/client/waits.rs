@@ -161,8 +161,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tasks_of_one_client_in_a_cycle_across_a_mutex_and_a_write_lock_one_gives_way() {
     let redis = TestRedis::any();
-    let config = ClientConfig::new(redis.url()).with_deadlock_detection(Duration::from_millis(100));
-    let client = Client::with_config(config).await.unwrap();
+    let client = detecting(&redis).await;
     let name = unique_name("intask");
     let outcomes = crossed(
         (&client, &client),
@@ -249,21 +248,28 @@ async fn without_detection_the_graph_shows_the_cycle_and_nobody_fails() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
-    let redis = TestRedis::any();
-    let config = ClientConfig::new(redis.url()).with_deadlock_detection(Duration::from_millis(50));
-    let client = Client::with_config(config).await.unwrap();
-    let name = unique_name("nolimit");
-    let semaphore = Semaphore::new(&client, &format!("{name}:sem")).unwrap();
-    assert!(semaphore.try_set_permits(1).await.unwrap());
-    let lock = ReentrantLock::new(&client, &format!("{name}:lock")).unwrap();
+/// Two tasks: the first takes a permit with `take_permit`, then waits for `lock`; the second
+/// holds `lock`, then waits for a permit with `wait_permit`; each waits up to `wait`.
+/// Returns both outcomes: `Ok(true)` acquired, `Ok(false)` timed out.
+async fn permit_and_lock_crossed<P, T, TF, W, WF>(
+    lock: ReentrantLock,
+    take_permit: T,
+    wait_permit: W,
+    wait: Duration,
+) -> [ferrisson::Result<bool>; 2]
+where
+    P: Send + 'static,
+    T: FnOnce() -> TF + Send + 'static,
+    TF: std::future::Future<Output = P> + Send,
+    W: FnOnce(AcquireOptions) -> WF + Send + 'static,
+    WF: std::future::Future<Output = ferrisson::Result<bool>> + Send,
+{
     let ready = Arc::new(tokio::sync::Barrier::new(2));
-    let options = AcquireOptions::new().with_wait(Duration::from_secs(2));
+    let options = AcquireOptions::new().with_wait(wait);
     let first = {
-        let (semaphore, lock, ready) = (semaphore.clone(), lock.clone(), ready.clone());
+        let (lock, ready) = (lock.clone(), ready.clone());
         tokio::spawn(async move {
-            let permit = semaphore.acquire().await.unwrap();
+            let permit = take_permit().await;
             ready.wait().await;
             let outcome = lock.acquire(options).await.map(|g| g.is_some());
             drop(permit);
@@ -273,14 +279,40 @@ async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
     let second = tokio::spawn(async move {
         let held = lock.lock().await.unwrap();
         ready.wait().await;
-        let outcome = semaphore
-            .try_acquire_with(options)
-            .await
-            .map(|p| p.is_some());
+        let outcome = wait_permit(options).await;
         drop(held);
         outcome
     });
-    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    [first.await.unwrap(), second.await.unwrap()]
+}
+
+/// A client that finds deadlocks every 50 ms, on `redis`.
+async fn detecting(redis: &TestRedis) -> Client {
+    let config = ClientConfig::new(redis.url()).with_deadlock_detection(Duration::from_millis(50));
+    Client::with_config(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
+    let redis = TestRedis::any();
+    let client = detecting(&redis).await;
+    let name = unique_name("nolimit");
+    let semaphore = Semaphore::new(&client, &format!("{name}:sem")).unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let lock = ReentrantLock::new(&client, &format!("{name}:lock")).unwrap();
+    let taker = semaphore.clone();
+    let outcomes = permit_and_lock_crossed(
+        lock,
+        || async move { taker.acquire().await.unwrap() },
+        |options| async move {
+            semaphore
+                .try_acquire_with(options)
+                .await
+                .map(|p| p.is_some())
+        },
+        Duration::from_secs(2),
+    )
+    .await;
     // A release of unknown origin could end the semaphore's wait: no verdict.
     assert!(
         outcomes.iter().all(|o| matches!(o, Ok(false))),
@@ -291,35 +323,24 @@ async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_through_an_expirable_semaphore_is_found() {
     let redis = TestRedis::any();
-    let config = ClientConfig::new(redis.url()).with_deadlock_detection(Duration::from_millis(50));
-    let client = Client::with_config(config).await.unwrap();
+    let client = detecting(&redis).await;
     let name = unique_name("expirable");
     let semaphore = ferrisson::ExpirableSemaphore::new(&client, &format!("{name}:sem")).unwrap();
     assert!(semaphore.try_set_permits(1).await.unwrap());
     let lock = ReentrantLock::new(&client, &format!("{name}:lock")).unwrap();
-    let ready = Arc::new(tokio::sync::Barrier::new(2));
-    let options = AcquireOptions::new().with_wait(Duration::from_secs(30));
-    let first = {
-        let (semaphore, lock, ready) = (semaphore.clone(), lock.clone(), ready.clone());
-        tokio::spawn(async move {
-            let permit = semaphore.acquire().await.unwrap();
-            ready.wait().await;
-            let outcome = lock.acquire(options).await.map(|g| g.is_some());
-            drop(permit);
-            outcome
-        })
-    };
-    let second = tokio::spawn(async move {
-        let held = lock.lock().await.unwrap();
-        ready.wait().await;
-        let outcome = semaphore
-            .try_acquire_with(options)
-            .await
-            .map(|p| p.is_some());
-        drop(held);
-        outcome
-    });
-    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    let taker = semaphore.clone();
+    let outcomes = permit_and_lock_crossed(
+        lock,
+        || async move { taker.acquire().await.unwrap() },
+        |options| async move {
+            semaphore
+                .try_acquire_with(options)
+                .await
+                .map(|p| p.is_some())
+        },
+        Duration::from_secs(30),
+    )
+    .await;
     let deadlocks = outcomes
         .iter()
         .filter(|o| matches!(o, Err(Error::Deadlock(_))))

@@ -79,6 +79,8 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
     let mut recorded: HashMap<String, String> = HashMap::new();
     let mut refused = false;
     let mut detected: Option<Instant> = None;
+    // Whether a refusal to read the graph was logged (once).
+    let mut told = false;
     loop {
         let Some((closing, pace)) = inner.upgrade().map(|i| {
             let client = crate::Client { inner: i };
@@ -115,7 +117,19 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
             && detected.is_none_or(|at| at.elapsed() >= every)
         {
             detected = Some(Instant::now());
-            find_deadlocks(&client, &waits).await;
+            match find_deadlocks(&client, &waits).await {
+                Ok(()) => {}
+                Err(e) if e.is_connection_error() => {
+                    tracing::debug!(error = %e, "deadlock detection: the wait graph could not be read");
+                }
+                Err(e) if !told => {
+                    told = true;
+                    tracing::warn!(error = %e, "deadlock detection cannot read the wait graph: deadlocks go unfound (grant +scan, and +cluster|slots on a cluster: docs/deployment.md)");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "deadlock detection: the wait graph could not be read")
+                }
+            }
         }
     }
 }
@@ -206,7 +220,7 @@ async fn write(
 /// Reads the wait-for graph and ends each of this client's waits that a cycle picks as its
 /// victim, once a second read shows the same cycle with the same victim (a graph read while
 /// a wait ended is no deadlock).
-async fn find_deadlocks(client: &crate::Client, waits: &Waits) {
+async fn find_deadlocks(client: &crate::Client, waits: &Waits) -> crate::Result<()> {
     let mine = |graph: &crate::WaitGraph| -> Vec<(u64, String)> {
         graph
             .cycles
@@ -218,19 +232,11 @@ async fn find_deadlocks(client: &crate::Client, waits: &Waits) {
             })
             .collect()
     };
-    let first = match client.wait_graph().await {
-        Ok(graph) => mine(&graph),
-        Err(e) => {
-            tracing::debug!(error = %e, "deadlock detection: the wait graph could not be read");
-            return;
-        }
-    };
+    let first = mine(&client.wait_graph().await?);
     if first.is_empty() {
-        return;
+        return Ok(());
     }
-    let Ok(second) = client.wait_graph().await.map(|g| mine(&g)) else {
-        return;
-    };
+    let second = mine(&client.wait_graph().await?);
     for (wait, cycle) in second {
         if !first.iter().any(|(w, _)| *w == wait) {
             continue;
@@ -240,4 +246,5 @@ async fn find_deadlocks(client: &crate::Client, waits: &Waits) {
             tracing::warn!(%cycle, "deadlock: this client's waiter gives way");
         }
     }
+    Ok(())
 }

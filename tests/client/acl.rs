@@ -233,3 +233,46 @@ fn error_count(con: &mut redis::Connection, code: &str) -> u64 {
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map_or(0, |n| n.trim().parse().unwrap())
 }
+
+/// Deadlock detection needs one right beyond the documented line, `+scan`
+/// (docs/deployment.md): with it, a cycle of two tasks is found, and nothing the detection
+/// sends or reads is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlock_detection_works_with_the_documented_rights_and_scan() {
+    let server = RedisServer::spawn();
+    let mut rights = documented_acl();
+    rights.push("+scan".into());
+    drop(client_with_rights(&server, rights).await);
+    let url = format!("redis://ferrisson:{PASSWORD}@127.0.0.1:{}", server.port());
+    let config = ClientConfig::new(url)
+        .with_namespace(NAMESPACE)
+        .with_deadlock_detection(Duration::from_millis(100));
+    let client = Client::with_config(config).await.unwrap();
+    let name = unique_name("acl-deadlock");
+    let (a, b) = (format!("{name}:a"), format!("{name}:b"));
+    let outcomes = crate::waits::crossed(
+        (&client, &client),
+        move |c| ReentrantLock::new(c, &a).unwrap(),
+        move |c| ferrisson::FairLock::new(c, &b).unwrap(),
+        Duration::from_secs(30),
+    )
+    .await;
+    let deadlocks = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(ferrisson::Error::Deadlock(_))))
+        .count();
+    assert_eq!(deadlocks, 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| matches!(o, Ok(true))),
+        "{outcomes:?}"
+    );
+    let log: redis::Value = redis::cmd("ACL")
+        .arg("LOG")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(
+        error_count(&mut server.connection(), "NOPERM"),
+        0,
+        "{log:?}"
+    );
+}

@@ -184,6 +184,12 @@ impl Client {
     /// wake-up channel's subscribers, and who stands behind each holder, waiter and permit
     /// (the records of their clients, read in parallel).
     pub(super) async fn finish_info(&self, info: &mut ObjectInfo) -> Result<()> {
+        // The wait graph's reads take the layout alone: who stands behind an owner comes
+        // from the records it read already, and the subscribers are not its business (nor
+        // its user's right: `PUBSUB NUMSUB` is an operator's command).
+        if LAYOUT_ONLY.try_with(|only| *only).unwrap_or(false) {
+            return Ok(());
+        }
         let mut tags: Vec<u64> = Vec::new();
         let owners = info.holders.iter().map(|h| h.owner.as_str());
         let owners = owners.chain(info.waiters.iter().map(|w| w.owner.as_str()));
@@ -308,4 +314,10 @@ impl Client {
         let _: i64 = self.eval_read(&call).await?;
         Ok(())
     }
+}
+
+tokio::task_local! {
+    /// Set (`true`) around reads that need an object's layout alone ([`Client::wait_graph`]):
+    /// no subscriber count, no client records.
+    pub(super) static LAYOUT_ONLY: bool;
 }

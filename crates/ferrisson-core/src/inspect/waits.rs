@@ -313,7 +313,8 @@ impl Client {
             let Some(kind) = layout_kind(kind) else {
                 return GraphObject::Unknown;
             };
-            match self.inspect_key(key.clone(), Some(kind)).await {
+            let read = super::read::LAYOUT_ONLY.scope(true, self.inspect_key(key.clone(), Some(kind)));
+            match read.await {
                 Ok(info) if kind.is_lock() => {
                     let mut queue = info.waiters.clone();
                     queue.sort_by_key(|w| w.place);

@@ -293,6 +293,65 @@ async fn detecting(redis: &TestRedis) -> Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cycle_with_a_client_that_does_not_detect_the_one_that_does_gives_way() {
+    let redis = TestRedis::any();
+    let detecting = detecting(&redis).await;
+    let config = ClientConfig::new(redis.url()).with_wait_record_delay(Duration::from_millis(20));
+    let plain = Client::with_config(config).await.unwrap();
+    let name = unique_name("mixed");
+    let (a, b) = (format!("{name}:a"), format!("{name}:b"));
+    let options = AcquireOptions::new().with_wait(Duration::from_secs(5));
+    let (b_held, b_held_rx) = tokio::sync::oneshot::channel();
+    let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let plain_task = {
+        let (lock_a, lock_b) = (
+            ReentrantLock::new(&plain, &a).unwrap(),
+            ReentrantLock::new(&plain, &b).unwrap(),
+        );
+        tokio::spawn(async move {
+            let held = lock_b.lock().await.unwrap();
+            b_held.send(()).unwrap();
+            go_rx.await.unwrap();
+            let outcome = lock_a.acquire(options).await.map(|g| g.is_some());
+            drop(held);
+            outcome
+        })
+    };
+    b_held_rx.await.unwrap();
+    let detecting_task = {
+        let (lock_a, lock_b) = (
+            ReentrantLock::new(&detecting, &a).unwrap(),
+            ReentrantLock::new(&detecting, &b).unwrap(),
+        );
+        tokio::spawn(async move {
+            let held = lock_a.lock().await.unwrap();
+            let outcome = lock_b.acquire(options).await.map(|g| g.is_some());
+            drop(held);
+            outcome
+        })
+    };
+    // The detecting client's wait begins first: by the rule alone the plain client's, which
+    // begins last, would be the victim, and nobody would act on it.
+    let mut con = redis.connection();
+    eventually(
+        Duration::from_secs(5),
+        "the detecting client's wait on record",
+        || {
+            let n = recorded_waits(&mut con, &detecting).len();
+            async move { n == 1 }
+        },
+    )
+    .await;
+    go.send(()).unwrap();
+    let outcomes = [detecting_task.await.unwrap(), plain_task.await.unwrap()];
+    assert!(
+        matches!(outcomes[0], Err(Error::Deadlock(_))),
+        "{outcomes:?}"
+    );
+    assert!(matches!(outcomes[1], Ok(true)), "{outcomes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
     let redis = TestRedis::any();
     let client = detecting(&redis).await;

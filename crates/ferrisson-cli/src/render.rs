@@ -442,6 +442,7 @@ pub fn waits_json(graph: &ferrisson::WaitGraph) -> Value {
                 "client": party_json(&t.party),
                 "task": t.task,
                 "deadlocked": t.deadlocked,
+                "detects": t.detects,
                 "holds": holds,
                 "waits": waits,
             })

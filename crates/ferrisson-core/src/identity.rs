@@ -41,10 +41,18 @@ pub(crate) struct Identity {
     /// a reader tells a live client's record from a dead one's by its time to live.
     lease_ms: u64,
     period_ms: u64,
+    /// Whether the client finds deadlocks: a cycle's victim is picked among such clients'
+    /// tasks first, so that a cycle with one of them in it ends.
+    detects: bool,
 }
 
 impl Identity {
-    pub(crate) fn new(id: &str, app: Option<&str>, lease: Duration, period: Duration) -> Self {
+    pub(crate) fn new(
+        id: &str,
+        app: Option<&str>,
+        (lease, period): (Duration, Duration),
+        detects: bool,
+    ) -> Self {
         Self {
             id: id.to_owned(),
             app: app.map_or_else(default_app_name, str::to_owned),
@@ -55,6 +63,7 @@ impl Identity {
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             lease_ms: crate::time::millis(lease),
             period_ms: crate::time::millis(period),
+            detects,
         }
     }
 
@@ -111,6 +120,8 @@ impl Identity {
             .arg(self.lease_ms)
             .arg("period")
             .arg(self.period_ms)
+            .arg("detects")
+            .arg(u8::from(self.detects))
     }
 }
 

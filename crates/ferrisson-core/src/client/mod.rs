@@ -284,7 +284,12 @@ impl Client {
         tracing::debug!(client_id = %id, "client connected");
         crate::metrics::describe_once();
         let (period, lease) = (config.watchdog_period(), config.lease());
-        let identity = crate::identity::Identity::new(&id, config.app_name(), lease, period);
+        let identity = crate::identity::Identity::new(
+            &id,
+            config.app_name(),
+            (lease, period),
+            config.deadlock_detection().is_some(),
+        );
         let config_records = config.client_record();
         let client = Self {
             inner: Arc::new(Inner {

@@ -64,6 +64,8 @@ pub struct WaitingTask {
     pub waits: Vec<TaskWait>,
     /// Whether it is deadlocked for certain: in a cycle, or waiting behind one.
     pub deadlocked: bool,
+    /// Whether its client finds deadlocks ([`ClientConfig::with_deadlock_detection`](crate::ClientConfig::with_deadlock_detection)).
+    pub detects: bool,
 }
 
 /// A cycle of waits: each task holds what the next one waits for.
@@ -265,6 +267,7 @@ impl Client {
             if recorded.is_empty() {
                 continue;
             }
+            let detects = fields.get("detects").is_some_and(|d| d == "1");
             let Some(record) = record_of(fields, -2) else {
                 continue;
             };
@@ -279,6 +282,7 @@ impl Client {
                         holds: Vec::new(),
                         waits: Vec::new(),
                         deadlocked: false,
+                        detects,
                     });
                     tasks.len().saturating_sub(1)
                 });
@@ -364,6 +368,7 @@ impl Client {
                         })
                         .collect(),
                     waits: Vec::new(),
+                    detects: t.detects,
                 })
                 .collect(),
         };

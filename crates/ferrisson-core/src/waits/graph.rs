@@ -47,6 +47,8 @@ pub(crate) struct GraphNode {
     pub holds: Vec<Held>,
     /// Its waits.
     pub waits: Vec<GraphWait>,
+    /// Whether its client finds deadlocks (a victim is picked among those first).
+    pub detects: bool,
 }
 
 /// What the graph knows of an object waited for.
@@ -214,9 +216,9 @@ impl Graph {
     }
 
     /// The deadlocks: each cycle of stuck nodes (a strongly connected component with an edge
-    /// inside), with its victim: the node whose latest wait began last (ties: the greatest
-    /// node id), failing that wait (its latest, ties: the greatest wait id). Sorted by their
-    /// nodes.
+    /// inside), with its victim: among the nodes whose clients find deadlocks (all of them
+    /// when none does), the node whose latest wait began last (ties: the greatest node id),
+    /// failing that wait (its latest, ties: the greatest wait id). Sorted by their nodes.
     pub(crate) fn cycles(&self) -> Vec<Cycle> {
         let stuck = self.stuck();
         let edges: Vec<Vec<usize>> = self
@@ -256,8 +258,14 @@ impl Graph {
                         .map(|w| (w.since_ms, node.id.as_str(), w.id))
                 })
             };
+            // A victim whose client finds deadlocks, when the cycle has one: another client
+            // would never act on its verdict.
+            let any_detects = component
+                .iter()
+                .any(|&n| self.nodes.get(n).is_some_and(|node| node.detects));
             let Some((victim, (_, _, wait))) = component
                 .iter()
+                .filter(|&&n| !any_detects || self.nodes.get(n).is_some_and(|node| node.detects))
                 .filter_map(|&n| latest(n).map(|l| (n, l)))
                 .max_by(|a, b| (a.1.0, a.1.1).cmp(&(b.1.0, b.1.1)))
             else {
@@ -373,6 +381,7 @@ mod tests {
             id: id.into(),
             holds,
             waits,
+            detects: false,
         }
     }
 
@@ -398,6 +407,18 @@ mod tests {
                 victim_wait: 7
             }]
         );
+    }
+
+    #[test]
+    fn the_victim_is_a_task_whose_client_finds_deadlocks() {
+        let mut g = two_cycle();
+        // Only a's client detects: a gives way, though b's wait began later.
+        g.nodes[0].detects = true;
+        let cycles = g.cycles();
+        assert_eq!((cycles[0].victim, cycles[0].victim_wait), (0, 1));
+        // Both detect: the later waiter again.
+        g.nodes[1].detects = true;
+        assert_eq!(g.cycles()[0].victim, 1);
     }
 
     #[test]

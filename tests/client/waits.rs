@@ -226,11 +226,9 @@ async fn without_detection_the_graph_shows_the_cycle_and_nobody_fails() {
         Duration::from_secs(4),
     )
     .await;
-    // Neither gives way: both wait out their limit.
-    assert!(
-        outcomes.iter().all(|o| matches!(o, Ok(false))),
-        "{outcomes:?}"
-    );
+    // Nobody gives way: the first to wait out its limit lets go of what it holds (the other,
+    // still waiting a moment longer, may then get in).
+    no_verdict(&outcomes);
     let graph = probe.await.unwrap().expect("the graph showed the cycle");
     let [cycle] = graph.cycles.as_slice() else {
         panic!("{graph:#?}");
@@ -373,8 +371,15 @@ async fn a_semaphore_without_a_limit_is_never_taken_as_blocking_for_certain() {
     )
     .await;
     // A release of unknown origin could end the semaphore's wait: no verdict.
+    no_verdict(&outcomes);
+}
+
+/// Checks that `outcomes` (of two crossed waits) ended without a verdict: at least one waited
+/// out its limit, and none failed (the other may get in once the first lets go).
+fn no_verdict(outcomes: &[ferrisson::Result<bool>]) {
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     assert!(
-        outcomes.iter().all(|o| matches!(o, Ok(false))),
+        outcomes.iter().any(|o| matches!(o, Ok(false))),
         "{outcomes:?}"
     );
 }

@@ -257,15 +257,7 @@ async fn deadlock_detection_works_with_the_documented_rights_and_scan() {
         Duration::from_secs(30),
     )
     .await;
-    let deadlocks = outcomes
-        .iter()
-        .filter(|o| matches!(o, Err(ferrisson::Error::Deadlock(_))))
-        .count();
-    assert_eq!(deadlocks, 1, "{outcomes:?}");
-    assert!(
-        outcomes.iter().any(|o| matches!(o, Ok(true))),
-        "{outcomes:?}"
-    );
+    crate::waits::one_gave_way(&outcomes);
     let log: redis::Value = redis::cmd("ACL")
         .arg("LOG")
         .query(&mut server.connection())

@@ -318,13 +318,5 @@ async fn a_deadlock_across_primaries_is_found() {
         Duration::from_secs(30),
     )
     .await;
-    let deadlocks = outcomes
-        .iter()
-        .filter(|o| matches!(o, Err(ferrisson::Error::Deadlock(_))))
-        .count();
-    assert_eq!(deadlocks, 1, "{outcomes:?}");
-    assert!(
-        outcomes.iter().any(|o| matches!(o, Ok(true))),
-        "{outcomes:?}"
-    );
+    crate::waits::one_gave_way(&outcomes);
 }

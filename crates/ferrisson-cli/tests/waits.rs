@@ -22,6 +22,21 @@ fn ferrisson(url: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Polls `check` every 100 ms until it gives something, for 20 s at most; panics with `what`
+/// then.
+fn poll_until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(20))
+        .expect("a test's patience fits the clock");
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "not within 20 s: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn waits_shows_the_graph_and_flags_a_cycle() {
     let server = RedisServer::spawn();
@@ -55,17 +70,15 @@ fn waits_shows_the_graph_and_flags_a_cycle() {
         (tasks, clients)
     });
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let graph: Value = loop {
+    let graph: Value = poll_until("a cycle shown", || {
         let out = ferrisson(&url, &["waits", "--json"]);
         let graph: Value = serde_json::from_slice(&out.stdout).unwrap();
-        if graph["cycles"].as_array().is_some_and(|c| !c.is_empty()) {
+        let cycle = graph["cycles"].as_array().is_some_and(|c| !c.is_empty());
+        cycle.then(|| {
             assert_eq!(out.status.code(), Some(1), "a cycle: exit 1");
-            break graph;
-        }
-        assert!(Instant::now() < deadline, "no cycle shown: {graph}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+            graph
+        })
+    });
     let tasks_json = graph["tasks"].as_array().unwrap();
     assert_eq!(tasks_json.len(), 2, "{graph}");
     for task in tasks_json {
@@ -96,15 +109,9 @@ fn waits_shows_the_graph_and_flags_a_cycle() {
     for task in tasks {
         task.abort();
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = ferrisson(&url, &["waits"]);
-        if out.status.code() == Some(0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the waits stayed on record");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll_until("the waits off the records", || {
+        (ferrisson(&url, &["waits"]).status.code() == Some(0)).then_some(())
+    });
     runtime.block_on(async {
         for client in clients {
             client.shutdown().await.unwrap();

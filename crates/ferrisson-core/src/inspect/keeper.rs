@@ -88,7 +88,7 @@ pub(crate) async fn keep(inner: Weak<Inner>, waits: Arc<Waits>) {
         }) else {
             return;
         };
-        let idle = recorded.is_empty() && waits.snapshot().is_empty();
+        let idle = recorded.is_empty() && waits.is_empty();
         // Idle, it looks now and then whether the client is still there (the last clone
         // dropped without a shutdown ends it then).
         let sleep = if idle { IDLE_LOOK } else { pace.tick };

@@ -246,7 +246,6 @@ impl Client {
         info.kind = Some(ObjectKind::Registered(kind));
         (kind.read)(&facts, &mut info);
         info.kind_certain |= named;
-        self.finish_info(&mut info).await?;
         Ok(Some(info))
     }
 }

@@ -101,38 +101,46 @@ pub(super) fn scan_keys<'a>(
         .flat_map(|n| types.iter().map(move |t| (n.clone(), *t)))
         .collect();
     futures::stream::iter(passes)
-        .map(move |(node, kind)| {
-            let pattern = pattern.clone();
-            futures::stream::unfold(Some(0u64), move |cursor| {
-                let (node, pattern) = (node.clone(), pattern.clone());
-                async move {
-                    let cursor = cursor?;
-                    let cmd = redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(500)
-                        .arg("TYPE")
-                        .arg(kind)
-                        .clone();
-                    match client.inner.conn.query_node(&cmd, &node).await {
-                        Ok(reply) => match redis::from_redis_value::<(u64, Vec<String>)>(reply) {
-                            Ok((next, keys)) => {
-                                let keys: Vec<Result<String>> = keys
-                                    .into_iter()
-                                    .filter(|k| !is_derived(k))
-                                    .map(Ok)
-                                    .collect();
-                                Some((keys, (next != 0).then_some(next)))
-                            }
-                            Err(e) => Some((vec![Err(Error::Protocol(e.to_string()))], None)),
-                        },
-                        Err(e) => Some((vec![Err(Error::Redis(e))], None)),
-                    }
-                }
-            })
-            .flat_map(futures::stream::iter)
-        })
+        .map(move |(node, kind)| scan_pages(client, node, pattern.clone(), kind))
         .flatten()
+        .map(|page| match page {
+            Ok(keys) => keys
+                .into_iter()
+                .filter(|k| !is_derived(k))
+                .map(Ok)
+                .collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        })
+        .flat_map(futures::stream::iter)
+}
+
+/// The keys of type `kind` matching `pattern` on `node`, `SCAN`ned a page (500) at a time.
+pub(super) fn scan_pages<'a>(
+    client: &'a Client,
+    node: crate::connection::Node,
+    pattern: String,
+    kind: &'static str,
+) -> impl Stream<Item = Result<Vec<String>>> + 'a {
+    futures::stream::unfold(Some(0u64), move |cursor| {
+        let (node, pattern) = (node.clone(), pattern.clone());
+        async move {
+            let cursor = cursor?;
+            let cmd = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .arg("TYPE")
+                .arg(kind)
+                .clone();
+            Some(match client.inner.conn.query_node(&cmd, &node).await {
+                Ok(reply) => match redis::from_redis_value::<(u64, Vec<String>)>(reply) {
+                    Ok((next, keys)) => (Ok(keys), (next != 0).then_some(next)),
+                    Err(e) => (Err(Error::Protocol(e.to_string())), None),
+                },
+                Err(e) => (Err(Error::Redis(e)), None),
+            })
+        }
+    })
 }

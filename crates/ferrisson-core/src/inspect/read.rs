@@ -55,7 +55,22 @@ impl Client {
         self.inspect_key(self.object_key(name)?, Some(kind)).await
     }
 
+    /// Everything [`inspect`](Self::inspect) says of the object at `key` (read as `hint`
+    /// when given): its layout, then who stands behind it and who waits on its channel.
     pub(super) async fn inspect_key(
+        &self,
+        key: String,
+        hint: Option<ObjectKind>,
+    ) -> Result<ObjectInfo> {
+        let mut info = self.read_layout(key, hint).await?;
+        self.finish_info(&mut info).await?;
+        Ok(info)
+    }
+
+    /// What the layout at `key` says (read as `hint` when given), without the parties behind
+    /// its owners nor its subscribers ([`finish_info`](Self::finish_info)): what the wait
+    /// graph needs.
+    pub(super) async fn read_layout(
         &self,
         key: String,
         hint: Option<ObjectKind>,
@@ -166,7 +181,6 @@ impl Client {
                     .and_then(|(v, pttl)| positive_ms(*pttl).map(|left| (v.clone(), left))),
             ));
         }
-        self.finish_info(&mut info).await?;
         Ok(info)
     }
 
@@ -183,13 +197,7 @@ impl Client {
     /// Fills in what the core finds out about any kind's object once its kind read it: the
     /// wake-up channel's subscribers, and who stands behind each holder, waiter and permit
     /// (the records of their clients, read in parallel).
-    pub(super) async fn finish_info(&self, info: &mut ObjectInfo) -> Result<()> {
-        // The wait graph's reads take the layout alone: who stands behind an owner comes
-        // from the records it read already, and the subscribers are not its business (nor
-        // its user's right: `PUBSUB NUMSUB` is an operator's command).
-        if LAYOUT_ONLY.try_with(|only| *only).unwrap_or(false) {
-            return Ok(());
-        }
+    async fn finish_info(&self, info: &mut ObjectInfo) -> Result<()> {
         let mut tags: Vec<u64> = Vec::new();
         let owners = info.holders.iter().map(|h| h.owner.as_str());
         let owners = owners.chain(info.waiters.iter().map(|w| w.owner.as_str()));
@@ -259,30 +267,38 @@ impl Client {
 
     /// The records of the clients tagged `tags`, those that exist.
     async fn client_records(&self, tags: &[u64]) -> Result<HashMap<u64, ClientRecord>> {
-        let reads = tags.iter().map(|&tag| async move {
-            let key = record_key(tag);
-            let (hgetall, pttl) = (
-                redis::cmd("HGETALL").arg(&key).clone(),
-                redis::cmd("PTTL").arg(&key).clone(),
-            );
-            // Both at once: the multiplexed connection sends them in one write, one round trip.
-            let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
-                futures::join!(self.query(&hgetall), self.query(&pttl));
-            (tag, fields, pttl)
-        });
+        let reads = tags
+            .iter()
+            .map(|&tag| async move { (tag, self.record_fields(&record_key(tag)).await) });
         let mut out = HashMap::new();
-        for (tag, fields, pttl) in futures::future::join_all(reads).await {
-            let fields = match fields {
-                Ok(f) => f,
-                // Someone else's key of another type under the name: no record.
-                Err(Error::Redis(e)) if e.code() == Some("WRONGTYPE") => continue,
-                Err(e) => return Err(e),
-            };
-            if let Some(record) = record_of(fields, pttl.unwrap_or(-2)) {
+        for (tag, read) in futures::future::join_all(reads).await {
+            if let Some((fields, pttl)) = read?
+                && let Some(record) = record_of(fields, pttl)
+            {
                 out.insert(tag, record);
             }
         }
         Ok(out)
+    }
+
+    /// The fields of the client record at `key` and its time to live (ms; `-2`: not known),
+    /// `None` for a key of another type (someone else's, under the name).
+    pub(super) async fn record_fields(
+        &self,
+        key: &str,
+    ) -> Result<Option<(HashMap<String, String>, i64)>> {
+        let (hgetall, pttl) = (
+            redis::cmd("HGETALL").arg(key).clone(),
+            redis::cmd("PTTL").arg(key).clone(),
+        );
+        // Both at once: the multiplexed connection sends them in one write, one round trip.
+        let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
+            futures::join!(self.query(&hgetall), self.query(&pttl));
+        match fields {
+            Ok(fields) => Ok(Some((fields, pttl.unwrap_or(-2)))),
+            Err(Error::Redis(e)) if e.code() == Some("WRONGTYPE") => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The record of the client with id `client_id` (a UUID, or an owner `<id>:<n>`), if it
@@ -314,10 +330,4 @@ impl Client {
         let _: i64 = self.eval_read(&call).await?;
         Ok(())
     }
-}
-
-tokio::task_local! {
-    /// Set (`true`) around reads that need an object's layout alone ([`Client::wait_graph`]):
-    /// no subscriber count, no client records.
-    pub(super) static LAYOUT_ONLY: bool;
 }

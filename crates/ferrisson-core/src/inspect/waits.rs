@@ -150,11 +150,6 @@ impl WaitGraph {
         );
         order
     }
-
-    /// The index of the task `<client id>/<task>`.
-    pub fn task_index(&self, id: &str) -> Option<usize> {
-        self.tasks.iter().position(|t| t.id == id)
-    }
 }
 
 /// Whether a client record is a live client's: its time to live never falls more than a
@@ -201,54 +196,26 @@ impl Client {
     /// Redis errors.
     pub async fn wait_graph(&self) -> Result<WaitGraph> {
         let nodes = self.inner.conn.scan_nodes().await.map_err(Error::Redis)?;
+        let pattern = format!("{RECORD_PREFIX}:*");
+        let pages: Vec<Result<Vec<String>>> = futures::stream::iter(nodes)
+            .map(|node| super::list::scan_pages(self, node, pattern.clone(), "hash"))
+            .flatten()
+            .collect()
+            .await;
         let mut keys = Vec::new();
-        for node in nodes {
-            let mut cursor = 0u64;
-            loop {
-                let cmd = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{RECORD_PREFIX}:*"))
-                    .arg("COUNT")
-                    .arg(500)
-                    .arg("TYPE")
-                    .arg("hash")
-                    .clone();
-                let reply = self
-                    .inner
-                    .conn
-                    .query_node(&cmd, &node)
-                    .await
-                    .map_err(Error::Redis)?;
-                let (next, page): (u64, Vec<String>) =
-                    redis::from_redis_value(reply).map_err(|e| Error::Protocol(e.to_string()))?;
-                keys.extend(page);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+        for page in pages {
+            keys.extend(page?);
         }
         keys.sort_unstable();
         keys.dedup();
-        let reads = keys.iter().map(|key| async move {
-            let (hgetall, pttl) = (
-                redis::cmd("HGETALL").arg(key).clone(),
-                redis::cmd("PTTL").arg(key).clone(),
-            );
-            // Both at once: one write, one round trip.
-            let (fields, pttl): (Result<HashMap<String, String>>, Result<i64>) =
-                futures::join!(self.query(&hgetall), self.query(&pttl));
-            fields.map(|f| (f, pttl.unwrap_or(-2)))
-        });
+        let reads = keys.iter().map(|key| self.record_fields(key));
         let mut records = Vec::new();
         for read in futures::future::join_all(reads).await {
-            match read {
-                Ok((fields, pttl)) if is_live(&fields, pttl) => records.push(fields),
-                Ok(_) => {}
-                // Gone or changed type between the scan and the read.
-                Err(Error::Redis(e)) if e.code() == Some("WRONGTYPE") => {}
-                Err(e) => return Err(e),
+            // Gone or changed type between the scan and the read: no record.
+            if let Some((fields, pttl)) = read?
+                && is_live(&fields, pttl)
+            {
+                records.push(fields);
             }
         }
         self.graph_of(records).await
@@ -317,8 +284,10 @@ impl Client {
             let Some(kind) = layout_kind(kind) else {
                 return GraphObject::Unknown;
             };
-            let read = super::read::LAYOUT_ONLY.scope(true, self.inspect_key(key.clone(), Some(kind)));
-            match read.await {
+            // The layout alone: who stands behind an owner comes from the records read
+            // already, and the subscribers are no business of the graph (nor its user's right:
+            // `PUBSUB NUMSUB` is an operator's command).
+            match self.read_layout(key.clone(), Some(kind)).await {
                 Ok(info) if kind.is_lock() => {
                     let mut queue = info.waiters.clone();
                     queue.sort_by_key(|w| w.place);

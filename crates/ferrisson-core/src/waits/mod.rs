@@ -105,6 +105,11 @@ impl Waits {
         all
     }
 
+    /// Whether no wait is on.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.live().is_empty()
+    }
+
     /// Whether wait `id` is still on.
     pub(crate) fn is_live(&self, id: u64) -> bool {
         self.live().contains_key(&id)
